@@ -1,0 +1,413 @@
+//! The CPU backend: interprets a [`Kernel`] over byte buffers.
+//!
+//! Work is vectorised by tiles: a tile is a block of rows, and for the
+//! reduced variables a chunk of each row, so every instruction runs as a
+//! tight loop over a slice instead of once per element. Values are held as
+//! `f64` and rounded to each instruction's dtype, so the results match a
+//! backend computing in that dtype.
+
+use crate::expr::Expr;
+use crate::ir::{Inst, Kernel, Val};
+use crate::DType;
+
+/// Points per tile: enough to amortise the per-instruction dispatch.
+const TILE: usize = 4096;
+
+/// A kernel failed on the CPU: an index outside a buffer (a scheduler bug)
+/// or buffers that do not match the kernel's parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterpError(pub String);
+
+impl std::fmt::Display for InterpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Runs `kernel` reading `inputs` and writing `outputs` (byte buffers in the
+/// dtypes and lengths of the kernel's parameters).
+pub fn run(kernel: &Kernel, inputs: &[&[u8]], outputs: &mut [&mut [u8]]) -> Result<(), InterpError> {
+    check_args(kernel, inputs, outputs)?;
+    let rows = kernel.rows();
+    let row_len = kernel.row_len();
+    let (tile_rows, chunk) = if row_len == 0 {
+        (TILE, 0)
+    } else if row_len <= TILE {
+        ((TILE / row_len).max(1), row_len)
+    } else {
+        (1, TILE)
+    };
+    let level = kernel.element_level();
+    let plan = Plan::new(kernel, &level);
+    let mut st = State::new(kernel.insts.len());
+    let mut r0 = 0;
+    while r0 < rows {
+        let nr = tile_rows.min(rows - r0);
+        st.run_rows(kernel, &plan, inputs, outputs, r0, nr, row_len, chunk)?;
+        r0 += nr;
+    }
+    Ok(())
+}
+
+fn check_args(kernel: &Kernel, inputs: &[&[u8]], outputs: &[&mut [u8]]) -> Result<(), InterpError> {
+    let ok_in = inputs.len() == kernel.inputs.len()
+        && inputs
+            .iter()
+            .zip(&kernel.inputs)
+            .all(|(b, a)| b.len() >= a.len * a.dtype.size());
+    let ok_out = outputs.len() == kernel.outputs.len()
+        && outputs
+            .iter()
+            .zip(&kernel.outputs)
+            .all(|(b, a)| b.len() >= a.len * a.dtype.size());
+    if ok_in && ok_out {
+        Ok(())
+    } else {
+        Err(InterpError(format!(
+            "kernel {}: buffers do not match its parameters",
+            kernel.name
+        )))
+    }
+}
+
+/// Which element-level instructions each pass needs, in SSA order.
+struct Plan {
+    level: Vec<bool>,
+    /// For each `Reduce` instruction, the element-level instructions its
+    /// operand needs.
+    reduce_needs: Vec<Vec<Val>>,
+    /// Element-level instructions the element-level stores need.
+    store_needs: Vec<Val>,
+    element_stores: Vec<usize>,
+    row_stores: Vec<usize>,
+}
+
+impl Plan {
+    fn new(k: &Kernel, level: &[bool]) -> Plan {
+        let needs = |roots: &[Val]| -> Vec<Val> {
+            let mut want = vec![false; k.insts.len()];
+            let mut stack: Vec<Val> = roots.iter().copied().filter(|r| level[*r]).collect();
+            while let Some(v) = stack.pop() {
+                if want[v] {
+                    continue;
+                }
+                want[v] = true;
+                for o in k.insts[v].inst.operands() {
+                    if level[o] {
+                        stack.push(o);
+                    }
+                }
+            }
+            (0..k.insts.len()).filter(|v| want[*v]).collect()
+        };
+        let reduce_needs = k
+            .insts
+            .iter()
+            .map(|n| match n.inst {
+                Inst::Reduce(_, a) => needs(&[a]),
+                _ => Vec::new(),
+            })
+            .collect();
+        let (element_stores, row_stores): (Vec<usize>, Vec<usize>) =
+            (0..k.stores.len()).partition(|s| k.store_is_element_level(&k.stores[*s], level));
+        let roots: Vec<Val> = element_stores.iter().map(|s| k.stores[*s].value).collect();
+        Plan {
+            level: level.to_vec(),
+            reduce_needs,
+            store_needs: needs(&roots),
+            element_stores,
+            row_stores,
+        }
+    }
+}
+
+/// Reused scratch: per instruction a row-level and an element-level vector.
+struct State {
+    row: Vec<Vec<f64>>,
+    elem: Vec<Vec<f64>>,
+    /// Loop-variable values at the current points, one vector per variable.
+    row_vars: Vec<Vec<i64>>,
+    elem_vars: Vec<Vec<i64>>,
+    idx: Vec<i64>,
+    tmp: Vec<i64>,
+}
+
+impl State {
+    fn new(n: usize) -> State {
+        State {
+            row: vec![Vec::new(); n],
+            elem: vec![Vec::new(); n],
+            row_vars: Vec::new(),
+            elem_vars: Vec::new(),
+            idx: Vec::new(),
+            tmp: Vec::new(),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_rows(
+        &mut self,
+        k: &Kernel,
+        plan: &Plan,
+        inputs: &[&[u8]],
+        outputs: &mut [&mut [u8]],
+        r0: usize,
+        nr: usize,
+        row_len: usize,
+        chunk: usize,
+    ) -> Result<(), InterpError> {
+        // Kept variables for the rows of this tile; reduced ones are 0 here.
+        unravel(&k.ranges[..k.n_kept], r0, nr, &mut self.row_vars);
+        self.row_vars
+            .resize(k.ranges.len(), Vec::new());
+        for v in &mut self.row_vars[k.n_kept..] {
+            v.clear();
+            v.resize(nr, 0);
+        }
+        for (i, n) in k.insts.iter().enumerate() {
+            if plan.level[i] {
+                continue;
+            }
+            if let Inst::Reduce(op, a) = n.inst {
+                let mut acc = vec![op.identity(n.dtype); nr];
+                let mut c0 = 0;
+                while c0 < row_len {
+                    let nc = chunk.min(row_len - c0);
+                    self.eval_elements(k, plan, &plan.reduce_needs[i], inputs, nr, c0, nc)?;
+                    let src = if plan.level[a] {
+                        &self.elem[a]
+                    } else {
+                        // A row-level operand counts once per element.
+                        self.tmp_expand(a, nr, nc);
+                        &self.elem[a]
+                    };
+                    for (r, acc) in acc.iter_mut().enumerate() {
+                        for v in &src[r * nc..(r + 1) * nc] {
+                            *acc = n.dtype.round(op.combine(*acc, *v));
+                        }
+                    }
+                    c0 += nc;
+                }
+                self.row[i] = acc;
+            } else {
+                let vars: Vec<&[i64]> = self.row_vars.iter().map(|v| v.as_slice()).collect();
+                let out = compute(k, i, &self.row, &vars, inputs, nr, &mut self.idx, &mut self.tmp)?;
+                self.row[i] = out;
+            }
+        }
+        for &s in &plan.row_stores {
+            let st = &k.stores[s];
+            let vars: Vec<&[i64]> = self.row_vars.iter().map(|v| v.as_slice()).collect();
+            write_out(k, st.output, &st.index, &self.row[st.value], &vars, outputs, &mut self.idx)?;
+        }
+        if !plan.element_stores.is_empty() {
+            let mut c0 = 0;
+            while c0 < row_len {
+                let nc = chunk.min(row_len - c0);
+                self.eval_elements(k, plan, &plan.store_needs, inputs, nr, c0, nc)?;
+                for &s in &plan.element_stores {
+                    let st = &k.stores[s];
+                    if !plan.level[st.value] {
+                        self.tmp_expand(st.value, nr, nc);
+                    }
+                    let vars: Vec<&[i64]> = self.elem_vars.iter().map(|v| v.as_slice()).collect();
+                    write_out(k, st.output, &st.index, &self.elem[st.value], &vars, outputs, &mut self.idx)?;
+                }
+                c0 += nc;
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies row-level value `a` into its element-level slot, repeated over
+    /// the chunk.
+    fn tmp_expand(&mut self, a: Val, nr: usize, nc: usize) {
+        let mut e = std::mem::take(&mut self.elem[a]);
+        e.clear();
+        for r in 0..nr {
+            e.extend(std::iter::repeat(self.row[a][r]).take(nc));
+        }
+        self.elem[a] = e;
+    }
+
+    /// Evaluates element-level instructions `needs` at the points of rows
+    /// `0..nr` (of the tile) times reduced positions `c0..c0 + nc`.
+    #[allow(clippy::too_many_arguments)]
+    fn eval_elements(
+        &mut self,
+        k: &Kernel,
+        plan: &Plan,
+        needs: &[Val],
+        inputs: &[&[u8]],
+        nr: usize,
+        c0: usize,
+        nc: usize,
+    ) -> Result<(), InterpError> {
+        let n = nr * nc;
+        // Variables at element points: kept ones repeat per row, reduced
+        // ones cycle over the chunk.
+        let nk = k.n_kept;
+        let mut red = Vec::new();
+        unravel(&k.ranges[nk..], c0, nc, &mut red);
+        self.elem_vars.resize(k.ranges.len(), Vec::new());
+        for v in 0..k.ranges.len() {
+            let ev = &mut self.elem_vars[v];
+            ev.clear();
+            ev.reserve(n);
+            for r in 0..nr {
+                if v < nk {
+                    ev.extend(std::iter::repeat(self.row_vars[v][r]).take(nc));
+                } else {
+                    ev.extend_from_slice(&red[v - nk]);
+                }
+            }
+        }
+        // Row-level operands of needed instructions, expanded once.
+        let mut expanded = vec![false; k.insts.len()];
+        for &i in needs {
+            for o in k.insts[i].inst.operands() {
+                if !plan.level[o] && !expanded[o] {
+                    self.tmp_expand(o, nr, nc);
+                    expanded[o] = true;
+                }
+            }
+        }
+        let vars: Vec<&[i64]> = self.elem_vars.iter().map(|v| v.as_slice()).collect();
+        for &i in needs {
+            let out = compute(k, i, &self.elem, &vars, inputs, n, &mut self.idx, &mut self.tmp)?;
+            self.elem[i] = out;
+        }
+        Ok(())
+    }
+}
+
+/// Values of loop variables with sizes `ranges` at linear positions
+/// `start..start + n`.
+fn unravel(ranges: &[i64], start: usize, n: usize, out: &mut Vec<Vec<i64>>) {
+    out.resize(ranges.len(), Vec::new());
+    let mut stride = 1i64;
+    for d in (0..ranges.len()).rev() {
+        let v = &mut out[d];
+        v.clear();
+        for p in start..start + n {
+            v.push((p as i64 / stride) % ranges[d].max(1));
+        }
+        stride *= ranges[d].max(1);
+    }
+}
+
+/// Computes instruction `i` at `n` points whose operand values are in
+/// `vals` (all at the same level as `i`).
+#[allow(clippy::too_many_arguments)]
+fn compute(
+    k: &Kernel,
+    i: Val,
+    vals: &[Vec<f64>],
+    vars: &[&[i64]],
+    inputs: &[&[u8]],
+    n: usize,
+    idx: &mut Vec<i64>,
+    tmp: &mut Vec<i64>,
+) -> Result<Vec<f64>, InterpError> {
+    let node = &k.insts[i];
+    let dt = node.dtype;
+    let out: Vec<f64> = match &node.inst {
+        Inst::Load {
+            input,
+            index,
+            valid,
+        } => {
+            let arg = k.inputs[*input];
+            idx.resize(n, 0);
+            index.eval_many(vars, idx);
+            let mask = eval_cond(valid, vars, n, tmp);
+            let buf = inputs[*input];
+            let mut out = Vec::with_capacity(n);
+            for p in 0..n {
+                if mask.as_ref().is_some_and(|m| !m[p]) {
+                    out.push(0.0);
+                    continue;
+                }
+                let j = idx[p];
+                if j < 0 || j as usize >= arg.len {
+                    return Err(oob(k, *input, j, arg.len));
+                }
+                out.push(arg.dtype.read(buf, j as usize));
+            }
+            out
+        }
+        Inst::Const(c) => vec![dt.round(*c); n],
+        Inst::Valid(c) => match eval_cond(c, vars, n, tmp) {
+            None => vec![1.0; n],
+            Some(m) => m.iter().map(|b| *b as u8 as f64).collect(),
+        },
+        Inst::Cast(a) => vals[*a].iter().map(|v| dt.round(*v)).collect(),
+        Inst::Unary(op, a) => vals[*a].iter().map(|v| dt.round(op.eval(*v))).collect(),
+        Inst::Binary(op, a, b) => {
+            let (a, b) = (&vals[*a], &vals[*b]);
+            if dt == DType::I32 {
+                a.iter().zip(b).map(|(x, y)| dt.round(op.eval_i32(*x, *y))).collect()
+            } else {
+                a.iter().zip(b).map(|(x, y)| dt.round(op.eval(*x, *y))).collect()
+            }
+        }
+        Inst::Where(c, a, b) => vals[*c]
+            .iter()
+            .zip(&vals[*a])
+            .zip(&vals[*b])
+            .map(|((c, a), b)| if *c != 0.0 { *a } else { *b })
+            .collect(),
+        Inst::Reduce(..) => unreachable!("reductions are evaluated by run_rows"),
+    };
+    Ok(out)
+}
+
+fn eval_cond(c: &crate::expr::Cond, vars: &[&[i64]], n: usize, tmp: &mut Vec<i64>) -> Option<Vec<bool>> {
+    if c.is_always() {
+        return None;
+    }
+    if c.is_never() {
+        return Some(vec![false; n]);
+    }
+    let mut m = vec![true; n];
+    for (e, lo, hi) in c.checks() {
+        tmp.resize(n, 0);
+        e.eval_many(vars, tmp);
+        for (m, v) in m.iter_mut().zip(tmp.iter()) {
+            *m &= *lo <= *v && *v < *hi;
+        }
+    }
+    Some(m)
+}
+
+fn write_out(
+    k: &Kernel,
+    output: usize,
+    index: &Expr,
+    vals: &[f64],
+    vars: &[&[i64]],
+    outputs: &mut [&mut [u8]],
+    idx: &mut Vec<i64>,
+) -> Result<(), InterpError> {
+    let arg = k.outputs[output];
+    idx.resize(vals.len(), 0);
+    index.eval_many(vars, idx);
+    let buf = &mut *outputs[output];
+    for (j, v) in idx.iter().zip(vals) {
+        if *j < 0 || *j as usize >= arg.len {
+            return Err(InterpError(format!(
+                "kernel {}: store index {j} outside out{output} of {} elements",
+                k.name, arg.len
+            )));
+        }
+        arg.dtype.write(buf, *j as usize, *v);
+    }
+    Ok(())
+}
+
+fn oob(k: &Kernel, input: usize, j: i64, len: usize) -> InterpError {
+    InterpError(format!(
+        "kernel {}: load index {j} outside in{input} of {len} elements",
+        k.name
+    ))
+}

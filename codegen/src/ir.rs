@@ -1,0 +1,259 @@
+//! The kernel IR: what one kernel computes, independent of the backend.
+//!
+//! A kernel iterates over a domain of loop variables. The first `n_kept`
+//! variables are *kept* (one output row per combination); the rest are
+//! *reduced*. Instructions form a DAG in SSA order (operands always precede
+//! their users). An instruction is *row-level* when it does not depend on a
+//! reduced variable (a `Reduce` result is row-level) and *element-level*
+//! otherwise. Backends evaluate each `Reduce` in order as one pass over the
+//! reduced variables, then run the element-level stores in a final pass; a
+//! kernel with several reductions over the same row (softmax, layer norm) is
+//! thus one kernel whose row stays on chip between the passes.
+
+use crate::expr::{Cond, Expr};
+use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
+use crate::DType;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+
+/// Index of an instruction in [`Kernel::insts`].
+pub type Val = usize;
+
+/// What the scheduler produced; backends may pick specialised code per kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KernelKind {
+    /// No reduction: one output element per domain point.
+    Elementwise,
+    /// One reduction, outputs per row.
+    Reduce,
+    /// Several reductions over the same row, or a reduction whose row is
+    /// written back elementwise (softmax, layer norm, ...).
+    MultiReduce,
+    /// A matrix product: `sum_k a[.., i, k] * b[.., k, j]` with fused
+    /// operand views and epilogue.
+    Matmul,
+}
+
+impl KernelKind {
+    /// Short name used in kernel names and schedules.
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelKind::Elementwise => "elementwise",
+            KernelKind::Reduce => "reduce",
+            KernelKind::MultiReduce => "multireduce",
+            KernelKind::Matmul => "matmul",
+        }
+    }
+}
+
+/// One SSA instruction.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Inst {
+    /// Element `index` of input buffer `input`; `0` where `valid` fails
+    /// (padding).
+    Load { input: usize, index: Expr, valid: Cond },
+    /// A constant of the instruction's dtype.
+    Const(f64),
+    /// `Bool`: whether the point lies inside a padded view's valid region.
+    Valid(Cond),
+    /// Conversion of the operand to the instruction's dtype.
+    Cast(Val),
+    Unary(UnaryOp, Val),
+    Binary(BinaryOp, Val, Val),
+    /// `cond ? a : b`.
+    Where(Val, Val, Val),
+    /// Reduction of the operand over every reduced variable.
+    Reduce(ReduceOp, Val),
+}
+
+impl Inst {
+    /// Operands of the instruction.
+    pub fn operands(&self) -> Vec<Val> {
+        match self {
+            Inst::Load { .. } | Inst::Const(_) | Inst::Valid(_) => vec![],
+            Inst::Cast(a) | Inst::Unary(_, a) | Inst::Reduce(_, a) => vec![*a],
+            Inst::Binary(_, a, b) => vec![*a, *b],
+            Inst::Where(c, a, b) => vec![*c, *a, *b],
+        }
+    }
+}
+
+/// An instruction with its result dtype.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    pub inst: Inst,
+    pub dtype: DType,
+}
+
+/// A buffer parameter of the kernel: element type and element count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Arg {
+    pub dtype: DType,
+    pub len: usize,
+}
+
+/// Writes `value` (cast to the output's dtype) to `outputs[output][index]`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Store {
+    pub output: usize,
+    pub index: Expr,
+    pub value: Val,
+}
+
+/// A whole kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kernel {
+    /// Human-readable name, e.g. `multireduce_max_sub_exp_sum_div`.
+    pub name: String,
+    pub kind: KernelKind,
+    /// Size of every loop variable: kept ones first.
+    pub ranges: Vec<i64>,
+    /// How many leading variables are kept.
+    pub n_kept: usize,
+    pub inputs: Vec<Arg>,
+    pub outputs: Vec<Arg>,
+    pub insts: Vec<Node>,
+    pub stores: Vec<Store>,
+}
+
+impl Kernel {
+    /// Number of rows (product of kept ranges).
+    pub fn rows(&self) -> usize {
+        self.ranges[..self.n_kept].iter().product::<i64>() as usize
+    }
+
+    /// Elements per row (product of reduced ranges; 1 without reduction).
+    pub fn row_len(&self) -> usize {
+        self.ranges[self.n_kept..].iter().product::<i64>() as usize
+    }
+
+    /// For every instruction, whether it is element-level (depends on a
+    /// reduced variable).
+    pub fn element_level(&self) -> Vec<bool> {
+        let is_reduced = |e: &Expr| {
+            let mut vs = Vec::new();
+            e.vars(&mut vs);
+            vs.iter().any(|v| *v >= self.n_kept)
+        };
+        let mut level = vec![false; self.insts.len()];
+        for (i, n) in self.insts.iter().enumerate() {
+            level[i] = match &n.inst {
+                Inst::Load { index, valid, .. } => {
+                    is_reduced(index) || valid.checks().iter().any(|(e, _, _)| is_reduced(e))
+                }
+                Inst::Reduce(..) => false,
+                Inst::Valid(c) => c.checks().iter().any(|(e, _, _)| is_reduced(e)),
+                inst => inst.operands().iter().any(|o| level[*o]),
+            };
+        }
+        level
+    }
+
+    /// True if the store runs in the element-level pass.
+    pub fn store_is_element_level(&self, s: &Store, level: &[bool]) -> bool {
+        let mut vs = Vec::new();
+        s.index.vars(&mut vs);
+        level[s.value] || vs.iter().any(|v| *v >= self.n_kept)
+    }
+
+    /// Bytes the kernel reads from its inputs: every input counted by the
+    /// elements its loads can touch, at most its length.
+    pub fn bytes_read(&self) -> usize {
+        let mut touched = vec![0usize; self.inputs.len()];
+        for n in &self.insts {
+            if let Inst::Load { input, index, .. } = &n.inst {
+                let (terms, _) = index.parts();
+                let mut vs = Vec::new();
+                index.vars(&mut vs);
+                let span: usize = vs.iter().map(|v| self.ranges[*v] as usize).product();
+                let span = if terms.is_empty() { 1 } else { span };
+                touched[*input] = touched[*input].max(span);
+            }
+        }
+        self.inputs
+            .iter()
+            .zip(touched)
+            .map(|(a, t)| a.len.min(t) * a.dtype.size())
+            .sum()
+    }
+
+    /// Bytes the kernel writes.
+    pub fn bytes_written(&self) -> usize {
+        self.outputs.iter().map(|a| a.len * a.dtype.size()).sum()
+    }
+
+    /// A stable hash of everything that defines the kernel's code.
+    pub fn code_hash(&self) -> u64 {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.kind.hash(&mut h);
+        self.ranges.hash(&mut h);
+        self.n_kept.hash(&mut h);
+        self.inputs.hash(&mut h);
+        self.outputs.hash(&mut h);
+        for n in &self.insts {
+            n.dtype.hash(&mut h);
+            match &n.inst {
+                Inst::Load {
+                    input,
+                    index,
+                    valid,
+                } => (0u8, input, index, valid).hash(&mut h),
+                Inst::Const(c) => (1u8, c.to_bits()).hash(&mut h),
+                Inst::Cast(a) => (2u8, a).hash(&mut h),
+                Inst::Unary(op, a) => (3u8, op, a).hash(&mut h),
+                Inst::Binary(op, a, b) => (4u8, op, a, b).hash(&mut h),
+                Inst::Where(c, a, b) => (5u8, c, a, b).hash(&mut h),
+                Inst::Reduce(op, a) => (6u8, op, a).hash(&mut h),
+                Inst::Valid(c) => (7u8, c).hash(&mut h),
+            }
+        }
+        self.stores.hash(&mut h);
+        h.finish()
+    }
+}
+
+impl fmt::Display for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "kernel {} ({}) kept {:?} reduced {:?}",
+            self.name,
+            self.kind.name(),
+            &self.ranges[..self.n_kept],
+            &self.ranges[self.n_kept..]
+        )?;
+        for (i, a) in self.inputs.iter().enumerate() {
+            writeln!(f, "  in{i}: {}[{}]", a.dtype, a.len)?;
+        }
+        for (i, a) in self.outputs.iter().enumerate() {
+            writeln!(f, "  out{i}: {}[{}]", a.dtype, a.len)?;
+        }
+        for (i, n) in self.insts.iter().enumerate() {
+            write!(f, "  %{i}: {} = ", n.dtype)?;
+            match &n.inst {
+                Inst::Load {
+                    input,
+                    index,
+                    valid,
+                } => {
+                    write!(f, "load in{input}[{index}]")?;
+                    if !valid.is_always() {
+                        write!(f, " if {valid}")?;
+                    }
+                }
+                Inst::Const(c) => write!(f, "const {c}")?,
+                Inst::Valid(c) => write!(f, "valid {c}")?,
+                Inst::Cast(a) => write!(f, "cast %{a}")?,
+                Inst::Unary(op, a) => write!(f, "{} %{a}", op.name())?,
+                Inst::Binary(op, a, b) => write!(f, "{} %{a}, %{b}", op.name())?,
+                Inst::Where(c, a, b) => write!(f, "where %{c}, %{a}, %{b}")?,
+                Inst::Reduce(op, a) => write!(f, "reduce_{} %{a}", op.name())?,
+            }
+            writeln!(f)?;
+        }
+        for s in &self.stores {
+            writeln!(f, "  store out{}[{}] = %{}", s.output, s.index, s.value)?;
+        }
+        Ok(())
+    }
+}

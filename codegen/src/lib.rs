@@ -1,0 +1,14 @@
+//! smelt-codegen: the kernel IR, the index-expression simplifier, and the
+//! backends that turn a kernel into something that runs (the CPU
+//! interpreter; PTX for NVIDIA GPUs).
+
+pub mod dtype;
+pub mod expr;
+pub mod interp;
+pub mod ir;
+pub mod ops;
+
+pub use dtype::DType;
+pub use expr::{Cond, Expr};
+pub use ir::{Arg, Inst, Kernel, KernelKind, Node, Store, Val};
+pub use ops::{BinaryOp, ReduceOp, UnaryOp};

@@ -1,0 +1,326 @@
+//! Scalar operations shared by the graph, the kernel IR and every backend,
+//! with their reference semantics (evaluated in `f64`; callers round to the
+//! result dtype).
+
+use crate::DType;
+
+/// One-input elementwise operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UnaryOp {
+    Neg,
+    Abs,
+    Exp,
+    Exp2,
+    Log,
+    Log2,
+    Sqrt,
+    Rsqrt,
+    Recip,
+    Sin,
+    Cos,
+    Tanh,
+    Sigmoid,
+    Relu,
+    /// GELU, tanh approximation (PyTorch's `approximate="tanh"`).
+    Gelu,
+    Silu,
+    Square,
+    /// Logical not of a bool.
+    Not,
+}
+
+/// Two-input elementwise operations. Comparisons produce `Bool`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Max,
+    Min,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+    And,
+    Or,
+}
+
+/// Reductions over one or several axes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    Sum,
+    Max,
+    Min,
+    Prod,
+}
+
+const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
+
+impl UnaryOp {
+    /// Every unary op, for tests and fuzzers.
+    pub const ALL: [UnaryOp; 18] = [
+        UnaryOp::Neg,
+        UnaryOp::Abs,
+        UnaryOp::Exp,
+        UnaryOp::Exp2,
+        UnaryOp::Log,
+        UnaryOp::Log2,
+        UnaryOp::Sqrt,
+        UnaryOp::Rsqrt,
+        UnaryOp::Recip,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
+        UnaryOp::Tanh,
+        UnaryOp::Sigmoid,
+        UnaryOp::Relu,
+        UnaryOp::Gelu,
+        UnaryOp::Silu,
+        UnaryOp::Square,
+        UnaryOp::Not,
+    ];
+
+    /// Reference value of the op.
+    #[inline]
+    pub fn eval(self, x: f64) -> f64 {
+        match self {
+            UnaryOp::Neg => -x,
+            UnaryOp::Abs => x.abs(),
+            UnaryOp::Exp => x.exp(),
+            UnaryOp::Exp2 => x.exp2(),
+            UnaryOp::Log => x.ln(),
+            UnaryOp::Log2 => x.log2(),
+            UnaryOp::Sqrt => x.sqrt(),
+            UnaryOp::Rsqrt => 1.0 / x.sqrt(),
+            UnaryOp::Recip => 1.0 / x,
+            UnaryOp::Sin => x.sin(),
+            UnaryOp::Cos => x.cos(),
+            UnaryOp::Tanh => x.tanh(),
+            UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+            UnaryOp::Relu => {
+                if x > 0.0 || x.is_nan() {
+                    x
+                } else {
+                    0.0
+                }
+            }
+            UnaryOp::Gelu => 0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)).tanh()),
+            UnaryOp::Silu => x / (1.0 + (-x).exp()),
+            UnaryOp::Square => x * x,
+            UnaryOp::Not => (x == 0.0) as u8 as f64,
+        }
+    }
+
+    /// Result dtype for an input of dtype `x`.
+    pub fn out_dtype(self, x: DType) -> DType {
+        match self {
+            UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu | UnaryOp::Square => {
+                if x == DType::Bool {
+                    DType::I32
+                } else {
+                    x
+                }
+            }
+            UnaryOp::Not => DType::Bool,
+            _ => x.to_float(),
+        }
+    }
+
+    /// Lower-case name used in kernel names and debug output.
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Abs => "abs",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Exp2 => "exp2",
+            UnaryOp::Log => "log",
+            UnaryOp::Log2 => "log2",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Rsqrt => "rsqrt",
+            UnaryOp::Recip => "recip",
+            UnaryOp::Sin => "sin",
+            UnaryOp::Cos => "cos",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::Relu => "relu",
+            UnaryOp::Gelu => "gelu",
+            UnaryOp::Silu => "silu",
+            UnaryOp::Square => "square",
+            UnaryOp::Not => "not",
+        }
+    }
+}
+
+impl BinaryOp {
+    /// Reference value of the op. `Max`/`Min` propagate NaN like PyTorch's
+    /// `maximum`/`minimum`.
+    #[inline]
+    pub fn eval(self, a: f64, b: f64) -> f64 {
+        match self {
+            BinaryOp::Add => a + b,
+            BinaryOp::Sub => a - b,
+            BinaryOp::Mul => a * b,
+            BinaryOp::Div => a / b,
+            BinaryOp::Pow => a.powf(b),
+            BinaryOp::Max => {
+                if a.is_nan() || b.is_nan() {
+                    f64::NAN
+                } else {
+                    a.max(b)
+                }
+            }
+            BinaryOp::Min => {
+                if a.is_nan() || b.is_nan() {
+                    f64::NAN
+                } else {
+                    a.min(b)
+                }
+            }
+            BinaryOp::Lt => (a < b) as u8 as f64,
+            BinaryOp::Le => (a <= b) as u8 as f64,
+            BinaryOp::Gt => (a > b) as u8 as f64,
+            BinaryOp::Ge => (a >= b) as u8 as f64,
+            BinaryOp::Eq => (a == b) as u8 as f64,
+            BinaryOp::Ne => (a != b) as u8 as f64,
+            BinaryOp::And => (a != 0.0 && b != 0.0) as u8 as f64,
+            BinaryOp::Or => (a != 0.0 || b != 0.0) as u8 as f64,
+        }
+    }
+
+    /// Exact `i32` semantics where `f64` arithmetic would lose bits.
+    #[inline]
+    pub fn eval_i32(self, a: f64, b: f64) -> f64 {
+        match self {
+            BinaryOp::Mul => (a as i32).wrapping_mul(b as i32) as f64,
+            _ => self.eval(a, b),
+        }
+    }
+
+    /// True for ops whose result is `Bool`.
+    pub fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::Lt
+                | BinaryOp::Le
+                | BinaryOp::Gt
+                | BinaryOp::Ge
+                | BinaryOp::Eq
+                | BinaryOp::Ne
+                | BinaryOp::And
+                | BinaryOp::Or
+        )
+    }
+
+    /// The dtype both operands are cast to before the op.
+    pub fn operand_dtype(self, a: DType, b: DType) -> DType {
+        let p = a.promote(b);
+        match self {
+            BinaryOp::Div => p.to_float(),
+            BinaryOp::And | BinaryOp::Or => DType::Bool,
+            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Pow if p == DType::Bool => {
+                DType::I32
+            }
+            _ => p,
+        }
+    }
+
+    /// Result dtype given the operand dtype.
+    pub fn out_dtype(self, operand: DType) -> DType {
+        if self.is_comparison() {
+            DType::Bool
+        } else {
+            operand
+        }
+    }
+
+    /// Lower-case name used in kernel names and debug output.
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+            BinaryOp::Pow => "pow",
+            BinaryOp::Max => "maximum",
+            BinaryOp::Min => "minimum",
+            BinaryOp::Lt => "lt",
+            BinaryOp::Le => "le",
+            BinaryOp::Gt => "gt",
+            BinaryOp::Ge => "ge",
+            BinaryOp::Eq => "eq",
+            BinaryOp::Ne => "ne",
+            BinaryOp::And => "and",
+            BinaryOp::Or => "or",
+        }
+    }
+}
+
+impl ReduceOp {
+    /// The neutral element the accumulator starts from.
+    pub fn identity(self, dtype: DType) -> f64 {
+        match (self, dtype) {
+            (ReduceOp::Sum, _) => 0.0,
+            (ReduceOp::Prod, _) => 1.0,
+            (ReduceOp::Max, DType::I32) => i32::MIN as f64,
+            (ReduceOp::Min, DType::I32) => i32::MAX as f64,
+            (ReduceOp::Max, DType::Bool) => 0.0,
+            (ReduceOp::Min, DType::Bool) => 1.0,
+            (ReduceOp::Max, _) => f64::NEG_INFINITY,
+            (ReduceOp::Min, _) => f64::INFINITY,
+        }
+    }
+
+    /// Folds one value into the accumulator (NaN propagates through max/min).
+    #[inline]
+    pub fn combine(self, acc: f64, x: f64) -> f64 {
+        match self {
+            ReduceOp::Sum => acc + x,
+            ReduceOp::Prod => acc * x,
+            ReduceOp::Max => BinaryOp::Max.eval(acc, x),
+            ReduceOp::Min => BinaryOp::Min.eval(acc, x),
+        }
+    }
+
+    /// Dtype of the result for an input dtype (sums of ints and bools are `I32`).
+    pub fn out_dtype(self, x: DType) -> DType {
+        match (self, x) {
+            (ReduceOp::Sum | ReduceOp::Prod, DType::Bool) => DType::I32,
+            _ => x,
+        }
+    }
+
+    /// Lower-case name used in kernel names and debug output.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Max => "max",
+            ReduceOp::Min => "min",
+            ReduceOp::Prod => "prod",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nan_propagates_through_max_and_min() {
+        assert!(BinaryOp::Max.eval(f64::NAN, 1.0).is_nan());
+        assert!(BinaryOp::Min.eval(1.0, f64::NAN).is_nan());
+        assert!(ReduceOp::Max.combine(f64::NEG_INFINITY, f64::NAN).is_nan());
+        assert!(UnaryOp::Relu.eval(f64::NAN).is_nan());
+    }
+
+    #[test]
+    fn dtype_rules() {
+        assert_eq!(BinaryOp::Div.operand_dtype(DType::I32, DType::I32), DType::F32);
+        assert_eq!(BinaryOp::Lt.out_dtype(DType::F32), DType::Bool);
+        assert_eq!(UnaryOp::Exp.out_dtype(DType::I32), DType::F32);
+        assert_eq!(ReduceOp::Sum.out_dtype(DType::Bool), DType::I32);
+        assert_eq!(BinaryOp::Mul.eval_i32(65536.0, 65536.0), 0.0);
+    }
+}

@@ -1,0 +1,12 @@
+//! smelt-fusion: the lazy graph, views and shape algebra, and the scheduler
+//! that groups graph nodes into kernels and lowers them to kernel IR.
+
+pub mod fuse;
+pub mod graph;
+pub mod lower;
+pub mod schedule;
+pub mod view;
+
+pub use graph::{BufferHandle, Node, NodeRef, Op};
+pub use schedule::{BufferSpec, Fusion, Schedule, ScheduleItem};
+pub use view::{ShapeTracker, View};

@@ -1,0 +1,300 @@
+//! Lowering: a group of graph nodes that the scheduler put in one kernel
+//! becomes kernel IR. Views are folded into index expressions by composing
+//! shape trackers down to the loads, so movement ops never cost a kernel.
+
+use crate::graph::{NodeRef, Op};
+use crate::view::{contiguous_strides, ShapeTracker, View};
+use smelt_codegen::{Arg, BinaryOp, Cond, DType, Expr, Inst, Kernel, KernelKind, Node, ReduceOp, Store, Val};
+use std::collections::HashMap;
+
+/// The loop domain of a kernel and how its root reads its source(s).
+pub struct Domain {
+    pub ranges: Vec<i64>,
+    pub n_kept: usize,
+}
+
+impl Domain {
+    /// Loop variables as expressions.
+    pub fn vars(&self) -> Vec<Expr> {
+        (0..self.ranges.len()).map(Expr::var).collect()
+    }
+
+    fn shape(&self) -> Vec<usize> {
+        self.ranges.iter().map(|r| *r as usize).collect()
+    }
+
+    /// The domain of an elementwise kernel over `shape`.
+    pub fn elementwise(shape: &[usize]) -> Domain {
+        Domain {
+            ranges: shape.iter().map(|n| *n as i64).collect(),
+            n_kept: shape.len(),
+        }
+    }
+
+    /// The domain of a reduction of a tensor of `shape` over `axes`: kept
+    /// axes first, then the reduced ones.
+    pub fn reduce(shape: &[usize], axes: &[usize]) -> Domain {
+        let (kept, red) = split_axes(shape.len(), axes);
+        let ranges = kept.iter().chain(&red).map(|a| shape[*a] as i64).collect();
+        Domain {
+            ranges,
+            n_kept: kept.len(),
+        }
+    }
+
+    /// How the reduction's source (of `shape`) is read in this domain.
+    pub fn reduce_source(&self, shape: &[usize], axes: &[usize]) -> ShapeTracker {
+        let (kept, red) = split_axes(shape.len(), axes);
+        let cs = contiguous_strides(shape);
+        self.tracker(kept.iter().chain(&red).map(|a| cs[*a]).collect())
+    }
+
+    /// How the reduction's keepdim result (source `shape` reduced over
+    /// `axes`) is indexed in this domain: kept variables only.
+    pub fn reduce_result(&self, shape: &[usize], axes: &[usize]) -> ShapeTracker {
+        let (kept, red) = split_axes(shape.len(), axes);
+        let out: Vec<usize> = (0..shape.len())
+            .map(|a| if axes.contains(&a) { 1 } else { shape[a] })
+            .collect();
+        let cs = contiguous_strides(&out);
+        self.tracker(kept.iter().map(|a| cs[*a]).chain(red.iter().map(|_| 0)).collect())
+    }
+
+    /// The tracker of a single view over the domain with `strides`.
+    pub fn tracker(&self, strides: Vec<isize>) -> ShapeTracker {
+        ShapeTracker {
+            views: vec![View {
+                shape: self.shape(),
+                strides,
+                offset: 0,
+                mask: None,
+            }],
+        }
+    }
+}
+
+/// `(kept axes, reduced axes)` of a rank-`rank` tensor.
+pub fn split_axes(rank: usize, axes: &[usize]) -> (Vec<usize>, Vec<usize>) {
+    let kept = (0..rank).filter(|a| !axes.contains(a)).collect();
+    let mut red = axes.to_vec();
+    red.sort_unstable();
+    (kept, red)
+}
+
+/// Builds one kernel's IR.
+pub struct Lowerer<'a> {
+    domain: &'a Domain,
+    /// Nodes read from buffers rather than computed here, by node id, with
+    /// their schedule buffer.
+    leaves: &'a HashMap<u64, usize>,
+    insts: Vec<Node>,
+    cse: HashMap<String, Val>,
+    memo: HashMap<(u64, ShapeTracker), Val>,
+    /// Schedule buffers read, in kernel input order.
+    pub inputs: Vec<usize>,
+    input_args: Vec<Arg>,
+    outputs: Vec<Arg>,
+    stores: Vec<Store>,
+    /// Names of the graph ops computed, in order.
+    pub op_names: Vec<String>,
+}
+
+impl<'a> Lowerer<'a> {
+    pub fn new(domain: &'a Domain, leaves: &'a HashMap<u64, usize>) -> Lowerer<'a> {
+        Lowerer {
+            domain,
+            leaves,
+            insts: Vec::new(),
+            cse: HashMap::new(),
+            memo: HashMap::new(),
+            inputs: Vec::new(),
+            input_args: Vec::new(),
+            outputs: Vec::new(),
+            stores: Vec::new(),
+            op_names: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, inst: Inst, dtype: DType) -> Val {
+        let key = format!("{inst:?}{dtype:?}");
+        if let Some(v) = self.cse.get(&key) {
+            return *v;
+        }
+        self.insts.push(Node { inst, dtype });
+        let v = self.insts.len() - 1;
+        self.cse.insert(key, v);
+        v
+    }
+
+    fn constant(&mut self, c: f64, dtype: DType) -> Val {
+        self.push(Inst::Const(dtype.round(c)), dtype)
+    }
+
+    /// `value` where `valid` holds, else 0.
+    fn masked(&mut self, valid: Cond, value: Val, dtype: DType) -> Val {
+        if valid.is_always() {
+            return value;
+        }
+        let zero = self.constant(0.0, dtype);
+        if valid.is_never() {
+            return zero;
+        }
+        let c = self.push(Inst::Valid(valid), DType::Bool);
+        self.push(Inst::Where(c, value, zero), dtype)
+    }
+
+    fn input(&mut self, buffer: usize, arg: Arg) -> usize {
+        match self.inputs.iter().position(|b| *b == buffer) {
+            Some(i) => i,
+            None => {
+                self.inputs.push(buffer);
+                self.input_args.push(arg);
+                self.inputs.len() - 1
+            }
+        }
+    }
+
+    /// The value of `node` at the domain point whose linear index into
+    /// `node`'s contiguous shape is given by `t`.
+    pub fn value(&mut self, node: &NodeRef, t: &ShapeTracker) -> Val {
+        let key = (node.id(), t.clone());
+        if let Some(v) = self.memo.get(&key) {
+            return *v;
+        }
+        let v = self.compute(node, t);
+        self.memo.insert(key, v);
+        v
+    }
+
+    fn compute(&mut self, node: &NodeRef, t: &ShapeTracker) -> Val {
+        let dt = node.dtype();
+        let ranges = self.domain.ranges.clone();
+        let vars = self.domain.vars();
+        if let Some(&buffer) = self.leaves.get(&node.id()) {
+            let input = self.input(buffer, Arg { dtype: dt, len: node.numel() });
+            let (index, valid) = t.expr(&vars, &ranges);
+            if valid.is_never() {
+                return self.constant(0.0, dt);
+            }
+            return self.push(Inst::Load { input, index, valid }, dt);
+        }
+        let op = node.op();
+        if !matches!(op, Op::View(..) | Op::Const(_)) {
+            self.op_names.push(op.name());
+        }
+        match op {
+            Op::Buffer => unreachable!("realized nodes are leaves"),
+            Op::Const(c) => {
+                let v = self.constant(c, dt);
+                let (_, valid) = t.expr(&vars, &ranges);
+                self.masked(valid, v, dt)
+            }
+            Op::View(src, st) => {
+                let composed = st.compose(t);
+                let v = self.value(&src, &composed);
+                if st.has_mask() && !self.leaves.contains_key(&src.id()) {
+                    // Padding of a computed value: zero outside the mask
+                    // (a load already reads 0 there).
+                    let (_, valid) = composed.expr(&vars, &ranges);
+                    self.masked(valid, v, dt)
+                } else {
+                    v
+                }
+            }
+            Op::Unary(op, a) => {
+                let a = self.value(&a, t);
+                self.push(Inst::Unary(op, a), dt)
+            }
+            Op::Binary(op, a, b) => {
+                let a = self.value(&a, t);
+                let b = self.value(&b, t);
+                self.push(Inst::Binary(op, a, b), dt)
+            }
+            Op::Where(c, a, b) => {
+                let c = self.value(&c, t);
+                let a = self.value(&a, t);
+                let b = self.value(&b, t);
+                self.push(Inst::Where(c, a, b), dt)
+            }
+            Op::Cast(a) => {
+                let a_dt = a.dtype();
+                let a = self.value(&a, t);
+                if a_dt == dt {
+                    a
+                } else {
+                    self.push(Inst::Cast(a), dt)
+                }
+            }
+            Op::Reduce(op, a, axes) => {
+                let src_t = self.domain.reduce_source(a.shape(), &axes);
+                let v = self.value(&a, &src_t);
+                self.push(Inst::Reduce(op, v), dt)
+            }
+            Op::Matmul(a, b) => {
+                let (ta, tb) = matmul_operands(a.shape(), b.shape());
+                let acc = if dt.is_float() { DType::F32 } else { dt };
+                let a_dt = a.dtype();
+                let va = self.value(&a, &self.domain.tracker(ta));
+                let vb = self.value(&b, &self.domain.tracker(tb));
+                let (va, vb) = if a_dt == acc {
+                    (va, vb)
+                } else {
+                    (self.push(Inst::Cast(va), acc), self.push(Inst::Cast(vb), acc))
+                };
+                let prod = self.push(Inst::Binary(BinaryOp::Mul, va, vb), acc);
+                let sum = self.push(Inst::Reduce(ReduceOp::Sum, prod), acc);
+                if acc == dt {
+                    sum
+                } else {
+                    self.push(Inst::Cast(sum), dt)
+                }
+            }
+        }
+    }
+
+    /// Adds an output buffer written at `index` with `value`.
+    pub fn store(&mut self, arg: Arg, index: Expr, value: Val) -> usize {
+        self.outputs.push(arg);
+        let output = self.outputs.len() - 1;
+        self.stores.push(Store { output, index, value });
+        output
+    }
+
+    /// The finished kernel.
+    pub fn finish(self, kind: KernelKind) -> Kernel {
+        let name = format!("{}_{}", kind.name(), self.op_names.join("_"));
+        Kernel {
+            name,
+            kind,
+            ranges: self.domain.ranges.clone(),
+            n_kept: self.domain.n_kept,
+            inputs: self.input_args,
+            outputs: self.outputs,
+            insts: self.insts,
+            stores: self.stores,
+        }
+    }
+}
+
+/// Strides over the matmul domain `[batch.., m, n, k]` for both operands
+/// (contiguous `a: [batch.., m, k]`, `b: [batch.., k, n]`).
+fn matmul_operands(a: &[usize], b: &[usize]) -> (Vec<isize>, Vec<isize>) {
+    let r = a.len();
+    let (ca, cb) = (contiguous_strides(a), contiguous_strides(b));
+    let mut ta: Vec<isize> = ca[..r - 2].to_vec();
+    ta.extend([ca[r - 2], 0, ca[r - 1]]);
+    let mut tb: Vec<isize> = cb[..r - 2].to_vec();
+    tb.extend([0, cb[r - 1], cb[r - 2]]);
+    (ta, tb)
+}
+
+/// The domain of a matmul with operands of shapes `a` and `b`.
+pub fn matmul_domain(a: &[usize], b: &[usize]) -> Domain {
+    let r = a.len();
+    let mut ranges: Vec<i64> = a[..r - 2].iter().map(|n| *n as i64).collect();
+    ranges.extend([a[r - 2] as i64, b[r - 1] as i64, a[r - 1] as i64]);
+    Domain {
+        n_kept: r,
+        ranges,
+    }
+}

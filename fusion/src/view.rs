@@ -1,0 +1,425 @@
+//! Views: how a tensor's coordinates map onto a buffer, without copying.
+//!
+//! A [`View`] is (shape, strides in elements, offset, optional valid
+//! ranges per axis for padding). A [`ShapeTracker`] stacks views when a
+//! reshape cannot be expressed by strides alone: each view maps its
+//! coordinates to a linear index into the (contiguous) shape of the view
+//! below it; the bottom view indexes the buffer.
+
+use smelt_codegen::{Cond, Expr};
+
+/// One strided, optionally masked view.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct View {
+    pub shape: Vec<usize>,
+    pub strides: Vec<isize>,
+    pub offset: isize,
+    /// Per axis, the valid coordinate range `lo..hi`; outside it reads 0.
+    pub mask: Option<Vec<(usize, usize)>>,
+}
+
+/// Row-major strides of a contiguous array of `shape`.
+pub fn contiguous_strides(shape: &[usize]) -> Vec<isize> {
+    let mut strides = vec![0isize; shape.len()];
+    let mut acc = 1isize;
+    for d in (0..shape.len()).rev() {
+        strides[d] = if shape[d] == 1 { 0 } else { acc };
+        acc *= shape[d] as isize;
+    }
+    strides
+}
+
+impl View {
+    /// The contiguous row-major view of `shape`.
+    pub fn contiguous(shape: &[usize]) -> View {
+        View {
+            shape: shape.to_vec(),
+            strides: contiguous_strides(shape),
+            offset: 0,
+            mask: None,
+        }
+    }
+
+    /// True if the view is the identity on linear indices: contiguous
+    /// strides (ignoring size-1 axes), offset 0, no mask.
+    pub fn is_plain(&self) -> bool {
+        self.offset == 0
+            && self.mask.is_none()
+            && self
+                .shape
+                .iter()
+                .zip(&self.strides)
+                .zip(contiguous_strides(&self.shape))
+                .all(|((n, s), c)| *n == 1 || *s == c)
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// The buffer index and validity at coordinates `coords` (one
+    /// expression per axis), simplified with the kernel's variable sizes.
+    pub fn expr(&self, coords: &[Expr], ranges: &[i64]) -> (Expr, Cond) {
+        let mut idx = Expr::constant(self.offset as i64);
+        let mut valid = Cond::always();
+        for (d, c) in coords.iter().enumerate() {
+            idx = idx.add(&c.scale(self.strides[d] as i64));
+            if let Some(m) = &self.mask {
+                let (lo, hi) = m[d];
+                valid = valid.and_range(c.clone(), lo as i64, hi as i64, ranges);
+            }
+        }
+        (idx, valid)
+    }
+
+    fn permute(&self, axes: &[usize]) -> View {
+        View {
+            shape: axes.iter().map(|a| self.shape[*a]).collect(),
+            strides: axes.iter().map(|a| self.strides[*a]).collect(),
+            offset: self.offset,
+            mask: self
+                .mask
+                .as_ref()
+                .map(|m| axes.iter().map(|a| m[*a]).collect()),
+        }
+    }
+
+    fn expand(&self, shape: &[usize]) -> View {
+        let mut v = self.clone();
+        for d in 0..shape.len() {
+            if self.shape[d] != shape[d] {
+                v.strides[d] = 0;
+                if let Some(m) = v.mask.as_mut() {
+                    m[d] = if m[d].0 < m[d].1 { (0, shape[d]) } else { (0, 0) };
+                }
+            }
+        }
+        v.shape = shape.to_vec();
+        v
+    }
+
+    fn shrink(&self, ranges: &[(usize, usize)]) -> View {
+        let mut v = self.clone();
+        for (d, &(lo, hi)) in ranges.iter().enumerate() {
+            v.offset += lo as isize * self.strides[d];
+            v.shape[d] = hi - lo;
+            if let Some(m) = v.mask.as_mut() {
+                let (mlo, mhi) = m[d];
+                let nlo = mlo.clamp(lo, hi) - lo;
+                let nhi = mhi.clamp(lo, hi) - lo;
+                m[d] = (nlo, nhi.max(nlo));
+            }
+        }
+        v.normalize_mask()
+    }
+
+    fn flip(&self, axes: &[usize]) -> View {
+        let mut v = self.clone();
+        for &d in axes {
+            let n = self.shape[d];
+            if n > 0 {
+                v.offset += (n as isize - 1) * self.strides[d];
+            }
+            v.strides[d] = -self.strides[d];
+            if let Some(m) = v.mask.as_mut() {
+                m[d] = (n - m[d].1, n - m[d].0);
+            }
+        }
+        v
+    }
+
+    fn step(&self, axis: usize, step: usize) -> View {
+        let mut v = self.clone();
+        v.shape[axis] = self.shape[axis].div_ceil(step);
+        v.strides[axis] *= step as isize;
+        if let Some(m) = v.mask.as_mut() {
+            let (lo, hi) = m[axis];
+            let nlo = lo.div_ceil(step);
+            m[axis] = (nlo, hi.div_ceil(step).max(nlo));
+        }
+        v.normalize_mask()
+    }
+
+    fn pad(&self, pads: &[(usize, usize)]) -> View {
+        let mut v = self.clone();
+        let mut mask = self
+            .mask
+            .clone()
+            .unwrap_or_else(|| self.shape.iter().map(|n| (0, *n)).collect());
+        for (d, &(before, after)) in pads.iter().enumerate() {
+            v.offset -= before as isize * self.strides[d];
+            v.shape[d] = self.shape[d] + before + after;
+            mask[d] = (mask[d].0 + before, mask[d].1 + before);
+        }
+        v.mask = Some(mask);
+        v.normalize_mask()
+    }
+
+    /// Drops a mask that covers everything; collapses an empty one.
+    fn normalize_mask(mut self) -> View {
+        if let Some(m) = &self.mask {
+            if m.iter().zip(&self.shape).all(|((lo, hi), n)| *lo == 0 && hi == n) {
+                self.mask = None;
+            } else if m.iter().any(|(lo, hi)| lo >= hi) {
+                self.mask = Some(vec![(0, 0); self.shape.len()]);
+            }
+        }
+        self
+    }
+
+    /// Reshape by strides alone, if possible (no mask, groups of merged
+    /// axes contiguous among themselves).
+    fn reshape_strided(&self, shape: &[usize]) -> Option<View> {
+        if self.numel() == 0 {
+            return Some(View::contiguous(shape));
+        }
+        if self.mask.is_some() {
+            return None;
+        }
+        let old: Vec<(usize, isize)> = self
+            .shape
+            .iter()
+            .zip(&self.strides)
+            .filter(|(n, _)| **n != 1)
+            .map(|(n, s)| (*n, *s))
+            .collect();
+        let mut strides = vec![0isize; shape.len()];
+        let (mut i, mut j) = (0, 0);
+        while j < shape.len() {
+            if shape[j] == 1 {
+                j += 1;
+                continue;
+            }
+            // Take old axes i.. and new axes j.. until their products agree.
+            let (i0, j0) = (i, j);
+            let (mut po, mut pn) = (old[i].0, shape[j]);
+            i += 1;
+            j += 1;
+            while po != pn {
+                if po < pn {
+                    po *= old[i].0;
+                    i += 1;
+                } else {
+                    pn *= shape[j];
+                    j += 1;
+                }
+            }
+            for k in i0..i - 1 {
+                if old[k].1 != old[k + 1].1 * old[k + 1].0 as isize {
+                    return None;
+                }
+            }
+            let mut acc = old[i - 1].1;
+            for k in (j0..j).rev() {
+                strides[k] = if shape[k] == 1 { 0 } else { acc };
+                acc *= shape[k] as isize;
+            }
+        }
+        Some(View {
+            shape: shape.to_vec(),
+            strides,
+            offset: self.offset,
+            mask: None,
+        })
+    }
+}
+
+/// A stack of views; `views[0]` indexes the buffer, the last one gives the
+/// tensor's shape.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ShapeTracker {
+    pub views: Vec<View>,
+}
+
+impl ShapeTracker {
+    /// The contiguous tracker of `shape`.
+    pub fn contiguous(shape: &[usize]) -> ShapeTracker {
+        ShapeTracker {
+            views: vec![View::contiguous(shape)],
+        }
+    }
+
+    /// The tensor shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.top().shape
+    }
+
+    fn top(&self) -> &View {
+        self.views.last().expect("a shape tracker has a view")
+    }
+
+    fn map_top(&self, f: impl FnOnce(&View) -> View) -> ShapeTracker {
+        let mut views = self.views.clone();
+        let top = views.pop().expect("a shape tracker has a view");
+        views.push(f(&top));
+        ShapeTracker { views }
+    }
+
+    /// True if this is the identity on linear indices.
+    pub fn is_plain(&self) -> bool {
+        self.views.len() == 1 && self.top().is_plain()
+    }
+
+    /// True if any view masks coordinates.
+    pub fn has_mask(&self) -> bool {
+        self.views.iter().any(|v| v.mask.is_some())
+    }
+
+    pub fn permute(&self, axes: &[usize]) -> ShapeTracker {
+        self.map_top(|v| v.permute(axes))
+    }
+
+    pub fn expand(&self, shape: &[usize]) -> ShapeTracker {
+        self.map_top(|v| v.expand(shape))
+    }
+
+    pub fn shrink(&self, ranges: &[(usize, usize)]) -> ShapeTracker {
+        self.map_top(|v| v.shrink(ranges))
+    }
+
+    pub fn flip(&self, axes: &[usize]) -> ShapeTracker {
+        self.map_top(|v| v.flip(axes))
+    }
+
+    pub fn step(&self, axis: usize, step: usize) -> ShapeTracker {
+        self.map_top(|v| v.step(axis, step))
+    }
+
+    pub fn pad(&self, pads: &[(usize, usize)]) -> ShapeTracker {
+        self.map_top(|v| v.pad(pads))
+    }
+
+    /// Reshape: by strides when possible, else a new view on top.
+    pub fn reshape(&self, shape: &[usize]) -> ShapeTracker {
+        match self.top().reshape_strided(shape) {
+            Some(v) => self.map_top(|_| v),
+            None => {
+                let mut views = self.views.clone();
+                views.push(View::contiguous(shape));
+                ShapeTracker { views }.simplify()
+            }
+        }
+    }
+
+    /// `self` read through `above`: `above` maps coordinates to linear
+    /// indices into `self`'s shape.
+    pub fn compose(&self, above: &ShapeTracker) -> ShapeTracker {
+        let mut views = self.views.clone();
+        views.extend(above.views.iter().cloned());
+        ShapeTracker { views }.simplify()
+    }
+
+    /// Removes views that are identities and merges a plain view into the
+    /// one below it when strides allow.
+    fn simplify(mut self) -> ShapeTracker {
+        loop {
+            let n = self.views.len();
+            if n < 2 {
+                return self;
+            }
+            let changed = if let Some(k) = (0..n - 1).find(|k| self.views[*k].is_plain()) {
+                // A plain view below another is the identity on linear
+                // indices.
+                self.views.remove(k);
+                true
+            } else if self.views[n - 1].is_plain() {
+                match self.views[n - 2].reshape_strided(&self.views[n - 1].shape) {
+                    Some(v) => {
+                        self.views.truncate(n - 2);
+                        self.views.push(v);
+                        true
+                    }
+                    None => false,
+                }
+            } else {
+                false
+            };
+            if !changed {
+                return self;
+            }
+        }
+    }
+
+    /// Buffer index and validity at coordinates `coords`.
+    pub fn expr(&self, coords: &[Expr], ranges: &[i64]) -> (Expr, Cond) {
+        let top = self.top();
+        let (mut idx, mut valid) = top.expr(coords, ranges);
+        for v in self.views.iter().rev().skip(1) {
+            let cs = unravel(&idx, &v.shape, ranges);
+            let (i, c) = v.expr(&cs, ranges);
+            idx = i;
+            valid = valid.and(&c, ranges);
+        }
+        (idx, valid)
+    }
+
+    /// Buffer index at concrete coordinates, or `None` where masked.
+    pub fn index_at(&self, coords: &[usize]) -> Option<isize> {
+        let ranges: Vec<i64> = self.shape().iter().map(|n| *n as i64).collect();
+        let vars: Vec<Expr> = (0..coords.len()).map(Expr::var).collect();
+        let (idx, valid) = self.expr(&vars, &ranges);
+        let at: Vec<i64> = coords.iter().map(|c| *c as i64).collect();
+        valid.eval(&at).then(|| idx.eval(&at) as isize)
+    }
+}
+
+/// Coordinates in a contiguous array of `shape` of linear index `idx`.
+pub fn unravel(idx: &Expr, shape: &[usize], ranges: &[i64]) -> Vec<Expr> {
+    let mut out = vec![Expr::constant(0); shape.len()];
+    let mut acc = 1i64;
+    for d in (0..shape.len()).rev() {
+        let n = shape[d] as i64;
+        out[d] = if n == 1 {
+            Expr::constant(0)
+        } else {
+            idx.div(acc, ranges).rem(n.max(1), ranges)
+        };
+        acc *= n.max(1);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reshape_of_transpose_stacks_and_indexes_right() {
+        let st = ShapeTracker::contiguous(&[4, 6]).permute(&[1, 0]);
+        let r = st.reshape(&[24]);
+        assert_eq!(r.views.len(), 2);
+        for l in 0..24 {
+            let (i, j) = (l / 4, l % 4);
+            assert_eq!(r.index_at(&[l]), Some((j * 6 + i) as isize));
+        }
+    }
+
+    #[test]
+    fn reshape_of_contiguous_stays_one_view() {
+        let st = ShapeTracker::contiguous(&[4, 6]).reshape(&[2, 3, 4]).reshape(&[24]);
+        assert!(st.is_plain());
+        let sl = ShapeTracker::contiguous(&[4, 6]).shrink(&[(1, 3), (0, 6)]).reshape(&[12]);
+        assert_eq!(sl.views.len(), 1);
+        assert_eq!(sl.index_at(&[0]), Some(6));
+    }
+
+    #[test]
+    fn pad_masks_and_flip_reverses() {
+        let st = ShapeTracker::contiguous(&[3]).pad(&[(2, 1)]);
+        let got: Vec<_> = (0..6).map(|i| st.index_at(&[i])).collect();
+        assert_eq!(got, vec![None, None, Some(0), Some(1), Some(2), None]);
+        let fl = st.flip(&[0]);
+        let got: Vec<_> = (0..6).map(|i| fl.index_at(&[i])).collect();
+        assert_eq!(got, vec![None, Some(2), Some(1), Some(0), None, None]);
+    }
+
+    #[test]
+    fn step_and_expand() {
+        let st = ShapeTracker::contiguous(&[7]).step(0, 3);
+        assert_eq!(st.shape(), &[3]);
+        assert_eq!(st.index_at(&[2]), Some(6));
+        let ex = ShapeTracker::contiguous(&[1, 3]).expand(&[4, 3]);
+        assert_eq!(ex.index_at(&[3, 2]), Some(2));
+    }
+}
