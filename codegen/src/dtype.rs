@@ -77,12 +77,8 @@ impl DType {
     #[inline]
     pub fn read(self, bytes: &[u8], i: usize) -> f64 {
         match self {
-            DType::F32 => {
-                f32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap()) as f64
-            }
-            DType::I32 => {
-                i32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap()) as f64
-            }
+            DType::F32 => f32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap()) as f64,
+            DType::I32 => i32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap()) as f64,
             DType::F16 => {
                 half::f16::from_le_bytes(bytes[2 * i..2 * i + 2].try_into().unwrap()).to_f64()
             }

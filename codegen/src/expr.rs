@@ -459,6 +459,8 @@ mod tests {
         assert!(c.is_always());
         let c = Cond::always().and_range(Expr::var(0).add_const(-2), 0, 5, &r);
         assert!(!c.is_always() && c.eval(&[3]) && !c.eval(&[1]) && !c.eval(&[7]));
-        assert!(Cond::always().and_range(Expr::var(0), 20, 30, &r).is_never());
+        assert!(Cond::always()
+            .and_range(Expr::var(0), 20, 30, &r)
+            .is_never());
     }
 }

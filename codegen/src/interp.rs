@@ -26,7 +26,11 @@ impl std::fmt::Display for InterpError {
 
 /// Runs `kernel` reading `inputs` and writing `outputs` (byte buffers in the
 /// dtypes and lengths of the kernel's parameters).
-pub fn run(kernel: &Kernel, inputs: &[&[u8]], outputs: &mut [&mut [u8]]) -> Result<(), InterpError> {
+pub fn run(
+    kernel: &Kernel,
+    inputs: &[&[u8]],
+    outputs: &mut [&mut [u8]],
+) -> Result<(), InterpError> {
     check_args(kernel, inputs, outputs)?;
     let rows = kernel.rows();
     let row_len = kernel.row_len();
@@ -158,8 +162,7 @@ impl State {
     ) -> Result<(), InterpError> {
         // Kept variables for the rows of this tile; reduced ones are 0 here.
         unravel(&k.ranges[..k.n_kept], r0, nr, &mut self.row_vars);
-        self.row_vars
-            .resize(k.ranges.len(), Vec::new());
+        self.row_vars.resize(k.ranges.len(), Vec::new());
         for v in &mut self.row_vars[k.n_kept..] {
             v.clear();
             v.resize(nr, 0);
@@ -191,14 +194,31 @@ impl State {
                 self.row[i] = acc;
             } else {
                 let vars: Vec<&[i64]> = self.row_vars.iter().map(|v| v.as_slice()).collect();
-                let out = compute(k, i, &self.row, &vars, inputs, nr, &mut self.idx, &mut self.tmp)?;
+                let out = compute(
+                    k,
+                    i,
+                    &self.row,
+                    &vars,
+                    inputs,
+                    nr,
+                    &mut self.idx,
+                    &mut self.tmp,
+                )?;
                 self.row[i] = out;
             }
         }
         for &s in &plan.row_stores {
             let st = &k.stores[s];
             let vars: Vec<&[i64]> = self.row_vars.iter().map(|v| v.as_slice()).collect();
-            write_out(k, st.output, &st.index, &self.row[st.value], &vars, outputs, &mut self.idx)?;
+            write_out(
+                k,
+                st.output,
+                &st.index,
+                &self.row[st.value],
+                &vars,
+                outputs,
+                &mut self.idx,
+            )?;
         }
         if !plan.element_stores.is_empty() {
             let mut c0 = 0;
@@ -211,7 +231,15 @@ impl State {
                         self.tmp_expand(st.value, nr, nc);
                     }
                     let vars: Vec<&[i64]> = self.elem_vars.iter().map(|v| v.as_slice()).collect();
-                    write_out(k, st.output, &st.index, &self.elem[st.value], &vars, outputs, &mut self.idx)?;
+                    write_out(
+                        k,
+                        st.output,
+                        &st.index,
+                        &self.elem[st.value],
+                        &vars,
+                        outputs,
+                        &mut self.idx,
+                    )?;
                 }
                 c0 += nc;
             }
@@ -274,7 +302,16 @@ impl State {
         }
         let vars: Vec<&[i64]> = self.elem_vars.iter().map(|v| v.as_slice()).collect();
         for &i in needs {
-            let out = compute(k, i, &self.elem, &vars, inputs, n, &mut self.idx, &mut self.tmp)?;
+            let out = compute(
+                k,
+                i,
+                &self.elem,
+                &vars,
+                inputs,
+                n,
+                &mut self.idx,
+                &mut self.tmp,
+            )?;
             self.elem[i] = out;
         }
         Ok(())
@@ -346,9 +383,15 @@ fn compute(
         Inst::Binary(op, a, b) => {
             let (a, b) = (&vals[*a], &vals[*b]);
             if dt == DType::I32 {
-                a.iter().zip(b).map(|(x, y)| dt.round(op.eval_i32(*x, *y))).collect()
+                a.iter()
+                    .zip(b)
+                    .map(|(x, y)| dt.round(op.eval_i32(*x, *y)))
+                    .collect()
             } else {
-                a.iter().zip(b).map(|(x, y)| dt.round(op.eval(*x, *y))).collect()
+                a.iter()
+                    .zip(b)
+                    .map(|(x, y)| dt.round(op.eval(*x, *y)))
+                    .collect()
             }
         }
         Inst::Where(c, a, b) => vals[*c]
@@ -362,7 +405,12 @@ fn compute(
     Ok(out)
 }
 
-fn eval_cond(c: &crate::expr::Cond, vars: &[&[i64]], n: usize, tmp: &mut Vec<i64>) -> Option<Vec<bool>> {
+fn eval_cond(
+    c: &crate::expr::Cond,
+    vars: &[&[i64]],
+    n: usize,
+    tmp: &mut Vec<i64>,
+) -> Option<Vec<bool>> {
     if c.is_always() {
         return None;
     }

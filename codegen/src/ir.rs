@@ -51,7 +51,11 @@ impl KernelKind {
 pub enum Inst {
     /// Element `index` of input buffer `input`; `0` where `valid` fails
     /// (padding).
-    Load { input: usize, index: Expr, valid: Cond },
+    Load {
+        input: usize,
+        index: Expr,
+        valid: Cond,
+    },
     /// A constant of the instruction's dtype.
     Const(f64),
     /// `Bool`: whether the point lies inside a padded view's valid region.

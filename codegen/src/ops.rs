@@ -317,7 +317,10 @@ mod tests {
 
     #[test]
     fn dtype_rules() {
-        assert_eq!(BinaryOp::Div.operand_dtype(DType::I32, DType::I32), DType::F32);
+        assert_eq!(
+            BinaryOp::Div.operand_dtype(DType::I32, DType::I32),
+            DType::F32
+        );
         assert_eq!(BinaryOp::Lt.out_dtype(DType::F32), DType::Bool);
         assert_eq!(UnaryOp::Exp.out_dtype(DType::I32), DType::F32);
         assert_eq!(ReduceOp::Sum.out_dtype(DType::Bool), DType::I32);

@@ -76,7 +76,14 @@ pub struct Node {
 
 impl std::fmt::Debug for Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Node#{}({:?} {} {})", self.id, self.shape, self.dtype, self.op().name())
+        write!(
+            f,
+            "Node#{}({:?} {} {})",
+            self.id,
+            self.shape,
+            self.dtype,
+            self.op().name()
+        )
     }
 }
 

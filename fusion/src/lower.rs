@@ -4,7 +4,9 @@
 
 use crate::graph::{NodeRef, Op};
 use crate::view::{contiguous_strides, ShapeTracker, View};
-use smelt_codegen::{Arg, BinaryOp, Cond, DType, Expr, Inst, Kernel, KernelKind, Node, ReduceOp, Store, Val};
+use smelt_codegen::{
+    Arg, BinaryOp, Cond, DType, Expr, Inst, Kernel, KernelKind, Node, ReduceOp, Store, Val,
+};
 use std::collections::HashMap;
 
 /// The loop domain of a kernel and how its root reads its source(s).
@@ -57,7 +59,12 @@ impl Domain {
             .map(|a| if axes.contains(&a) { 1 } else { shape[a] })
             .collect();
         let cs = contiguous_strides(&out);
-        self.tracker(kept.iter().map(|a| cs[*a]).chain(red.iter().map(|_| 0)).collect())
+        self.tracker(
+            kept.iter()
+                .map(|a| cs[*a])
+                .chain(red.iter().map(|_| 0))
+                .collect(),
+        )
     }
 
     /// The tracker of a single view over the domain with `strides`.
@@ -171,12 +178,25 @@ impl<'a> Lowerer<'a> {
         let ranges = self.domain.ranges.clone();
         let vars = self.domain.vars();
         if let Some(&buffer) = self.leaves.get(&node.id()) {
-            let input = self.input(buffer, Arg { dtype: dt, len: node.numel() });
+            let input = self.input(
+                buffer,
+                Arg {
+                    dtype: dt,
+                    len: node.numel(),
+                },
+            );
             let (index, valid) = t.expr(&vars, &ranges);
             if valid.is_never() {
                 return self.constant(0.0, dt);
             }
-            return self.push(Inst::Load { input, index, valid }, dt);
+            return self.push(
+                Inst::Load {
+                    input,
+                    index,
+                    valid,
+                },
+                dt,
+            );
         }
         let op = node.op();
         if !matches!(op, Op::View(..) | Op::Const(_)) {
@@ -239,7 +259,10 @@ impl<'a> Lowerer<'a> {
                 let (va, vb) = if a_dt == acc {
                     (va, vb)
                 } else {
-                    (self.push(Inst::Cast(va), acc), self.push(Inst::Cast(vb), acc))
+                    (
+                        self.push(Inst::Cast(va), acc),
+                        self.push(Inst::Cast(vb), acc),
+                    )
                 };
                 let prod = self.push(Inst::Binary(BinaryOp::Mul, va, vb), acc);
                 let sum = self.push(Inst::Reduce(ReduceOp::Sum, prod), acc);
@@ -256,7 +279,11 @@ impl<'a> Lowerer<'a> {
     pub fn store(&mut self, arg: Arg, index: Expr, value: Val) -> usize {
         self.outputs.push(arg);
         let output = self.outputs.len() - 1;
-        self.stores.push(Store { output, index, value });
+        self.stores.push(Store {
+            output,
+            index,
+            value,
+        });
         output
     }
 
@@ -293,8 +320,5 @@ pub fn matmul_domain(a: &[usize], b: &[usize]) -> Domain {
     let r = a.len();
     let mut ranges: Vec<i64> = a[..r - 2].iter().map(|n| *n as i64).collect();
     ranges.extend([a[r - 2] as i64, b[r - 1] as i64, a[r - 1] as i64]);
-    Domain {
-        n_kept: r,
-        ranges,
-    }
+    Domain { n_kept: r, ranges }
 }

@@ -143,10 +143,11 @@ pub fn plan_unfused(order: &[NodeRef]) -> Vec<KernelPlan> {
 impl Schedule {
     /// Plans the kernels that realize `targets`.
     pub fn new(targets: &[NodeRef], fusion: Fusion) -> Schedule {
+        let mut seen = HashSet::new();
         let bases: Vec<NodeRef> = targets
             .iter()
             .map(base)
-            .filter(|b| b.realized().is_none() && is_compute(&b.op()))
+            .filter(|b| b.realized().is_none() && is_compute(&b.op()) && seen.insert(b.id()))
             .collect();
         let order = topo_order(&bases);
         let plans = match fusion {
@@ -192,7 +193,14 @@ impl Schedule {
             for (n, t) in &p.outputs {
                 let v = low.value(n, t);
                 let (index, _) = t.expr(&vars, &p.domain.ranges);
-                low.store(Arg { dtype: n.dtype(), len: n.numel() }, index, v);
+                low.store(
+                    Arg {
+                        dtype: n.dtype(),
+                        len: n.numel(),
+                    },
+                    index,
+                    v,
+                );
                 outputs.push(buf_of[&n.id()]);
             }
             let ops = low.op_names.clone();

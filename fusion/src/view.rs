@@ -91,7 +91,11 @@ impl View {
             if self.shape[d] != shape[d] {
                 v.strides[d] = 0;
                 if let Some(m) = v.mask.as_mut() {
-                    m[d] = if m[d].0 < m[d].1 { (0, shape[d]) } else { (0, 0) };
+                    m[d] = if m[d].0 < m[d].1 {
+                        (0, shape[d])
+                    } else {
+                        (0, 0)
+                    };
                 }
             }
         }
@@ -159,7 +163,10 @@ impl View {
     /// Drops a mask that covers everything; collapses an empty one.
     fn normalize_mask(mut self) -> View {
         if let Some(m) = &self.mask {
-            if m.iter().zip(&self.shape).all(|((lo, hi), n)| *lo == 0 && hi == n) {
+            if m.iter()
+                .zip(&self.shape)
+                .all(|((lo, hi), n)| *lo == 0 && hi == n)
+            {
                 self.mask = None;
             } else if m.iter().any(|(lo, hi)| lo >= hi) {
                 self.mask = Some(vec![(0, 0); self.shape.len()]);
@@ -397,9 +404,13 @@ mod tests {
 
     #[test]
     fn reshape_of_contiguous_stays_one_view() {
-        let st = ShapeTracker::contiguous(&[4, 6]).reshape(&[2, 3, 4]).reshape(&[24]);
+        let st = ShapeTracker::contiguous(&[4, 6])
+            .reshape(&[2, 3, 4])
+            .reshape(&[24]);
         assert!(st.is_plain());
-        let sl = ShapeTracker::contiguous(&[4, 6]).shrink(&[(1, 3), (0, 6)]).reshape(&[12]);
+        let sl = ShapeTracker::contiguous(&[4, 6])
+            .shrink(&[(1, 3), (0, 6)])
+            .reshape(&[12]);
         assert_eq!(sl.views.len(), 1);
         assert_eq!(sl.index_at(&[0]), Some(6));
     }

@@ -1,0 +1,45 @@
+//! Devices a tensor can live on.
+
+use std::fmt;
+
+/// Where a tensor's data lives and its kernels run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Device {
+    /// The host: kernels are interpreted.
+    Cpu,
+    /// An NVIDIA GPU by ordinal.
+    Cuda(usize),
+}
+
+impl Device {
+    /// The device picked by `SMELT_DEVICE` (`cpu` or `cuda`), else the best
+    /// available one.
+    pub fn default_device() -> Device {
+        match std::env::var("SMELT_DEVICE").as_deref() {
+            Ok("cpu") => Device::Cpu,
+            Ok(s) if s.starts_with("cuda") => {
+                Device::Cuda(s[4..].trim_start_matches(':').parse().unwrap_or(0))
+            }
+            _ => Device::best(),
+        }
+    }
+
+    /// A CUDA GPU when a driver and a GPU are present, else the CPU. Never
+    /// panics.
+    pub fn best() -> Device {
+        if crate::runtime::cuda_available() {
+            Device::Cuda(0)
+        } else {
+            Device::Cpu
+        }
+    }
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Device::Cpu => f.write_str("cpu"),
+            Device::Cuda(i) => write!(f, "cuda:{i}"),
+        }
+    }
+}

@@ -1,0 +1,232 @@
+//! Elementwise ops: unary math, broadcasting binary ops with dtype
+//! promotion, comparisons, `where_` and casts.
+
+use crate::shape::broadcast_shapes;
+use crate::{DType, Tensor};
+use smelt_codegen::{BinaryOp, UnaryOp};
+use smelt_fusion::Op;
+
+/// A right-hand side of a binary op: a tensor or a Rust scalar.
+///
+/// Scalars follow PyTorch: a float scalar keeps a float tensor's dtype and
+/// makes an integer tensor `F32`; an integer scalar keeps the tensor's
+/// dtype (`I32` for `Bool`).
+pub trait Operand {
+    /// The operand as a tensor on `like`'s device.
+    fn into_operand(self, like: &Tensor) -> Tensor;
+}
+
+impl Operand for &Tensor {
+    fn into_operand(self, _: &Tensor) -> Tensor {
+        self.clone()
+    }
+}
+
+impl Operand for Tensor {
+    fn into_operand(self, _: &Tensor) -> Tensor {
+        self
+    }
+}
+
+fn float_scalar(v: f64, like: &Tensor) -> Tensor {
+    let dt = if like.dtype().is_float() {
+        like.dtype()
+    } else {
+        DType::F32
+    };
+    Tensor::full([0usize; 0], v, dt, &like.device())
+}
+
+impl Operand for f64 {
+    fn into_operand(self, like: &Tensor) -> Tensor {
+        float_scalar(self, like)
+    }
+}
+
+impl Operand for f32 {
+    fn into_operand(self, like: &Tensor) -> Tensor {
+        float_scalar(self as f64, like)
+    }
+}
+
+impl Operand for i32 {
+    fn into_operand(self, like: &Tensor) -> Tensor {
+        let dt = if like.dtype() == DType::Bool {
+            DType::I32
+        } else {
+            like.dtype()
+        };
+        Tensor::full([0usize; 0], self as f64, dt, &like.device())
+    }
+}
+
+impl Operand for bool {
+    fn into_operand(self, like: &Tensor) -> Tensor {
+        Tensor::full([0usize; 0], self as u8 as f64, DType::Bool, &like.device())
+    }
+}
+
+macro_rules! unary_methods {
+    ($($(#[$doc:meta])* $name:ident => $op:ident;)*) => {
+        impl Tensor {
+            $($(#[$doc])* pub fn $name(&self) -> Tensor { self.unary(UnaryOp::$op) })*
+        }
+    };
+}
+
+unary_methods! {
+    /// `-x`.
+    neg => Neg;
+    /// `|x|`.
+    abs => Abs;
+    /// `e^x`.
+    exp => Exp;
+    /// `2^x`.
+    exp2 => Exp2;
+    /// Natural logarithm.
+    log => Log;
+    /// Base-2 logarithm.
+    log2 => Log2;
+    /// Square root.
+    sqrt => Sqrt;
+    /// `1 / sqrt(x)`.
+    rsqrt => Rsqrt;
+    /// `1 / x`.
+    recip => Recip;
+    /// Sine.
+    sin => Sin;
+    /// Cosine.
+    cos => Cos;
+    /// Hyperbolic tangent.
+    tanh => Tanh;
+    /// `1 / (1 + e^-x)`.
+    sigmoid => Sigmoid;
+    /// `max(x, 0)` (NaN stays NaN).
+    relu => Relu;
+    /// GELU, tanh approximation.
+    gelu => Gelu;
+    /// `x * sigmoid(x)`.
+    silu => Silu;
+    /// `x * x`.
+    square => Square;
+    /// Logical not (any nonzero is true).
+    logical_not => Not;
+}
+
+macro_rules! binary_methods {
+    ($($(#[$doc:meta])* $name:ident => $op:ident;)*) => {
+        impl Tensor {
+            $($(#[$doc])* pub fn $name(&self, other: impl Operand) -> Tensor {
+                self.binary(BinaryOp::$op, other)
+            })*
+        }
+    };
+}
+
+binary_methods! {
+    /// `x ^ y` elementwise.
+    pow => Pow;
+    /// Elementwise maximum (NaN propagates).
+    maximum => Max;
+    /// Elementwise minimum (NaN propagates).
+    minimum => Min;
+    /// `x < y` as `Bool`.
+    lt => Lt;
+    /// `x <= y` as `Bool`.
+    le => Le;
+    /// `x > y` as `Bool`.
+    gt => Gt;
+    /// `x >= y` as `Bool`.
+    ge => Ge;
+    /// `x == y` as `Bool`.
+    eq => Eq;
+    /// `x != y` as `Bool`.
+    ne => Ne;
+    /// Logical and.
+    logical_and => And;
+    /// Logical or.
+    logical_or => Or;
+}
+
+impl Tensor {
+    /// Converts to `dtype` (floats to ints truncate toward zero; nonzero is
+    /// `true`).
+    pub fn cast(&self, dtype: DType) -> Tensor {
+        if dtype == self.dtype() {
+            return self.clone();
+        }
+        self.derive(Op::Cast(self.node.clone()), self.shape().to_vec(), dtype)
+    }
+
+    /// Applies a unary op, casting the input to the op's compute dtype
+    /// first (integers become `F32` for float math, anything becomes `Bool`
+    /// for `logical_not`).
+    pub fn unary(&self, op: UnaryOp) -> Tensor {
+        let out = op.out_dtype(self.dtype());
+        let x = if op == UnaryOp::Not {
+            self.cast(DType::Bool)
+        } else {
+            self.cast(out)
+        };
+        x.derive(Op::Unary(op, x.node.clone()), x.shape().to_vec(), out)
+    }
+
+    /// Applies a binary op with NumPy broadcasting and PyTorch promotion.
+    ///
+    /// # Panics
+    /// If the shapes do not broadcast or the tensors are on different
+    /// devices.
+    pub fn binary(&self, op: BinaryOp, other: impl Operand) -> Tensor {
+        let other = other.into_operand(self);
+        let name = op.name();
+        assert!(
+            self.device() == other.device(),
+            "{name}: tensors on {} and {}",
+            self.device(),
+            other.device()
+        );
+        let shape = broadcast_shapes(name, self.shape(), other.shape());
+        let dt = op.operand_dtype(self.dtype(), other.dtype());
+        let a = self.cast(dt).broadcast_to(&shape);
+        let b = other.cast(dt).broadcast_to(&shape);
+        a.derive(
+            Op::Binary(op, a.node.clone(), b.node.clone()),
+            shape,
+            op.out_dtype(dt),
+        )
+    }
+
+    /// `self ? a : b` elementwise, broadcasting all three; the result has
+    /// the promoted dtype of `a` and `b`. Same as [`where_`].
+    pub fn where_(&self, a: impl Operand, b: impl Operand) -> Tensor {
+        let (a, b) = (a.into_operand(self), b.into_operand(self));
+        let s1 = broadcast_shapes("where", self.shape(), a.shape());
+        let shape = broadcast_shapes("where", &s1, b.shape());
+        let dt = a.dtype().promote(b.dtype());
+        let c = self.cast(DType::Bool).broadcast_to(&shape);
+        let a = a.cast(dt).broadcast_to(&shape);
+        let b = b.cast(dt).broadcast_to(&shape);
+        c.derive(
+            Op::Where(c.node.clone(), a.node.clone(), b.node.clone()),
+            shape,
+            dt,
+        )
+    }
+
+    /// True where the value is NaN.
+    pub fn isnan(&self) -> Tensor {
+        self.ne(self)
+    }
+}
+
+/// `cond ? a : b` elementwise with broadcasting (NumPy's `where`).
+///
+/// ```
+/// use smelt::{where_, Device, Tensor};
+/// let x = Tensor::from_vec(vec![-1.0f32, 2.0], [2], &Device::Cpu);
+/// let y = where_(&x.gt(0.0), &x, 0.0);
+/// assert_eq!(y.to_vec::<f32>().unwrap(), vec![0.0, 2.0]);
+/// ```
+pub fn where_(cond: &Tensor, a: impl Operand, b: impl Operand) -> Tensor {
+    cond.where_(a, b)
+}

@@ -1,0 +1,458 @@
+//! Movement ops: every one only changes a view; none copies or runs a
+//! kernel.
+
+use crate::shape::{axes, axis, dims, IntoAxes, IntoShape};
+use crate::Tensor;
+
+/// One entry of a NumPy-style index: see [`s!`](crate::s).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SliceArg {
+    /// A single position; the axis is removed. Negative counts from the end.
+    Index(isize),
+    /// `start..end` with `step` (Python slice semantics: negative bounds
+    /// count from the end, bounds clamp, a negative step walks backwards).
+    Range {
+        start: Option<isize>,
+        end: Option<isize>,
+        step: isize,
+    },
+    /// Inserts an axis of size 1.
+    NewAxis,
+}
+
+impl SliceArg {
+    /// The same range with `step`.
+    ///
+    /// # Panics
+    /// On an index (which has no step).
+    pub fn step(self, step: isize) -> SliceArg {
+        match self {
+            SliceArg::Range { start, end, .. } => SliceArg::Range { start, end, step },
+            other => panic!("slice: a step needs a range, got {other:?}"),
+        }
+    }
+}
+
+macro_rules! slice_from_int {
+    ($($t:ty),*) => {$(
+        impl From<$t> for SliceArg {
+            fn from(i: $t) -> Self { SliceArg::Index(i as isize) }
+        }
+        impl From<std::ops::Range<$t>> for SliceArg {
+            fn from(r: std::ops::Range<$t>) -> Self {
+                SliceArg::Range { start: Some(r.start as isize), end: Some(r.end as isize), step: 1 }
+            }
+        }
+        impl From<std::ops::RangeFrom<$t>> for SliceArg {
+            fn from(r: std::ops::RangeFrom<$t>) -> Self {
+                SliceArg::Range { start: Some(r.start as isize), end: None, step: 1 }
+            }
+        }
+        impl From<std::ops::RangeTo<$t>> for SliceArg {
+            fn from(r: std::ops::RangeTo<$t>) -> Self {
+                SliceArg::Range { start: None, end: Some(r.end as isize), step: 1 }
+            }
+        }
+        impl From<std::ops::RangeInclusive<$t>> for SliceArg {
+            fn from(r: std::ops::RangeInclusive<$t>) -> Self {
+                let end = *r.end() as isize;
+                SliceArg::Range { start: Some(*r.start() as isize), end: if end == -1 { None } else { Some(end + 1) }, step: 1 }
+            }
+        }
+    )*};
+}
+slice_from_int!(i32, i64, isize, usize);
+
+impl From<std::ops::RangeFull> for SliceArg {
+    fn from(_: std::ops::RangeFull) -> Self {
+        SliceArg::Range {
+            start: None,
+            end: None,
+            step: 1,
+        }
+    }
+}
+
+/// Builds a `Vec<SliceArg>` that reads like NumPy indexing:
+/// `s![.., 1..7;2, -1, NewAxis]` is `x[:, 1:7:2, -1, None]`.
+///
+/// ```
+/// use smelt::{s, Device, Tensor};
+/// let x = Tensor::from_vec((0..12).collect::<Vec<i32>>(), [3, 4], &Device::Cpu);
+/// let y = x.slice(s![..;-1, 1..4;2]);
+/// assert_eq!(y.to_vec::<i32>().unwrap(), vec![9, 11, 5, 7, 1, 3]);
+/// ```
+#[macro_export]
+macro_rules! s {
+    (@one $r:expr) => { $crate::SliceArg::from($r) };
+    (@one $r:expr ; $st:expr) => { $crate::SliceArg::from($r).step($st as isize) };
+    ($($r:expr $(;$st:expr)?),* $(,)?) => {
+        vec![$($crate::s!(@one $r $(;$st)?)),*]
+    };
+}
+
+/// Marks a new size-1 axis in [`s!`](crate::s) (NumPy's `None`).
+#[derive(Clone, Copy, Debug)]
+pub struct NewAxis;
+
+impl From<NewAxis> for SliceArg {
+    fn from(_: NewAxis) -> Self {
+        SliceArg::NewAxis
+    }
+}
+
+/// Python's `slice.indices`: (start, count, step) for an axis of `n`.
+fn resolve(start: Option<isize>, end: Option<isize>, step: isize, n: usize) -> (usize, usize) {
+    let n = n as isize;
+    let clamp = |v: isize, lo: isize, hi: isize| v.max(lo).min(hi);
+    let norm = |v: isize| if v < 0 { v + n } else { v };
+    let (lo_d, hi_d) = if step > 0 { (0, n) } else { (-1, n - 1) };
+    let s = start.map_or(if step > 0 { lo_d } else { hi_d }, |v| {
+        clamp(norm(v), lo_d, hi_d)
+    });
+    let e = end.map_or(if step > 0 { hi_d } else { lo_d }, |v| {
+        clamp(norm(v), lo_d, hi_d)
+    });
+    let count = if step > 0 {
+        (e - s + step - 1).max(0) / step
+    } else {
+        (s - e - step - 1).max(0) / -step
+    };
+    (s.max(0) as usize, count as usize)
+}
+
+impl Tensor {
+    /// Reshape to `shape` (one `-1` is inferred). Never copies: a view that
+    /// strides cannot express is stacked on the current one.
+    ///
+    /// # Panics
+    /// If the element counts differ or more than one dim is `-1`.
+    pub fn reshape(&self, shape: impl IntoShape) -> Tensor {
+        let d = shape.into_dims();
+        let n = self.numel();
+        let known: usize = d.iter().filter(|x| **x >= 0).map(|x| *x as usize).product();
+        let infer = d.iter().filter(|x| **x == -1).count();
+        assert!(
+            infer <= 1 && d.iter().all(|x| *x >= -1),
+            "reshape: invalid shape {d:?} for a tensor of shape {:?}",
+            self.shape()
+        );
+        let new: Vec<usize> = d
+            .iter()
+            .map(|x| {
+                if *x == -1 {
+                    assert!(
+                        known != 0 && n % known == 0,
+                        "reshape: cannot infer -1 in {d:?} for a tensor of shape {:?}",
+                        self.shape()
+                    );
+                    n / known
+                } else {
+                    *x as usize
+                }
+            })
+            .collect();
+        assert!(
+            new.iter().product::<usize>() == n,
+            "reshape: shape {:?} ({n} elements) cannot become {new:?}",
+            self.shape()
+        );
+        if new == self.shape() {
+            return self.clone();
+        }
+        self.view_with(|st| st.reshape(&new))
+    }
+
+    /// Reorders axes: result axis `i` is input axis `axes[i]`.
+    ///
+    /// # Panics
+    /// If `axes` is not a permutation of the tensor's axes.
+    pub fn permute(&self, perm: impl IntoAxes) -> Tensor {
+        let shape = self.shape().to_vec();
+        let list = perm
+            .into_axes()
+            .unwrap_or_else(|| (0..shape.len() as isize).collect());
+        let p: Vec<usize> = list.iter().map(|a| axis("permute", *a, &shape)).collect();
+        let mut sorted = p.clone();
+        sorted.sort_unstable();
+        assert!(
+            sorted == (0..shape.len()).collect::<Vec<_>>(),
+            "permute: {list:?} is not a permutation of the axes of shape {shape:?}"
+        );
+        self.view_with(|st| st.permute(&p))
+    }
+
+    /// Swaps two axes.
+    pub fn transpose(&self, a: isize, b: isize) -> Tensor {
+        let (a, b) = (
+            axis("transpose", a, self.shape()),
+            axis("transpose", b, self.shape()),
+        );
+        let mut p: Vec<usize> = (0..self.ndim()).collect();
+        p.swap(a, b);
+        self.view_with(|st| st.permute(&p))
+    }
+
+    /// Matrix transpose of a 2-D tensor (1-D and 0-D return themselves, as
+    /// in PyTorch).
+    ///
+    /// # Panics
+    /// For more than 2 dimensions.
+    pub fn t(&self) -> Tensor {
+        assert!(
+            self.ndim() <= 2,
+            "t: expects at most 2 dimensions, got shape {:?}",
+            self.shape()
+        );
+        if self.ndim() < 2 {
+            self.clone()
+        } else {
+            self.transpose(0, 1)
+        }
+    }
+
+    /// NumPy-style indexing with [`s!`](crate::s); missing trailing axes are
+    /// taken whole.
+    ///
+    /// # Panics
+    /// On too many indices, an index out of range or a zero step.
+    pub fn slice(&self, args: Vec<SliceArg>) -> Tensor {
+        let shape = self.shape().to_vec();
+        let consumed = args
+            .iter()
+            .filter(|a| !matches!(a, SliceArg::NewAxis))
+            .count();
+        assert!(
+            consumed <= shape.len(),
+            "slice: {consumed} indices for a tensor of shape {shape:?}"
+        );
+        let mut st_ranges = Vec::new();
+        let mut steps = Vec::new();
+        let mut out_shape = Vec::new();
+        let mut drop_axes = Vec::new();
+        let mut new_axes = Vec::new();
+        let mut d = 0;
+        for a in args.iter().chain(std::iter::repeat_n(
+            &SliceArg::Range {
+                start: None,
+                end: None,
+                step: 1,
+            },
+            shape.len() - consumed,
+        )) {
+            match *a {
+                SliceArg::NewAxis => new_axes.push(out_shape.len() + new_axes.len()),
+                SliceArg::Index(i) => {
+                    let n = shape[d] as isize;
+                    let j = if i < 0 { i + n } else { i };
+                    assert!(
+                        (0..n).contains(&j),
+                        "slice: index {i} is out of range for axis {d} of size {n} (shape {shape:?})"
+                    );
+                    st_ranges.push((j as usize, j as usize + 1));
+                    steps.push(1);
+                    drop_axes.push(d);
+                    d += 1;
+                }
+                SliceArg::Range { start, end, step } => {
+                    assert!(
+                        step != 0,
+                        "slice: step of axis {d} is zero (shape {shape:?})"
+                    );
+                    let (s, count) = resolve(start, end, step, shape[d]);
+                    let span = if count == 0 {
+                        0
+                    } else {
+                        (count - 1) * step.unsigned_abs() + 1
+                    };
+                    let range = if count == 0 {
+                        (0, 0)
+                    } else if step > 0 {
+                        (s, s + span)
+                    } else {
+                        (s + 1 - span, s + 1)
+                    };
+                    st_ranges.push(range);
+                    steps.push(step);
+                    out_shape.push(count);
+                    d += 1;
+                }
+            }
+        }
+        let flips: Vec<usize> = (0..steps.len()).filter(|a| steps[*a] < 0).collect();
+        let mut t = self.view_with(|st| {
+            let mut st = st.shrink(&st_ranges).flip(&flips);
+            for (a, s) in steps.iter().enumerate() {
+                if s.unsigned_abs() > 1 {
+                    st = st.step(a, s.unsigned_abs());
+                }
+            }
+            st
+        });
+        if !drop_axes.is_empty() || !new_axes.is_empty() {
+            let mut final_shape = out_shape.clone();
+            for a in &new_axes {
+                final_shape.insert(*a, 1);
+            }
+            t = t.reshape(final_shape);
+        }
+        t
+    }
+
+    /// `len` elements of `axis` starting at `start`.
+    ///
+    /// # Panics
+    /// If the range exceeds the axis.
+    pub fn narrow(&self, axis_: isize, start: usize, len: usize) -> Tensor {
+        let a = axis("narrow", axis_, self.shape());
+        let n = self.shape()[a];
+        assert!(
+            start + len <= n,
+            "narrow: range {start}..{} exceeds axis {a} of size {n} (shape {:?})",
+            start + len,
+            self.shape()
+        );
+        let ranges: Vec<(usize, usize)> = self
+            .shape()
+            .iter()
+            .enumerate()
+            .map(|(d, n)| {
+                if d == a {
+                    (start, start + len)
+                } else {
+                    (0, *n)
+                }
+            })
+            .collect();
+        self.view_with(|st| st.shrink(&ranges))
+    }
+
+    /// Reverses the order of elements along `axes`.
+    pub fn flip(&self, ax: impl IntoAxes) -> Tensor {
+        let a = axes("flip", ax, self.shape());
+        self.view_with(|st| st.flip(&a))
+    }
+
+    /// Broadcasts to `shape` (NumPy's `broadcast_to`): size-1 axes repeat,
+    /// new axes are added in front. Zero-copy (stride 0).
+    ///
+    /// # Panics
+    /// If the shapes are not compatible.
+    pub fn broadcast_to(&self, shape: impl IntoShape) -> Tensor {
+        let target = dims("broadcast_to", shape);
+        let s = self.shape();
+        assert!(
+            target.len() >= s.len()
+                && s.iter()
+                    .zip(&target[target.len() - s.len()..])
+                    .all(|(a, b)| a == b || *a == 1),
+            "broadcast_to: shape {s:?} cannot broadcast to {target:?}"
+        );
+        if target == s {
+            return self.clone();
+        }
+        let mut padded = vec![1; target.len() - s.len()];
+        padded.extend_from_slice(s);
+        self.reshape(padded).view_with(|st| st.expand(&target))
+    }
+
+    /// Same as [`Tensor::broadcast_to`] (PyTorch's name).
+    pub fn expand(&self, shape: impl IntoShape) -> Tensor {
+        self.broadcast_to(shape)
+    }
+
+    /// Removes size-1 axes among `axes`.
+    ///
+    /// # Panics
+    /// If one of them does not have size 1.
+    pub fn squeeze(&self, ax: impl IntoAxes) -> Tensor {
+        let a = axes("squeeze", ax, self.shape());
+        let s = self.shape();
+        for &d in &a {
+            assert!(
+                s[d] == 1,
+                "squeeze: axis {d} has size {} (shape {s:?})",
+                s[d]
+            );
+        }
+        let new: Vec<usize> = (0..s.len())
+            .filter(|d| !a.contains(d))
+            .map(|d| s[d])
+            .collect();
+        self.reshape(new)
+    }
+
+    /// Removes every size-1 axis.
+    pub fn squeeze_all(&self) -> Tensor {
+        let new: Vec<usize> = self.shape().iter().copied().filter(|n| *n != 1).collect();
+        self.reshape(new)
+    }
+
+    /// Inserts a size-1 axis at `axis` (which may be `ndim`, or negative).
+    pub fn unsqueeze(&self, axis_: isize) -> Tensor {
+        let mut s = self.shape().to_vec();
+        let a = axis("unsqueeze", axis_, &vec![0; s.len() + 1]);
+        s.insert(a, 1);
+        self.reshape(s)
+    }
+
+    /// All axes into one.
+    pub fn flatten(&self) -> Tensor {
+        self.reshape([self.numel()])
+    }
+
+    /// Axes `start..=end` into one (PyTorch's `flatten(start_dim, end_dim)`).
+    pub fn flatten_dims(&self, start: isize, end: isize) -> Tensor {
+        if self.ndim() == 0 {
+            return self.reshape([1usize]);
+        }
+        let (a, b) = (
+            axis("flatten", start, self.shape()),
+            axis("flatten", end, self.shape()),
+        );
+        assert!(a <= b, "flatten: start axis {a} is after end axis {b}");
+        let s = self.shape();
+        let mut new = s[..a].to_vec();
+        new.push(s[a..=b].iter().product());
+        new.extend_from_slice(&s[b + 1..]);
+        self.reshape(new)
+    }
+
+    /// Pads every axis with `(before, after)` elements of `value`
+    /// (`np.pad(x, pads, constant_values=value)`). Zero padding is a masked
+    /// view; another value adds a `where` that fusion folds into consumers.
+    ///
+    /// # Panics
+    /// If `pads` does not have one pair per axis.
+    pub fn pad(&self, pads: &[(usize, usize)], value: f64) -> Tensor {
+        assert!(
+            pads.len() == self.ndim(),
+            "pad: {} pairs for a tensor of shape {:?}",
+            pads.len(),
+            self.shape()
+        );
+        let padded = self.view_with(|st| st.pad(pads));
+        if value == 0.0 {
+            return padded;
+        }
+        let inside = Tensor::ones(self.shape(), crate::DType::Bool, &self.device())
+            .view_with(|st| st.pad(pads));
+        inside.where_(&padded, &padded.full_like(value))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resolve;
+
+    #[test]
+    fn python_slice_indices() {
+        assert_eq!(resolve(None, None, 1, 5), (0, 5));
+        assert_eq!(resolve(None, None, -1, 5), (4, 5));
+        assert_eq!(resolve(Some(-2), None, 1, 5), (3, 2));
+        assert_eq!(resolve(Some(1), Some(7), 2, 5), (1, 2));
+        assert_eq!(resolve(Some(10), Some(0), -3, 5), (4, 2));
+        assert_eq!(resolve(Some(3), Some(1), 1, 5).1, 0);
+        assert_eq!(resolve(None, None, 1, 0), (0, 0));
+    }
+}

@@ -1,0 +1,134 @@
+//! Reductions over one, several or all axes, with NumPy's `keepdims`.
+
+use crate::shape::{axes, axis, IntoAxes};
+use crate::{DType, Tensor};
+use smelt_codegen::ReduceOp;
+use smelt_fusion::Op;
+
+macro_rules! reductions {
+    ($($(#[$doc:meta])* $name:ident, $keep:ident => $op:ident;)*) => {
+        impl Tensor {
+            $(
+                $(#[$doc])*
+                ///
+                /// # Panics
+                /// On an out-of-range or repeated axis.
+                pub fn $name(&self, ax: impl IntoAxes) -> Tensor {
+                    self.reduce(ReduceOp::$op, ax, false)
+                }
+                /// Like the method without `_keepdim`, keeping reduced axes with size 1.
+                pub fn $keep(&self, ax: impl IntoAxes) -> Tensor {
+                    self.reduce(ReduceOp::$op, ax, true)
+                }
+            )*
+        }
+    };
+}
+
+reductions! {
+    /// Sum over `axes` (`..` for all). Half floats accumulate in `F32`;
+    /// bools sum to `I32`.
+    sum, sum_keepdim => Sum;
+    /// Maximum over `axes` (NaN propagates).
+    max, max_keepdim => Max;
+    /// Minimum over `axes` (NaN propagates).
+    min, min_keepdim => Min;
+    /// Product over `axes`.
+    prod, prod_keepdim => Prod;
+}
+
+impl Tensor {
+    /// Reduces with `op` over `axes`; `keepdim` keeps them with size 1.
+    pub fn reduce(&self, op: ReduceOp, ax: impl IntoAxes, keepdim: bool) -> Tensor {
+        let a = axes(op.name(), ax, self.shape());
+        let shape = self.shape().to_vec();
+        let out_dt = op.out_dtype(self.dtype());
+        // Sums and products of half floats accumulate in f32, as PyTorch does.
+        let acc = match (op, out_dt) {
+            (ReduceOp::Sum | ReduceOp::Prod, DType::F16 | DType::BF16) => DType::F32,
+            _ => out_dt,
+        };
+        let x = self.cast(acc);
+        let kept: Vec<usize> = (0..shape.len())
+            .map(|d| if a.contains(&d) { 1 } else { shape[d] })
+            .collect();
+        let r = if a.is_empty() {
+            x
+        } else {
+            x.derive(Op::Reduce(op, x.node.clone(), a.clone()), kept.clone(), acc)
+        }
+        .cast(out_dt);
+        if keepdim {
+            r
+        } else {
+            let dropped: Vec<usize> = (0..shape.len())
+                .filter(|d| !a.contains(d))
+                .map(|d| shape[d])
+                .collect();
+            r.reshape(dropped)
+        }
+    }
+
+    /// Mean over `axes` (integers are averaged as `F32`).
+    pub fn mean(&self, ax: impl IntoAxes) -> Tensor {
+        self.mean_impl(ax, false)
+    }
+
+    /// Mean keeping reduced axes with size 1.
+    pub fn mean_keepdim(&self, ax: impl IntoAxes) -> Tensor {
+        self.mean_impl(ax, true)
+    }
+
+    fn mean_impl(&self, ax: impl IntoAxes, keepdim: bool) -> Tensor {
+        let a = axes("mean", ax, self.shape());
+        let count: usize = a.iter().map(|d| self.shape()[*d]).product();
+        let x = self.cast(self.dtype().to_float());
+        x.reduce(ReduceOp::Sum, a, keepdim) / count as f64
+    }
+
+    /// Index of the maximum along `axis` (first one on ties, the first NaN
+    /// if any), as `I32`.
+    pub fn argmax(&self, ax: isize) -> Tensor {
+        self.arg_reduce(ReduceOp::Max, ax, false)
+    }
+
+    /// [`Tensor::argmax`] keeping the axis with size 1.
+    pub fn argmax_keepdim(&self, ax: isize) -> Tensor {
+        self.arg_reduce(ReduceOp::Max, ax, true)
+    }
+
+    /// Index of the minimum along `axis` (first one on ties, the first NaN
+    /// if any), as `I32`.
+    pub fn argmin(&self, ax: isize) -> Tensor {
+        self.arg_reduce(ReduceOp::Min, ax, false)
+    }
+
+    /// [`Tensor::argmin`] keeping the axis with size 1.
+    pub fn argmin_keepdim(&self, ax: isize) -> Tensor {
+        self.arg_reduce(ReduceOp::Min, ax, true)
+    }
+
+    /// Built from primitives: the smallest index where the value equals the
+    /// extreme (or is NaN).
+    fn arg_reduce(&self, op: ReduceOp, ax: isize, keepdim: bool) -> Tensor {
+        let name = if op == ReduceOp::Max {
+            "argmax"
+        } else {
+            "argmin"
+        };
+        let d = axis(name, ax, self.shape());
+        let n = self.shape()[d];
+        assert!(
+            n > 0,
+            "{name}: axis {d} of shape {:?} is empty",
+            self.shape()
+        );
+        let m = self.reduce(op, [d], true);
+        let hit = self.eq(&m).logical_or(self.isnan());
+        let mut idx_shape = vec![1usize; self.ndim()];
+        idx_shape[d] = n;
+        let idx = Tensor::arange(0.0, n as f64, 1.0, DType::I32, &self.device()).reshape(idx_shape);
+        hit.where_(&idx, n as i32)
+            .reduce(ReduceOp::Min, [d], keepdim)
+    }
+}

@@ -1,0 +1,94 @@
+//! The CPU runtime: host buffers and the kernel interpreter.
+
+use crate::Result;
+use smelt_fusion::{BufferHandle, BufferSpec, Schedule};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A host buffer.
+pub struct CpuBuffer(Vec<u8>);
+
+/// Wraps host bytes as a buffer handle.
+pub fn wrap(bytes: Vec<u8>) -> BufferHandle {
+    Arc::new(CpuBuffer(bytes))
+}
+
+/// The bytes of a CPU buffer handle.
+pub fn bytes(buf: &BufferHandle) -> &[u8] {
+    &buf.downcast_ref::<CpuBuffer>()
+        .expect("a CPU tensor holds a CPU buffer")
+        .0
+}
+
+enum Slot {
+    Empty,
+    Shared(BufferHandle),
+    Owned(Vec<u8>),
+}
+
+impl Slot {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Slot::Shared(b) => bytes(b),
+            Slot::Owned(v) => v,
+            Slot::Empty => &[],
+        }
+    }
+}
+
+/// Runs a schedule on the host.
+pub fn execute(schedule: &Schedule) -> Result<Vec<BufferHandle>> {
+    let n = schedule.buffers.len();
+    let mut last_use = vec![usize::MAX; n];
+    for (i, it) in schedule.items.iter().enumerate() {
+        for b in it.inputs.iter().chain(&it.outputs) {
+            last_use[*b] = i;
+        }
+    }
+    for (_, b) in &schedule.results {
+        last_use[*b] = usize::MAX;
+    }
+    let mut slots: Vec<Slot> = schedule
+        .buffers
+        .iter()
+        .map(|b| match b {
+            BufferSpec::Realized(h) => Slot::Shared(h.clone()),
+            BufferSpec::New { .. } => Slot::Empty,
+        })
+        .collect();
+    for (i, it) in schedule.items.iter().enumerate() {
+        let mut outs: Vec<Vec<u8>> = it
+            .outputs
+            .iter()
+            .map(|b| match &schedule.buffers[*b] {
+                BufferSpec::New { dtype, len } => vec![0u8; dtype.size() * len],
+                BufferSpec::Realized(_) => unreachable!("kernels write new buffers"),
+            })
+            .collect();
+        let ins: Vec<&[u8]> = it.inputs.iter().map(|b| slots[*b].bytes()).collect();
+        let mut out_refs: Vec<&mut [u8]> = outs.iter_mut().map(|o| o.as_mut_slice()).collect();
+        let t0 = Instant::now();
+        smelt_codegen::interp::run(&it.kernel, &ins, &mut out_refs)?;
+        super::count_kernel();
+        super::report_kernel(&it.kernel, t0.elapsed());
+        for (b, o) in it.outputs.iter().zip(outs) {
+            slots[*b] = Slot::Owned(o);
+        }
+        for b in it.inputs.iter().chain(&it.outputs) {
+            if last_use[*b] == i {
+                slots[*b] = Slot::Empty;
+            }
+        }
+    }
+    Ok(schedule
+        .results
+        .iter()
+        .map(
+            |(_, b)| match std::mem::replace(&mut slots[*b], Slot::Empty) {
+                Slot::Owned(v) => wrap(v),
+                Slot::Shared(h) => h,
+                Slot::Empty => unreachable!("results are kept"),
+            },
+        )
+        .collect())
+}

@@ -1,0 +1,81 @@
+//! Runtimes: where schedules run and buffers live.
+
+pub mod cpu;
+
+use crate::{Device, Result};
+use smelt_fusion::{BufferHandle, Schedule};
+use std::cell::Cell;
+use std::time::Duration;
+
+/// True when a CUDA driver and at least one GPU are present.
+pub fn cuda_available() -> bool {
+    false
+}
+
+thread_local! {
+    static KERNELS_RUN: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Number of kernels this thread has run so far (all devices). Tests use it
+/// to prove that realized results are not recomputed.
+pub fn kernels_run() -> u64 {
+    KERNELS_RUN.with(|c| c.get())
+}
+
+pub(crate) fn count_kernel() {
+    KERNELS_RUN.with(|c| c.set(c.get() + 1));
+}
+
+/// The `SMELT_DEBUG` level (0 when unset).
+pub fn debug_level() -> u8 {
+    static LEVEL: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
+    *LEVEL.get_or_init(|| {
+        std::env::var("SMELT_DEBUG")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    })
+}
+
+/// Prints the per-kernel debug line (`SMELT_DEBUG>=2`) and the IR (`>=3`).
+pub(crate) fn report_kernel(k: &smelt_codegen::Kernel, time: Duration) {
+    let level = debug_level();
+    if level >= 2 {
+        let bytes = (k.bytes_read() + k.bytes_written()) as f64;
+        let secs = time.as_secs_f64().max(1e-12);
+        eprintln!(
+            "smelt: kernel {:<40} {:>10.3} ms {:>9.2} GB/s",
+            k.name,
+            secs * 1e3,
+            bytes / secs / 1e9
+        );
+    }
+    if level >= 3 {
+        eprintln!("{k}");
+    }
+}
+
+/// Runs `schedule` on `device`; returns the buffers of its results, in the
+/// order of `schedule.results`.
+pub(crate) fn execute(schedule: &Schedule, device: Device) -> Result<Vec<BufferHandle>> {
+    match device {
+        Device::Cpu => cpu::execute(schedule),
+        Device::Cuda(_) => Err(crate::Error::NoDevice(format!("{device} is not available"))),
+    }
+}
+
+/// Copies host bytes to a new buffer on `device`.
+pub(crate) fn upload(bytes: Vec<u8>, device: Device) -> Result<BufferHandle> {
+    match device {
+        Device::Cpu => Ok(cpu::wrap(bytes)),
+        Device::Cuda(_) => Err(crate::Error::NoDevice(format!("{device} is not available"))),
+    }
+}
+
+/// Copies a buffer's bytes to the host.
+pub(crate) fn download(buf: &BufferHandle, device: Device) -> Result<Vec<u8>> {
+    match device {
+        Device::Cpu => Ok(cpu::bytes(buf).to_vec()),
+        Device::Cuda(_) => Err(crate::Error::NoDevice(format!("{device} is not available"))),
+    }
+}

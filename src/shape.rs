@@ -1,0 +1,143 @@
+//! Shape and axis arguments: conversions and NumPy-style normalisation.
+
+/// Something that names a shape: `[2, 3]`, `vec![2, 3]`, `&[2, 3][..]`.
+/// A `-1` entry (in signed forms) is inferred by [`crate::Tensor::reshape`].
+pub trait IntoShape {
+    fn into_dims(self) -> Vec<isize>;
+}
+
+macro_rules! into_shape {
+    ($($t:ty),*) => {$(
+        impl<const N: usize> IntoShape for [$t; N] {
+            fn into_dims(self) -> Vec<isize> {
+                self.iter().map(|d| *d as isize).collect()
+            }
+        }
+        impl IntoShape for &[$t] {
+            fn into_dims(self) -> Vec<isize> {
+                self.iter().map(|d| *d as isize).collect()
+            }
+        }
+        impl IntoShape for Vec<$t> {
+            fn into_dims(self) -> Vec<isize> {
+                self.iter().map(|d| *d as isize).collect()
+            }
+        }
+        impl IntoShape for &Vec<$t> {
+            fn into_dims(self) -> Vec<isize> {
+                self.iter().map(|d| *d as isize).collect()
+            }
+        }
+    )*};
+}
+into_shape!(usize, i32, i64, isize);
+
+/// The dims as sizes.
+///
+/// # Panics
+/// If a dim is negative.
+pub(crate) fn dims(op: &str, s: impl IntoShape) -> Vec<usize> {
+    let d = s.into_dims();
+    d.iter()
+        .map(|x| {
+            usize::try_from(*x)
+                .unwrap_or_else(|_| panic!("{op}: negative dimension in shape {d:?}"))
+        })
+        .collect()
+}
+
+/// One or several axes, possibly negative; `..` means every axis.
+pub trait IntoAxes {
+    /// `None` for every axis.
+    fn into_axes(self) -> Option<Vec<isize>>;
+}
+
+macro_rules! into_axes {
+    ($($t:ty),*) => {$(
+        impl IntoAxes for $t {
+            fn into_axes(self) -> Option<Vec<isize>> {
+                Some(vec![self as isize])
+            }
+        }
+        impl<const N: usize> IntoAxes for [$t; N] {
+            fn into_axes(self) -> Option<Vec<isize>> {
+                Some(self.iter().map(|a| *a as isize).collect())
+            }
+        }
+        impl IntoAxes for &[$t] {
+            fn into_axes(self) -> Option<Vec<isize>> {
+                Some(self.iter().map(|a| *a as isize).collect())
+            }
+        }
+        impl IntoAxes for Vec<$t> {
+            fn into_axes(self) -> Option<Vec<isize>> {
+                Some(self.iter().map(|a| *a as isize).collect())
+            }
+        }
+    )*};
+}
+into_axes!(usize, i32, i64, isize);
+
+impl IntoAxes for std::ops::RangeFull {
+    fn into_axes(self) -> Option<Vec<isize>> {
+        None
+    }
+}
+
+/// Normalises a possibly negative axis of a rank-`rank` tensor.
+///
+/// # Panics
+/// If the axis is out of range, naming the op and shape.
+pub(crate) fn axis(op: &str, a: isize, shape: &[usize]) -> usize {
+    let r = shape.len() as isize;
+    let n = if a < 0 { a + r } else { a };
+    assert!(
+        (0..r).contains(&n),
+        "{op}: axis {a} is out of range for a tensor of shape {shape:?} (rank {r})"
+    );
+    n as usize
+}
+
+/// Normalised, sorted, deduplicated axes (`None` = every axis).
+///
+/// # Panics
+/// On an out-of-range or repeated axis.
+pub(crate) fn axes(op: &str, a: impl IntoAxes, shape: &[usize]) -> Vec<usize> {
+    match a.into_axes() {
+        None => (0..shape.len()).collect(),
+        Some(list) => {
+            let mut out: Vec<usize> = list.iter().map(|x| axis(op, *x, shape)).collect();
+            out.sort_unstable();
+            let n = out.len();
+            out.dedup();
+            assert!(
+                out.len() == n,
+                "{op}: repeated axis in {list:?} for shape {shape:?}"
+            );
+            out
+        }
+    }
+}
+
+/// NumPy broadcasting of two shapes.
+///
+/// # Panics
+/// If they do not broadcast, naming the op, both shapes and the axis.
+pub(crate) fn broadcast_shapes(op: &str, a: &[usize], b: &[usize]) -> Vec<usize> {
+    let r = a.len().max(b.len());
+    (0..r)
+        .map(|i| {
+            let da = if i + a.len() >= r { a[i + a.len() - r] } else { 1 };
+            let db = if i + b.len() >= r { b[i + b.len() - r] } else { 1 };
+            match (da, db) {
+                (x, y) if x == y => x,
+                (1, y) => y,
+                (x, 1) => x,
+                _ => panic!(
+                    "{op}: shapes {a:?} and {b:?} do not broadcast (axis {} of the result: {da} vs {db})",
+                    i as isize - r as isize
+                ),
+            }
+        })
+        .collect()
+}

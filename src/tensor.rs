@@ -1,0 +1,216 @@
+//! The `Tensor` type: a cheap handle to a node of the lazy graph.
+
+use crate::runtime;
+use crate::{DType, Device, Element, Result};
+use smelt_fusion::{Fusion, Node, NodeRef, Op, Schedule, ShapeTracker};
+use std::time::Instant;
+
+/// An n-dimensional array whose ops are recorded, not run, until
+/// [`Tensor::realize`] or a read such as [`Tensor::to_vec`].
+///
+/// Cloning is cheap (a reference count); tensors are immutable values.
+///
+/// ```
+/// use smelt::{Device, DType, Tensor};
+/// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], [2, 2], &Device::Cpu);
+/// let y = (&x * 2.0 + 1.0).sum(1);
+/// assert_eq!(y.to_vec::<f32>().unwrap(), vec![8.0, 16.0]);
+/// ```
+#[derive(Clone)]
+pub struct Tensor {
+    pub(crate) node: NodeRef,
+    pub(crate) device: Device,
+}
+
+impl Tensor {
+    pub(crate) fn from_node(node: NodeRef, device: Device) -> Tensor {
+        Tensor { node, device }
+    }
+
+    /// A new tensor computed by `op` on this tensor's device.
+    pub(crate) fn derive(&self, op: Op, shape: Vec<usize>, dtype: DType) -> Tensor {
+        Tensor::from_node(Node::new(op, shape, dtype), self.device)
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        self.node.shape()
+    }
+
+    /// Number of axes.
+    pub fn ndim(&self) -> usize {
+        self.shape().len()
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.node.numel()
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.node.dtype()
+    }
+
+    /// The device.
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    /// The graph node (for inspection and the scheduler).
+    pub fn node(&self) -> &NodeRef {
+        &self.node
+    }
+
+    /// True once the data this tensor reads has been computed.
+    pub fn is_realized(&self) -> bool {
+        smelt_fusion::schedule::base(&self.node)
+            .realized()
+            .is_some()
+            || matches!(smelt_fusion::schedule::base(&self.node).op(), Op::Const(_))
+    }
+
+    /// Computes this tensor with the fusion mode from `SMELT_FUSION`.
+    /// The result is kept: realizing again, or using the tensor in a later
+    /// graph, computes nothing. A view of a computed tensor realizes the
+    /// tensor below it and stays a view.
+    pub fn realize(&self) -> Result<&Tensor> {
+        realize_all(&[self], Fusion::from_env())?;
+        Ok(self)
+    }
+
+    /// [`Tensor::realize`] with an explicit fusion mode.
+    pub fn realize_with(&self, fusion: Fusion) -> Result<&Tensor> {
+        realize_all(&[self], fusion)?;
+        Ok(self)
+    }
+
+    /// The kernels [`Tensor::realize`] would run, without running them.
+    ///
+    /// ```
+    /// use smelt::{Device, DType, Fusion, Tensor};
+    /// let x = Tensor::ones([4, 8], DType::F32, &Device::Cpu);
+    /// let y = (&x + 1.0).exp();
+    /// assert_eq!(y.schedule(Fusion::Off).items.len(), 2);
+    /// ```
+    pub fn schedule(&self, fusion: Fusion) -> Schedule {
+        Schedule::new(std::slice::from_ref(&self.node), fusion)
+    }
+
+    /// A copy laid out contiguously (a kernel when realized).
+    pub fn contiguous(&self) -> Tensor {
+        self.derive(
+            Op::Cast(self.node.clone()),
+            self.shape().to_vec(),
+            self.dtype(),
+        )
+    }
+
+    /// The elements in row-major order, converted to `T`.
+    ///
+    /// Realizes the tensor first (and a contiguous copy if it is a view).
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        let dt = self.dtype();
+        let bytes = self.contiguous_bytes()?;
+        Ok((0..self.numel())
+            .map(|i| T::from_f64(dt.read(&bytes, i)))
+            .collect())
+    }
+
+    /// The single element of a tensor with one element.
+    ///
+    /// # Panics
+    /// If the tensor does not have exactly one element.
+    pub fn to_scalar<T: Element>(&self) -> Result<T> {
+        assert!(
+            self.numel() == 1,
+            "to_scalar: tensor of shape {:?} has {} elements, expected 1",
+            self.shape(),
+            self.numel()
+        );
+        Ok(self.to_vec::<T>()?[0])
+    }
+
+    /// Host bytes of the tensor in row-major order.
+    pub(crate) fn contiguous_bytes(&self) -> Result<Vec<u8>> {
+        let plain = match self.node.op() {
+            Op::Buffer => true,
+            Op::View(src, st) => {
+                st.is_plain() && matches!(src.op(), Op::Buffer) && src.numel() == self.numel()
+            }
+            _ => false,
+        };
+        let t = if plain {
+            self.clone()
+        } else {
+            self.contiguous()
+        };
+        t.realize()?;
+        let base = smelt_fusion::schedule::base(&t.node);
+        let buf = base.realized().expect("realized above");
+        runtime::download(&buf, self.device)
+    }
+
+    /// Moves the tensor to `device` (realizing it first).
+    pub fn to_device(&self, device: &Device) -> Result<Tensor> {
+        if *device == self.device {
+            return Ok(self.clone());
+        }
+        let bytes = self.contiguous_bytes()?;
+        let buf = runtime::upload(bytes, *device)?;
+        Ok(Tensor::from_node(
+            Node::buffer(buf, self.shape().to_vec(), self.dtype()),
+            *device,
+        ))
+    }
+
+    /// A view node over this tensor's source with `f` applied to its
+    /// shape tracker (views of views collapse into one node).
+    pub(crate) fn view_with(&self, f: impl FnOnce(&ShapeTracker) -> ShapeTracker) -> Tensor {
+        let (src, st) = match self.node.op() {
+            Op::View(src, st) => (src, st),
+            _ => (self.node.clone(), ShapeTracker::contiguous(self.shape())),
+        };
+        let st = f(&st);
+        let shape = st.shape().to_vec();
+        self.derive(Op::View(src, st), shape, self.dtype())
+    }
+}
+
+/// Realizes several tensors in one schedule, so they share kernels.
+///
+/// # Panics
+/// If the tensors are on different devices.
+pub fn realize_all(tensors: &[&Tensor], fusion: Fusion) -> Result<()> {
+    let Some(first) = tensors.first() else {
+        return Ok(());
+    };
+    let device = first.device;
+    for t in tensors {
+        assert!(
+            t.device == device,
+            "realize_all: tensors on {} and {}",
+            device,
+            t.device
+        );
+    }
+    let nodes: Vec<NodeRef> = tensors.iter().map(|t| t.node.clone()).collect();
+    let t0 = Instant::now();
+    let schedule = Schedule::new(&nodes, fusion);
+    if schedule.items.is_empty() {
+        return Ok(());
+    }
+    let bufs = runtime::execute(&schedule, device)?;
+    for ((node, _), buf) in schedule.results.iter().zip(bufs) {
+        node.set_realized(buf);
+    }
+    if runtime::debug_level() >= 1 {
+        eprintln!(
+            "smelt: realize {} kernel(s) on {} in {:.3} ms",
+            schedule.items.len(),
+            device,
+            t0.elapsed().as_secs_f64() * 1e3
+        );
+    }
+    Ok(())
+}
