@@ -2,7 +2,8 @@
 //! becomes kernel IR. Views are folded into index expressions by composing
 //! shape trackers down to the loads, so movement ops never cost a kernel.
 
-use crate::graph::{NodeRef, Op};
+use crate::graph::{BufferHandle, NodeRef, Op};
+use crate::schedule::is_compute;
 use crate::view::{contiguous_strides, ShapeTracker, View};
 use smelt_codegen::{
     Arg, BinaryOp, Cond, DType, Expr, Inst, Kernel, KernelKind, Node, ReduceOp, Store, Val,
@@ -10,6 +11,7 @@ use smelt_codegen::{
 use std::collections::HashMap;
 
 /// The loop domain of a kernel and how its root reads its source(s).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Domain {
     pub ranges: Vec<i64>,
     pub n_kept: usize,
@@ -67,6 +69,13 @@ impl Domain {
         )
     }
 
+    /// How a matmul's result of `shape` is indexed in its domain.
+    pub fn matmul_result(&self, shape: &[usize]) -> ShapeTracker {
+        let mut strides = contiguous_strides(shape);
+        strides.push(0);
+        self.tracker(strides)
+    }
+
     /// The tracker of a single view over the domain with `strides`.
     pub fn tracker(&self, strides: Vec<isize>) -> ShapeTracker {
         ShapeTracker {
@@ -88,6 +97,25 @@ pub fn split_axes(rank: usize, axes: &[usize]) -> (Vec<usize>, Vec<usize>) {
     (kept, red)
 }
 
+/// Where a kernel input's data comes from.
+#[derive(Clone)]
+pub enum Input {
+    /// A buffer of the schedule (materialized by an earlier kernel).
+    Scheduled(usize),
+    /// Data that already exists, held by the node with this id.
+    Realized(u64, BufferHandle),
+}
+
+impl Input {
+    fn same(&self, other: &Input) -> bool {
+        match (self, other) {
+            (Input::Scheduled(a), Input::Scheduled(b)) => a == b,
+            (Input::Realized(a, _), Input::Realized(b, _)) => a == b,
+            _ => false,
+        }
+    }
+}
+
 /// Builds one kernel's IR.
 pub struct Lowerer<'a> {
     domain: &'a Domain,
@@ -97,13 +125,21 @@ pub struct Lowerer<'a> {
     insts: Vec<Node>,
     cse: HashMap<String, Val>,
     memo: HashMap<(u64, ShapeTracker), Val>,
-    /// Schedule buffers read, in kernel input order.
-    pub inputs: Vec<usize>,
+    /// What each kernel input reads, in order.
+    pub inputs: Vec<Input>,
     input_args: Vec<Arg>,
     outputs: Vec<Arg>,
     stores: Vec<Store>,
     /// Names of the graph ops computed, in order.
     pub op_names: Vec<String>,
+    /// Path from the stored node to the node being lowered.
+    stack: Vec<NodeRef>,
+    /// Nodes that must be materialized because this kernel cannot compute
+    /// a reduction or matmul they lead to in its domain.
+    pub failed: Vec<NodeRef>,
+    /// Reductions and matmuls computed inside this kernel, by node id.
+    pub inlined: Vec<u64>,
+    matmul: bool,
 }
 
 impl<'a> Lowerer<'a> {
@@ -119,7 +155,29 @@ impl<'a> Lowerer<'a> {
             outputs: Vec::new(),
             stores: Vec::new(),
             op_names: Vec::new(),
+            stack: Vec::new(),
+            failed: Vec::new(),
+            inlined: Vec::new(),
+            matmul: false,
         }
+    }
+
+    /// `node` (a reduction or matmul) cannot be computed in this kernel:
+    /// asks for the node nearest the stored one whose element count matches
+    /// `node`'s to be materialized (so its elementwise consumers stay fused
+    /// with it), or `node` itself.
+    fn fail(&mut self, node: &NodeRef) -> Val {
+        let pick = self
+            .stack
+            .iter()
+            .skip(1)
+            .find(|n| is_compute(&n.op()) && n.numel() == node.numel())
+            .unwrap_or(node)
+            .clone();
+        if !self.failed.iter().any(|f| f.id() == pick.id()) {
+            self.failed.push(pick);
+        }
+        self.constant(0.0, node.dtype())
     }
 
     fn push(&mut self, inst: Inst, dtype: DType) -> Val {
@@ -150,8 +208,8 @@ impl<'a> Lowerer<'a> {
         self.push(Inst::Where(c, value, zero), dtype)
     }
 
-    fn input(&mut self, buffer: usize, arg: Arg) -> usize {
-        match self.inputs.iter().position(|b| *b == buffer) {
+    fn input(&mut self, buffer: Input, arg: Arg) -> usize {
+        match self.inputs.iter().position(|b| b.same(&buffer)) {
             Some(i) => i,
             None => {
                 self.inputs.push(buffer);
@@ -168,7 +226,15 @@ impl<'a> Lowerer<'a> {
         if let Some(v) = self.memo.get(&key) {
             return *v;
         }
+        self.stack.push(node.clone());
+        let names_at = self.op_names.len();
         let v = self.compute(node, t);
+        // Names read in data-flow order: this node after its sources.
+        if names_at < self.op_names.len() {
+            let own = self.op_names.remove(names_at);
+            self.op_names.push(own);
+        }
+        self.stack.pop();
         self.memo.insert(key, v);
         v
     }
@@ -177,7 +243,11 @@ impl<'a> Lowerer<'a> {
         let dt = node.dtype();
         let ranges = self.domain.ranges.clone();
         let vars = self.domain.vars();
-        if let Some(&buffer) = self.leaves.get(&node.id()) {
+        let leaf = match self.leaves.get(&node.id()) {
+            Some(b) => Some(Input::Scheduled(*b)),
+            None => node.realized().map(|h| Input::Realized(node.id(), h)),
+        };
+        if let Some(buffer) = leaf {
             let input = self.input(
                 buffer,
                 Arg {
@@ -199,7 +269,7 @@ impl<'a> Lowerer<'a> {
             );
         }
         let op = node.op();
-        if !matches!(op, Op::View(..) | Op::Const(_)) {
+        if is_compute(&op) {
             self.op_names.push(op.name());
         }
         match op {
@@ -212,7 +282,8 @@ impl<'a> Lowerer<'a> {
             Op::View(src, st) => {
                 let composed = st.compose(t);
                 let v = self.value(&src, &composed);
-                if st.has_mask() && !self.leaves.contains_key(&src.id()) {
+                if st.has_mask() && !self.leaves.contains_key(&src.id()) && src.realized().is_none()
+                {
                     // Padding of a computed value: zero outside the mask
                     // (a load already reads 0 there).
                     let (_, valid) = composed.expr(&vars, &ranges);
@@ -246,11 +317,22 @@ impl<'a> Lowerer<'a> {
                 }
             }
             Op::Reduce(op, a, axes) => {
+                let own = Domain::reduce(a.shape(), &axes);
+                if own != *self.domain || !t.equivalent(&own.reduce_result(a.shape(), &axes)) {
+                    return self.fail(node);
+                }
+                self.inlined.push(node.id());
                 let src_t = self.domain.reduce_source(a.shape(), &axes);
                 let v = self.value(&a, &src_t);
                 self.push(Inst::Reduce(op, v), dt)
             }
             Op::Matmul(a, b) => {
+                let own = matmul_domain(a.shape(), b.shape());
+                if own != *self.domain || !t.equivalent(&own.matmul_result(node.shape())) {
+                    return self.fail(node);
+                }
+                self.inlined.push(node.id());
+                self.matmul = true;
                 let (ta, tb) = matmul_operands(a.shape(), b.shape());
                 let acc = if dt.is_float() { DType::F32 } else { dt };
                 let a_dt = a.dtype();
@@ -287,19 +369,36 @@ impl<'a> Lowerer<'a> {
         output
     }
 
-    /// The finished kernel.
-    pub fn finish(self, kind: KernelKind) -> Kernel {
-        let name = format!("{}_{}", kind.name(), self.op_names.join("_"));
-        Kernel {
-            name,
-            kind,
+    /// The finished kernel; its kind follows from what it computes.
+    pub fn finish(self) -> Kernel {
+        let mut k = Kernel {
+            name: String::new(),
+            kind: KernelKind::Elementwise,
             ranges: self.domain.ranges.clone(),
             n_kept: self.domain.n_kept,
             inputs: self.input_args,
             outputs: self.outputs,
             insts: self.insts,
             stores: self.stores,
-        }
+        };
+        let reduces = k
+            .insts
+            .iter()
+            .filter(|n| matches!(n.inst, Inst::Reduce(..)))
+            .count();
+        let level = k.element_level();
+        let element_store = k.stores.iter().any(|s| k.store_is_element_level(s, &level));
+        k.kind = if self.matmul {
+            KernelKind::Matmul
+        } else if reduces == 0 {
+            KernelKind::Elementwise
+        } else if reduces == 1 && !element_store {
+            KernelKind::Reduce
+        } else {
+            KernelKind::MultiReduce
+        };
+        k.name = format!("{}_{}", k.kind.name(), self.op_names.join("_"));
+        k
     }
 }
 

@@ -1,9 +1,9 @@
 //! Scheduling: which kernels a realize runs, over which buffers.
 
 use crate::graph::{BufferHandle, NodeRef, Op};
-use crate::lower::{matmul_domain, Domain, Lowerer};
+use crate::lower::{matmul_domain, Domain, Input, Lowerer};
 use crate::view::ShapeTracker;
-use smelt_codegen::{Arg, DType, Kernel, KernelKind};
+use smelt_codegen::{Arg, DType, Kernel};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
@@ -56,7 +56,6 @@ pub struct Schedule {
 /// What the planner decides per kernel: its domain and the nodes it
 /// materializes, each stored at the coordinates its tracker gives.
 pub struct KernelPlan {
-    pub kind: KernelKind,
     pub domain: Domain,
     pub outputs: Vec<(NodeRef, ShapeTracker)>,
 }
@@ -105,26 +104,19 @@ pub fn single_kernel(node: &NodeRef) -> KernelPlan {
             let domain = Domain::reduce(a.shape(), &axes);
             let out = domain.reduce_result(a.shape(), &axes);
             KernelPlan {
-                kind: KernelKind::Reduce,
                 domain,
                 outputs: vec![(node.clone(), out)],
             }
         }
         Op::Matmul(a, b) => {
             let domain = matmul_domain(a.shape(), b.shape());
-            let r = node.shape().len();
-            let mut strides = crate::view::contiguous_strides(node.shape());
-            strides.push(0);
-            debug_assert_eq!(strides.len(), r + 1);
-            let out = domain.tracker(strides);
+            let out = domain.matmul_result(node.shape());
             KernelPlan {
-                kind: KernelKind::Matmul,
                 domain,
                 outputs: vec![(node.clone(), out)],
             }
         }
         _ => KernelPlan {
-            kind: KernelKind::Elementwise,
             domain: Domain::elementwise(node.shape()),
             outputs: vec![(node.clone(), ShapeTracker::contiguous(node.shape()))],
         },
@@ -175,18 +167,11 @@ impl Schedule {
         let mut realized_buf: HashMap<u64, usize> = HashMap::new();
         for (k, p) in plans.iter().enumerate() {
             // Leaves: realized data and what other kernels materialize.
-            let mut leaves: HashMap<u64, usize> = buf_of
+            let leaves: HashMap<u64, usize> = buf_of
                 .iter()
                 .filter(|(id, _)| produced_by[*id] != k)
                 .map(|(id, b)| (*id, *b))
                 .collect();
-            for (n, data) in realized_leaves(p, &leaves) {
-                let b = *realized_buf.entry(n.id()).or_insert_with(|| {
-                    buffers.push(BufferSpec::Realized(data));
-                    buffers.len() - 1
-                });
-                leaves.insert(n.id(), b);
-            }
             let mut low = Lowerer::new(&p.domain, &leaves);
             let mut outputs = Vec::new();
             let vars = p.domain.vars();
@@ -204,9 +189,19 @@ impl Schedule {
                 outputs.push(buf_of[&n.id()]);
             }
             let ops = low.op_names.clone();
-            let inputs = low.inputs.clone();
+            let inputs = low
+                .inputs
+                .iter()
+                .map(|i| match i {
+                    Input::Scheduled(b) => *b,
+                    Input::Realized(id, data) => *realized_buf.entry(*id).or_insert_with(|| {
+                        buffers.push(BufferSpec::Realized(data.clone()));
+                        buffers.len() - 1
+                    }),
+                })
+                .collect();
             items.push(ScheduleItem {
-                kernel: low.finish(p.kind),
+                kernel: low.finish(),
                 ops,
                 inputs,
                 outputs,
@@ -229,25 +224,6 @@ impl Schedule {
     pub fn bytes_written(&self) -> usize {
         self.items.iter().map(|i| i.kernel.bytes_written()).sum()
     }
-}
-
-/// Realized nodes a kernel plan reads, with their data (found by walking
-/// from its outputs, stopping at what other kernels materialize).
-fn realized_leaves(p: &KernelPlan, other: &HashMap<u64, usize>) -> Vec<(NodeRef, BufferHandle)> {
-    let mut out = Vec::new();
-    let mut seen = HashSet::new();
-    let mut stack: Vec<NodeRef> = p.outputs.iter().map(|(n, _)| n.clone()).collect();
-    while let Some(n) = stack.pop() {
-        if !seen.insert(n.id()) || other.contains_key(&n.id()) {
-            continue;
-        }
-        if let Some(data) = n.realized() {
-            out.push((n, data));
-            continue;
-        }
-        stack.extend(n.op().srcs().into_iter().cloned());
-    }
-    out
 }
 
 impl fmt::Display for Schedule {

@@ -6,6 +6,7 @@
 //! coordinates to a linear index into the (contiguous) shape of the view
 //! below it; the bottom view indexes the buffer.
 
+use smelt_codegen::expr::Atom;
 use smelt_codegen::{Cond, Expr};
 
 /// One strided, optionally masked view.
@@ -51,6 +52,16 @@ impl View {
                 .zip(&self.strides)
                 .zip(contiguous_strides(&self.shape))
                 .all(|((n, s), c)| *n == 1 || *s == c)
+    }
+
+    /// Strides of size-1 axes set to 0, so equal views compare equal.
+    fn canonical(mut self) -> View {
+        for (s, n) in self.strides.iter_mut().zip(&self.shape) {
+            if *n == 1 {
+                *s = 0;
+            }
+        }
+        self
     }
 
     /// Number of elements.
@@ -259,13 +270,22 @@ impl ShapeTracker {
     fn map_top(&self, f: impl FnOnce(&View) -> View) -> ShapeTracker {
         let mut views = self.views.clone();
         let top = views.pop().expect("a shape tracker has a view");
-        views.push(f(&top));
-        ShapeTracker { views }
+        views.push(f(&top).canonical());
+        ShapeTracker { views }.simplify()
     }
 
     /// True if this is the identity on linear indices.
     pub fn is_plain(&self) -> bool {
         self.views.len() == 1 && self.top().is_plain()
+    }
+
+    /// True if both map every coordinate to the same index and validity
+    /// (compared structurally after simplification).
+    pub fn equivalent(&self, other: &ShapeTracker) -> bool {
+        let canon = |st: &ShapeTracker| -> Vec<View> {
+            st.views.iter().map(|v| v.clone().canonical()).collect()
+        };
+        canon(self) == canon(other)
     }
 
     /// True if any view masks coordinates.
@@ -330,17 +350,20 @@ impl ShapeTracker {
                 // indices.
                 self.views.remove(k);
                 true
-            } else if self.views[n - 1].is_plain() {
-                match self.views[n - 2].reshape_strided(&self.views[n - 1].shape) {
+            } else {
+                let merged = if self.views[n - 1].is_plain() {
+                    self.views[n - 2].reshape_strided(&self.views[n - 1].shape)
+                } else {
+                    None
+                };
+                match merged.or_else(|| merge_affine(&self.views[n - 2], &self.views[n - 1])) {
                     Some(v) => {
                         self.views.truncate(n - 2);
-                        self.views.push(v);
+                        self.views.push(v.canonical());
                         true
                     }
                     None => false,
                 }
-            } else {
-                false
             };
             if !changed {
                 return self;
@@ -369,6 +392,48 @@ impl ShapeTracker {
         let at: Vec<i64> = coords.iter().map(|c| *c as i64).collect();
         valid.eval(&at).then(|| idx.eval(&at) as isize)
     }
+}
+
+/// `lower` read through `upper` as one view, when the composed index is
+/// affine in `upper`'s coordinates and every validity check is a range of
+/// one coordinate.
+fn merge_affine(lower: &View, upper: &View) -> Option<View> {
+    let ranges: Vec<i64> = upper.shape.iter().map(|n| *n as i64).collect();
+    let vars: Vec<Expr> = (0..ranges.len()).map(Expr::var).collect();
+    let pair = ShapeTracker {
+        views: vec![lower.clone(), upper.clone()],
+    };
+    let (idx, valid) = pair.expr(&vars, &ranges);
+    let (terms, konst) = idx.parts();
+    let mut strides = vec![0isize; ranges.len()];
+    for (atom, coef) in terms {
+        match atom {
+            Atom::Var(i) => strides[*i] = *coef as isize,
+            _ => return None,
+        }
+    }
+    let mut mask: Vec<(usize, usize)> = upper.shape.iter().map(|n| (0, *n)).collect();
+    if valid.is_never() {
+        mask.iter_mut().for_each(|m| *m = (0, 0));
+    }
+    for (e, lo, hi) in valid.checks() {
+        let (t, k) = e.parts();
+        let [(Atom::Var(i), 1)] = t else {
+            return None;
+        };
+        let (lo, hi) = ((lo - k).max(0) as usize, (hi - k).max(0) as usize);
+        let (mlo, mhi) = mask[*i];
+        mask[*i] = (mlo.max(lo), mhi.min(hi).max(mlo.max(lo)));
+    }
+    Some(
+        View {
+            shape: upper.shape.clone(),
+            strides,
+            offset: konst as isize,
+            mask: Some(mask),
+        }
+        .normalize_mask(),
+    )
 }
 
 /// Coordinates in a contiguous array of `shape` of linear index `idx`.
