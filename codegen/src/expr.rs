@@ -208,6 +208,21 @@ impl Expr {
         }
     }
 
+    /// The expression with every `Var(i)` replaced by `f(i)`, simplified
+    /// with the new variables' `ranges`.
+    pub fn substitute(&self, f: &dyn Fn(usize) -> Expr, ranges: &[i64]) -> Expr {
+        self.terms
+            .iter()
+            .fold(Expr::constant(self.konst), |acc, (a, c)| {
+                let v = match a {
+                    Atom::Var(i) => f(*i),
+                    Atom::Div(e, d) => e.substitute(f, ranges).div(*d, ranges),
+                    Atom::Mod(e, d) => e.substitute(f, ranges).rem(*d, ranges),
+                };
+                acc.add(&v.scale(*c))
+            })
+    }
+
     /// Variables the expression reads.
     pub fn vars(&self, out: &mut Vec<usize>) {
         for (a, _) in &self.terms {
@@ -362,6 +377,16 @@ impl Cond {
             checks.push((e, lo, hi));
         }
         self
+    }
+
+    /// The condition with variables replaced (see [`Expr::substitute`]).
+    pub fn substitute(&self, f: &dyn Fn(usize) -> Expr, ranges: &[i64]) -> Cond {
+        match &self.checks {
+            None => Cond { checks: None },
+            Some(cs) => cs.iter().fold(Cond::always(), |acc, (e, lo, hi)| {
+                acc.and_range(e.substitute(f, ranges), *lo, *hi, ranges)
+            }),
+        }
     }
 
     /// Conjunction of two conditions.

@@ -201,7 +201,7 @@ impl Schedule {
                 })
                 .collect();
             items.push(ScheduleItem {
-                kernel: low.finish(),
+                kernel: crate::collapse::collapse(low.finish()),
                 ops,
                 inputs,
                 outputs,
