@@ -16,12 +16,13 @@
 //!   share one kernel (independent ones too).
 
 use crate::graph::{NodeRef, Op};
-use crate::lower::{matmul_domain, Domain, Lowerer};
-use crate::schedule::{is_compute, single_kernel, KernelPlan};
+use crate::lower::{matmul_domain, Domain};
+use crate::schedule::{is_compute, lower_plans, single_kernel, KernelPlan, Schedule};
 use std::collections::{HashMap, HashSet};
 
-/// Groups `order` (sources first) into kernels that materialize `targets`.
-pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Vec<KernelPlan> {
+/// Groups `order` (sources first) into kernels that materialize `targets`
+/// and lowers them.
+pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
     let mut materialized: HashSet<u64> = targets.iter().map(|t| t.id()).collect();
     // Outputs that may not join a kernel they read from (joining made that
     // kernel read one of its own outputs at the wrong row).
@@ -33,21 +34,13 @@ pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Vec<KernelPlan> {
             .collect();
         let plans = merge(
             nodes.iter().map(|n| plan_for(n, &materialized)).collect(),
+            &materialized,
             &no_merge,
         );
         let mut grow = Vec::new();
         let mut inlined_by: HashMap<u64, usize> = HashMap::new();
-        for p in &plans {
-            let own: HashSet<u64> = p.outputs.iter().map(|(n, _)| n.id()).collect();
-            let leaves: HashMap<u64, usize> = materialized
-                .iter()
-                .filter(|id| !own.contains(id))
-                .map(|id| (*id, 0))
-                .collect();
-            let mut low = Lowerer::new(&p.domain, &leaves);
-            for (n, t) in &p.outputs {
-                low.value(n, t);
-            }
+        let (schedule, reports) = lower_plans(&plans, targets);
+        for (p, low) in plans.iter().zip(&reports) {
             for f in &low.failed {
                 if materialized.contains(&f.id()) {
                     no_merge.extend(p.outputs.iter().skip(1).map(|(n, _)| n.id()));
@@ -68,7 +61,7 @@ pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Vec<KernelPlan> {
         let before = (materialized.len(), no_merge.len());
         materialized.extend(grow);
         if (materialized.len(), no_merge.len()) == before {
-            return plans;
+            return schedule;
         }
     }
 }
@@ -139,10 +132,14 @@ fn row_candidates(t: &NodeRef, materialized: &HashSet<u64>) -> Vec<NodeRef> {
 
 /// Merges plans over equal domains when neither reads what the other
 /// writes through a kernel in between (plans are in dependency order).
-fn merge(plans: Vec<KernelPlan>, no_merge: &HashSet<u64>) -> Vec<KernelPlan> {
+fn merge(
+    plans: Vec<KernelPlan>,
+    materialized: &HashSet<u64>,
+    no_merge: &HashSet<u64>,
+) -> Vec<KernelPlan> {
     let mut out: Vec<KernelPlan> = Vec::new();
     for p in plans {
-        let deps = reads_materialized(&p);
+        let deps = loads(&p, materialized);
         // The latest earlier kernel p depends on: p can only join a kernel
         // at or after it.
         let first_ok = out
@@ -169,19 +166,22 @@ fn is_compute_plan(p: &KernelPlan) -> bool {
     p.outputs.iter().all(|(n, _)| is_compute(&n.op()))
 }
 
-/// Ids of every node `p`'s outputs read, transitively (a superset of the
-/// materialized ones it loads).
-fn reads_materialized(p: &KernelPlan) -> HashSet<u64> {
+/// Ids of the materialized nodes `p` loads (its direct dependencies; the
+/// plans that produce them come after everything they depend on).
+fn loads(p: &KernelPlan, materialized: &HashSet<u64>) -> HashSet<u64> {
+    let own: HashSet<u64> = p.outputs.iter().map(|(n, _)| n.id()).collect();
     let mut seen = HashSet::new();
+    let mut deps = HashSet::new();
     let mut stack: Vec<NodeRef> = p.outputs.iter().map(|(n, _)| n.clone()).collect();
     while let Some(n) = stack.pop() {
         if !seen.insert(n.id()) || n.realized().is_some() {
             continue;
         }
+        if materialized.contains(&n.id()) && !own.contains(&n.id()) {
+            deps.insert(n.id());
+            continue;
+        }
         stack.extend(n.op().srcs().into_iter().cloned());
     }
-    for (n, _) in &p.outputs {
-        seen.remove(&n.id());
-    }
-    seen
+    deps
 }

@@ -1,8 +1,10 @@
 //! smelt-fusion: the lazy graph, views and shape algebra, and the scheduler
 //! that groups graph nodes into kernels and lowers them to kernel IR.
 
+pub mod cache;
 pub mod collapse;
 pub mod fuse;
+pub mod fxhash;
 pub mod graph;
 pub mod lower;
 pub mod schedule;

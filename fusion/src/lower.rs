@@ -2,13 +2,14 @@
 //! becomes kernel IR. Views are folded into index expressions by composing
 //! shape trackers down to the loads, so movement ops never cost a kernel.
 
+use crate::fxhash::{FxMap, FxSet};
 use crate::graph::{BufferHandle, NodeRef, Op};
 use crate::schedule::is_compute;
 use crate::view::{contiguous_strides, ShapeTracker, View};
 use smelt_codegen::{
     Arg, BinaryOp, Cond, DType, Expr, Inst, Kernel, KernelKind, Node, ReduceOp, Store, Val,
 };
-use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 
 /// The loop domain of a kernel and how its root reads its source(s).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -116,15 +117,52 @@ impl Input {
     }
 }
 
+/// An instruction as a hash-consing key (constants compare by bits).
+struct InstKey(Inst, DType);
+
+impl PartialEq for InstKey {
+    fn eq(&self, o: &InstKey) -> bool {
+        self.1 == o.1
+            && match (&self.0, &o.0) {
+                (Inst::Const(a), Inst::Const(b)) => a.to_bits() == b.to_bits(),
+                (a, b) => a == b,
+            }
+    }
+}
+
+impl Eq for InstKey {}
+
+impl Hash for InstKey {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.1.hash(h);
+        std::mem::discriminant(&self.0).hash(h);
+        match &self.0 {
+            Inst::Load {
+                input,
+                index,
+                valid,
+            } => (input, index, valid).hash(h),
+            Inst::Const(c) => c.to_bits().hash(h),
+            Inst::Valid(c) => c.hash(h),
+            Inst::Cast(a) => a.hash(h),
+            Inst::Unary(op, a) => (op, a).hash(h),
+            Inst::Binary(op, a, b) => (op, a, b).hash(h),
+            Inst::Where(c, a, b) => (c, a, b).hash(h),
+            Inst::Reduce(op, a) => (op, a).hash(h),
+        }
+    }
+}
+
 /// Builds one kernel's IR.
 pub struct Lowerer<'a> {
     domain: &'a Domain,
     /// Nodes read from buffers rather than computed here, by node id, with
-    /// their schedule buffer.
-    leaves: &'a HashMap<u64, usize>,
+    /// their schedule buffer (the kernel's own outputs excepted).
+    leaves: &'a FxMap<u64, usize>,
+    own: FxSet<u64>,
     insts: Vec<Node>,
-    cse: HashMap<String, Val>,
-    memo: HashMap<(u64, ShapeTracker), Val>,
+    cse: FxMap<InstKey, Val>,
+    memo: FxMap<(u64, ShapeTracker), Val>,
     /// What each kernel input reads, in order.
     pub inputs: Vec<Input>,
     input_args: Vec<Arg>,
@@ -143,13 +181,16 @@ pub struct Lowerer<'a> {
 }
 
 impl<'a> Lowerer<'a> {
-    pub fn new(domain: &'a Domain, leaves: &'a HashMap<u64, usize>) -> Lowerer<'a> {
+    /// A lowerer for a kernel over `domain` that materializes `own` and
+    /// loads the other nodes in `leaves`.
+    pub fn new(domain: &'a Domain, leaves: &'a FxMap<u64, usize>, own: FxSet<u64>) -> Lowerer<'a> {
         Lowerer {
             domain,
             leaves,
+            own,
             insts: Vec::new(),
-            cse: HashMap::new(),
-            memo: HashMap::new(),
+            cse: FxMap::default(),
+            memo: FxMap::default(),
             inputs: Vec::new(),
             input_args: Vec::new(),
             outputs: Vec::new(),
@@ -180,12 +221,23 @@ impl<'a> Lowerer<'a> {
         self.constant(0.0, node.dtype())
     }
 
+    /// The schedule buffer `node` is loaded from, if it is not computed here.
+    fn leaf(&self, node: &NodeRef) -> Option<usize> {
+        match self.leaves.get(&node.id()) {
+            Some(b) if !self.own.contains(&node.id()) => Some(*b),
+            _ => None,
+        }
+    }
+
     fn push(&mut self, inst: Inst, dtype: DType) -> Val {
-        let key = format!("{inst:?}{dtype:?}");
+        let key = InstKey(inst, dtype);
         if let Some(v) = self.cse.get(&key) {
             return *v;
         }
-        self.insts.push(Node { inst, dtype });
+        self.insts.push(Node {
+            inst: key.0.clone(),
+            dtype,
+        });
         let v = self.insts.len() - 1;
         self.cse.insert(key, v);
         v
@@ -243,8 +295,8 @@ impl<'a> Lowerer<'a> {
         let dt = node.dtype();
         let ranges = self.domain.ranges.clone();
         let vars = self.domain.vars();
-        let leaf = match self.leaves.get(&node.id()) {
-            Some(b) => Some(Input::Scheduled(*b)),
+        let leaf = match self.leaf(node) {
+            Some(b) => Some(Input::Scheduled(b)),
             None => node.realized().map(|h| Input::Realized(node.id(), h)),
         };
         if let Some(buffer) = leaf {

@@ -1,11 +1,13 @@
 //! Scheduling: which kernels a realize runs, over which buffers.
 
+use crate::fxhash::FxMap;
 use crate::graph::{BufferHandle, NodeRef, Op};
 use crate::lower::{matmul_domain, Domain, Input, Lowerer};
 use crate::view::ShapeTracker;
 use smelt_codegen::{Arg, DType, Kernel};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fmt;
+use std::sync::Arc;
 
 /// Whether the scheduler fuses ops into few kernels or runs one per op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -29,8 +31,8 @@ impl Fusion {
 /// A buffer a schedule reads or writes.
 #[derive(Clone)]
 pub enum BufferSpec {
-    /// Data that exists before the schedule runs.
-    Realized(BufferHandle),
+    /// Data that exists before the schedule runs, held by node `node`.
+    Realized { node: u64, data: BufferHandle },
     /// A buffer the schedule allocates.
     New { dtype: DType, len: usize },
 }
@@ -47,7 +49,8 @@ pub struct ScheduleItem {
 
 /// Everything a realize runs.
 pub struct Schedule {
-    pub items: Vec<ScheduleItem>,
+    /// The kernels, shared with the schedule cache.
+    pub items: Arc<Vec<ScheduleItem>>,
     pub buffers: Vec<BufferSpec>,
     /// Nodes that receive a buffer once the schedule has run.
     pub results: Vec<(NodeRef, usize)>,
@@ -133,7 +136,9 @@ pub fn plan_unfused(order: &[NodeRef]) -> Vec<KernelPlan> {
 }
 
 impl Schedule {
-    /// Plans the kernels that realize `targets`.
+    /// Plans the kernels that realize `targets`, reusing the plan of an
+    /// earlier graph of the same structure (same ops, shapes and constants;
+    /// other data) from the schedule cache.
     pub fn new(targets: &[NodeRef], fusion: Fusion) -> Schedule {
         let mut seen = HashSet::new();
         let bases: Vec<NodeRef> = targets
@@ -141,80 +146,29 @@ impl Schedule {
             .map(base)
             .filter(|b| b.realized().is_none() && is_compute(&b.op()) && seen.insert(b.id()))
             .collect();
-        let order = topo_order(&bases);
-        let plans = match fusion {
-            Fusion::Off => plan_unfused(&order),
-            Fusion::On => crate::fuse::plan(&order, &bases),
+        let fp = crate::cache::Fingerprint::new(&bases, fusion);
+        if let Some(s) = crate::cache::lookup(&fp, &bases) {
+            return s;
+        }
+        let s = Schedule::plan(&bases, fusion);
+        crate::cache::store(&fp, &s);
+        s
+    }
+
+    /// Plans without the cache.
+    pub fn plan(bases: &[NodeRef], fusion: Fusion) -> Schedule {
+        let order = topo_order(bases);
+        let mut s = match fusion {
+            Fusion::Off => lower_plans(&plan_unfused(&order), bases).0,
+            Fusion::On => crate::fuse::plan(&order, bases),
         };
-        Schedule::from_plans(plans, &bases)
+        let items = Arc::get_mut(&mut s.items).expect("a new schedule is not shared");
+        for it in items.iter_mut() {
+            it.kernel =
+                crate::collapse::collapse(std::mem::replace(&mut it.kernel, empty_kernel()));
+        }
+        s
     }
-
-    fn from_plans(plans: Vec<KernelPlan>, bases: &[NodeRef]) -> Schedule {
-        let mut buffers = Vec::new();
-        let mut buf_of: HashMap<u64, usize> = HashMap::new();
-        let mut produced_by: HashMap<u64, usize> = HashMap::new();
-        for (k, p) in plans.iter().enumerate() {
-            for (n, _) in &p.outputs {
-                buf_of.insert(n.id(), buffers.len());
-                produced_by.insert(n.id(), k);
-                buffers.push(BufferSpec::New {
-                    dtype: n.dtype(),
-                    len: n.numel(),
-                });
-            }
-        }
-        let mut items = Vec::new();
-        let mut realized_buf: HashMap<u64, usize> = HashMap::new();
-        for (k, p) in plans.iter().enumerate() {
-            // Leaves: realized data and what other kernels materialize.
-            let leaves: HashMap<u64, usize> = buf_of
-                .iter()
-                .filter(|(id, _)| produced_by[*id] != k)
-                .map(|(id, b)| (*id, *b))
-                .collect();
-            let mut low = Lowerer::new(&p.domain, &leaves);
-            let mut outputs = Vec::new();
-            let vars = p.domain.vars();
-            for (n, t) in &p.outputs {
-                let v = low.value(n, t);
-                let (index, _) = t.expr(&vars, &p.domain.ranges);
-                low.store(
-                    Arg {
-                        dtype: n.dtype(),
-                        len: n.numel(),
-                    },
-                    index,
-                    v,
-                );
-                outputs.push(buf_of[&n.id()]);
-            }
-            let ops = low.op_names.clone();
-            let inputs = low
-                .inputs
-                .iter()
-                .map(|i| match i {
-                    Input::Scheduled(b) => *b,
-                    Input::Realized(id, data) => *realized_buf.entry(*id).or_insert_with(|| {
-                        buffers.push(BufferSpec::Realized(data.clone()));
-                        buffers.len() - 1
-                    }),
-                })
-                .collect();
-            items.push(ScheduleItem {
-                kernel: crate::collapse::collapse(low.finish()),
-                ops,
-                inputs,
-                outputs,
-            });
-        }
-        let results = bases.iter().map(|b| (b.clone(), buf_of[&b.id()])).collect();
-        Schedule {
-            items,
-            buffers,
-            results,
-        }
-    }
-
     /// Total bytes read by all kernels.
     pub fn bytes_read(&self) -> usize {
         self.items.iter().map(|i| i.kernel.bytes_read()).sum()
@@ -223,6 +177,94 @@ impl Schedule {
     /// Total bytes written by all kernels.
     pub fn bytes_written(&self) -> usize {
         self.items.iter().map(|i| i.kernel.bytes_written()).sum()
+    }
+}
+
+/// What lowering one kernel plan reported to the fusion planner.
+pub struct LowerReport {
+    /// Nodes the kernel asks to have materialized.
+    pub failed: Vec<NodeRef>,
+    /// Reductions and matmuls it computes inline.
+    pub inlined: Vec<u64>,
+}
+
+/// Lowers every plan to kernel IR (buffers numbered in plan order) and
+/// reports what the fusion planner needs to check its choices.
+pub fn lower_plans(plans: &[KernelPlan], bases: &[NodeRef]) -> (Schedule, Vec<LowerReport>) {
+    let mut buffers = Vec::new();
+    let mut buf_of: FxMap<u64, usize> = FxMap::default();
+    for p in plans {
+        for (n, _) in &p.outputs {
+            buf_of.insert(n.id(), buffers.len());
+            buffers.push(BufferSpec::New {
+                dtype: n.dtype(),
+                len: n.numel(),
+            });
+        }
+    }
+    let mut items = Vec::new();
+    let mut reports = Vec::new();
+    let mut realized_buf: FxMap<u64, usize> = FxMap::default();
+    for p in plans {
+        let own = p.outputs.iter().map(|(n, _)| n.id()).collect();
+        let mut low = Lowerer::new(&p.domain, &buf_of, own);
+        let mut outputs = Vec::new();
+        let vars = p.domain.vars();
+        for (n, t) in &p.outputs {
+            let v = low.value(n, t);
+            let (index, _) = t.expr(&vars, &p.domain.ranges);
+            let arg = Arg {
+                dtype: n.dtype(),
+                len: n.numel(),
+            };
+            low.store(arg, index, v);
+            outputs.push(buf_of[&n.id()]);
+        }
+        let inputs = low
+            .inputs
+            .iter()
+            .map(|i| match i {
+                Input::Scheduled(b) => *b,
+                Input::Realized(id, data) => *realized_buf.entry(*id).or_insert_with(|| {
+                    buffers.push(BufferSpec::Realized {
+                        node: *id,
+                        data: data.clone(),
+                    });
+                    buffers.len() - 1
+                }),
+            })
+            .collect();
+        reports.push(LowerReport {
+            failed: std::mem::take(&mut low.failed),
+            inlined: std::mem::take(&mut low.inlined),
+        });
+        items.push(ScheduleItem {
+            ops: low.op_names.clone(),
+            kernel: low.finish(),
+            inputs,
+            outputs,
+        });
+    }
+    let results = bases.iter().map(|b| (b.clone(), buf_of[&b.id()])).collect();
+    let s = Schedule {
+        items: Arc::new(items),
+        buffers,
+        results,
+    };
+    (s, reports)
+}
+
+/// A placeholder while a kernel is moved out and back in.
+fn empty_kernel() -> Kernel {
+    Kernel {
+        name: String::new(),
+        kind: smelt_codegen::KernelKind::Elementwise,
+        ranges: Vec::new(),
+        n_kept: 0,
+        inputs: Vec::new(),
+        outputs: Vec::new(),
+        insts: Vec::new(),
+        stores: Vec::new(),
     }
 }
 

@@ -52,7 +52,7 @@ pub fn execute(schedule: &Schedule) -> Result<Vec<BufferHandle>> {
         .buffers
         .iter()
         .map(|b| match b {
-            BufferSpec::Realized(h) => Slot::Shared(h.clone()),
+            BufferSpec::Realized { data, .. } => Slot::Shared(data.clone()),
             BufferSpec::New { .. } => Slot::Empty,
         })
         .collect();
@@ -62,7 +62,7 @@ pub fn execute(schedule: &Schedule) -> Result<Vec<BufferHandle>> {
             .iter()
             .map(|b| match &schedule.buffers[*b] {
                 BufferSpec::New { dtype, len } => vec![0u8; dtype.size() * len],
-                BufferSpec::Realized(_) => unreachable!("kernels write new buffers"),
+                BufferSpec::Realized { .. } => unreachable!("kernels write new buffers"),
             })
             .collect();
         let ins: Vec<&[u8]> = it.inputs.iter().map(|b| slots[*b].bytes()).collect();

@@ -1,0 +1,71 @@
+//! Cost of scheduling itself: planning a 1,000-op graph from scratch, and
+//! realizing the same structure again (new data, same shapes) through the
+//! schedule cache. Issue target: a plan in at most 5 ms.
+//!
+//! `cargo bench --bench schedule`
+
+use smelt::{DType, Device, Fusion, Schedule, Tensor};
+use std::time::Instant;
+
+/// A graph of about 1,000 compute ops: elementwise math with broadcasts
+/// and views, a row reduction every 25 steps and a column reduction every
+/// 100 (so the planner must split kernels).
+fn graph(seed: u64) -> Tensor {
+    let dev = Device::Cpu;
+    let x = Tensor::randn([64, 256], DType::F32, seed, &dev);
+    let b = Tensor::randn([256], DType::F32, seed + 1, &dev);
+    let mut y = x.clone();
+    for step in 0..400 {
+        y = match step % 100 {
+            99 => &y - y.mean_keepdim(0),
+            s if s % 25 == 24 => &y - y.max_keepdim(1),
+            s if s % 3 == 0 => (&y + &b).tanh(),
+            s if s % 3 == 1 => &y * 0.5 + x.flip(1),
+            _ => y.t().t().relu() - 0.1,
+        };
+    }
+    y
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn main() {
+    let y = graph(0);
+    let ops = count_compute_ops(&y);
+    let mut plan = Vec::new();
+    for _ in 0..20 {
+        let t0 = Instant::now();
+        let s = Schedule::plan(std::slice::from_ref(y.node()), if std::env::var("OFF").is_ok() { Fusion::Off } else { Fusion::On });
+        plan.push(t0.elapsed().as_secs_f64());
+        std::hint::black_box(s);
+    }
+    let mut cached = Vec::new();
+    for i in 0..20 {
+        let z = graph(i + 1);
+        let t0 = Instant::now();
+        let s = z.schedule(Fusion::On);
+        cached.push(t0.elapsed().as_secs_f64());
+        std::hint::black_box(s);
+    }
+    let kernels = y.schedule(Fusion::On).items.len();
+    println!("graph: {ops} compute ops, {kernels} fused kernels");
+    println!("plan from scratch : {:8.3} ms (median of 20)", median(plan) * 1e3);
+    println!("cached (new data) : {:8.3} ms (median of 20)", median(cached) * 1e3);
+}
+
+fn count_compute_ops(t: &Tensor) -> usize {
+    let mut seen = std::collections::HashSet::new();
+    let mut stack = vec![t.node().clone()];
+    let mut ops = 0;
+    while let Some(n) = stack.pop() {
+        if seen.insert(n.id()) {
+            let op = n.op();
+            ops += usize::from(smelt_fusion::schedule::is_compute(&op));
+            stack.extend(op.srcs().into_iter().cloned());
+        }
+    }
+    ops
+}

@@ -1,0 +1,164 @@
+//! The schedule cache: a graph with the same structure as an earlier one
+//! (same ops, shapes, dtypes, views and constants; other data) reuses its
+//! kernels, so a realize in a loop costs a hash of the graph, not a plan.
+
+use crate::graph::{BufferHandle, NodeRef, Op};
+use crate::schedule::{BufferSpec, Fusion, Schedule, ScheduleItem};
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Plans kept at most; the cache is cleared when full (fuzzers make many).
+const CAPACITY: usize = 4096;
+
+/// A graph's structural hash and its realized inputs in visiting order.
+pub struct Fingerprint {
+    key: u64,
+    /// `(node id, data)` of every realized leaf, in visiting order.
+    leaves: Vec<(u64, BufferHandle)>,
+}
+
+enum Buf {
+    Leaf(usize),
+    New(BufferSpec),
+}
+
+struct Template {
+    items: Arc<Vec<ScheduleItem>>,
+    buffers: Vec<Buf>,
+    /// `(index into the targets, buffer)`.
+    results: Vec<(usize, usize)>,
+}
+
+fn cache() -> &'static Mutex<HashMap<u64, Arc<Template>>> {
+    static CACHE: OnceLock<Mutex<HashMap<u64, Arc<Template>>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+impl Fingerprint {
+    /// Hashes the graph below `targets` (post-order, sources by position).
+    pub fn new(targets: &[NodeRef], fusion: Fusion) -> Fingerprint {
+        let mut h = DefaultHasher::new();
+        fusion.hash(&mut h);
+        let mut pos: HashMap<u64, usize> = HashMap::new();
+        let mut leaves = Vec::new();
+        let mut stack: Vec<(NodeRef, bool)> =
+            targets.iter().rev().map(|t| (t.clone(), false)).collect();
+        while let Some((n, expanded)) = stack.pop() {
+            if pos.contains_key(&n.id()) {
+                continue;
+            }
+            let data = n.realized();
+            let op = n.op();
+            if !expanded && data.is_none() {
+                stack.push((n.clone(), true));
+                for s in op.srcs().into_iter().rev() {
+                    stack.push((s.clone(), false));
+                }
+                continue;
+            }
+            (n.shape(), n.dtype()).hash(&mut h);
+            match data {
+                Some(d) => {
+                    (0u8, leaves.len()).hash(&mut h);
+                    leaves.push((n.id(), d));
+                }
+                None => {
+                    hash_op(&op, &mut h);
+                    for s in op.srcs() {
+                        pos[&s.id()].hash(&mut h);
+                    }
+                }
+            }
+            pos.insert(n.id(), pos.len());
+        }
+        for t in targets {
+            pos[&t.id()].hash(&mut h);
+        }
+        Fingerprint {
+            key: h.finish(),
+            leaves,
+        }
+    }
+}
+
+fn hash_op(op: &Op, h: &mut DefaultHasher) {
+    match op {
+        Op::Buffer => 1u8.hash(h),
+        Op::Const(c) => (2u8, c.to_bits()).hash(h),
+        Op::View(_, st) => (3u8, st).hash(h),
+        Op::Unary(o, _) => (4u8, o).hash(h),
+        Op::Binary(o, _, _) => (5u8, o).hash(h),
+        Op::Where(..) => 6u8.hash(h),
+        Op::Cast(_) => 7u8.hash(h),
+        Op::Reduce(o, _, axes) => (8u8, o, axes).hash(h),
+        Op::Matmul(..) => 9u8.hash(h),
+    }
+}
+
+/// The cached schedule for `fp`, bound to this graph's data.
+pub fn lookup(fp: &Fingerprint, targets: &[NodeRef]) -> Option<Schedule> {
+    let t = cache()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&fp.key)?
+        .clone();
+    let buffers = t
+        .buffers
+        .iter()
+        .map(|b| match b {
+            Buf::Leaf(i) => BufferSpec::Realized {
+                node: fp.leaves[*i].0,
+                data: fp.leaves[*i].1.clone(),
+            },
+            Buf::New(spec) => spec.clone(),
+        })
+        .collect();
+    let results = t
+        .results
+        .iter()
+        .map(|(i, b)| (targets[*i].clone(), *b))
+        .collect();
+    Some(Schedule {
+        items: t.items.clone(),
+        buffers,
+        results,
+    })
+}
+
+/// Remembers `s`, planned for the graph of `fp`.
+pub fn store(fp: &Fingerprint, s: &Schedule) {
+    let leaf_pos: HashMap<u64, usize> = fp
+        .leaves
+        .iter()
+        .enumerate()
+        .map(|(i, (id, _))| (*id, i))
+        .collect();
+    let buffers = s
+        .buffers
+        .iter()
+        .map(|b| match b {
+            BufferSpec::Realized { node, .. } => Buf::Leaf(leaf_pos[node]),
+            spec => Buf::New(spec.clone()),
+        })
+        .collect();
+    let results = s
+        .results
+        .iter()
+        .enumerate()
+        .map(|(i, (_, b))| (i, *b))
+        .collect();
+    let mut c = cache().lock().unwrap_or_else(|e| e.into_inner());
+    if c.len() >= CAPACITY {
+        c.clear();
+    }
+    c.insert(
+        fp.key,
+        Arc::new(Template {
+            items: s.items.clone(),
+            buffers,
+            results,
+        }),
+    );
+}
