@@ -64,7 +64,7 @@ impl Tensor {
         }
         let ones = vec![1; shape.len()];
         let st = ShapeTracker::contiguous(&[]).reshape(&ones).expand(&shape);
-        Tensor::from_node(Node::new(Op::View(c, st), shape, dtype), *device)
+        Tensor::from_node(Node::new(Op::View(c, st.into()), shape, dtype), *device)
     }
 
     /// Zeros of `shape`.

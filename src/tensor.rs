@@ -169,11 +169,14 @@ impl Tensor {
     pub(crate) fn view_with(&self, f: impl FnOnce(&ShapeTracker) -> ShapeTracker) -> Tensor {
         let (src, st) = match self.node.op() {
             Op::View(src, st) => (src, st),
-            _ => (self.node.clone(), ShapeTracker::contiguous(self.shape())),
+            _ => (
+                self.node.clone(),
+                ShapeTracker::contiguous(self.shape()).into(),
+            ),
         };
         let st = f(&st);
         let shape = st.shape().to_vec();
-        self.derive(Op::View(src, st), shape, self.dtype())
+        self.derive(Op::View(src, st.into()), shape, self.dtype())
     }
 }
 

@@ -2,6 +2,7 @@
 //! (same ops, shapes, dtypes, views and constants; other data) reuses its
 //! kernels, so a realize in a loop costs a hash of the graph, not a plan.
 
+use crate::fxhash::FxMap;
 use crate::graph::{BufferHandle, NodeRef, Op};
 use crate::schedule::{BufferSpec, Fusion, Schedule, ScheduleItem};
 use std::collections::hash_map::DefaultHasher;
@@ -41,7 +42,7 @@ impl Fingerprint {
     pub fn new(targets: &[NodeRef], fusion: Fusion) -> Fingerprint {
         let mut h = DefaultHasher::new();
         fusion.hash(&mut h);
-        let mut pos: HashMap<u64, usize> = HashMap::new();
+        let mut pos: FxMap<u64, usize> = FxMap::default();
         let mut leaves = Vec::new();
         let mut stack: Vec<(NodeRef, bool)> =
             targets.iter().rev().map(|t| (t.clone(), false)).collect();
@@ -129,7 +130,7 @@ pub fn lookup(fp: &Fingerprint, targets: &[NodeRef]) -> Option<Schedule> {
 
 /// Remembers `s`, planned for the graph of `fp`.
 pub fn store(fp: &Fingerprint, s: &Schedule) {
-    let leaf_pos: HashMap<u64, usize> = fp
+    let leaf_pos: FxMap<u64, usize> = fp
         .leaves
         .iter()
         .enumerate()

@@ -15,18 +15,18 @@
 //! - kernels over the same domain merge, so tensors realized together
 //!   share one kernel (independent ones too).
 
+use crate::fxhash::{FxMap, FxSet};
 use crate::graph::{NodeRef, Op};
 use crate::lower::{matmul_domain, Domain};
 use crate::schedule::{is_compute, lower_plans, single_kernel, KernelPlan, Schedule};
-use std::collections::{HashMap, HashSet};
 
 /// Groups `order` (sources first) into kernels that materialize `targets`
 /// and lowers them.
 pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
-    let mut materialized: HashSet<u64> = targets.iter().map(|t| t.id()).collect();
+    let mut materialized: FxSet<u64> = targets.iter().map(|t| t.id()).collect();
     // Outputs that may not join a kernel they read from (joining made that
     // kernel read one of its own outputs at the wrong row).
-    let mut no_merge: HashSet<u64> = HashSet::new();
+    let mut no_merge: FxSet<u64> = FxSet::default();
     loop {
         let nodes: Vec<&NodeRef> = order
             .iter()
@@ -38,7 +38,7 @@ pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
             &no_merge,
         );
         let mut grow = Vec::new();
-        let mut inlined_by: HashMap<u64, usize> = HashMap::new();
+        let mut inlined_by: FxMap<u64, usize> = FxMap::default();
         let (schedule, reports) = lower_plans(&plans, targets);
         for (p, low) in plans.iter().zip(&reports) {
             for f in &low.failed {
@@ -48,7 +48,7 @@ pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
                     grow.push(f.id());
                 }
             }
-            for id in low.inlined.iter().collect::<HashSet<_>>() {
+            for id in low.inlined.iter().collect::<FxSet<_>>() {
                 *inlined_by.entry(*id).or_default() += 1;
             }
         }
@@ -68,7 +68,7 @@ pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
 
 /// The kernel that materializes `t`: over the domain of a reduction or
 /// matmul it reads when the shapes allow (fusing them), else elementwise.
-fn plan_for(t: &NodeRef, materialized: &HashSet<u64>) -> KernelPlan {
+fn plan_for(t: &NodeRef, materialized: &FxSet<u64>) -> KernelPlan {
     if matches!(t.op(), Op::Reduce(..) | Op::Matmul(..)) {
         return single_kernel(t);
     }
@@ -108,9 +108,9 @@ fn plan_for(t: &NodeRef, materialized: &HashSet<u64>) -> KernelPlan {
 
 /// Reductions and matmuls `t` reads through elementwise ops and views
 /// only (not through other materialized nodes), nearest first.
-fn row_candidates(t: &NodeRef, materialized: &HashSet<u64>) -> Vec<NodeRef> {
+fn row_candidates(t: &NodeRef, materialized: &FxSet<u64>) -> Vec<NodeRef> {
     let mut out = Vec::new();
-    let mut seen = HashSet::new();
+    let mut seen = FxSet::default();
     let mut queue = std::collections::VecDeque::from(vec![t.clone()]);
     while let Some(n) = queue.pop_front() {
         if !seen.insert(n.id()) || n.realized().is_some() {
@@ -134,8 +134,8 @@ fn row_candidates(t: &NodeRef, materialized: &HashSet<u64>) -> Vec<NodeRef> {
 /// writes through a kernel in between (plans are in dependency order).
 fn merge(
     plans: Vec<KernelPlan>,
-    materialized: &HashSet<u64>,
-    no_merge: &HashSet<u64>,
+    materialized: &FxSet<u64>,
+    no_merge: &FxSet<u64>,
 ) -> Vec<KernelPlan> {
     let mut out: Vec<KernelPlan> = Vec::new();
     for p in plans {
@@ -168,10 +168,10 @@ fn is_compute_plan(p: &KernelPlan) -> bool {
 
 /// Ids of the materialized nodes `p` loads (its direct dependencies; the
 /// plans that produce them come after everything they depend on).
-fn loads(p: &KernelPlan, materialized: &HashSet<u64>) -> HashSet<u64> {
-    let own: HashSet<u64> = p.outputs.iter().map(|(n, _)| n.id()).collect();
-    let mut seen = HashSet::new();
-    let mut deps = HashSet::new();
+fn loads(p: &KernelPlan, materialized: &FxSet<u64>) -> FxSet<u64> {
+    let own: FxSet<u64> = p.outputs.iter().map(|(n, _)| n.id()).collect();
+    let mut seen = FxSet::default();
+    let mut deps = FxSet::default();
     let mut stack: Vec<NodeRef> = p.outputs.iter().map(|(n, _)| n.clone()).collect();
     while let Some(n) = stack.pop() {
         if !seen.insert(n.id()) || n.realized().is_some() {

@@ -21,8 +21,9 @@ pub enum Op {
     Buffer,
     /// A rank-0 constant; other shapes are views of it.
     Const(f64),
-    /// A movement op: the source read through a shape tracker.
-    View(NodeRef, ShapeTracker),
+    /// A movement op: the source read through a shape tracker (shared, so
+    /// cloning an op is cheap).
+    View(NodeRef, Arc<ShapeTracker>),
     Unary(UnaryOp, NodeRef),
     Binary(BinaryOp, NodeRef, NodeRef),
     Where(NodeRef, NodeRef, NodeRef),

@@ -162,7 +162,12 @@ pub struct Lowerer<'a> {
     own: FxSet<u64>,
     insts: Vec<Node>,
     cse: FxMap<InstKey, Val>,
-    memo: FxMap<(u64, ShapeTracker), Val>,
+    memo: FxMap<(u64, usize), Val>,
+    /// Interned trackers: values are memoised per (node, tracker id).
+    trackers: Vec<ShapeTracker>,
+    tracker_ids: FxMap<ShapeTracker, usize>,
+    /// Index and validity of each interned tracker, once computed.
+    exprs: Vec<Option<(Expr, Cond)>>,
     /// What each kernel input reads, in order.
     pub inputs: Vec<Input>,
     input_args: Vec<Arg>,
@@ -191,6 +196,9 @@ impl<'a> Lowerer<'a> {
             insts: Vec::new(),
             cse: FxMap::default(),
             memo: FxMap::default(),
+            trackers: Vec::new(),
+            tracker_ids: FxMap::default(),
+            exprs: Vec::new(),
             inputs: Vec::new(),
             input_args: Vec::new(),
             outputs: Vec::new(),
@@ -274,13 +282,37 @@ impl<'a> Lowerer<'a> {
     /// The value of `node` at the domain point whose linear index into
     /// `node`'s contiguous shape is given by `t`.
     pub fn value(&mut self, node: &NodeRef, t: &ShapeTracker) -> Val {
-        let key = (node.id(), t.clone());
+        let tid = self.intern(t);
+        self.value_at(node, tid)
+    }
+
+    fn intern(&mut self, t: &ShapeTracker) -> usize {
+        if let Some(id) = self.tracker_ids.get(t) {
+            return *id;
+        }
+        self.trackers.push(t.clone());
+        self.exprs.push(None);
+        self.tracker_ids.insert(t.clone(), self.trackers.len() - 1);
+        self.trackers.len() - 1
+    }
+
+    /// Index and validity of interned tracker `tid` over the domain.
+    fn tracker_expr(&mut self, tid: usize) -> (Expr, Cond) {
+        if self.exprs[tid].is_none() {
+            let e = self.trackers[tid].expr(&self.domain.vars(), &self.domain.ranges);
+            self.exprs[tid] = Some(e);
+        }
+        self.exprs[tid].clone().expect("computed above")
+    }
+
+    fn value_at(&mut self, node: &NodeRef, tid: usize) -> Val {
+        let key = (node.id(), tid);
         if let Some(v) = self.memo.get(&key) {
             return *v;
         }
         self.stack.push(node.clone());
         let names_at = self.op_names.len();
-        let v = self.compute(node, t);
+        let v = self.compute(node, tid);
         // Names read in data-flow order: this node after its sources.
         if names_at < self.op_names.len() {
             let own = self.op_names.remove(names_at);
@@ -291,10 +323,8 @@ impl<'a> Lowerer<'a> {
         v
     }
 
-    fn compute(&mut self, node: &NodeRef, t: &ShapeTracker) -> Val {
+    fn compute(&mut self, node: &NodeRef, tid: usize) -> Val {
         let dt = node.dtype();
-        let ranges = self.domain.ranges.clone();
-        let vars = self.domain.vars();
         let leaf = match self.leaf(node) {
             Some(b) => Some(Input::Scheduled(b)),
             None => node.realized().map(|h| Input::Realized(node.id(), h)),
@@ -307,7 +337,7 @@ impl<'a> Lowerer<'a> {
                     len: node.numel(),
                 },
             );
-            let (index, valid) = t.expr(&vars, &ranges);
+            let (index, valid) = self.tracker_expr(tid);
             if valid.is_never() {
                 return self.constant(0.0, dt);
             }
@@ -328,40 +358,39 @@ impl<'a> Lowerer<'a> {
             Op::Buffer => unreachable!("realized nodes are leaves"),
             Op::Const(c) => {
                 let v = self.constant(c, dt);
-                let (_, valid) = t.expr(&vars, &ranges);
+                let (_, valid) = self.tracker_expr(tid);
                 self.masked(valid, v, dt)
             }
             Op::View(src, st) => {
-                let composed = st.compose(t);
-                let v = self.value(&src, &composed);
-                if st.has_mask() && !self.leaves.contains_key(&src.id()) && src.realized().is_none()
-                {
+                let composed = self.intern(&st.compose(&self.trackers[tid]));
+                let v = self.value_at(&src, composed);
+                if st.has_mask() && self.leaf(&src).is_none() && src.realized().is_none() {
                     // Padding of a computed value: zero outside the mask
                     // (a load already reads 0 there).
-                    let (_, valid) = composed.expr(&vars, &ranges);
+                    let (_, valid) = self.tracker_expr(composed);
                     self.masked(valid, v, dt)
                 } else {
                     v
                 }
             }
             Op::Unary(op, a) => {
-                let a = self.value(&a, t);
+                let a = self.value_at(&a, tid);
                 self.push(Inst::Unary(op, a), dt)
             }
             Op::Binary(op, a, b) => {
-                let a = self.value(&a, t);
-                let b = self.value(&b, t);
+                let a = self.value_at(&a, tid);
+                let b = self.value_at(&b, tid);
                 self.push(Inst::Binary(op, a, b), dt)
             }
             Op::Where(c, a, b) => {
-                let c = self.value(&c, t);
-                let a = self.value(&a, t);
-                let b = self.value(&b, t);
+                let c = self.value_at(&c, tid);
+                let a = self.value_at(&a, tid);
+                let b = self.value_at(&b, tid);
                 self.push(Inst::Where(c, a, b), dt)
             }
             Op::Cast(a) => {
                 let a_dt = a.dtype();
-                let a = self.value(&a, t);
+                let a = self.value_at(&a, tid);
                 if a_dt == dt {
                     a
                 } else {
@@ -370,7 +399,9 @@ impl<'a> Lowerer<'a> {
             }
             Op::Reduce(op, a, axes) => {
                 let own = Domain::reduce(a.shape(), &axes);
-                if own != *self.domain || !t.equivalent(&own.reduce_result(a.shape(), &axes)) {
+                if own != *self.domain
+                    || !self.trackers[tid].equivalent(&own.reduce_result(a.shape(), &axes))
+                {
                     return self.fail(node);
                 }
                 self.inlined.push(node.id());
@@ -380,7 +411,9 @@ impl<'a> Lowerer<'a> {
             }
             Op::Matmul(a, b) => {
                 let own = matmul_domain(a.shape(), b.shape());
-                if own != *self.domain || !t.equivalent(&own.matmul_result(node.shape())) {
+                if own != *self.domain
+                    || !self.trackers[tid].equivalent(&own.matmul_result(node.shape()))
+                {
                     return self.fail(node);
                 }
                 self.inlined.push(node.id());
@@ -388,8 +421,9 @@ impl<'a> Lowerer<'a> {
                 let (ta, tb) = matmul_operands(a.shape(), b.shape());
                 let acc = if dt.is_float() { DType::F32 } else { dt };
                 let a_dt = a.dtype();
-                let va = self.value(&a, &self.domain.tracker(ta));
-                let vb = self.value(&b, &self.domain.tracker(tb));
+                let (ta, tb) = (self.domain.tracker(ta), self.domain.tracker(tb));
+                let va = self.value(&a, &ta);
+                let vb = self.value(&b, &tb);
                 let (va, vb) = if a_dt == acc {
                     (va, vb)
                 } else {

@@ -1,11 +1,10 @@
 //! Scheduling: which kernels a realize runs, over which buffers.
 
-use crate::fxhash::FxMap;
+use crate::fxhash::{FxMap, FxSet};
 use crate::graph::{BufferHandle, NodeRef, Op};
 use crate::lower::{matmul_domain, Domain, Input, Lowerer};
 use crate::view::ShapeTracker;
 use smelt_codegen::{Arg, DType, Kernel};
-use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
@@ -75,7 +74,7 @@ pub fn base(node: &NodeRef) -> NodeRef {
 /// Unrealized compute nodes reachable from `roots`, sources first.
 pub fn topo_order(roots: &[NodeRef]) -> Vec<NodeRef> {
     let mut order = Vec::new();
-    let mut seen = HashSet::new();
+    let mut seen = FxSet::default();
     let mut stack: Vec<(NodeRef, bool)> = roots.iter().rev().map(|n| (n.clone(), false)).collect();
     while let Some((n, expanded)) = stack.pop() {
         if expanded {
@@ -140,7 +139,7 @@ impl Schedule {
     /// earlier graph of the same structure (same ops, shapes and constants;
     /// other data) from the schedule cache.
     pub fn new(targets: &[NodeRef], fusion: Fusion) -> Schedule {
-        let mut seen = HashSet::new();
+        let mut seen = FxSet::default();
         let bases: Vec<NodeRef> = targets
             .iter()
             .map(base)

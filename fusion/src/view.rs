@@ -356,7 +356,11 @@ impl ShapeTracker {
                 } else {
                     None
                 };
-                match merged.or_else(|| merge_affine(&self.views[n - 2], &self.views[n - 1])) {
+                let (lower, upper) = (&self.views[n - 2], &self.views[n - 1]);
+                match merged
+                    .or_else(|| merge_dims(lower, upper))
+                    .or_else(|| merge_affine(lower, upper))
+                {
                     Some(v) => {
                         self.views.truncate(n - 2);
                         self.views.push(v.canonical());
@@ -392,6 +396,61 @@ impl ShapeTracker {
         let at: Vec<i64> = coords.iter().map(|c| *c as i64).collect();
         valid.eval(&at).then(|| idx.eval(&at) as isize)
     }
+}
+
+/// `lower` read through `upper` as one view when `upper` only permutes,
+/// broadcasts and renames `lower`'s axes (each of its strides is 0 or the
+/// contiguous stride of one axis of `lower` of the same size): the cheap
+/// common case of composing a view node with a kernel's domain.
+fn merge_dims(lower: &View, upper: &View) -> Option<View> {
+    if upper.offset != 0 || upper.mask.is_some() {
+        return None;
+    }
+    let cs = contiguous_strides(&lower.shape);
+    let mut used = vec![false; lower.shape.len()];
+    let mut strides = Vec::with_capacity(upper.shape.len());
+    let mut mask = lower
+        .mask
+        .as_ref()
+        .map(|_| Vec::with_capacity(upper.shape.len()));
+    for (n, s) in upper.shape.iter().zip(&upper.strides) {
+        if *s == 0 || *n == 1 {
+            strides.push(0);
+            if let Some(m) = mask.as_mut() {
+                m.push((0, *n));
+            }
+            continue;
+        }
+        let j =
+            (0..lower.shape.len()).find(|j| !used[*j] && cs[*j] == *s && lower.shape[*j] == *n)?;
+        used[j] = true;
+        strides.push(lower.strides[j]);
+        if let (Some(m), Some(lm)) = (mask.as_mut(), lower.mask.as_ref()) {
+            m.push(lm[j]);
+        }
+    }
+    // Axes of `lower` the upper view never moves along sit at coordinate 0.
+    let mut never = false;
+    for (j, u) in used.iter().enumerate() {
+        if !u && lower.shape[j] > 1 {
+            if let Some(lm) = &lower.mask {
+                never |= !(lm[j].0 == 0 && lm[j].1 > 0);
+            }
+        }
+    }
+    let mut mask = mask;
+    if never {
+        mask = Some(vec![(0, 0); upper.shape.len()]);
+    }
+    Some(
+        View {
+            shape: upper.shape.clone(),
+            strides,
+            offset: lower.offset,
+            mask,
+        }
+        .normalize_mask(),
+    )
 }
 
 /// `lower` read through `upper` as one view, when the composed index is
