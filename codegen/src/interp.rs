@@ -253,7 +253,7 @@ impl State {
         let mut e = std::mem::take(&mut self.elem[a]);
         e.clear();
         for r in 0..nr {
-            e.extend(std::iter::repeat(self.row[a][r]).take(nc));
+            e.extend(std::iter::repeat_n(self.row[a][r], nc));
         }
         self.elem[a] = e;
     }
@@ -284,7 +284,7 @@ impl State {
             ev.reserve(n);
             for r in 0..nr {
                 if v < nk {
-                    ev.extend(std::iter::repeat(self.row_vars[v][r]).take(nc));
+                    ev.extend(std::iter::repeat_n(self.row_vars[v][r], nc));
                 } else {
                     ev.extend_from_slice(&red[v - nk]);
                 }

@@ -438,7 +438,6 @@ fn merge_dims(lower: &View, upper: &View) -> Option<View> {
             }
         }
     }
-    let mut mask = mask;
     if never {
         mask = Some(vec![(0, 0); upper.shape.len()]);
     }
