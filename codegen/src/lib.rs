@@ -7,6 +7,7 @@ pub mod expr;
 pub mod interp;
 pub mod ir;
 pub mod ops;
+pub mod ptx;
 
 pub use dtype::DType;
 pub use expr::{Cond, Expr};

@@ -1,0 +1,241 @@
+//! Evaluation of kernel instructions at a *point group*: one value of every
+//! kept and reduced variable, except that the last variable covers `lanes`
+//! consecutive values (the vector width), so that every instruction has
+//! either one value per lane or, when it does not depend on the last
+//! variable, one value shared by all lanes.
+
+use super::builder::{f32_imm, ins, Builder, Reg, RegKind};
+use super::expr::{self, Width};
+use super::memory;
+use super::ops::{self, Value};
+use crate::ir::{Inst, Kernel, Store, Val};
+use crate::DType;
+
+/// An instruction's values: one per lane, or one for every lane.
+pub type Lanes = Vec<Value>;
+
+/// Values of the instructions evaluated so far, by [`Val`].
+pub type Vals = Vec<Option<Lanes>>;
+
+/// What lowering needs to know about a kernel, computed once.
+pub struct Cx<'a> {
+    pub k: &'a Kernel,
+    /// Element-level instructions (see [`Kernel::element_level`]).
+    pub level: Vec<bool>,
+    /// Instructions that depend on the last loop variable.
+    pub lane_dep: Vec<bool>,
+    pub width: Width,
+    /// Global addresses of the inputs, then of the outputs.
+    pub inputs: Vec<Reg>,
+    pub outputs: Vec<Reg>,
+}
+
+/// A point group: registers of the variables with the last variable at its
+/// first lane, and the predicate under which the point exists.
+pub struct Point {
+    pub vars: Vec<Option<Reg>>,
+    pub lanes: usize,
+    pub pred: Option<Reg>,
+}
+
+/// The variables `e` reads, plus those of `c`'s checks.
+pub fn uses_var(e: Option<&crate::Expr>, c: Option<&crate::Cond>, var: usize) -> bool {
+    let mut vs = Vec::new();
+    if let Some(e) = e {
+        e.vars(&mut vs);
+    }
+    for (e, _, _) in c.map(|c| c.checks()).unwrap_or(&[]) {
+        e.vars(&mut vs);
+    }
+    vs.contains(&var)
+}
+
+/// Marks the instructions that depend on variable `var`.
+pub fn depends_on(k: &Kernel, var: usize) -> Vec<bool> {
+    let mut dep = vec![false; k.insts.len()];
+    for (i, n) in k.insts.iter().enumerate() {
+        dep[i] = match &n.inst {
+            Inst::Load { index, valid, .. } => uses_var(Some(index), Some(valid), var),
+            Inst::Valid(c) => uses_var(None, Some(c), var),
+            Inst::Reduce(..) => false,
+            inst => inst.operands().iter().any(|o| dep[*o]),
+        };
+    }
+    dep
+}
+
+/// The element-level instructions that `roots` need, in SSA order.
+pub fn needs(k: &Kernel, level: &[bool], roots: &[Val]) -> Vec<Val> {
+    let mut want = vec![false; k.insts.len()];
+    let mut stack: Vec<Val> = roots.iter().copied().filter(|r| level[*r]).collect();
+    while let Some(v) = stack.pop() {
+        if !want[v] {
+            want[v] = true;
+            stack.extend(k.insts[v].inst.operands().into_iter().filter(|o| level[*o]));
+        }
+    }
+    (0..k.insts.len()).filter(|v| want[*v]).collect()
+}
+
+impl Cx<'_> {
+    fn last_var(&self) -> usize {
+        self.k.ranges.len() - 1
+    }
+
+    /// The point's variables with the last one at lane `lane`.
+    fn lane_vars(&self, b: &mut Builder, p: &Point, lane: usize) -> Vec<Option<Reg>> {
+        let mut vars = p.vars.clone();
+        if lane > 0 {
+            let last = self.last_var();
+            let v = vars[last].expect("last variable computed");
+            let r = self.width.reg(b);
+            ins!(b, "add.s{} {r}, {v}, {lane}", self.width.bits());
+            vars[last] = Some(r);
+        }
+        vars
+    }
+
+    /// Whether instruction `i` has one value per lane at `p`.
+    fn per_lane(&self, p: &Point, i: Val) -> bool {
+        p.lanes > 1 && self.lane_dep[i]
+    }
+
+    /// Evaluates the loads among `insts` (so that they are all in flight
+    /// before the first use).
+    pub fn eval_loads(&self, b: &mut Builder, p: &Point, insts: &[Val], vals: &mut Vals) {
+        for &i in insts {
+            if vals[i].is_none() && matches!(self.k.insts[i].inst, Inst::Load { .. }) {
+                vals[i] = Some(self.eval_one(b, p, i, vals));
+            }
+        }
+    }
+
+    /// Evaluates `insts` (SSA order) not yet in `vals`.
+    pub fn eval(&self, b: &mut Builder, p: &Point, insts: &[Val], vals: &mut Vals) {
+        for &i in insts {
+            if vals[i].is_none() {
+                vals[i] = Some(self.eval_one(b, p, i, vals));
+            }
+        }
+    }
+
+    fn eval_one(&self, b: &mut Builder, p: &Point, i: Val, vals: &Vals) -> Lanes {
+        let node = &self.k.insts[i];
+        let dt = node.dtype;
+        let ranges = &self.k.ranges;
+        let w = self.width;
+        let lanes = if self.per_lane(p, i) { p.lanes } else { 1 };
+        let operand = |o: Val, lane: usize| -> Value {
+            let l = vals[o].as_ref().expect("operand evaluated");
+            l[lane.min(l.len() - 1)]
+        };
+        match &node.inst {
+            Inst::Load {
+                input,
+                index,
+                valid,
+            } => {
+                let (base, arg) = (self.inputs[*input], self.k.inputs[*input]);
+                if lanes > 1 && memory::vector_ok(index, valid, arg.dtype, lanes, self.last_var()) {
+                    let idx = expr::eval(b, index, &p.vars, ranges, w);
+                    let c = expr::cond(b, valid, &p.vars, ranges, w);
+                    let pred = expr::and(b, p.pred, c);
+                    let vs = memory::load_vector(b, base, idx, arg.dtype, lanes, pred, w);
+                    return vs.into_iter().map(|v| ops::convert(b, v, dt)).collect();
+                }
+                (0..lanes)
+                    .map(|lane| {
+                        let vars = self.lane_vars(b, p, lane);
+                        let idx = expr::eval(b, index, &vars, ranges, w);
+                        let c = expr::cond(b, valid, &vars, ranges, w);
+                        let pred = expr::and(b, p.pred, c);
+                        let v = memory::load(b, base, idx, arg.dtype, pred, w);
+                        ops::convert(b, v, dt)
+                    })
+                    .collect()
+            }
+            Inst::Const(c) => vec![constant(b, *c, dt)],
+            Inst::Valid(c) => (0..lanes)
+                .map(|lane| {
+                    let vars = self.lane_vars(b, p, lane);
+                    let reg = match expr::cond(b, c, &vars, ranges, w) {
+                        Some(p) => p,
+                        None => {
+                            let t = b.reg(RegKind::Pred);
+                            ins!(b, "setp.eq.u32 {t}, 0, 0");
+                            t
+                        }
+                    };
+                    ops::convert(
+                        b,
+                        Value {
+                            reg,
+                            dtype: DType::Bool,
+                        },
+                        dt,
+                    )
+                })
+                .collect(),
+            Inst::Cast(a) => (0..lanes)
+                .map(|l| ops::convert(b, operand(*a, l), dt))
+                .collect(),
+            Inst::Unary(op, a) => (0..lanes)
+                .map(|l| ops::unary(b, *op, operand(*a, l), dt))
+                .collect(),
+            Inst::Binary(op, x, y) => (0..lanes)
+                .map(|l| ops::binary(b, *op, operand(*x, l), operand(*y, l), dt))
+                .collect(),
+            Inst::Where(c, x, y) => (0..lanes)
+                .map(|l| ops::select(b, operand(*c, l), operand(*x, l), operand(*y, l), dt))
+                .collect(),
+            Inst::Reduce(..) => unreachable!("reductions are lowered by the row kernel"),
+        }
+    }
+
+    /// Emits `s` at `p` (all of its operands evaluated).
+    pub fn store(&self, b: &mut Builder, p: &Point, s: &Store, vals: &Vals) {
+        let (base, arg) = (self.outputs[s.output], self.k.outputs[s.output]);
+        let ranges = &self.k.ranges;
+        let w = self.width;
+        let value = vals[s.value].as_ref().expect("stored value evaluated");
+        let index_per_lane = p.lanes > 1 && uses_var(Some(&s.index), None, self.last_var());
+        let lanes = if index_per_lane { p.lanes } else { 1 };
+        let vs: Vec<Value> = (0..lanes)
+            .map(|l| {
+                // With a lane-invariant index the last lane's write wins.
+                let v = if index_per_lane {
+                    value[l.min(value.len() - 1)]
+                } else {
+                    value[value.len() - 1]
+                };
+                ops::convert(b, v, arg.dtype)
+            })
+            .collect();
+        let always = crate::Cond::always();
+        if lanes > 1 && memory::vector_ok(&s.index, &always, arg.dtype, lanes, self.last_var()) {
+            let idx = expr::eval(b, &s.index, &p.vars, ranges, w);
+            memory::store_vector(b, base, idx, &vs, p.pred, w);
+            return;
+        }
+        for (lane, v) in vs.into_iter().enumerate() {
+            let vars = self.lane_vars(b, p, lane);
+            let idx = expr::eval(b, &s.index, &vars, ranges, w);
+            memory::store(b, base, idx, v, p.pred, w);
+        }
+    }
+}
+
+/// The constant `c` of dtype `dt` (rounded as the interpreter does).
+fn constant(b: &mut Builder, c: f64, dt: DType) -> Value {
+    let v = dt.round(c);
+    let reg = match dt {
+        DType::Bool => {
+            let p = b.reg(RegKind::Pred);
+            ins!(b, "setp.ne.u32 {p}, {}, 0", v as u32);
+            p
+        }
+        DType::I32 => b.mov(RegKind::B32, "b32", v as i32),
+        _ => b.mov(RegKind::F32, "f32", f32_imm(v as f32)),
+    };
+    Value { reg, dtype: dt }
+}

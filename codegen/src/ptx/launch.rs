@@ -1,0 +1,181 @@
+//! Launch heuristics: how a kernel is mapped onto threads (vector width,
+//! threads per row, slots per thread, block and grid), decided per kernel
+//! and shape in [`choose`] alone.
+
+use super::memory::vector_ok;
+use super::Target;
+use crate::ir::{Inst, Kernel};
+use crate::{Cond, Expr};
+
+/// How an elementwise kernel (no reduction) runs: a grid-stride loop over
+/// groups of `lanes` consecutive values of the last variable, `unroll`
+/// groups per thread and iteration (loads of all of them issued first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Elementwise {
+    pub lanes: usize,
+    pub unroll: usize,
+    pub block: u32,
+    pub grid: u32,
+}
+
+/// How a kernel with reductions runs: a *team* of `tpr` threads per row (a
+/// sub-warp, a warp or the whole CTA), `block / tpr` rows per CTA at a time,
+/// a persistent grid looping over rows. A thread handles `slots` groups of
+/// `lanes` elements of the row at a time; when `cached`, those cover the
+/// whole row and its loads stay in registers across the passes, else every
+/// pass streams over the row again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rows {
+    pub lanes: usize,
+    pub tpr: u32,
+    pub block: u32,
+    pub slots: usize,
+    pub cached: bool,
+    pub grid: u32,
+}
+
+/// The mapping chosen for a kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Plan {
+    Elementwise(Elementwise),
+    Rows(Rows),
+}
+
+/// Global accesses of a kernel: index, mask, dtype, and whether the
+/// element depends on a reduced variable.
+fn accesses(k: &Kernel, level: &[bool]) -> Vec<(Expr, Cond, crate::DType, bool)> {
+    let mut out = Vec::new();
+    for (i, n) in k.insts.iter().enumerate() {
+        if let Inst::Load {
+            input,
+            index,
+            valid,
+        } = &n.inst
+        {
+            out.push((
+                index.clone(),
+                valid.clone(),
+                k.inputs[*input].dtype,
+                level[i],
+            ));
+        }
+    }
+    for s in &k.stores {
+        let elem = k.store_is_element_level(s, level);
+        out.push((
+            s.index.clone(),
+            Cond::always(),
+            k.outputs[s.output].dtype,
+            elem,
+        ));
+    }
+    out
+}
+
+/// The widest vector along the last variable that every unit-stride
+/// access among `acc` supports (1 if none).
+fn lanes_for(k: &Kernel, acc: &[(Expr, Cond, crate::DType, bool)]) -> usize {
+    let Some(last) = k.ranges.len().checked_sub(1) else {
+        return 1;
+    };
+    let unit: Vec<_> = acc
+        .iter()
+        .filter(|a| a.0.affine_coef(last) == Some(1))
+        .collect();
+    [8, 4, 2]
+        .into_iter()
+        .find(|&l| {
+            k.ranges[last] % l as i64 == 0
+                && !unit.is_empty()
+                && unit.iter().all(|a| vector_ok(&a.0, &a.1, a.2, l, last))
+        })
+        .unwrap_or(1)
+}
+
+/// Number of loads among the instructions marked in `which` (at least 1).
+fn count_loads(k: &Kernel, which: &[bool]) -> u64 {
+    let n = k
+        .insts
+        .iter()
+        .zip(which)
+        .filter(|(n, w)| **w && matches!(n.inst, Inst::Load { .. }))
+        .count();
+    n.max(1) as u64
+}
+
+/// Threads resident per SM that we aim for.
+const THREADS_PER_SM: u32 = 2048;
+
+/// Picks the mapping of `k` on `target`.
+pub fn choose(k: &Kernel, target: &Target) -> Plan {
+    let level = k.element_level();
+    let has_reduce = k.insts.iter().any(|n| matches!(n.inst, Inst::Reduce(..)));
+    let numel: i64 = k.ranges.iter().product();
+    let sms = target.num_sms.max(1);
+    if !has_reduce {
+        let all = vec![true; k.insts.len()];
+        let acc = accesses(k, &all);
+        let lanes = lanes_for(k, &acc);
+        let loads = count_loads(k, &all) as usize;
+        let widest = acc.iter().map(|a| a.2.size()).max().unwrap_or(4);
+        // About 32 bytes of loads in flight per thread.
+        let unroll = (32 / (lanes * widest * loads)).clamp(1, 4);
+        let block = 256;
+        let groups = (numel as u64).div_ceil(lanes as u64);
+        let grid = groups
+            .div_ceil(block as u64 * unroll as u64)
+            .clamp(1, (sms * THREADS_PER_SM / block) as u64) as u32;
+        return Plan::Elementwise(Elementwise {
+            lanes,
+            unroll,
+            block,
+            grid,
+        });
+    }
+    let rows = k.rows() as u64;
+    let row_len = k.row_len() as u64;
+    let acc: Vec<_> = accesses(k, &level).into_iter().filter(|a| a.3).collect();
+    let last = k.ranges.len() - 1;
+    let reduced_last = k.n_kept < k.ranges.len();
+    let row_contig = reduced_last && acc.iter().any(|a| a.0.affine_coef(last) == Some(1));
+    let col_contig = k.n_kept > 0 && acc.iter().any(|a| a.0.affine_coef(k.n_kept - 1) == Some(1));
+    // Registers one slot of one lane costs when cached: its element loads.
+    let loads = count_loads(k, &level);
+    let (lanes, tpr, block) = if !row_contig && col_contig {
+        // Reduction over a leading axis: a thread per row, neighbouring
+        // threads on neighbouring (contiguous) rows.
+        (1, 1, 256)
+    } else {
+        let lanes = if reduced_last { lanes_for(k, &acc) } else { 1 };
+        let groups = row_len.div_ceil(lanes as u64);
+        if groups <= 32 * 8 {
+            let tpr = groups.div_ceil(4).next_power_of_two().clamp(1, 32) as u32;
+            (lanes, tpr, 256)
+        } else {
+            let t = groups.div_ceil(8).next_power_of_two().clamp(64, 1024) as u32;
+            (lanes, t, t)
+        }
+    };
+    let groups = row_len.div_ceil(lanes as u64);
+    // Half the register file share of a thread may hold the cached row.
+    let budget = (65536 / block as u64 / 2).min(96);
+    let full = groups.div_ceil(tpr as u64).max(1);
+    let cached = full * lanes as u64 * loads <= budget;
+    let slots = if cached {
+        full
+    } else {
+        (budget / (lanes as u64 * loads)).clamp(1, 4)
+    } as usize;
+    let teams = (block / tpr) as u64;
+    let grid = rows
+        .div_ceil(teams)
+        .clamp(1, (sms * (THREADS_PER_SM / block).max(1)) as u64) as u32;
+    Plan::Rows(Rows {
+        lanes,
+        tpr,
+        block,
+        slots,
+        cached,
+        grid,
+    })
+}

@@ -1,0 +1,219 @@
+//! The PTX backend: lowers a [`Kernel`] to PTX text for NVIDIA GPUs
+//! (sm_80 and newer), written by our own code, with no CUDA compiler at run
+//! time.
+//!
+//! # Mapping
+//! - Elementwise kernels (no reduction): a grid-stride loop over groups of
+//!   consecutive values of the last loop variable, with 4-16 byte vector
+//!   loads and stores wherever an access is unit-stride and aligned in it.
+//! - Kernels with reductions: a team of threads per row (sub-warp, warp or
+//!   whole CTA), a persistent grid over rows; rows that fit stay in
+//!   registers across passes. See [`launch::Rows`] and the `reduce` module.
+//!
+//! Buffers must be at least 16-byte aligned (as device allocations are):
+//! vector accesses rely on it.
+//!
+//! # Numerics
+//! Half types compute in `f32` and are rounded to the half type after
+//! every instruction, as the interpreter does. Bools are predicates in
+//! registers and bytes in memory. `i32` arithmetic wraps. Exact ops use the
+//! IEEE-rounded instructions (`add/sub/mul/div/sqrt/rcp .rn`, never fused
+//! into fma). Approximations, with their error against the exact `f32`
+//! result:
+//! - `exp`: `ex2.approx.f32` with a correction term for the rounding of
+//!   `x * log2(e)`: about 2 ulp over the whole range, denormals kept.
+//!   `exp2`: `ex2.approx.f32`, 2 ulp. `sigmoid`, `silu`, `tanh` (for
+//!   `|x| >= 0.625`) and `gelu` go through this `exp`: a few ulp.
+//! - `log`, `log2`: own reduction and `atanh` series, about 1-2 ulp
+//!   (`lg2.approx` only for 0, negative, infinite and NaN inputs, where it
+//!   is exact).
+//! - `sin`, `cos`: Cody-Waite reduction by pi/2 and minimax polynomials:
+//!   a few ulp for `|x| < 1e5`; the error grows beyond (no Payne-Hanek).
+//! - `tanh` for `|x| < 0.625`: odd minimax polynomial, 1-2 ulp.
+//! - `pow` (float): `exp2(b * log2|a|)` with C99 special cases: relative
+//!   error about `|b log2|a|| * 2^-23` (1e-6 for results near 2^20).
+//! - Reductions combine in a tree (per thread, then shuffles, then shared
+//!   memory), not left to right: sums differ from the interpreter by
+//!   rounding. Half-type sums and products accumulate in `f32` and round
+//!   once (the front end already casts them to `f32`).
+//! - `f32` to `i32` conversion wraps as the interpreter does (through
+//!   `s64`); `i32` to half types rounds once, correctly.
+
+mod builder;
+mod elementwise;
+mod eval;
+mod expr;
+pub mod launch;
+mod math;
+mod memory;
+mod ops;
+pub mod ptxas;
+mod reduce;
+
+use crate::ir::{Inst, Kernel};
+use builder::{ins, Builder, RegKind};
+use eval::Cx;
+use expr::Width;
+use launch::Plan;
+
+/// The GPU the PTX is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Target {
+    /// Compute capability times ten (80 for A100, 90 for H100/H200).
+    pub sm: u32,
+    /// Number of streaming multiprocessors (sizes persistent grids).
+    pub num_sms: u32,
+}
+
+/// A kernel lowered to PTX, with its launch configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PtxKernel {
+    /// The complete module: `.version 8.0`, `.target sm_80` or `sm_90`,
+    /// `.address_size 64`, one `.entry`.
+    pub ptx: String,
+    /// Name of the `.entry`.
+    pub entry: String,
+    pub grid: (u32, u32, u32),
+    pub block: (u32, u32, u32),
+    /// Dynamic shared memory to launch with (the kernels use static shared
+    /// memory only, so this is 0).
+    pub shared_bytes: u32,
+}
+
+/// Lowers `kernel` for `target`.
+///
+/// Kernel parameters, in order: one `.u64` global pointer per input, then
+/// one per output, nothing else. Every buffer must be 16-byte aligned.
+/// Errors on an unsupported target (below sm_80) or a malformed kernel.
+pub fn emit(kernel: &Kernel, target: &Target) -> Result<PtxKernel, String> {
+    validate(kernel, target)?;
+    let plan = launch::choose(kernel, target);
+    let entry = entry_name(kernel);
+    let smem = format!("{entry}_red");
+    let mut b = Builder::default();
+    let params: Vec<String> = (0..kernel.inputs.len() + kernel.outputs.len())
+        .map(|i| format!("{entry}_param_{i}"))
+        .collect();
+    let mut ptrs = Vec::new();
+    for p in &params {
+        let (raw, g) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
+        ins!(b, "ld.param.u64 {raw}, [{p}]");
+        ins!(b, "cvta.to.global.u64 {g}, {raw}");
+        ptrs.push(g);
+    }
+    let outputs = ptrs.split_off(kernel.inputs.len());
+    let cx = Cx {
+        k: kernel,
+        level: kernel.element_level(),
+        lane_dep: eval::depends_on(kernel, kernel.ranges.len().saturating_sub(1)),
+        width: width(kernel),
+        inputs: ptrs,
+        outputs,
+    };
+    let (block, grid, shared) = match &plan {
+        Plan::Elementwise(p) => {
+            elementwise::emit(&mut b, &cx, p);
+            (p.block, p.grid, 0)
+        }
+        Plan::Rows(p) => {
+            let shared = reduce::emit(&mut b, &cx, p, &smem);
+            (p.block, p.grid, shared)
+        }
+    };
+    ins!(b, "ret");
+    let sm = if target.sm >= 90 { 90 } else { 80 };
+    let mut ptx = format!(".version 8.0\n.target sm_{sm}\n.address_size 64\n\n");
+    if shared > 0 {
+        ptx += &format!(".shared .align 4 .b8 {smem}[{shared}];\n\n");
+    }
+    let decl: Vec<String> = params
+        .iter()
+        .map(|p| format!("\t.param .u64 {p}"))
+        .collect();
+    ptx += &format!(
+        "// {}\n.visible .entry {entry}(\n{}\n)\n.maxntid {block}, 1, 1\n{{\n{}}}\n",
+        kernel.name.replace('\n', " "),
+        decl.join(",\n"),
+        b.finish()
+    );
+    Ok(PtxKernel {
+        ptx,
+        entry,
+        grid: (grid, 1, 1),
+        block: (block, 1, 1),
+        shared_bytes: 0,
+    })
+}
+
+/// The kernel name restricted to identifier characters, with a short hash
+/// of its code.
+fn entry_name(k: &Kernel) -> String {
+    let clean: String = k
+        .name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .take(48)
+        .collect();
+    format!("smelt_{clean}_{:08x}", k.code_hash() as u32)
+}
+
+/// Whether every index fits in 32-bit arithmetic (with room for loop
+/// counters running past the domain).
+fn width(k: &Kernel) -> Width {
+    const LIMIT: i128 = i32::MAX as i128 / 2;
+    let r = &k.ranges;
+    let numel: i128 = r.iter().map(|x| *x as i128).product();
+    let cond = |c: &crate::Cond| {
+        c.checks()
+            .iter()
+            .map(|(e, lo, hi)| {
+                expr::magnitude(e, r) + lo.unsigned_abs() as i128 + hi.unsigned_abs() as i128
+            })
+            .max()
+            .unwrap_or(0)
+    };
+    let mut m = numel;
+    for n in &k.insts {
+        m = m.max(match &n.inst {
+            Inst::Load { index, valid, .. } => cond(valid).max(expr::magnitude(index, r)),
+            Inst::Valid(c) => cond(c),
+            _ => 0,
+        });
+    }
+    for s in &k.stores {
+        m = m.max(expr::magnitude(&s.index, r));
+    }
+    Width { wide: m > LIMIT }
+}
+
+fn validate(k: &Kernel, target: &Target) -> Result<(), String> {
+    let bad = |what: String| Err(format!("kernel {}: {what}", k.name));
+    if target.sm < 80 {
+        return Err(format!(
+            "PTX backend needs sm_80 or newer, got sm_{}",
+            target.sm
+        ));
+    }
+    if k.n_kept > k.ranges.len() || k.ranges.iter().any(|r| *r < 0) {
+        return bad(format!("bad domain {:?} with {} kept", k.ranges, k.n_kept));
+    }
+    for (i, n) in k.insts.iter().enumerate() {
+        if n.inst.operands().iter().any(|o| *o >= i) {
+            return bad(format!("instruction {i} uses a later value"));
+        }
+        if let Inst::Load { input, .. } = n.inst {
+            if input >= k.inputs.len() {
+                return bad(format!("instruction {i} loads missing input {input}"));
+            }
+        }
+    }
+    for s in &k.stores {
+        if s.output >= k.outputs.len() || s.value >= k.insts.len() {
+            return bad(format!(
+                "store to out{} of %{} is out of range",
+                s.output, s.value
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,454 @@
+//! Kernels with reductions ("row kernels"): a team of threads per row (see
+//! [`Rows`]) evaluates the kernel's reductions in SSA order, each as one
+//! pass over the row (independent reductions share a pass), combines the
+//! team's partial results with butterfly shuffles and, for a CTA team,
+//! shared memory, then runs the element-level stores in a final pass.
+
+use super::builder::{ins, Builder, Reg, RegKind};
+use super::elementwise::used_vars;
+use super::eval::{needs, Cx, Lanes, Point, Vals};
+use super::expr;
+use super::launch::Rows;
+use super::ops::{self, acc_dtype, Value};
+use crate::ir::{Inst, Val};
+use crate::ReduceOp;
+
+/// A reduction being accumulated.
+struct Acc {
+    val: Val,
+    op: ReduceOp,
+    reg: Reg,
+}
+
+/// Groups the reductions into passes: a reduction joins the current pass
+/// unless its operand depends on a reduction of that pass.
+fn passes(cx: &Cx) -> Vec<Vec<Val>> {
+    let k = cx.k;
+    // For every instruction, the reductions it depends on.
+    let mut deps: Vec<Vec<Val>> = vec![Vec::new(); k.insts.len()];
+    let mut out: Vec<Vec<Val>> = Vec::new();
+    for (i, n) in k.insts.iter().enumerate() {
+        let mut d: Vec<Val> = Vec::new();
+        for o in n.inst.operands() {
+            for r in &deps[o] {
+                if !d.contains(r) {
+                    d.push(*r);
+                }
+            }
+        }
+        if let Inst::Reduce(..) = n.inst {
+            let joins = out.last().is_some_and(|p| !p.iter().any(|r| d.contains(r)));
+            if joins {
+                out.last_mut().unwrap().push(i);
+            } else {
+                out.push(vec![i]);
+            }
+            d.push(i);
+        }
+        deps[i] = d;
+    }
+    out
+}
+
+/// Per-row state shared by the passes.
+struct Row<'a> {
+    cx: &'a Cx<'a>,
+    plan: &'a Rows,
+    /// Row-level values (one lane).
+    vals: Vals,
+    point: Point,
+    /// Loop variables' sizes over the reduced domain, in groups.
+    sizes: Vec<i64>,
+    used: Vec<bool>,
+    team_lane: Reg,
+    ngroups: Reg,
+    /// Cached slots: their points and values, alive across passes.
+    slots: Vec<(Point, Vals)>,
+}
+
+impl Row<'_> {
+    /// Evaluates every row-level instruction whose operands are ready (one
+    /// sweep suffices: operands precede their users).
+    fn eval_ready(&mut self, b: &mut Builder) {
+        let k = self.cx.k;
+        for i in 0..k.insts.len() {
+            let inst = &k.insts[i].inst;
+            if !self.cx.level[i]
+                && self.vals[i].is_none()
+                && !matches!(inst, Inst::Reduce(..))
+                && inst.operands().iter().all(|o| self.vals[*o].is_some())
+            {
+                self.cx.eval(b, &self.point, &[i], &mut self.vals);
+            }
+        }
+    }
+
+    /// The point of group `g` of the row, valid where `pred` holds.
+    fn group_point(&self, b: &mut Builder, g: Reg, pred: Option<Reg>) -> Point {
+        let cx = self.cx;
+        let w = cx.width;
+        let nk = cx.k.n_kept;
+        let lanes = self.plan.lanes;
+        let mut red = expr::unravel(b, g, &self.sizes, &self.used[nk..], w);
+        if let (Some(Some(v)), true) = (red.last_mut(), lanes > 1) {
+            let r = w.reg(b);
+            ins!(b, "mul.lo.s{} {r}, {v}, {lanes}", w.bits());
+            *v = r;
+        }
+        let mut vars = self.point.vars.clone();
+        vars[nk..].copy_from_slice(&red);
+        Point { vars, lanes, pred }
+    }
+
+    /// Values at a slot start from the row-level ones.
+    fn slot_vals(&self, into: &mut Vals) {
+        for (i, v) in self.vals.iter().enumerate() {
+            if into[i].is_none() && v.is_some() {
+                into[i] = v.clone();
+            }
+        }
+    }
+
+    /// Emits a pass over the row: `body` runs for every slot after the
+    /// loads of `todo` of all slots are issued.
+    fn pass(
+        &mut self,
+        b: &mut Builder,
+        todo: &[Val],
+        body: &mut dyn FnMut(&mut Builder, &Point, &mut Vals),
+    ) {
+        let cx = self.cx;
+        if self.plan.cached {
+            let mut slots = std::mem::take(&mut self.slots);
+            for (p, v) in &mut slots {
+                self.slot_vals(v);
+                cx.eval(b, p, todo, v);
+                body(b, p, v);
+            }
+            self.slots = slots;
+            return;
+        }
+        let w = cx.width;
+        let n = w.bits();
+        let tpr = self.plan.tpr;
+        let g = w.reg(b);
+        ins!(b, "mov.b{n} {g}, {}", self.team_lane);
+        let (top, end) = (b.label(), b.label());
+        b.place(&top);
+        let done = b.reg(RegKind::Pred);
+        ins!(b, "setp.ge.s{n} {done}, {g}, {}", self.ngroups);
+        ins!(b, "@{done} bra {end}");
+        let mut slots = Vec::new();
+        for s in 0..self.plan.slots {
+            let (gs, pred) = if s == 0 {
+                (g, None)
+            } else {
+                let gs = w.reg(b);
+                ins!(b, "add.s{n} {gs}, {g}, {}", s as u32 * tpr);
+                let p = b.reg(RegKind::Pred);
+                ins!(b, "setp.lt.s{n} {p}, {gs}, {}", self.ngroups);
+                (gs, Some(p))
+            };
+            let p = self.group_point(b, gs, pred);
+            let mut v = vec![None; cx.k.insts.len()];
+            self.slot_vals(&mut v);
+            cx.eval_loads(b, &p, todo, &mut v);
+            slots.push((p, v));
+        }
+        for (p, v) in &mut slots {
+            cx.eval(b, p, todo, v);
+            body(b, p, v);
+        }
+        ins!(b, "add.s{n} {g}, {g}, {}", self.plan.slots as u32 * tpr);
+        ins!(b, "bra {top}");
+        b.place(&end);
+    }
+}
+
+/// Thread geometry of the team.
+struct Team {
+    tid: Reg,
+    lane: Reg,
+    warp: Reg,
+    /// Toggles every row so that consecutive rows use different shared
+    /// memory for their CTA-wide combine.
+    parity: Reg,
+}
+
+/// Emits the body of a row kernel; returns the static shared memory it
+/// declares as `smem` (bytes).
+pub fn emit(b: &mut Builder, cx: &Cx, plan: &Rows, smem: &str) -> u32 {
+    let k = cx.k;
+    let w = cx.width;
+    let n = w.bits();
+    let nk = k.n_kept;
+    let passes = passes(cx);
+    let nred = passes.iter().map(|p| p.len()).sum::<usize>();
+    let warps = plan.tpr.div_ceil(32);
+    let shared_bytes = if plan.tpr > 32 {
+        2 * nred as u32 * warps * 4
+    } else {
+        0
+    };
+
+    // Team geometry.
+    let tid = b.reg(RegKind::B32);
+    ins!(b, "mov.u32 {tid}, %tid.x");
+    let ctaid = b.reg(RegKind::B32);
+    ins!(b, "mov.u32 {ctaid}, %ctaid.x");
+    let nctaid = b.reg(RegKind::B32);
+    ins!(b, "mov.u32 {nctaid}, %nctaid.x");
+    let team_shift = plan.tpr.trailing_zeros();
+    let teams_per_block = plan.block / plan.tpr;
+    let lane32 = b.reg(RegKind::B32);
+    ins!(b, "and.b32 {lane32}, {tid}, {}", plan.tpr - 1);
+    let team_in_block = b.reg(RegKind::B32);
+    ins!(b, "shr.u32 {team_in_block}, {tid}, {team_shift}");
+    let team_in_warp = b.reg(RegKind::B32);
+    if plan.tpr < 32 {
+        ins!(
+            b,
+            "and.b32 {team_in_warp}, {team_in_block}, {}",
+            32 / plan.tpr - 1
+        );
+    } else {
+        ins!(b, "mov.u32 {team_in_warp}, 0");
+    }
+    let to_w = |b: &mut Builder, r: Reg| -> Reg {
+        if w.wide {
+            let x = b.reg(RegKind::B64);
+            ins!(b, "cvt.u64.u32 {x}, {r}");
+            x
+        } else {
+            r
+        }
+    };
+    let team_lane = to_w(b, lane32);
+    let row = w.reg(b);
+    let nteams = w.reg(b);
+    if w.wide {
+        ins!(b, "mul.wide.u32 {row}, {ctaid}, {teams_per_block}");
+        let t = to_w(b, team_in_block);
+        ins!(b, "add.s64 {row}, {row}, {t}");
+        ins!(b, "mul.wide.u32 {nteams}, {nctaid}, {teams_per_block}");
+    } else {
+        ins!(
+            b,
+            "mad.lo.s32 {row}, {ctaid}, {teams_per_block}, {team_in_block}"
+        );
+        ins!(b, "mul.lo.s32 {nteams}, {nctaid}, {teams_per_block}");
+    }
+    let first = w.reg(b);
+    let tiw = to_w(b, team_in_warp);
+    ins!(b, "sub.s{n} {first}, {row}, {tiw}");
+    let warp = b.reg(RegKind::B32);
+    ins!(b, "shr.u32 {warp}, {tid}, 5");
+    let parity = b.mov(RegKind::B32, "u32", 0);
+    let team = Team {
+        tid,
+        lane: lane32,
+        warp,
+        parity,
+    };
+
+    let rows = k.rows() as i64;
+    let row_len = k.row_len() as i64;
+    let ngroups_total = row_len / plan.lanes as i64;
+    let used = used_vars(cx);
+    let mut sizes: Vec<i64> = k.ranges[nk..].to_vec();
+    if let Some(l) = sizes.last_mut() {
+        *l /= plan.lanes as i64;
+    }
+
+    let (top, end) = (b.label(), b.label());
+    b.place(&top);
+    let done = b.reg(RegKind::Pred);
+    ins!(b, "setp.ge.s{n} {done}, {first}, {rows}");
+    ins!(b, "@{done} bra.uni {end}");
+    let row_valid = b.reg(RegKind::Pred);
+    ins!(b, "setp.lt.s{n} {row_valid}, {row}, {rows}");
+    let mut vars = expr::unravel(b, row, &k.ranges[..nk], &used[..nk], w);
+    vars.resize(k.ranges.len(), None);
+    let ngroups = w.reg(b);
+    ins!(b, "selp.b{n} {ngroups}, {ngroups_total}, 0, {row_valid}");
+    let mut st = Row {
+        cx,
+        plan,
+        vals: vec![None; k.insts.len()],
+        point: Point {
+            vars,
+            lanes: 1,
+            pred: Some(row_valid),
+        },
+        sizes,
+        used,
+        team_lane,
+        ngroups,
+        slots: Vec::new(),
+    };
+    if plan.cached {
+        // Every element-level load of the row, issued once up front.
+        let loads: Vec<Val> = (0..k.insts.len())
+            .filter(|&i| cx.level[i] && matches!(k.insts[i].inst, Inst::Load { .. }))
+            .collect();
+        for s in 0..plan.slots {
+            let g = w.reg(b);
+            ins!(b, "add.s{n} {g}, {team_lane}, {}", s as u32 * plan.tpr);
+            let p = b.reg(RegKind::Pred);
+            ins!(b, "setp.lt.s{n} {p}, {g}, {ngroups}");
+            let point = st.group_point(b, g, Some(p));
+            let mut v = vec![None; k.insts.len()];
+            cx.eval_loads(b, &point, &loads, &mut v);
+            st.slots.push((point, v));
+        }
+    }
+
+    let mut ordinal = 0;
+    for pass in &passes {
+        b.comment(&format!("pass: reductions {pass:?}"));
+        st.eval_ready(b);
+        let accs: Vec<Acc> = pass
+            .iter()
+            .map(|&r| {
+                let Inst::Reduce(op, _) = k.insts[r].inst else {
+                    unreachable!()
+                };
+                Acc {
+                    val: r,
+                    op,
+                    reg: ops::identity(b, op, k.insts[r].dtype),
+                }
+            })
+            .collect();
+        let roots: Vec<Val> = pass
+            .iter()
+            .map(|&r| k.insts[r].inst.operands()[0])
+            .collect();
+        let todo = needs(k, &cx.level, &roots);
+        st.pass(b, &todo, &mut |b, p, v| {
+            for (a, &src) in accs.iter().zip(&roots) {
+                let adt = acc_dtype(k.insts[a.val].dtype);
+                let lanes = v[src].clone().expect("reduction operand evaluated");
+                // An operand without a value per lane counts once per lane.
+                for l in 0..p.lanes {
+                    let x = ops::convert(b, lanes[l.min(lanes.len() - 1)], adt);
+                    ops::combine(b, a.op, adt, a.reg, x.reg, p.pred);
+                }
+            }
+        });
+        team_reduce(b, plan, &team, &accs, k, smem, ordinal, nred);
+        ordinal += accs.len();
+        for a in &accs {
+            let dt = k.insts[a.val].dtype;
+            let v = Value {
+                reg: a.reg,
+                dtype: acc_dtype(dt),
+            };
+            let v: Lanes = vec![ops::convert(b, v, dt)];
+            st.vals[a.val] = Some(v);
+        }
+    }
+    st.eval_ready(b);
+
+    // Row-level stores: one thread per team.
+    let level = &cx.level;
+    let (elem_stores, row_stores): (Vec<_>, Vec<_>) = k
+        .stores
+        .iter()
+        .partition(|s| k.store_is_element_level(s, level));
+    if !row_stores.is_empty() {
+        let first_lane = b.reg(RegKind::Pred);
+        ins!(b, "setp.eq.u32 {first_lane}, {}, 0", team.lane);
+        let pred = expr::and(b, Some(row_valid), Some(first_lane));
+        let p = Point {
+            vars: st.point.vars.clone(),
+            lanes: 1,
+            pred,
+        };
+        for s in &row_stores {
+            cx.store(b, &p, s, &st.vals);
+        }
+    }
+    if !elem_stores.is_empty() {
+        b.comment("pass: element stores");
+        let roots: Vec<Val> = elem_stores.iter().map(|s| s.value).collect();
+        let todo = needs(k, level, &roots);
+        st.pass(b, &todo, &mut |b, p, v| {
+            for s in &elem_stores {
+                cx.store(b, p, s, v);
+            }
+        });
+    }
+
+    ins!(b, "add.s{n} {row}, {row}, {nteams}");
+    ins!(b, "add.s{n} {first}, {first}, {nteams}");
+    ins!(b, "xor.b32 {parity}, {parity}, 1");
+    ins!(b, "bra.uni {top}");
+    b.place(&end);
+    shared_bytes
+}
+
+/// Combines the team's partial results of `accs` in place: butterfly
+/// shuffles within the warp (or sub-warp team), then, for a CTA team, one
+/// shared-memory word per warp and a sweep over them by every thread.
+#[allow(clippy::too_many_arguments)]
+fn team_reduce(
+    b: &mut Builder,
+    plan: &Rows,
+    team: &Team,
+    accs: &[Acc],
+    k: &crate::Kernel,
+    smem: &str,
+    ordinal: usize,
+    nred: usize,
+) {
+    let width = plan.tpr.min(32);
+    let mut off = width / 2;
+    while off > 0 {
+        for a in accs {
+            let adt = acc_dtype(k.insts[a.val].dtype);
+            let t = b.reg(a.reg.kind);
+            ins!(b, "shfl.sync.bfly.b32 {t}, {}, {off}, 31, -1", a.reg);
+            ops::combine(b, a.op, adt, a.reg, t, None);
+        }
+        off /= 2;
+    }
+    if plan.tpr <= 32 {
+        return;
+    }
+    let warps = plan.tpr / 32;
+    // Word (parity, reduction, warp) of the buffer.
+    let base = b.reg(RegKind::B32);
+    ins!(b, "mov.u32 {base}, {smem}");
+    let t = b.reg(RegKind::B32);
+    ins!(
+        b,
+        "mul.lo.s32 {t}, {}, {}",
+        team.parity,
+        nred as u32 * warps * 4
+    );
+    ins!(b, "add.s32 {base}, {base}, {t}");
+    let lane0 = b.reg(RegKind::Pred);
+    let l = b.reg(RegKind::B32);
+    ins!(b, "and.b32 {l}, {}, 31", team.tid);
+    ins!(b, "setp.eq.u32 {lane0}, {l}, 0");
+    let wa = b.reg(RegKind::B32);
+    ins!(b, "shl.b32 {wa}, {}, 2", team.warp);
+    ins!(b, "add.s32 {wa}, {wa}, {base}");
+    for (j, a) in accs.iter().enumerate() {
+        let off = (ordinal + j) as u32 * warps * 4;
+        ins!(b, "@{lane0} st.shared.b32 [{wa}+{off}], {}", a.reg);
+    }
+    ins!(b, "bar.sync 0");
+    for (j, a) in accs.iter().enumerate() {
+        let adt = acc_dtype(k.insts[a.val].dtype);
+        let off = (ordinal + j) as u32 * warps * 4;
+        let id = ops::identity(b, a.op, k.insts[a.val].dtype);
+        ins!(b, "mov.b32 {}, {id}", a.reg);
+        for wi in 0..warps {
+            let x = b.reg(a.reg.kind);
+            ins!(b, "ld.shared.b32 {x}, [{base}+{}]", off + wi * 4);
+            ops::combine(b, a.op, adt, a.reg, x, None);
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! PTX emission for representative kernels, assembled with `ptxas` for
+//! sm_80 and sm_90 when it is installed (`SMELT_REQUIRE_PTXAS=1` makes its
+//! absence a failure).
+
+mod ptx_cases;
+
+use smelt_codegen::ptx::{emit, ptxas, Target};
+
+const H100: Target = Target {
+    sm: 90,
+    num_sms: 132,
+};
+const A100: Target = Target {
+    sm: 80,
+    num_sms: 108,
+};
+
+fn ptxas_required() -> bool {
+    std::env::var("SMELT_REQUIRE_PTXAS").is_ok_and(|v| v == "1")
+}
+
+#[test]
+fn every_case_emits_and_assembles() {
+    let cases = ptx_cases::all();
+    let mut assembled = 0;
+    let mut failures = Vec::new();
+    for k in &cases {
+        for t in [A100, H100] {
+            let p = emit(k, &t).unwrap_or_else(|e| panic!("{}: {e}", k.name));
+            assert!(!p.ptx.contains('\0'));
+            assert!(p.ptx.contains(&format!(".entry {}(", p.entry)));
+            assert!(p.grid.0 >= 1 && p.block.0 >= 32 && p.block.0 <= 1024);
+            match ptxas::assemble(&p.ptx, t.sm) {
+                Ok(Some(_)) => assembled += 1,
+                Ok(None) => {}
+                Err(e) => failures.push(format!("{} sm_{}: {e}\n{}", k.name, t.sm, p.ptx)),
+            }
+        }
+    }
+    if let Some(f) = failures.first() {
+        panic!("{} kernels rejected by ptxas; first:\n{f}", failures.len());
+    }
+    println!("{assembled} of {} assembled", 2 * cases.len());
+    if assembled == 0 {
+        println!("skipped: ptxas not found");
+        assert!(
+            !ptxas_required(),
+            "SMELT_REQUIRE_PTXAS=1 but ptxas was not found"
+        );
+    }
+}
+
+/// Prints the PTX of the kernels named in `SMELT_PTX_SHOW` (substring of
+/// the entry) and ptxas's resource report for the softmax and layer norm
+/// kernels (`cargo test --test ptx -- --nocapture`).
+#[test]
+fn resource_report() {
+    let show = std::env::var("SMELT_PTX_SHOW").ok();
+    for k in ptx_cases::all() {
+        let p = emit(&k, &H100).unwrap();
+        if show.as_deref().is_some_and(|s| p.entry.contains(s)) {
+            println!("{}", p.ptx);
+        }
+        if !k.name.starts_with("multireduce") {
+            continue;
+        }
+        if let Ok(Some(info)) = ptxas::assemble(&p.ptx, 90) {
+            let regs: Vec<&str> = info
+                .lines()
+                .filter(|l| l.contains("registers") || l.contains("spill"))
+                .collect();
+            println!(
+                "{} {:?} grid {:?} block {:?}: {}",
+                k.name,
+                k.ranges,
+                p.grid,
+                p.block,
+                regs.join(" | ")
+            );
+        }
+    }
+}
