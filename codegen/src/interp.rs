@@ -134,6 +134,12 @@ struct State {
     elem_vars: Vec<Vec<i64>>,
     idx: Vec<i64>,
     tmp: Vec<i64>,
+    /// First row of the current tile.
+    tile: usize,
+    /// Per instruction, the (tile, chunk start, chunk length) its element
+    /// values were computed for: a later pass over the same chunk (every
+    /// pass, when a row fits one chunk) reuses them instead of recomputing.
+    elem_at: Vec<Option<(usize, usize, usize)>>,
 }
 
 impl State {
@@ -145,6 +151,8 @@ impl State {
             elem_vars: Vec::new(),
             idx: Vec::new(),
             tmp: Vec::new(),
+            tile: 0,
+            elem_at: vec![None; n],
         }
     }
 
@@ -160,6 +168,7 @@ impl State {
         row_len: usize,
         chunk: usize,
     ) -> Result<(), InterpError> {
+        self.tile = r0;
         // Kept variables for the rows of this tile; reduced ones are 0 here.
         unravel(&k.ranges[..k.n_kept], r0, nr, &mut self.row_vars);
         self.row_vars.resize(k.ranges.len(), Vec::new());
@@ -301,7 +310,12 @@ impl State {
             }
         }
         let vars: Vec<&[i64]> = self.elem_vars.iter().map(|v| v.as_slice()).collect();
+        let at = Some((self.tile, c0, nc));
         for &i in needs {
+            if self.elem_at[i] == at {
+                continue;
+            }
+            self.elem_at[i] = at;
             let out = compute(
                 k,
                 i,
