@@ -38,7 +38,14 @@ fn main() {
     let mut plan = Vec::new();
     for _ in 0..20 {
         let t0 = Instant::now();
-        let s = Schedule::plan(std::slice::from_ref(y.node()), if std::env::var("OFF").is_ok() { Fusion::Off } else { Fusion::On });
+        let s = Schedule::plan(
+            std::slice::from_ref(y.node()),
+            if std::env::var("OFF").is_ok() {
+                Fusion::Off
+            } else {
+                Fusion::On
+            },
+        );
         plan.push(t0.elapsed().as_secs_f64());
         std::hint::black_box(s);
     }
@@ -52,8 +59,14 @@ fn main() {
     }
     let kernels = y.schedule(Fusion::On).items.len();
     println!("graph: {ops} compute ops, {kernels} fused kernels");
-    println!("plan from scratch : {:8.3} ms (median of 20)", median(plan) * 1e3);
-    println!("cached (new data) : {:8.3} ms (median of 20)", median(cached) * 1e3);
+    println!(
+        "plan from scratch : {:8.3} ms (median of 20)",
+        median(plan) * 1e3
+    );
+    println!(
+        "cached (new data) : {:8.3} ms (median of 20)",
+        median(cached) * 1e3
+    );
 }
 
 fn count_compute_ops(t: &Tensor) -> usize {

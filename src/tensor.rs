@@ -148,7 +148,7 @@ impl Tensor {
         t.realize()?;
         let base = smelt_fusion::schedule::base(&t.node);
         let buf = base.realized().expect("realized above");
-        runtime::download(&buf, self.device)
+        runtime::download(&buf, self.numel() * self.dtype().size(), self.device)
     }
 
     /// Moves the tensor to `device` (realizing it first).

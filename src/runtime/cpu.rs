@@ -67,6 +67,7 @@ pub fn execute(schedule: &Schedule) -> Result<Vec<BufferHandle>> {
             .collect();
         let ins: Vec<&[u8]> = it.inputs.iter().map(|b| slots[*b].bytes()).collect();
         let mut out_refs: Vec<&mut [u8]> = outs.iter_mut().map(|o| o.as_mut_slice()).collect();
+        super::ptx_check::check(&it.kernel)?;
         let t0 = Instant::now();
         smelt_codegen::interp::run(&it.kernel, &ins, &mut out_refs)?;
         super::count_kernel();

@@ -1,15 +1,18 @@
 //! Runtimes: where schedules run and buffers live.
 
 pub mod cpu;
+pub mod cuda;
+mod ptx_check;
 
 use crate::{Device, Result};
 use smelt_fusion::{BufferHandle, Schedule};
 use std::cell::Cell;
 use std::time::Duration;
 
-/// True when a CUDA driver and at least one GPU are present.
+/// True when a CUDA driver and at least one GPU are present (never
+/// panics, also without a driver).
 pub fn cuda_available() -> bool {
-    false
+    cuda::available()
 }
 
 thread_local! {
@@ -60,7 +63,7 @@ pub(crate) fn report_kernel(k: &smelt_codegen::Kernel, time: Duration) {
 pub(crate) fn execute(schedule: &Schedule, device: Device) -> Result<Vec<BufferHandle>> {
     match device {
         Device::Cpu => cpu::execute(schedule),
-        Device::Cuda(_) => Err(crate::Error::NoDevice(format!("{device} is not available"))),
+        Device::Cuda(n) => cuda::execute(n, schedule),
     }
 }
 
@@ -68,14 +71,14 @@ pub(crate) fn execute(schedule: &Schedule, device: Device) -> Result<Vec<BufferH
 pub(crate) fn upload(bytes: Vec<u8>, device: Device) -> Result<BufferHandle> {
     match device {
         Device::Cpu => Ok(cpu::wrap(bytes)),
-        Device::Cuda(_) => Err(crate::Error::NoDevice(format!("{device} is not available"))),
+        Device::Cuda(n) => Ok(std::sync::Arc::new(cuda::device(n)?.upload(&bytes)?)),
     }
 }
 
-/// Copies a buffer's bytes to the host.
-pub(crate) fn download(buf: &BufferHandle, device: Device) -> Result<Vec<u8>> {
+/// Copies the first `len` bytes of a buffer to the host.
+pub(crate) fn download(buf: &BufferHandle, len: usize, device: Device) -> Result<Vec<u8>> {
     match device {
-        Device::Cpu => Ok(cpu::bytes(buf).to_vec()),
-        Device::Cuda(_) => Err(crate::Error::NoDevice(format!("{device} is not available"))),
+        Device::Cpu => Ok(cpu::bytes(buf)[..len].to_vec()),
+        Device::Cuda(n) => cuda::device(n)?.download(cuda::buffer(buf)?, len),
     }
 }

@@ -1,0 +1,206 @@
+//! The GPU benchmark of issue 4, all in one run: the device's copy ceiling,
+//! vector add from 2^12 to 2^28 elements, softmax and layer norm over
+//! M = 4096 rows for N from 256 to 131072 in f32 and bf16, each naive
+//! (`Fusion::Off`) and fused, and the host overhead of a cached realize.
+//! GPU time by CUDA events, median of 50 runs after 10 warm-up runs;
+//! inputs rotate when they would fit in L2.
+//!
+//! `cargo bench --bench softmax` (prints `skipped` without a GPU). Writes
+//! a table to stdout and `softmax.json` plus SVG plots to
+//! `$SMELT_BENCH_OUT` (default `target/bench`).
+
+mod common;
+
+use common::{copy_gbps, gpu, gpu_ms, json, out_dir, rotation, svg, today, Point};
+use smelt::{DType, Device, Fusion, Result, Tensor};
+use std::time::Instant;
+
+const M: usize = 4096;
+const NS: [usize; 10] = [
+    256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072,
+];
+
+fn main() -> Result<()> {
+    let Some(dev) = gpu() else { return Ok(()) };
+    let cuda = Device::Cuda(0);
+    let mut points = Vec::new();
+
+    let ceiling = copy_gbps(&dev, 1 << 30)?;
+    println!("device-to-device copy of 1 GiB: {ceiling:.0} GB/s (the ceiling)");
+
+    println!(
+        "\nvector add (f32)\n{:>12} {:>10} {:>10} {:>8}",
+        "n", "ms", "GB/s", "% copy"
+    );
+    for log in (12..=28).step_by(2) {
+        let n = 1usize << log;
+        let rot = rotation(3 * 4 * n);
+        let xs: Vec<(Tensor, Tensor)> = (0..rot)
+            .map(|i| {
+                let a = Tensor::randn([n], DType::F32, 2 * i as u64, &cuda);
+                let b = Tensor::randn([n], DType::F32, 2 * i as u64 + 1, &cuda);
+                (a, b)
+            })
+            .collect();
+        let ms = gpu_ms(&dev, |i| {
+            let (a, b) = &xs[i % rot];
+            (a + b).realize().map(|_| ())
+        })?;
+        let gbps = 12.0 * n as f64 / (ms * 1e-3) / 1e9;
+        println!(
+            "{n:>12} {ms:>10.4} {gbps:>10.0} {:>7.1}%",
+            100.0 * gbps / ceiling
+        );
+        points.push(Point {
+            series: "vector add".into(),
+            x: n as f64,
+            gbps,
+            ms,
+        });
+        points.push(Point {
+            series: "copy ceiling".into(),
+            x: n as f64,
+            gbps: ceiling,
+            ms: 0.0,
+        });
+    }
+
+    for (name, op) in [("softmax", 0), ("layer_norm", 1)] {
+        for dt in [DType::F32, DType::BF16] {
+            println!(
+                "\n{name} {dt}, M = {M}\n{:>8} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}",
+                "N", "naive ms", "fused ms", "naive GB/s", "fused GB/s", "% copy", "speedup"
+            );
+            for n in NS {
+                let bytes = 2 * M * n * dt.size();
+                let rot = rotation(bytes / 2);
+                let xs: Vec<Tensor> = (0..rot)
+                    .map(|i| Tensor::randn([M, n], dt, 100 + i as u64, &cuda))
+                    .collect();
+                let run = |mode: Fusion| {
+                    gpu_ms(&dev, |i| {
+                        let x = &xs[i % rot];
+                        let y = if op == 0 {
+                            x.softmax(-1)
+                        } else {
+                            x.layer_norm(-1, None, None, 1e-5)
+                        };
+                        y.cast(dt).realize_with(mode).map(|_| ())
+                    })
+                };
+                let (naive, fused) = (run(Fusion::Off)?, run(Fusion::On)?);
+                let gb = |ms: f64| bytes as f64 / (ms * 1e-3) / 1e9;
+                println!(
+                    "{n:>8} {naive:>10.4} {fused:>10.4} {:>10.0} {:>10.0} {:>7.1}% {:>7.2}x",
+                    gb(naive),
+                    gb(fused),
+                    100.0 * gb(fused) / ceiling,
+                    naive / fused
+                );
+                let series = |s: &str| format!("{name} {dt} {s}");
+                points.push(Point {
+                    series: series("naive"),
+                    x: n as f64,
+                    gbps: gb(naive),
+                    ms: naive,
+                });
+                points.push(Point {
+                    series: series("fused"),
+                    x: n as f64,
+                    gbps: gb(fused),
+                    ms: fused,
+                });
+                points.push(Point {
+                    series: series("copy ceiling"),
+                    x: n as f64,
+                    gbps: ceiling,
+                    ms: 0.0,
+                });
+            }
+        }
+    }
+
+    // Host overhead: a cached realize of the 5-op softmax graph (small, so
+    // the GPU never holds the host back), host time only.
+    let x = Tensor::randn([64, 256], DType::F32, 7, &cuda);
+    let mut host = Vec::new();
+    for i in 0..2000 {
+        let e = (&x - x.max_keepdim(1)).exp();
+        let y = &e / e.sum_keepdim(1);
+        let t0 = Instant::now();
+        y.realize()?;
+        let dt = t0.elapsed().as_secs_f64() * 1e6;
+        if i >= 100 {
+            host.push(dt);
+        }
+        if i % 100 == 0 {
+            dev.sync()?;
+        }
+    }
+    println!(
+        "\nhost time of a cached softmax realize: {:.1} us (median of {})",
+        common::median(&mut host),
+        host.len()
+    );
+
+    let dir = out_dir();
+    let date = today();
+    let device = format!(
+        "{} (sm_{}, {} SMs)",
+        "cuda:0",
+        dev.target().sm,
+        dev.target().num_sms
+    );
+    std::fs::write(dir.join("softmax.json"), json(&points, &device, &date))
+        .map_err(|e| smelt::Error::Runtime(e.to_string()))?;
+    for (file, prefix, title, xl) in [
+        (
+            "vector_add.svg",
+            "vector add",
+            "vector add f32: GB/s vs elements",
+            "elements",
+        ),
+        (
+            "softmax_f32.svg",
+            "softmax float32",
+            "softmax f32, M = 4096: GB/s vs N",
+            "N",
+        ),
+        (
+            "softmax_bf16.svg",
+            "softmax bfloat16",
+            "softmax bf16, M = 4096: GB/s vs N",
+            "N",
+        ),
+        (
+            "layer_norm_f32.svg",
+            "layer_norm float32",
+            "layer_norm f32, M = 4096: GB/s vs N",
+            "N",
+        ),
+        (
+            "layer_norm_bf16.svg",
+            "layer_norm bfloat16",
+            "layer_norm bf16, M = 4096: GB/s vs N",
+            "N",
+        ),
+    ] {
+        let sel: Vec<Point> = points
+            .iter()
+            .filter(|p| {
+                p.series.starts_with(prefix)
+                    || (prefix == "vector add" && p.series == "copy ceiling")
+            })
+            .map(|p| Point {
+                series: p.series.clone(),
+                x: p.x,
+                gbps: p.gbps,
+                ms: p.ms,
+            })
+            .collect();
+        std::fs::write(dir.join(file), svg(&sel, &format!("{title} ({date})"), xl))
+            .map_err(|e| smelt::Error::Runtime(e.to_string()))?;
+    }
+    println!("reports in {}", dir.display());
+    Ok(())
+}

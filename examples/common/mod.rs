@@ -1,0 +1,49 @@
+//! Shared by the examples: run a graph on the best device, time it, and
+//! compare with the CPU backend.
+
+use smelt::{Device, Fusion, Result, Tensor};
+use std::time::Instant;
+
+/// Builds the graph with `build` on `device` (inputs made by `inputs`),
+/// realizes it, and prints kernel count, time, GB/s (for `bytes` moved) and
+/// the largest difference from the same graph on the CPU.
+pub fn run(
+    name: &str,
+    bytes: usize,
+    inputs: impl Fn(&Device) -> Vec<Tensor>,
+    build: impl Fn(&[Tensor]) -> Tensor,
+) -> Result<f64> {
+    let dev = Device::default_device();
+    let fusion = Fusion::from_env();
+    let xs = inputs(&dev);
+    for x in &xs {
+        x.realize()?;
+    }
+    let kernels = build(&xs).schedule(fusion).items.len();
+    // Warm-up (kernel compilation, allocation), then a timed run.
+    build(&xs).realize_with(fusion)?;
+    let y = build(&xs);
+    let t0 = Instant::now();
+    y.realize_with(fusion)?;
+    let out = y.to_vec::<f32>()?; // waits for the device
+    let secs = t0.elapsed().as_secs_f64();
+    let mut err = 0.0f64;
+    if dev != Device::Cpu {
+        let cpu_in: Vec<Tensor> = xs
+            .iter()
+            .map(|x| x.to_device(&Device::Cpu))
+            .collect::<Result<_>>()?;
+        let reference = build(&cpu_in).to_vec::<f32>()?;
+        err = out
+            .iter()
+            .zip(&reference)
+            .map(|(a, b)| (*a as f64 - *b as f64).abs())
+            .fold(0.0, f64::max);
+    }
+    println!(
+        "{name} on {dev}: {kernels} kernel(s) ({fusion:?}), {:.3} ms, {:.1} GB/s, max |{dev} - cpu| = {err:.2e}",
+        secs * 1e3,
+        bytes as f64 / secs / 1e9
+    );
+    Ok(err)
+}

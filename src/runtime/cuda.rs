@@ -1,0 +1,456 @@
+//! The CUDA runtime: device buffers with a caching allocator, a module
+//! cache keyed by kernel hash and target, launches on one stream, and event
+//! timing. Every driver failure becomes a [`crate::Error`]; nothing here
+//! panics when no driver is installed (the library is probed first).
+
+use crate::{Error, Result};
+use cudarc::driver::result as cu;
+use cudarc::driver::safe::{CudaContext, CudaEvent, CudaStream};
+use cudarc::driver::sys;
+use smelt_codegen::ptx::{self, PtxKernel, Target};
+use smelt_codegen::Kernel;
+use smelt_fusion::{BufferHandle, BufferSpec, Schedule};
+use std::collections::HashMap;
+use std::ffi::{c_void, CString};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// True when the CUDA driver library loads and reports at least one GPU.
+pub fn available() -> bool {
+    device_count() > 0
+}
+
+/// Number of CUDA GPUs (0 without a driver).
+pub fn device_count() -> usize {
+    static COUNT: OnceLock<usize> = OnceLock::new();
+    *COUNT.get_or_init(|| {
+        // SAFETY: only probes whether the shared library can be loaded.
+        if !unsafe { sys::is_culib_present() } {
+            return 0;
+        }
+        if cu::init().is_err() {
+            return 0;
+        }
+        cu::device::get_count()
+            .map(|n| n.max(0) as usize)
+            .unwrap_or(0)
+    })
+}
+
+fn driver_err(what: &str, e: cu::DriverError) -> Error {
+    let name = e
+        .error_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let msg = format!("{what}: {name} ({:?})", e.0);
+    match e.0 {
+        sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => Error::OutOfMemory(msg),
+        sys::CUresult::CUDA_ERROR_INVALID_PTX
+        | sys::CUresult::CUDA_ERROR_INVALID_IMAGE
+        | sys::CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU
+        | sys::CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+        | sys::CUresult::CUDA_ERROR_JIT_COMPILER_NOT_FOUND => Error::Compile(msg),
+        sys::CUresult::CUDA_ERROR_NO_DEVICE | sys::CUresult::CUDA_ERROR_INVALID_DEVICE => {
+            Error::NoDevice(msg)
+        }
+        _ => Error::Launch(msg),
+    }
+}
+
+/// A loaded kernel. Driver handles are plain pointers owned by the
+/// context, valid for the process's life.
+struct Loaded {
+    func: sys::CUfunction,
+    launch: PtxKernel,
+}
+
+// SAFETY: CUfunction handles may be used from any thread once loaded, and
+// `Loaded` is never mutated after creation.
+unsafe impl Send for Loaded {}
+unsafe impl Sync for Loaded {}
+
+/// One GPU: its context, stream, loaded kernels and free memory blocks.
+pub struct CudaDevice {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    target: Target,
+    modules: Mutex<HashMap<u64, Arc<Loaded>>>,
+    pool: Mutex<HashMap<usize, Vec<sys::CUdeviceptr>>>,
+}
+
+/// Memory on a GPU; returns to its device's pool when dropped.
+pub struct CudaBuffer {
+    ptr: sys::CUdeviceptr,
+    bytes: usize,
+    dev: Arc<CudaDevice>,
+}
+
+impl Drop for CudaBuffer {
+    fn drop(&mut self) {
+        // Later work on the same stream is ordered after every kernel that
+        // used this block, so it can be reused at once.
+        if let Ok(mut p) = self.dev.pool.lock() {
+            p.entry(self.bytes).or_default().push(self.ptr);
+        }
+    }
+}
+
+impl CudaBuffer {
+    /// The device address.
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+}
+
+/// Rounds a request up to its pool size class (256 B granules below 1 MiB,
+/// 1/8 steps of the power of two above), so freed blocks are reused.
+fn size_class(bytes: usize) -> usize {
+    let b = bytes.max(256);
+    if b <= 1 << 20 {
+        b.div_ceil(256) * 256
+    } else {
+        let step = (b.next_power_of_two() / 8).max(1);
+        b.div_ceil(step) * step
+    }
+}
+
+/// The device with ordinal `n`, created on first use.
+pub fn device(n: usize) -> Result<Arc<CudaDevice>> {
+    static DEVICES: OnceLock<Mutex<HashMap<usize, Arc<CudaDevice>>>> = OnceLock::new();
+    if n >= device_count() {
+        return Err(Error::NoDevice(format!(
+            "cuda:{n} (found {} CUDA device(s))",
+            device_count()
+        )));
+    }
+    let mut devs = DEVICES
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(d) = devs.get(&n) {
+        return Ok(d.clone());
+    }
+    let ctx = CudaContext::new(n).map_err(|e| driver_err("creating the context", e))?;
+    let stream = ctx
+        .new_stream()
+        .map_err(|e| driver_err("creating a stream", e))?;
+    let attr = |a| {
+        ctx.attribute(a)
+            .map_err(|e| driver_err("reading device attributes", e))
+    };
+    let major = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+    let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+    let sms = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+    // PTX for sm_90 runs on sm_90 and newer; older parts get sm_80 code.
+    let sm = if major * 10 + minor >= 90 { 90 } else { 80 };
+    let d = Arc::new(CudaDevice {
+        ctx,
+        stream,
+        target: Target {
+            sm,
+            num_sms: sms.max(1) as u32,
+        },
+        modules: Mutex::new(HashMap::new()),
+        pool: Mutex::new(HashMap::new()),
+    });
+    devs.insert(n, d.clone());
+    Ok(d)
+}
+
+impl CudaDevice {
+    fn bind(&self) -> Result<()> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| driver_err("binding the context", e))
+    }
+
+    /// The code target kernels are emitted for.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// A block of at least `bytes`, from the pool or newly allocated (the
+    /// pool is emptied and the allocation retried once when memory runs
+    /// out).
+    pub fn alloc(self: &Arc<Self>, bytes: usize) -> Result<CudaBuffer> {
+        let class = size_class(bytes);
+        let reused = self
+            .pool
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(&class)
+            .and_then(|v| v.pop());
+        let ptr = match reused {
+            Some(p) => p,
+            None => {
+                self.bind()?;
+                // SAFETY: a plain allocation in the bound context.
+                match unsafe { cu::malloc_sync(class) } {
+                    Ok(p) => p,
+                    Err(_) => {
+                        self.release_pool()?;
+                        unsafe { cu::malloc_sync(class) }
+                            .map_err(|e| driver_err(&format!("allocating {bytes} bytes"), e))?
+                    }
+                }
+            }
+        };
+        Ok(CudaBuffer {
+            ptr,
+            bytes: class,
+            dev: self.clone(),
+        })
+    }
+
+    /// Frees every pooled block.
+    fn release_pool(&self) -> Result<()> {
+        self.sync()?;
+        let blocks: Vec<sys::CUdeviceptr> = self
+            .pool
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .flat_map(|(_, v)| v)
+            .collect();
+        for p in blocks {
+            // SAFETY: pooled blocks are unused (the stream was synchronised).
+            unsafe { cu::free_sync(p) }.map_err(|e| driver_err("freeing memory", e))?;
+        }
+        Ok(())
+    }
+
+    /// Waits for all queued work.
+    pub fn sync(&self) -> Result<()> {
+        self.bind()?;
+        self.stream
+            .synchronize()
+            .map_err(|e| driver_err("synchronising", e))
+    }
+
+    /// Copies host bytes into a new buffer.
+    pub fn upload(self: &Arc<Self>, bytes: &[u8]) -> Result<CudaBuffer> {
+        let b = self.alloc(bytes.len())?;
+        if !bytes.is_empty() {
+            self.bind()?;
+            self.sync()?;
+            // SAFETY: the block holds at least `bytes.len()` bytes.
+            unsafe { cu::memcpy_htod_sync(b.ptr, bytes) }
+                .map_err(|e| driver_err("copying to the device", e))?;
+        }
+        Ok(b)
+    }
+
+    /// Copies the first `len` bytes of a buffer to the host.
+    pub fn download(&self, b: &CudaBuffer, len: usize) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; len];
+        if len > 0 {
+            self.sync()?;
+            // SAFETY: the block holds at least `len` bytes (callers pass the
+            // tensor's size, which the block was allocated for).
+            unsafe { cu::memcpy_dtoh_sync(&mut out, b.ptr) }
+                .map_err(|e| driver_err("copying to the host", e))?;
+        }
+        Ok(out)
+    }
+
+    /// The loaded kernel for `k`, emitting and loading it on first use.
+    fn kernel(&self, k: &Kernel) -> Result<Arc<Loaded>> {
+        let key = k.code_hash()
+            ^ (self.target.sm as u64).rotate_left(48)
+            ^ (self.target.num_sms as u64).rotate_left(32);
+        if let Some(l) = self
+            .modules
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
+            return Ok(l.clone());
+        }
+        let launch = ptx::emit(k, &self.target)
+            .map_err(|e| Error::Compile(format!("kernel {}: {e}", k.name)))?;
+        if super::debug_level() >= 4 {
+            eprintln!("{}", launch.ptx);
+        }
+        let src = CString::new(launch.ptx.clone())
+            .map_err(|_| Error::Compile(format!("kernel {}: PTX holds a NUL byte", k.name)))?;
+        let entry = CString::new(launch.entry.clone())
+            .map_err(|_| Error::Compile(format!("kernel {}: bad entry name", k.name)))?;
+        self.bind()?;
+        // SAFETY: `src` is NUL-terminated PTX text; the module lives for the
+        // process (never unloaded), so the function handle stays valid.
+        let func = unsafe {
+            let module = cu::module::load_data(src.as_ptr() as *const c_void)
+                .map_err(|e| driver_err(&format!("loading kernel {}", k.name), e))?;
+            cu::module::get_function(module, entry)
+                .map_err(|e| driver_err(&format!("finding kernel {}", k.name), e))?
+        };
+        if launch.shared_bytes > 48 * 1024 {
+            // SAFETY: raises the dynamic shared-memory limit of a valid function.
+            unsafe {
+                cu::function::set_function_attribute(
+                    func,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    launch.shared_bytes as i32,
+                )
+            }
+            .map_err(|e| driver_err(&format!("raising shared memory of {}", k.name), e))?;
+        }
+        let l = Arc::new(Loaded { func, launch });
+        self.modules
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, l.clone());
+        Ok(l)
+    }
+
+    /// Queues kernel `k` over `args` (inputs then outputs).
+    fn launch(&self, k: &Kernel, args: &[u64]) -> Result<()> {
+        if k.rows() == 0 {
+            return Ok(()); // nothing to write
+        }
+        let l = self.kernel(k)?;
+        let mut ptrs: Vec<u64> = args.to_vec();
+        let mut params: Vec<*mut c_void> = ptrs
+            .iter_mut()
+            .map(|p| p as *mut u64 as *mut c_void)
+            .collect();
+        let g = l.launch.grid;
+        let b = l.launch.block;
+        self.bind()?;
+        // SAFETY: the parameters are the device pointers the kernel was
+        // emitted for, in order, each backing the lengths in its IR.
+        unsafe {
+            cu::launch_kernel(
+                l.func,
+                (g.0.max(1), g.1.max(1), g.2.max(1)),
+                b,
+                l.launch.shared_bytes,
+                self.stream.cu_stream(),
+                &mut params,
+            )
+        }
+        .map_err(|e| driver_err(&format!("launching {}", k.name), e))
+    }
+
+    /// Queues a device-to-device copy of `bytes` bytes (the bandwidth
+    /// ceiling benchmarks compare against).
+    pub fn copy(&self, dst: &CudaBuffer, src: &CudaBuffer, bytes: usize) -> Result<()> {
+        if bytes > dst.bytes.min(src.bytes) {
+            return Err(Error::Runtime(format!(
+                "copy of {bytes} bytes exceeds a {}-byte buffer",
+                dst.bytes.min(src.bytes)
+            )));
+        }
+        self.bind()?;
+        // SAFETY: both blocks hold at least `bytes` bytes (checked above).
+        unsafe { cu::memcpy_dtod_async(dst.ptr, src.ptr, bytes, self.stream.cu_stream()) }
+            .map_err(|e| driver_err("copying on the device", e))
+    }
+
+    /// A timing event (created with timing enabled).
+    pub fn event(&self) -> Result<CudaEvent> {
+        self.ctx
+            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(|e| driver_err("creating an event", e))
+    }
+
+    /// Records `e` on the device's stream.
+    pub fn record(&self, e: &CudaEvent) -> Result<()> {
+        e.record(&self.stream)
+            .map_err(|e| driver_err("recording an event", e))
+    }
+}
+
+/// Milliseconds between two recorded events.
+pub fn elapsed_ms(start: &CudaEvent, end: &CudaEvent) -> Result<f64> {
+    start
+        .elapsed_ms(end)
+        .map(|t| t as f64)
+        .map_err(|e| driver_err("reading an event", e))
+}
+
+/// The CUDA buffer behind a handle.
+pub fn buffer(h: &BufferHandle) -> Result<&CudaBuffer> {
+    h.downcast_ref::<CudaBuffer>()
+        .ok_or_else(|| Error::Runtime("a CUDA tensor holds a buffer of another device".into()))
+}
+
+/// Runs a schedule on GPU `n`.
+pub fn execute(n: usize, schedule: &Schedule) -> Result<Vec<BufferHandle>> {
+    let dev = device(n)?;
+    let count = schedule.buffers.len();
+    let mut last_use = vec![usize::MAX; count];
+    for (i, it) in schedule.items.iter().enumerate() {
+        for b in it.inputs.iter().chain(&it.outputs) {
+            last_use[*b] = i;
+        }
+    }
+    for (_, b) in &schedule.results {
+        last_use[*b] = usize::MAX;
+    }
+    let mut slots: Vec<Option<BufferHandle>> = schedule
+        .buffers
+        .iter()
+        .map(|b| match b {
+            BufferSpec::Realized { data, .. } => Some(data.clone()),
+            BufferSpec::New { .. } => None,
+        })
+        .collect();
+    let timing = super::debug_level() >= 2;
+    for (i, it) in schedule.items.iter().enumerate() {
+        for &b in &it.outputs {
+            if let BufferSpec::New { dtype, len } = schedule.buffers[b] {
+                slots[b] = Some(Arc::new(dev.alloc(dtype.size() * len)?));
+            }
+        }
+        let mut args = Vec::with_capacity(it.inputs.len() + it.outputs.len());
+        for &b in it.inputs.iter().chain(&it.outputs) {
+            let h = slots[b]
+                .as_ref()
+                .ok_or_else(|| Error::Runtime("buffer used before it was written".into()))?;
+            args.push(buffer(h)?.ptr);
+        }
+        let events = if timing {
+            Some((dev.event()?, dev.event()?))
+        } else {
+            None
+        };
+        if let Some((s, _)) = &events {
+            dev.record(s)?;
+        }
+        dev.launch(&it.kernel, &args)?;
+        super::count_kernel();
+        if let Some((s, e)) = &events {
+            dev.record(e)?;
+            let ms = elapsed_ms(s, e)?;
+            super::report_kernel(&it.kernel, std::time::Duration::from_secs_f64(ms / 1e3));
+        }
+        for &b in it.inputs.iter().chain(&it.outputs) {
+            if last_use[b] == i {
+                slots[b] = None;
+            }
+        }
+    }
+    schedule
+        .results
+        .iter()
+        .map(|(_, b)| {
+            slots[*b]
+                .clone()
+                .ok_or_else(|| Error::Runtime("result was not written".into()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn size_classes_cover_the_request() {
+        for b in [0, 1, 255, 257, 1 << 20, (1 << 20) + 1, 3 << 28] {
+            let c = super::size_class(b);
+            assert!(
+                c >= b && c >= 256 && c <= b.max(256) * 9 / 8 + 256,
+                "{b} -> {c}"
+            );
+        }
+    }
+}
