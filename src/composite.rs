@@ -15,6 +15,8 @@ impl Tensor {
     /// assert!((s - 1.0).abs() < 1e-6);
     /// ```
     pub fn softmax(&self, ax: isize) -> Tensor {
+        // Checked here so an error names softmax, not the max inside it.
+        crate::shape::axis("softmax", ax, self.shape());
         let x = self.cast(self.dtype().to_float());
         let e = (&x - x.max_keepdim(ax)).exp();
         &e / e.sum_keepdim(ax)
@@ -22,6 +24,7 @@ impl Tensor {
 
     /// `log(softmax(x))` along `axis`, computed stably.
     pub fn log_softmax(&self, ax: isize) -> Tensor {
+        crate::shape::axis("log_softmax", ax, self.shape());
         let x = self.cast(self.dtype().to_float());
         let s = &x - x.max_keepdim(ax);
         &s - s.exp().sum_keepdim(ax).log()
@@ -30,15 +33,15 @@ impl Tensor {
     /// `log(sum(exp(x)))` over `axes`, computed stably (an infinite maximum
     /// is not subtracted, so all `-inf` gives `-inf`).
     pub fn logsumexp(&self, ax: impl IntoAxes + Clone, keepdim: bool) -> Tensor {
+        let a = crate::shape::axes("logsumexp", ax, self.shape());
         let x = self.cast(self.dtype().to_float());
-        let m = x.max_keepdim(ax.clone());
+        let m = x.max_keepdim(a.clone());
         let finite = m.abs().lt(f64::INFINITY);
         let m = finite.where_(&m, 0.0);
-        let s = (&x - &m).exp().sum_keepdim(ax.clone()).log() + &m;
+        let s = (&x - &m).exp().sum_keepdim(a.clone()).log() + &m;
         if keepdim {
             s
         } else {
-            let a = crate::shape::axes("logsumexp", ax, self.shape());
             s.squeeze(a)
         }
     }
@@ -69,17 +72,19 @@ impl Tensor {
         bias: Option<&Tensor>,
         eps: f64,
     ) -> Tensor {
+        let a = crate::shape::axes("layer_norm", ax, self.shape());
         let x = self.cast(self.dtype().to_float());
-        let xc = &x - x.mean_keepdim(ax.clone());
-        let y = &xc * (xc.square().mean_keepdim(ax) + eps).rsqrt();
+        let xc = &x - x.mean_keepdim(a.clone());
+        let y = &xc * (xc.square().mean_keepdim(a) + eps).rsqrt();
         affine(y, weight, bias)
     }
 
     /// RMS normalisation over `axes`: `x / sqrt(mean(x^2) + eps)`, then
     /// `* weight` when given.
     pub fn rms_norm(&self, ax: impl IntoAxes + Clone, weight: Option<&Tensor>, eps: f64) -> Tensor {
+        let a = crate::shape::axes("rms_norm", ax, self.shape());
         let x = self.cast(self.dtype().to_float());
-        let y = &x * (x.square().mean_keepdim(ax) + eps).rsqrt();
+        let y = &x * (x.square().mean_keepdim(a) + eps).rsqrt();
         affine(y, weight, None)
     }
 

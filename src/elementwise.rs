@@ -14,17 +14,30 @@ use smelt_fusion::Op;
 pub trait Operand {
     /// The operand as a tensor on `like`'s device.
     fn into_operand(self, like: &Tensor) -> Tensor;
+
+    /// True for Rust scalars, whose dtype follows the tensor they meet.
+    fn is_scalar(&self) -> bool {
+        true
+    }
 }
 
 impl Operand for &Tensor {
     fn into_operand(self, _: &Tensor) -> Tensor {
         self.clone()
     }
+
+    fn is_scalar(&self) -> bool {
+        false
+    }
 }
 
 impl Operand for Tensor {
     fn into_operand(self, _: &Tensor) -> Tensor {
         self
+    }
+
+    fn is_scalar(&self) -> bool {
+        false
     }
 }
 
@@ -197,9 +210,22 @@ impl Tensor {
     }
 
     /// `self ? a : b` elementwise, broadcasting all three; the result has
-    /// the promoted dtype of `a` and `b`. Same as [`where_`].
+    /// the promoted dtype of `a` and `b` (a scalar branch follows the other
+    /// branch's dtype, as in PyTorch). Same as [`where_`].
     pub fn where_(&self, a: impl Operand, b: impl Operand) -> Tensor {
-        let (a, b) = (a.into_operand(self), b.into_operand(self));
+        // A scalar takes its dtype from the other branch, not the condition.
+        let (a, b) = match (a.is_scalar(), b.is_scalar()) {
+            (true, false) => {
+                let b = b.into_operand(self);
+                (a.into_operand(&b), b)
+            }
+            (false, true) => {
+                let a = a.into_operand(self);
+                let b = b.into_operand(&a);
+                (a, b)
+            }
+            _ => (a.into_operand(self), b.into_operand(self)),
+        };
         let s1 = broadcast_shapes("where", self.shape(), a.shape());
         let shape = broadcast_shapes("where", &s1, b.shape());
         let dt = a.dtype().promote(b.dtype());

@@ -44,7 +44,18 @@ impl Tensor {
             self.shape(),
             other.shape()
         );
-        let batch = broadcast_shapes("matmul", &a.shape()[..ra - 2], &b.shape()[..rb - 2]);
+        let (ba, bb) = (&a.shape()[..ra - 2], &b.shape()[..rb - 2]);
+        // Checked here so the message shows the operands, not just the batch axes.
+        assert!(
+            ba.iter()
+                .rev()
+                .zip(bb.iter().rev())
+                .all(|(x, y)| x == y || *x == 1 || *y == 1),
+            "matmul: batch dimensions of shapes {:?} and {:?} do not broadcast",
+            self.shape(),
+            other.shape()
+        );
+        let batch = broadcast_shapes("matmul", ba, bb);
         let dt = match a.dtype().promote(b.dtype()) {
             DType::Bool => DType::I32,
             d => d,
@@ -55,11 +66,12 @@ impl Tensor {
         let b = b.cast(dt).broadcast_to(&shape_b);
         let out: Vec<usize> = batch.iter().copied().chain([m, n]).collect();
         let mut r = a.derive(Op::Matmul(a.node.clone(), b.node.clone()), out.clone(), dt);
-        if other.ndim() == 1 {
-            r = r.squeeze(-1);
-        }
+        // The row axis first: for vector @ vector it is still at -2.
         if self.ndim() == 1 {
             r = r.squeeze(-2);
+        }
+        if other.ndim() == 1 {
+            r = r.squeeze(-1);
         }
         r
     }

@@ -389,10 +389,20 @@ impl Tensor {
     }
 
     /// Inserts a size-1 axis at `axis` (which may be `ndim`, or negative).
+    ///
+    /// # Panics
+    /// If `axis` is outside `-(ndim + 1)..=ndim`.
     pub fn unsqueeze(&self, axis_: isize) -> Tensor {
         let mut s = self.shape().to_vec();
-        let a = axis("unsqueeze", axis_, &vec![0; s.len() + 1]);
-        s.insert(a, 1);
+        let r = s.len() as isize + 1;
+        let a = if axis_ < 0 { axis_ + r } else { axis_ };
+        assert!(
+            (0..r).contains(&a),
+            "unsqueeze: axis {axis_} is out of range for a tensor of shape {s:?} (valid: {}..={})",
+            -r,
+            r - 1
+        );
+        s.insert(a as usize, 1);
         self.reshape(s)
     }
 
@@ -437,7 +447,7 @@ impl Tensor {
         }
         let inside = Tensor::ones(self.shape(), crate::DType::Bool, &self.device())
             .view_with(|st| st.pad(pads));
-        inside.where_(&padded, &padded.full_like(value))
+        inside.where_(&padded, padded.full_like(value))
     }
 }
 
