@@ -27,7 +27,11 @@ pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
     // Outputs that may not join a kernel they read from (joining made that
     // kernel read one of its own outputs at the wrong row).
     let mut no_merge: FxSet<u64> = FxSet::default();
+    // Cleared if the rules above ever fail to converge (a safety net: a
+    // schedule with an unresolved failure would compute wrong values).
+    let mut merging = true;
     loop {
+        let before = (materialized.len(), no_merge.len());
         let nodes: Vec<&NodeRef> = order
             .iter()
             .filter(|n| materialized.contains(&n.id()))
@@ -36,10 +40,22 @@ pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
             nodes.iter().map(|n| plan_for(n, &materialized)).collect(),
             &materialized,
             &no_merge,
+            merging,
         );
         let mut grow = Vec::new();
         let mut inlined_by: FxMap<u64, usize> = FxMap::default();
         let (schedule, reports) = lower_plans(&plans, targets);
+        eprintln!(
+            "ITER: plans {:?} failed {:?}",
+            plans
+                .iter()
+                .map(|p| p.outputs.iter().map(|(n, _)| n.id()).collect::<Vec<_>>())
+                .collect::<Vec<_>>(),
+            reports
+                .iter()
+                .map(|r| r.failed.iter().map(|n| n.id()).collect::<Vec<_>>())
+                .collect::<Vec<_>>()
+        );
         for (p, low) in plans.iter().zip(&reports) {
             for f in &low.failed {
                 if materialized.contains(&f.id()) {
@@ -58,10 +74,19 @@ pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
                 .filter(|(_, c)| **c > 1)
                 .map(|(id, _)| *id),
         );
-        let before = (materialized.len(), no_merge.len());
         materialized.extend(grow);
-        if (materialized.len(), no_merge.len()) == before {
+        if (materialized.len(), no_merge.len()) != before {
+            continue;
+        }
+        if reports.iter().all(|r| r.failed.is_empty()) {
             return schedule;
+        }
+        if merging {
+            merging = false;
+        } else {
+            // Cannot happen with unmerged plans (a kernel then only fails on
+            // nodes it loads); kept so a bug costs speed, not correctness.
+            return lower_plans(&crate::schedule::plan_unfused(order), targets).0;
         }
     }
 }
@@ -131,12 +156,17 @@ fn row_candidates(t: &NodeRef, materialized: &FxSet<u64>) -> Vec<NodeRef> {
 }
 
 /// Merges plans over equal domains when neither reads what the other
-/// writes through a kernel in between (plans are in dependency order).
+/// writes through a kernel in between (plans are in dependency order);
+/// with `merging` off, returns them as they are.
 fn merge(
     plans: Vec<KernelPlan>,
     materialized: &FxSet<u64>,
     no_merge: &FxSet<u64>,
+    merging: bool,
 ) -> Vec<KernelPlan> {
+    if !merging {
+        return plans;
+    }
     let mut out: Vec<KernelPlan> = Vec::new();
     for p in plans {
         let deps = loads(&p, materialized);

@@ -189,6 +189,7 @@ impl View {
     /// Reshape by strides alone, if possible (no mask, groups of merged
     /// axes contiguous among themselves).
     fn reshape_strided(&self, shape: &[usize]) -> Option<View> {
+        debug_assert_eq!(self.numel(), shape.iter().product::<usize>());
         if self.numel() == 0 {
             return Some(View::contiguous(shape));
         }
@@ -351,7 +352,10 @@ impl ShapeTracker {
                 self.views.remove(k);
                 true
             } else {
-                let merged = if self.views[n - 1].is_plain() {
+                // A plain view of the same size is a reshape of the one below.
+                let merged = if self.views[n - 1].is_plain()
+                    && self.views[n - 1].numel() == self.views[n - 2].numel()
+                {
                     self.views[n - 2].reshape_strided(&self.views[n - 1].shape)
                 } else {
                     None

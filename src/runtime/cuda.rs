@@ -102,13 +102,13 @@ impl CudaBuffer {
 }
 
 /// Rounds a request up to its pool size class (256 B granules below 1 MiB,
-/// 1/8 steps of the power of two above), so freed blocks are reused.
+/// steps of at most 1/8 of the size above), so freed blocks are reused.
 fn size_class(bytes: usize) -> usize {
     let b = bytes.max(256);
     if b <= 1 << 20 {
         b.div_ceil(256) * 256
     } else {
-        let step = (b.next_power_of_two() / 8).max(1);
+        let step = (b.next_power_of_two() / 16).max(1);
         b.div_ceil(step) * step
     }
 }
@@ -357,6 +357,57 @@ impl CudaDevice {
     pub fn record(&self, e: &CudaEvent) -> Result<()> {
         e.record(&self.stream)
             .map_err(|e| driver_err("recording an event", e))
+    }
+}
+
+/// The on-disk PTX cache: `$SMELT_CACHE_DIR`, else `$XDG_CACHE_HOME/smelt`,
+/// else `~/.cache/smelt`, one file per kernel and target holding its launch
+/// line and PTX. Best effort: an unreadable or unwritable cache is skipped.
+mod disk {
+    use super::PtxKernel;
+    use std::path::PathBuf;
+
+    fn dir() -> Option<PathBuf> {
+        let base = std::env::var_os("SMELT_CACHE_DIR").map(PathBuf::from).or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME")
+                .map(|d| PathBuf::from(d).join("smelt"))
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/smelt")))
+        })?;
+        // The crate version keys the cache so an upgrade never reuses old code.
+        Some(base.join(concat!("ptx-", env!("CARGO_PKG_VERSION"))))
+    }
+
+    fn path(key: u64) -> Option<PathBuf> {
+        dir().map(|d| d.join(format!("{key:016x}.ptx")))
+    }
+
+    pub fn load(key: u64) -> Option<PtxKernel> {
+        let text = std::fs::read_to_string(path(key)?).ok()?;
+        let (head, ptx) = text.split_once('\n')?;
+        let f: Vec<&str> = head.split(' ').collect();
+        let n = |i: usize| f.get(i)?.parse::<u32>().ok();
+        Some(PtxKernel {
+            entry: f.first()?.to_string(),
+            grid: (n(1)?, n(2)?, n(3)?),
+            block: (n(4)?, n(5)?, n(6)?),
+            shared_bytes: n(7)?,
+            ptx: ptx.to_string(),
+        })
+    }
+
+    pub fn store(key: u64, k: &PtxKernel) {
+        let Some(p) = path(key) else { return };
+        let head = format!(
+            "{} {} {} {} {} {} {} {}",
+            k.entry, k.grid.0, k.grid.1, k.grid.2, k.block.0, k.block.1, k.block.2, k.shared_bytes
+        );
+        // Write then rename, so a concurrent reader never sees half a file.
+        let tmp = p.with_extension(format!("tmp{}", std::process::id()));
+        let ok = p.parent().is_some_and(|d| std::fs::create_dir_all(d).is_ok())
+            && std::fs::write(&tmp, format!("{head}\n{}", k.ptx)).is_ok();
+        if ok {
+            let _ = std::fs::rename(&tmp, &p);
+        }
     }
 }
 
