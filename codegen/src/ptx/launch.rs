@@ -179,3 +179,40 @@ pub fn choose(k: &Kernel, target: &Target) -> Plan {
         grid,
     })
 }
+
+/// Checks that `plan` fits `k`: the right kind of mapping, a vector width
+/// that divides the last range, power-of-two teams that tile the block.
+pub fn valid(k: &Kernel, plan: &Plan) -> Result<(), String> {
+    let has_reduce = k.insts.iter().any(|n| matches!(n.inst, Inst::Reduce(..)));
+    let last = k.ranges.last().copied().unwrap_or(1);
+    let (lanes, block) = match plan {
+        Plan::Elementwise(p) if !has_reduce => (p.lanes, p.block),
+        Plan::Rows(p) if has_reduce => {
+            let teams_ok = p.tpr.is_power_of_two() && p.tpr <= p.block && p.block % p.tpr == 0;
+            let fits = !p.cached || (p.slots * p.lanes) as u64 * p.tpr as u64 >= k.row_len() as u64;
+            if !teams_ok || !fits || (p.lanes > 1 && k.n_kept == k.ranges.len()) {
+                return Err(format!("plan {p:?} does not fit kernel {}", k.name));
+            }
+            (p.lanes, p.block)
+        }
+        _ => {
+            return Err(format!(
+                "plan {plan:?} is for the other kind of kernel than {}",
+                k.name
+            ))
+        }
+    };
+    let grid = match plan {
+        Plan::Elementwise(p) => p.grid,
+        Plan::Rows(p) => p.grid,
+    };
+    if lanes == 0
+        || last % lanes as i64 != 0
+        || block % 32 != 0
+        || !(32..=1024).contains(&block)
+        || grid == 0
+    {
+        return Err(format!("plan {plan:?} does not fit kernel {}", k.name));
+    }
+    Ok(())
+}

@@ -75,7 +75,19 @@ pub fn exp(b: &mut Builder, x: Reg) -> Reg {
     let lo = select(b, lo, imm(0.0), fin);
     let e = exp2(b, t);
     let c = mul(b, lo, imm(LN_2));
-    fma(b, e, c, e)
+    let r = fma(b, e, c, e);
+    // An overflowed e stays infinite (inf * c + inf could be NaN).
+    let inf = b.reg(RegKind::Pred);
+    ins!(b, "testp.infinite.f32 {inf}, {e}");
+    select(b, e, r, inf)
+}
+
+/// `e^x` as `ex2.approx(x * log2(e))`: relative error up to 2^-17 for
+/// results near the ends of the `f32` range, enough for results rounded to
+/// a half type.
+pub fn exp_fast(b: &mut Builder, x: Reg) -> Reg {
+    let t = mul(b, x, imm(LOG2_E));
+    exp2(b, t)
 }
 
 /// `2^x` (ex2.approx, full range with subnormal results).
@@ -163,10 +175,19 @@ pub enum Trig {
     Cos,
 }
 
-/// Sine or cosine: `x = k * pi/2 + r` by a three-part Cody-Waite
-/// reduction, then Cephes' minimax polynomials on `|r| <= pi/4` and the
-/// quadrant `k mod 4`. Accurate (a few ulp) for `|x| < 1e5`; beyond, the
-/// reduction loses bits (no Payne-Hanek) and the error grows with `|x|`.
+/// Bits of 2/pi after the binary point, 24 at a time (fdlibm's `ipio2`).
+const TWO_OVER_PI_24: [u32; 9] = [
+    0xA2F983, 0x6E4E44, 0x1529FC, 0x2757D1, 0xF534DD, 0xC0DB62, 0x95993C, 0x439041, 0xFE5163,
+];
+
+/// `|x|` above which [`sincos`] reduces in `f64` against 216 bits of 2/pi.
+const CODY_WAITE_LIMIT: f64 = 1e5;
+
+/// Sine or cosine: `x = k * pi/2 + r`, then Cephes' minimax polynomials on
+/// `|r| <= pi/4` and the quadrant `k mod 4`. The reduction is a three-part
+/// Cody-Waite one for `|x| <= 1e5` and, beyond, a Payne-Hanek one in `f64`
+/// (each 24-bit chunk of 2/pi times `x` is exact in `f64` and reduced mod
+/// 4 exactly), so the error stays a few ulp over the whole range.
 pub fn sincos(b: &mut Builder, x: Reg, which: Trig) -> Reg {
     let p1 = FRAC_PI_2 as f32;
     let p2 = (FRAC_PI_2 - p1 as f64) as f32;
@@ -175,9 +196,36 @@ pub fn sincos(b: &mut Builder, x: Reg, which: Trig) -> Reg {
     ins!(b, "cvt.rni.f32.f32 {k}, {k}");
     let r = fma(b, k, f32_imm(-p1), x);
     let r = fma(b, k, f32_imm(-p2), r);
-    let r = fma(b, k, f32_imm(-p3), r);
+    ins!(b, "fma.rn.f32 {r}, {k}, {}, {r}", f32_imm(-p3));
     let q = b.reg(RegKind::B32);
     ins!(b, "cvt.rzi.s32.f32 {q}, {k}");
+    let a = freg(b);
+    ins!(b, "abs.f32 {a}, {x}");
+    let small = b.reg(RegKind::Pred);
+    ins!(b, "setp.le.f32 {small}, {a}, {}", imm(CODY_WAITE_LIMIT));
+    let reduced = b.label();
+    ins!(b, "@{small} bra {reduced}");
+    let f64r = |b: &mut Builder| b.reg(RegKind::F64);
+    let xd = f64r(b);
+    ins!(b, "cvt.f64.f32 {xd}, {x}");
+    let sum = f64r(b);
+    ins!(b, "mov.f64 {sum}, 0d0000000000000000");
+    for (i, chunk) in TWO_OVER_PI_24.iter().enumerate() {
+        let c = *chunk as f64 * 2f64.powi(-24 * (i as i32 + 1));
+        let (p, h) = (f64r(b), f64r(b));
+        ins!(b, "mul.rn.f64 {p}, {xd}, 0d{:016X}", c.to_bits());
+        ins!(b, "mul.rn.f64 {h}, {p}, 0d3FD0000000000000");
+        ins!(b, "cvt.rmi.f64.f64 {h}, {h}");
+        ins!(b, "fma.rn.f64 {p}, {h}, 0dC010000000000000, {p}");
+        ins!(b, "add.rn.f64 {sum}, {sum}, {p}");
+    }
+    let (n, f) = (f64r(b), f64r(b));
+    ins!(b, "cvt.rni.f64.f64 {n}, {sum}");
+    ins!(b, "sub.rn.f64 {f}, {sum}, {n}");
+    ins!(b, "mul.rn.f64 {f}, {f}, 0d{:016X}", FRAC_PI_2.to_bits());
+    ins!(b, "cvt.rn.f32.f64 {r}, {f}");
+    ins!(b, "cvt.rzi.s32.f64 {q}, {n}");
+    b.place(&reduced);
     if which == Trig::Cos {
         ins!(b, "add.s32 {q}, {q}, 1");
     }

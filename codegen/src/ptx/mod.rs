@@ -21,14 +21,19 @@
 //! into fma). Approximations, with their error against the exact `f32`
 //! result:
 //! - `exp`: `ex2.approx.f32` with a correction term for the rounding of
-//!   `x * log2(e)`: about 2 ulp over the whole range, denormals kept.
-//!   `exp2`: `ex2.approx.f32`, 2 ulp. `sigmoid`, `silu`, `tanh` (for
-//!   `|x| >= 0.625`) and `gelu` go through this `exp`: a few ulp.
+//!   `x * log2(e)`: about 2 ulp over the whole range, denormals kept. With
+//!   a half-type result, plain `ex2.approx.f32(x * log2(e))` (up to 2^-17
+//!   relative, invisible after rounding to the half type). `exp2`:
+//!   `ex2.approx.f32`, 2 ulp. `sigmoid`, `silu`, `tanh` (for `|x| >= 0.625`)
+//!   and `gelu` go through the accurate `exp`: a few ulp.
+//! - `/`: `div.rn.f32` (exact) for `f32` results, `div.full.f32` (2 ulp)
+//!   for half-type results.
 //! - `log`, `log2`: own reduction and `atanh` series, about 1-2 ulp
 //!   (`lg2.approx` only for 0, negative, infinite and NaN inputs, where it
 //!   is exact).
-//! - `sin`, `cos`: Cody-Waite reduction by pi/2 and minimax polynomials:
-//!   a few ulp for `|x| < 1e5`; the error grows beyond (no Payne-Hanek).
+//! - `sin`, `cos`: reduction by pi/2 (Cody-Waite for `|x| <= 1e5`, else
+//!   Payne-Hanek in `f64`) and minimax polynomials: a few ulp (absolute
+//!   error below 1e-7) over the whole range.
 //! - `tanh` for `|x| < 0.625`: odd minimax polynomial, 1-2 ulp.
 //! - `pow` (float): `exp2(b * log2|a|)` with C99 special cases: relative
 //!   error about `|b log2|a|| * 2^-23` (1e-6 for results near 2^20).
@@ -46,6 +51,7 @@ mod expr;
 pub mod launch;
 mod math;
 mod memory;
+mod online;
 mod ops;
 pub mod ptxas;
 mod reduce;
@@ -54,7 +60,7 @@ use crate::ir::{Inst, Kernel};
 use builder::{ins, Builder, RegKind};
 use eval::Cx;
 use expr::Width;
-use launch::Plan;
+pub use launch::Plan;
 
 /// The GPU the PTX is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -87,7 +93,15 @@ pub struct PtxKernel {
 /// Errors on an unsupported target (below sm_80) or a malformed kernel.
 pub fn emit(kernel: &Kernel, target: &Target) -> Result<PtxKernel, String> {
     validate(kernel, target)?;
-    let plan = launch::choose(kernel, target);
+    emit_plan(kernel, target, &launch::choose(kernel, target))
+}
+
+/// Lowers `kernel` with a given mapping instead of the heuristic's (for
+/// autotuning: any [`Plan`] of the kernel's kind is correct, see
+/// [`launch::valid`]).
+pub fn emit_plan(kernel: &Kernel, target: &Target, plan: &Plan) -> Result<PtxKernel, String> {
+    validate(kernel, target)?;
+    launch::valid(kernel, plan)?;
     let entry = entry_name(kernel);
     let smem = format!("{entry}_red");
     let mut b = Builder::default();
@@ -110,7 +124,7 @@ pub fn emit(kernel: &Kernel, target: &Target) -> Result<PtxKernel, String> {
         inputs: ptrs,
         outputs,
     };
-    let (block, grid, shared) = match &plan {
+    let (block, grid, shared) = match plan {
         Plan::Elementwise(p) => {
             elementwise::emit(&mut b, &cx, p);
             (p.block, p.grid, 0)

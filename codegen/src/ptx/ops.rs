@@ -193,7 +193,9 @@ pub fn unary(b: &mut Builder, op: UnaryOp, x: Value, out: DType) -> Value {
             return Value { reg: f, dtype: out };
         }
         UnaryOp::Not => unreachable!("handled above"),
-        UnaryOp::Exp => math::exp(b, x),
+        // Half results cannot see the last f32 bits: the plain ex2 will do.
+        UnaryOp::Exp if out == DType::F32 => math::exp(b, x),
+        UnaryOp::Exp => math::exp_fast(b, x),
         UnaryOp::Exp2 => math::exp2(b, x),
         UnaryOp::Log => math::log(b, x, LogBase::E),
         UnaryOp::Log2 => math::log(b, x, LogBase::Two),
@@ -308,7 +310,9 @@ pub fn binary(b: &mut Builder, op: BinaryOp, x: Value, y: Value, out: DType) -> 
                 BinaryOp::Add => ins!(b, "add.rn.f32 {r}, {x}, {y}"),
                 BinaryOp::Sub => ins!(b, "sub.rn.f32 {r}, {x}, {y}"),
                 BinaryOp::Mul => ins!(b, "mul.rn.f32 {r}, {x}, {y}"),
-                BinaryOp::Div => ins!(b, "div.rn.f32 {r}, {x}, {y}"),
+                BinaryOp::Div if cd == DType::F32 => ins!(b, "div.rn.f32 {r}, {x}, {y}"),
+                // 2 ulp of f32 are invisible after rounding to a half type.
+                BinaryOp::Div => ins!(b, "div.full.f32 {r}, {x}, {y}"),
                 BinaryOp::Max => ins!(b, "max.NaN.f32 {r}, {x}, {y}"),
                 BinaryOp::Min => ins!(b, "min.NaN.f32 {r}, {x}, {y}"),
                 BinaryOp::Pow => {

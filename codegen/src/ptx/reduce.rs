@@ -9,24 +9,79 @@ use super::elementwise::used_vars;
 use super::eval::{needs, Cx, Lanes, Point, Vals};
 use super::expr;
 use super::launch::Rows;
+use super::online::{self, Pattern};
 use super::ops::{self, acc_dtype, Value};
 use crate::ir::{Inst, Val};
 use crate::ReduceOp;
 
-/// A reduction being accumulated.
-struct Acc {
-    val: Val,
-    op: ReduceOp,
-    reg: Reg,
+/// A reduction being accumulated by each thread.
+enum Acc {
+    /// `Reduce(op, ..)` of instruction `val`, in `reg` (of [`acc_dtype`]).
+    Plain { val: Val, op: ReduceOp, reg: Reg },
+    /// A softmax's max and sum together.
+    Online(Pattern, online::State),
+}
+
+impl Acc {
+    /// The registers the team combine moves.
+    fn regs(&self) -> Vec<Reg> {
+        match self {
+            Acc::Plain { reg, .. } => vec![*reg],
+            Acc::Online(_, st) => vec![st.m, st.s],
+        }
+    }
+
+    /// Merges the partial result in `other` (registers as in [`Acc::regs`]).
+    fn merge(&self, b: &mut Builder, k: &crate::Kernel, other: &[Reg]) {
+        match self {
+            Acc::Plain { val, op, reg } => {
+                ops::combine(b, *op, acc_dtype(k.insts[*val].dtype), *reg, other[0], None)
+            }
+            Acc::Online(_, st) => online::merge(
+                b,
+                *st,
+                online::State {
+                    m: other[0],
+                    s: other[1],
+                },
+            ),
+        }
+    }
+
+    /// Fresh registers holding the identity.
+    fn identity(&self, b: &mut Builder, k: &crate::Kernel) -> Vec<Reg> {
+        match self {
+            Acc::Plain { val, op, .. } => vec![ops::identity(b, *op, k.insts[*val].dtype)],
+            Acc::Online(..) => {
+                let st = online::init(b);
+                vec![st.m, st.s]
+            }
+        }
+    }
+}
+
+/// One pass over the row: plain reductions, and at most one softmax pair
+/// computed online.
+#[derive(Debug, Default)]
+struct Pass {
+    plain: Vec<Val>,
+    online: Option<Pattern>,
+}
+
+impl Pass {
+    fn has(&self, r: Val) -> bool {
+        self.plain.contains(&r) || self.online.is_some_and(|p| p.max == r || p.sum == r)
+    }
 }
 
 /// Groups the reductions into passes: a reduction joins the current pass
-/// unless its operand depends on a reduction of that pass.
-fn passes(cx: &Cx) -> Vec<Vec<Val>> {
+/// unless its operand depends on a reduction of that pass; with `online`,
+/// a softmax sum joins the pass of its max.
+fn passes(cx: &Cx, online: bool) -> Vec<Pass> {
     let k = cx.k;
     // For every instruction, the reductions it depends on.
     let mut deps: Vec<Vec<Val>> = vec![Vec::new(); k.insts.len()];
-    let mut out: Vec<Vec<Val>> = Vec::new();
+    let mut out: Vec<Pass> = Vec::new();
     for (i, n) in k.insts.iter().enumerate() {
         let mut d: Vec<Val> = Vec::new();
         for o in n.inst.operands() {
@@ -37,11 +92,24 @@ fn passes(cx: &Cx) -> Vec<Vec<Val>> {
             }
         }
         if let Inst::Reduce(..) = n.inst {
-            let joins = out.last().is_some_and(|p| !p.iter().any(|r| d.contains(r)));
-            if joins {
-                out.last_mut().unwrap().push(i);
-            } else {
-                out.push(vec![i]);
+            let pair = online.then(|| online::pattern(k, i)).flatten();
+            let last = out.last_mut();
+            match (pair, last) {
+                // The max is a plain reduction of the current pass and the
+                // sum depends on no other reduction of it.
+                (Some(p), Some(last))
+                    if last.online.is_none()
+                        && last.plain.contains(&p.max)
+                        && d.iter().all(|r| *r == p.max || !last.has(*r)) =>
+                {
+                    last.plain.retain(|r| *r != p.max);
+                    last.online = Some(p);
+                }
+                (_, Some(last)) if !d.iter().any(|r| last.has(*r)) => last.plain.push(i),
+                _ => out.push(Pass {
+                    plain: vec![i],
+                    online: None,
+                }),
             }
             d.push(i);
         }
@@ -49,6 +117,9 @@ fn passes(cx: &Cx) -> Vec<Vec<Val>> {
     }
     out
 }
+
+/// What a pass does with a thread's evaluated slots.
+type SlotBody<'b> = dyn FnMut(&mut Builder, &mut [(Point, Vals)]) + 'b;
 
 /// Per-row state shared by the passes.
 struct Row<'a> {
@@ -109,22 +180,17 @@ impl Row<'_> {
         }
     }
 
-    /// Emits a pass over the row: `body` runs for every slot after the
-    /// loads of `todo` of all slots are issued.
-    fn pass(
-        &mut self,
-        b: &mut Builder,
-        todo: &[Val],
-        body: &mut dyn FnMut(&mut Builder, &Point, &mut Vals),
-    ) {
+    /// Emits a pass over the row: `body` runs on the slots of a thread
+    /// once `todo` is evaluated in all of them (loads first).
+    fn pass(&mut self, b: &mut Builder, todo: &[Val], body: &mut SlotBody) {
         let cx = self.cx;
         if self.plan.cached {
             let mut slots = std::mem::take(&mut self.slots);
             for (p, v) in &mut slots {
                 self.slot_vals(v);
                 cx.eval(b, p, todo, v);
-                body(b, p, v);
             }
+            body(b, &mut slots);
             self.slots = slots;
             return;
         }
@@ -157,8 +223,8 @@ impl Row<'_> {
         }
         for (p, v) in &mut slots {
             cx.eval(b, p, todo, v);
-            body(b, p, v);
         }
+        body(b, &mut slots);
         ins!(b, "add.s{n} {g}, {g}, {}", self.plan.slots as u32 * tpr);
         ins!(b, "bra {top}");
         b.place(&end);
@@ -182,8 +248,12 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Rows, smem: &str) -> u32 {
     let w = cx.width;
     let n = w.bits();
     let nk = k.n_kept;
-    let passes = passes(cx);
-    let nred = passes.iter().map(|p| p.len()).sum::<usize>();
+    let passes = passes(cx, !plan.cached);
+    // Shared words per warp: one per reduction (a softmax pair uses its two).
+    let nred = passes
+        .iter()
+        .map(|p| p.plain.len() + 2 * p.online.is_some() as usize)
+        .sum::<usize>();
     let warps = plan.tpr.div_ceil(32);
     let shared_bytes = if plan.tpr > 32 {
         2 * nred as u32 * warps * 4
@@ -305,47 +375,79 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Rows, smem: &str) -> u32 {
 
     let mut ordinal = 0;
     for pass in &passes {
-        b.comment(&format!("pass: reductions {pass:?}"));
+        b.comment(&format!("pass: {pass:?}"));
         st.eval_ready(b);
-        let accs: Vec<Acc> = pass
+        let mut accs: Vec<Acc> = pass
+            .plain
             .iter()
             .map(|&r| {
                 let Inst::Reduce(op, _) = k.insts[r].inst else {
-                    unreachable!()
+                    unreachable!("passes hold reductions")
                 };
-                Acc {
+                Acc::Plain {
                     val: r,
                     op,
                     reg: ops::identity(b, op, k.insts[r].dtype),
                 }
             })
             .collect();
-        let roots: Vec<Val> = pass
+        let mut roots: Vec<Val> = pass
+            .plain
             .iter()
             .map(|&r| k.insts[r].inst.operands()[0])
             .collect();
+        if let Some(p) = pass.online {
+            accs.push(Acc::Online(p, online::init(b)));
+            roots.push(p.x);
+        }
         let todo = needs(k, &cx.level, &roots);
-        st.pass(b, &todo, &mut |b, p, v| {
-            for (a, &src) in accs.iter().zip(&roots) {
-                let adt = acc_dtype(k.insts[a.val].dtype);
-                let lanes = v[src].clone().expect("reduction operand evaluated");
-                // An operand without a value per lane counts once per lane.
-                for l in 0..p.lanes {
-                    let x = ops::convert(b, lanes[l.min(lanes.len() - 1)], adt);
-                    ops::combine(b, a.op, adt, a.reg, x.reg, p.pred);
+        st.pass(b, &todo, &mut |b, slots| {
+            for a in &accs {
+                match a {
+                    Acc::Plain { val, op, reg } => {
+                        let adt = acc_dtype(k.insts[*val].dtype);
+                        let src = k.insts[*val].inst.operands()[0];
+                        for (p, v) in slots.iter() {
+                            let lanes = v[src].clone().expect("reduction operand evaluated");
+                            // An operand without a value per lane counts once per lane.
+                            for l in 0..p.lanes {
+                                let x = ops::convert(b, lanes[l.min(lanes.len() - 1)], adt);
+                                ops::combine(b, *op, adt, *reg, x.reg, p.pred);
+                            }
+                        }
+                    }
+                    Acc::Online(pat, state) => {
+                        let mut xs = Vec::new();
+                        for (p, v) in slots.iter() {
+                            let lanes = v[pat.x].clone().expect("softmax input evaluated");
+                            for l in 0..p.lanes {
+                                xs.push((lanes[l.min(lanes.len() - 1)], p.pred));
+                            }
+                        }
+                        online::update(b, k, pat, *state, &xs);
+                    }
                 }
             }
         });
         team_reduce(b, plan, &team, &accs, k, smem, ordinal, nred);
-        ordinal += accs.len();
         for a in &accs {
-            let dt = k.insts[a.val].dtype;
-            let v = Value {
-                reg: a.reg,
-                dtype: acc_dtype(dt),
+            ordinal += a.regs().len();
+            let results = match a {
+                Acc::Plain { val, reg, .. } => vec![(*val, *reg)],
+                Acc::Online(p, state) => {
+                    online::finish(b, *state, row_len);
+                    vec![(p.max, state.m), (p.sum, state.s)]
+                }
             };
-            let v: Lanes = vec![ops::convert(b, v, dt)];
-            st.vals[a.val] = Some(v);
+            for (val, reg) in results {
+                let dt = k.insts[val].dtype;
+                let v = Value {
+                    reg,
+                    dtype: acc_dtype(dt),
+                };
+                let v: Lanes = vec![ops::convert(b, v, dt)];
+                st.vals[val] = Some(v);
+            }
         }
     }
     st.eval_ready(b);
@@ -373,9 +475,11 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Rows, smem: &str) -> u32 {
         b.comment("pass: element stores");
         let roots: Vec<Val> = elem_stores.iter().map(|s| s.value).collect();
         let todo = needs(k, level, &roots);
-        st.pass(b, &todo, &mut |b, p, v| {
-            for s in &elem_stores {
-                cx.store(b, p, s, v);
+        st.pass(b, &todo, &mut |b, slots| {
+            for (p, v) in slots.iter() {
+                for s in &elem_stores {
+                    cx.store(b, p, s, v);
+                }
             }
         });
     }
@@ -390,7 +494,9 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Rows, smem: &str) -> u32 {
 
 /// Combines the team's partial results of `accs` in place: butterfly
 /// shuffles within the warp (or sub-warp team), then, for a CTA team, one
-/// shared-memory word per warp and a sweep over them by every thread.
+/// shared-memory word per warp and register, and a sweep over them by
+/// every thread. `ordinal` is the first word of these accumulators among
+/// the `nred` of a row.
 #[allow(clippy::too_many_arguments)]
 fn team_reduce(
     b: &mut Builder,
@@ -406,10 +512,16 @@ fn team_reduce(
     let mut off = width / 2;
     while off > 0 {
         for a in accs {
-            let adt = acc_dtype(k.insts[a.val].dtype);
-            let t = b.reg(a.reg.kind);
-            ins!(b, "shfl.sync.bfly.b32 {t}, {}, {off}, 31, -1", a.reg);
-            ops::combine(b, a.op, adt, a.reg, t, None);
+            let other: Vec<Reg> = a
+                .regs()
+                .iter()
+                .map(|r| {
+                    let t = b.reg(r.kind);
+                    ins!(b, "shfl.sync.bfly.b32 {t}, {r}, {off}, 31, -1");
+                    t
+                })
+                .collect();
+            a.merge(b, k, &other);
         }
         off /= 2;
     }
@@ -417,7 +529,7 @@ fn team_reduce(
         return;
     }
     let warps = plan.tpr / 32;
-    // Word (parity, reduction, warp) of the buffer.
+    // Word (parity, accumulator register, warp) of the buffer.
     let base = b.reg(RegKind::B32);
     ins!(b, "mov.u32 {base}, {smem}");
     let t = b.reg(RegKind::B32);
@@ -435,20 +547,37 @@ fn team_reduce(
     let wa = b.reg(RegKind::B32);
     ins!(b, "shl.b32 {wa}, {}, 2", team.warp);
     ins!(b, "add.s32 {wa}, {wa}, {base}");
-    for (j, a) in accs.iter().enumerate() {
-        let off = (ordinal + j) as u32 * warps * 4;
-        ins!(b, "@{lane0} st.shared.b32 [{wa}+{off}], {}", a.reg);
+    let mut word = ordinal as u32;
+    let mut first = Vec::new();
+    for a in accs {
+        first.push(word);
+        for r in a.regs() {
+            ins!(b, "@{lane0} st.shared.b32 [{wa}+{}], {r}", word * warps * 4);
+            word += 1;
+        }
     }
     ins!(b, "bar.sync 0");
-    for (j, a) in accs.iter().enumerate() {
-        let adt = acc_dtype(k.insts[a.val].dtype);
-        let off = (ordinal + j) as u32 * warps * 4;
-        let id = ops::identity(b, a.op, k.insts[a.val].dtype);
-        ins!(b, "mov.b32 {}, {id}", a.reg);
+    for (a, w0) in accs.iter().zip(first) {
+        // Restart from the identity and merge every warp's result in order.
+        let regs = a.regs();
+        for (r, id) in regs.iter().zip(a.identity(b, k)) {
+            ins!(b, "mov.b32 {r}, {id}");
+        }
         for wi in 0..warps {
-            let x = b.reg(a.reg.kind);
-            ins!(b, "ld.shared.b32 {x}, [{base}+{}]", off + wi * 4);
-            ops::combine(b, a.op, adt, a.reg, x, None);
+            let other: Vec<Reg> = regs
+                .iter()
+                .enumerate()
+                .map(|(j, r)| {
+                    let x = b.reg(r.kind);
+                    ins!(
+                        b,
+                        "ld.shared.b32 {x}, [{base}+{}]",
+                        ((w0 + j as u32) * warps + wi) * 4
+                    );
+                    x
+                })
+                .collect();
+            a.merge(b, k, &other);
         }
     }
 }

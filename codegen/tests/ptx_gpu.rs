@@ -1,0 +1,429 @@
+//! Writes a self-contained GPU check of the PTX backend: every small
+//! representative kernel with random inputs and the interpreter's outputs,
+//! plus benchmark kernels, and a Python runner that launches them through
+//! the CUDA driver (ctypes + torch for memory) on a machine with a GPU.
+//!
+//! `SMELT_PTX_DUMP=DIR cargo test --test ptx_gpu` writes DIR; then on the
+//! GPU machine `python3 DIR/check.py [--bench]`. Without the variable the
+//! test does nothing.
+
+mod ptx_cases;
+
+use smelt_codegen::ptx::launch::{self, Plan, Rows};
+use smelt_codegen::ptx::{emit, emit_plan, Target};
+use smelt_codegen::{interp, DType, Kernel};
+use std::fmt::Write;
+use std::path::Path;
+
+const H100: Target = Target {
+    sm: 90,
+    num_sms: 132,
+};
+
+/// Largest buffer (elements) of a checked case.
+const MAX_CHECK: usize = 1 << 21;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn normal(&mut self) -> f64 {
+        let (u, v) = (self.unit().max(1e-300), self.unit());
+        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
+}
+
+const SPECIAL: [f64; 10] = [
+    f64::NAN,
+    f64::INFINITY,
+    f64::NEG_INFINITY,
+    0.0,
+    -0.0,
+    1e-40,
+    88.5,
+    -100.0,
+    1e30,
+    1.0,
+];
+
+/// Random contents for input `i` of `k`.
+fn input(k: &Kernel, i: usize, rng: &mut Rng) -> Vec<u8> {
+    let a = k.inputs[i];
+    let mut buf = vec![0u8; a.len * a.dtype.size()];
+    let elementwise = k.name.starts_with("elementwise");
+    let small_ints = k.name.contains("pow") || k.name.contains("square");
+    let row_len = k.row_len().max(1);
+    for j in 0..a.len {
+        let v = match a.dtype {
+            DType::Bool => (rng.next() % 2) as f64,
+            DType::I32 => {
+                if !small_ints && rng.next().is_multiple_of(10) {
+                    rng.next() as u32 as i32 as f64
+                } else {
+                    (rng.next() % 13) as f64 - 6.0
+                }
+            }
+            _ => {
+                let r = rng.next() % 16;
+                if elementwise && r == 0 {
+                    SPECIAL[(rng.next() % SPECIAL.len() as u64) as usize]
+                } else if k.name.starts_with("multireduce")
+                    && a.len >= 4 * row_len
+                    && j < 4 * row_len
+                {
+                    // Rows of -inf, some -inf, a NaN, a +inf.
+                    let (row, col) = (j / row_len, j % row_len);
+                    match row {
+                        0 => f64::NEG_INFINITY,
+                        1 if col % 7 == 0 => f64::NEG_INFINITY,
+                        2 if col == row_len / 2 => f64::NAN,
+                        3 if col == 1 => f64::INFINITY,
+                        _ => 3.0 * rng.normal(),
+                    }
+                } else {
+                    3.0 * rng.normal()
+                }
+            }
+        };
+        a.dtype.write(&mut buf, j, v);
+    }
+    buf
+}
+
+fn dtype_name(dt: DType) -> &'static str {
+    match dt {
+        DType::Bool => "bool",
+        DType::I32 => "i32",
+        DType::F16 => "f16",
+        DType::BF16 => "bf16",
+        DType::F32 => "f32",
+    }
+}
+
+/// Relative and absolute tolerance for output dtype `dt` of `k`.
+fn tolerance(k: &Kernel, dt: DType) -> (f64, f64) {
+    match dt {
+        DType::Bool | DType::I32 => (0.0, 0.0),
+        DType::BF16 => (1.6e-2, 1e-2),
+        DType::F16 => (2e-3, 1e-3),
+        DType::F32 if k.name.starts_with("elementwise") && k.name.contains("pow") => (4e-5, 1e-6),
+        DType::F32 if k.name.starts_with("elementwise") => (4e-6, 1e-6),
+        DType::F32 if k.name.contains("prod") => (1e-4, 1e-30),
+        DType::F32 => (1e-4, 1e-4),
+    }
+}
+
+fn launch_json(p: &smelt_codegen::ptx::PtxKernel) -> String {
+    format!(
+        "\"entry\": \"{}\", \"grid\": [{}, {}, {}], \"block\": [{}, {}, {}], \"shared\": {}",
+        p.entry, p.grid.0, p.grid.1, p.grid.2, p.block.0, p.block.1, p.block.2, p.shared_bytes
+    )
+}
+
+fn write_checks(dir: &Path, rng: &mut Rng) -> Vec<String> {
+    let mut entries = Vec::new();
+    for (n, k) in ptx_cases::all().into_iter().enumerate() {
+        let big = k.inputs.iter().chain(&k.outputs).any(|a| a.len > MAX_CHECK);
+        if big {
+            continue;
+        }
+        let p = emit(&k, &H100).unwrap();
+        let ins: Vec<Vec<u8>> = (0..k.inputs.len()).map(|i| input(&k, i, rng)).collect();
+        let mut outs: Vec<Vec<u8>> = k
+            .outputs
+            .iter()
+            .map(|a| vec![0u8; a.len * a.dtype.size()])
+            .collect();
+        {
+            let in_refs: Vec<&[u8]> = ins.iter().map(|v| v.as_slice()).collect();
+            let mut out_refs: Vec<&mut [u8]> = outs.iter_mut().map(|v| v.as_mut_slice()).collect();
+            interp::run(&k, &in_refs, &mut out_refs).unwrap();
+        }
+        std::fs::write(dir.join(format!("k{n}.ptx")), &p.ptx).unwrap();
+        let mut args = Vec::new();
+        for (i, (a, data)) in k.inputs.iter().zip(&ins).enumerate() {
+            let f = format!("k{n}_in{i}.bin");
+            std::fs::write(dir.join(&f), data).unwrap();
+            args.push(format!(
+                "{{\"file\": \"{f}\", \"dtype\": \"{}\", \"len\": {}, \"out\": false}}",
+                dtype_name(a.dtype),
+                a.len
+            ));
+        }
+        for (i, (a, data)) in k.outputs.iter().zip(&outs).enumerate() {
+            let f = format!("k{n}_out{i}.bin");
+            std::fs::write(dir.join(&f), data).unwrap();
+            let (rtol, atol) = tolerance(&k, a.dtype);
+            args.push(format!(
+                "{{\"file\": \"{f}\", \"dtype\": \"{}\", \"len\": {}, \"out\": true, \"rtol\": {rtol:e}, \"atol\": {atol:e}}}",
+                dtype_name(a.dtype),
+                a.len
+            ));
+        }
+        entries.push(format!(
+            "{{\"name\": \"{} {:?}\", \"ptx\": \"k{n}.ptx\", {}, \"args\": [{}]}}",
+            k.name,
+            k.ranges,
+            launch_json(&p),
+            args.join(", ")
+        ));
+    }
+    entries
+}
+
+/// Alternative mappings of a row kernel, for comparison with the
+/// heuristic's.
+fn variants(k: &Kernel) -> Vec<Plan> {
+    let Plan::Rows(base) = launch::choose(k, &H100) else {
+        return vec![];
+    };
+    let groups = k.row_len() as u64 / base.lanes as u64;
+    let mut out = Vec::new();
+    for block in [128u32, 256, 512, 1024] {
+        for tpr in [32, block] {
+            let slots = groups.div_ceil(tpr as u64) as usize;
+            let teams = block / tpr;
+            let grid = (k.rows() as u32)
+                .div_ceil(teams)
+                .clamp(1, 132 * (2048 / block));
+            if slots * base.lanes <= 64 && slots >= 1 {
+                out.push(Plan::Rows(Rows {
+                    tpr,
+                    block,
+                    slots,
+                    cached: true,
+                    grid,
+                    ..base
+                }));
+            }
+            if tpr == block && block >= 512 {
+                out.push(Plan::Rows(Rows {
+                    tpr,
+                    block,
+                    slots: 4,
+                    cached: false,
+                    grid,
+                    ..base
+                }));
+            }
+        }
+    }
+    out.retain(|p| *p != Plan::Rows(base));
+    out
+}
+
+fn write_benches(dir: &Path) -> Vec<String> {
+    let mut entries = Vec::new();
+    let mut add = |kind: &str, k: Kernel, dt: DType, m: i64, n: i64, plan: Option<Plan>| {
+        let p = match &plan {
+            Some(plan) => emit_plan(&k, &H100, plan).unwrap(),
+            None => emit(&k, &H100).unwrap(),
+        };
+        let f = format!("b{}.ptx", entries.len());
+        std::fs::write(dir.join(&f), &p.ptx).unwrap();
+        let plan = plan.unwrap_or_else(|| launch::choose(&k, &H100));
+        entries.push(format!(
+            "{{\"kind\": \"{kind}\", \"dtype\": \"{}\", \"m\": {m}, \"n\": {n}, \"ptx\": \"{f}\", \"plan\": \"{}{plan:?}\", {}}}",
+            dtype_name(dt),
+            if plan == launch::choose(&k, &H100) { "* " } else { "  " },
+            launch_json(&p)
+        ));
+    };
+    for e in [20, 24, 26, 28] {
+        let n = 1i64 << e;
+        add(
+            "add",
+            ptx_cases::binary(smelt_codegen::BinaryOp::Add, DType::F32, n),
+            DType::F32,
+            1,
+            n,
+            None,
+        );
+    }
+    let tune = std::env::var("SMELT_PTX_TUNE").is_ok();
+    for dt in [DType::F32, DType::BF16] {
+        for n in [256, 1024, 4096, 8192, 16384, 32768, 65536, 131072] {
+            for (kind, k) in [
+                ("softmax", ptx_cases::softmax(4096, n, dt)),
+                ("layernorm", ptx_cases::layernorm(4096, n, dt)),
+            ] {
+                add(kind, k.clone(), dt, 4096, n, None);
+                if tune {
+                    for v in variants(&k) {
+                        add(kind, k.clone(), dt, 4096, n, Some(v));
+                    }
+                }
+            }
+        }
+    }
+    entries
+}
+
+#[test]
+fn dump_gpu_check() {
+    let Some(dir) = std::env::var_os("SMELT_PTX_DUMP") else {
+        println!("skipped: SMELT_PTX_DUMP not set");
+        return;
+    };
+    let dir = Path::new(&dir);
+    std::fs::create_dir_all(dir).unwrap();
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let checks = write_checks(dir, &mut rng);
+    let benches = write_benches(dir);
+    let mut manifest = String::new();
+    write!(
+        manifest,
+        "{{\"checks\": [\n{}\n], \"benches\": [\n{}\n]}}\n",
+        checks.join(",\n"),
+        benches.join(",\n")
+    )
+    .unwrap();
+    std::fs::write(dir.join("manifest.json"), manifest).unwrap();
+    std::fs::write(dir.join("check.py"), RUNNER).unwrap();
+    println!(
+        "wrote {} checks and {} benches to {}",
+        checks.len(),
+        benches.len(),
+        dir.display()
+    );
+}
+
+const RUNNER: &str = r#"
+import ctypes, json, os, sys, statistics
+import torch
+
+D = os.path.dirname(os.path.abspath(__file__))
+M = json.load(open(os.path.join(D, "manifest.json")))
+torch.zeros(1, device="cuda"); torch.cuda.synchronize()
+cu = ctypes.CDLL("libcuda.so.1")
+cu.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+cu.cuModuleGetFunction.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p]
+TD = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i32": torch.int32, "bool": torch.uint8}
+SZ = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4, "bool": 1}
+
+def ck(r, what):
+    if r != 0:
+        s = ctypes.c_char_p(); cu.cuGetErrorString(r, ctypes.byref(s)); raise RuntimeError(f"{what}: {r} {s.value}")
+
+def load(e):
+    mod = ctypes.c_void_p()
+    ck(cu.cuModuleLoadData(ctypes.byref(mod), ctypes.c_char_p(open(os.path.join(D, e["ptx"])).read().encode() + b"\0")), "load " + e["ptx"])
+    fn = ctypes.c_void_p()
+    ck(cu.cuModuleGetFunction(ctypes.byref(fn), mod, e["entry"].encode()), "function")
+    return fn
+
+def launch(fn, e, ptrs):
+    vals = [ctypes.c_uint64(p) for p in ptrs]
+    arr = (ctypes.c_void_p * max(1, len(vals)))(*[ctypes.cast(ctypes.pointer(v), ctypes.c_void_p) for v in vals])
+    g, b = e["grid"], e["block"]
+    ck(cu.cuLaunchKernel(fn, g[0], g[1], g[2], b[0], b[1], b[2], e["shared"], ctypes.c_void_p(torch.cuda.current_stream().cuda_stream), arr, None), "launch")
+
+def compare(got, exp, a):
+    dt = a["dtype"]
+    g = got.view(TD[dt]).double() if dt != "bool" else got.double()
+    x = exp.view(TD[dt]).double() if dt != "bool" else exp.double()
+    nan_ok = torch.isnan(g) == torch.isnan(x)
+    both = ~torch.isnan(g) & ~torch.isnan(x)
+    inf = torch.isinf(x) | torch.isinf(g)
+    eq_inf = torch.where(inf & both, g == x, torch.ones_like(nan_ok))
+    fin = both & ~inf
+    tol = a["atol"] + a["rtol"] * x.abs()
+    close = torch.where(fin, (g - x).abs() <= tol, torch.ones_like(nan_ok))
+    ok = nan_ok & eq_inf & close
+    bad = (~ok).nonzero().flatten()
+    rel = ((g - x).abs() / x.abs().clamp_min(1e-30))[fin]
+    return len(bad), bad[:5].tolist(), g, x, (rel.max().item() if rel.numel() else 0.0)
+
+def checks():
+    fails = 0
+    for e in M["checks"]:
+        fn = load(e)
+        bufs, outs = [], []
+        for a in e["args"]:
+            data = open(os.path.join(D, a["file"]), "rb").read()
+            host = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else torch.zeros(0, dtype=torch.uint8)
+            dev = torch.zeros(len(data) + 16, dtype=torch.uint8, device="cuda")
+            if not a["out"]:
+                dev[:len(data)] = host.cuda()
+            bufs.append(dev)
+            if a["out"]:
+                outs.append((a, dev, host))
+        launch(fn, e, [b.data_ptr() for b in bufs])
+        torch.cuda.synchronize()
+        msgs = []
+        for a, dev, host in outs:
+            n = a["len"] * SZ[a["dtype"]]
+            nbad, first, g, x, rel = compare(dev[:n].cpu(), host, a)
+            if dev[n:].any():
+                msgs.append("wrote past the end")
+            if nbad:
+                msgs.append(f"{a['file']}: {nbad}/{a['len']} off, max rel {rel:.2e}, e.g. " + ", ".join(f"[{i}] {g[i].item()!r} vs {x[i].item()!r}" for i in first))
+        status = "FAIL" if msgs else "ok"
+        fails += bool(msgs)
+        print(f"{status:4} {e['name']} grid {e['grid'][0]} block {e['block'][0]} " + "; ".join(msgs), flush=True)
+    print(f"{len(M['checks']) - fails} passed, {fails} failed")
+    return fails
+
+def timeit(fn, reps=50):
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        s, t = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(2000000)
+        s.record(); fn(); t.record()
+        t.synchronize(); ts.append(s.elapsed_time(t))
+    return statistics.median(ts) * 1e-3
+
+def benches():
+    x = torch.empty(1 << 28, dtype=torch.float32, device="cuda"); y = torch.empty_like(x)
+    ceiling = 2 * x.numel() * 4 / timeit(lambda: y.copy_(x), 20) / 1e9
+    print(f"copy ceiling {ceiling:.0f} GB/s", flush=True)
+    for e in M["benches"]:
+        fn = load(e)
+        dt, m, n = TD[e["dtype"]], e["m"], e["n"]
+        el = torch.tensor([], dtype=dt).element_size()
+        rot = max(1, min(8, (256 << 20) // max(1, m * n * el)))
+        if e["kind"] == "add":
+            ins = [[torch.randn(n, device="cuda"), torch.randn(n, device="cuda")] for _ in range(rot)]
+            ref = lambda a: a[0] + a[1]
+            byt = 3 * n * 4
+        elif e["kind"] == "softmax":
+            ins = [[torch.randn(m, n, device="cuda").to(dt)] for _ in range(rot)]
+            ref = lambda a: torch.softmax(a[0].float(), -1)
+            byt = 2 * m * n * el
+        else:
+            w, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+            ins = [[torch.randn(m, n, device="cuda").to(dt), w, b] for _ in range(rot)]
+            ref = lambda a: torch.nn.functional.layer_norm(a[0].float(), (n,), a[1], a[2], 1e-5)
+            byt = 2 * m * n * el
+        out = torch.empty(m * n, dtype=dt, device="cuda")
+        launch(fn, e, [t.data_ptr() for t in ins[0]] + [out.data_ptr()])
+        torch.cuda.synchronize()
+        r = ref(ins[0]).flatten()
+        err = ((out.float() - r).norm() / r.norm()).item()
+        k = [0]
+        def run():
+            for _ in range(10):
+                k[0] = (k[0] + 1) % rot
+                launch(fn, e, [t.data_ptr() for t in ins[k[0]]] + [out.data_ptr()])
+        t = timeit(run) / 10
+        tt = None
+        if e["kind"] == "softmax" and e["plan"].startswith("*"):
+            tt = timeit(lambda: [torch.softmax(ins[i % rot][0], -1) for i in range(10)]) / 10
+        print(f"{e['kind']:9} {e['dtype']:4} m={m} n={n}: {t*1e6:8.1f} us {byt/t/1e9:7.0f} GB/s ({100*byt/t/1e9/ceiling:5.1f}%)  rel err {err:.1e}  grid {e['grid'][0]} block {e['block'][0]}" + (f"  torch {byt/tt/1e9:.0f} GB/s" if tt else "") + "  " + e["plan"], flush=True)
+
+fails = checks() if "--bench-only" not in sys.argv else 0
+if "--bench" in sys.argv or "--bench-only" in sys.argv:
+    benches()
+sys.exit(1 if fails else 0)
+"#;
