@@ -16,6 +16,8 @@ pub struct View {
     pub strides: Vec<isize>,
     pub offset: isize,
     /// Per axis, the valid coordinate range `lo..hi`; outside it reads 0.
+    /// A view with no valid element has every range empty; for rank 0
+    /// that is `Some(vec![])`.
     pub mask: Option<Vec<(usize, usize)>>,
 }
 
@@ -74,6 +76,9 @@ impl View {
     pub fn expr(&self, coords: &[Expr], ranges: &[i64]) -> (Expr, Cond) {
         let mut idx = Expr::constant(self.offset as i64);
         let mut valid = Cond::always();
+        if self.mask.as_ref().is_some_and(|m| m.is_empty()) {
+            valid = valid.and_range(Expr::constant(0), 0, 0, ranges);
+        }
         for (d, c) in coords.iter().enumerate() {
             idx = idx.add(&c.scale(self.strides[d] as i64));
             if let Some(m) = &self.mask {
@@ -157,6 +162,9 @@ impl View {
     }
 
     fn pad(&self, pads: &[(usize, usize)]) -> View {
+        if pads.is_empty() {
+            return self.clone(); // rank 0: nothing to pad
+        }
         let mut v = self.clone();
         let mut mask = self
             .mask
@@ -174,7 +182,10 @@ impl View {
     /// Drops a mask that covers everything; collapses an empty one.
     fn normalize_mask(mut self) -> View {
         if let Some(m) = &self.mask {
-            if m.iter()
+            if m.is_empty() {
+                // Rank 0 with no valid element: kept as is.
+            } else if m
+                .iter()
                 .zip(&self.shape)
                 .all(|((lo, hi), n)| *lo == 0 && hi == n)
             {
@@ -433,17 +444,18 @@ fn merge_dims(lower: &View, upper: &View) -> Option<View> {
             m.push(lm[j]);
         }
     }
-    // Axes of `lower` the upper view never moves along sit at coordinate 0.
-    let mut never = false;
-    for (j, u) in used.iter().enumerate() {
-        if !u && lower.shape[j] > 1 {
-            if let Some(lm) = &lower.mask {
-                never |= !(lm[j].0 == 0 && lm[j].1 > 0);
-            }
-        }
-    }
+    // Axes of `lower` the upper view never moves along sit at coordinate 0,
+    // which their mask must admit.
+    let never = lower.mask.as_ref().is_some_and(|lm| lm.is_empty())
+        || lower.mask.as_ref().is_some_and(|lm| {
+            used.iter()
+                .zip(lm)
+                .any(|(u, (lo, hi))| !u && !(*lo == 0 && *hi > 0))
+        });
     if never {
         mask = Some(vec![(0, 0); upper.shape.len()]);
+    } else if mask.as_ref().is_some_and(|m| m.is_empty()) {
+        mask = None; // rank 0 and valid: an empty mask would mean "never"
     }
     Some(
         View {
@@ -487,12 +499,15 @@ fn merge_affine(lower: &View, upper: &View) -> Option<View> {
         let (mlo, mhi) = mask[*i];
         mask[*i] = (mlo.max(lo), mhi.min(hi).max(mlo.max(lo)));
     }
+    // An empty rank-0 mask means "never valid", so only keep one when some
+    // check remains.
+    let mask = (valid.is_never() || !valid.is_always()).then_some(mask);
     Some(
         View {
             shape: upper.shape.clone(),
             strides,
             offset: konst as isize,
-            mask: Some(mask),
+            mask,
         }
         .normalize_mask(),
     )
