@@ -300,6 +300,20 @@ fn cross_entropy_rows_and_single() {
 }
 
 #[test]
+fn cross_entropy_target_outside_classes_picks_nothing() {
+    // Documented: a target outside 0..C contributes x[target] = 0, so the
+    // loss is the row's logsumexp.
+    let (x, h) = make(&[0.5, -1.0, 2.0, 1.0, 1.0, 1.0], &[2, 3], DType::F32);
+    let t = Tensor::from_vec(vec![3i32, -1], [2], &test_device());
+    check(
+        "cross_entropy out of range",
+        || x.cross_entropy(&t),
+        &logsumexp_ref(&h, &[1], false),
+        tol(DType::F32),
+    );
+}
+
+#[test]
 fn composites_in_half_precision_and_on_integers() {
     for dt in [DType::F16, DType::BF16] {
         for layout in [Layout::Contiguous, Layout::Permuted, Layout::Padded] {

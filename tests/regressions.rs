@@ -1,5 +1,5 @@
-//! Minimal reproductions of bugs the suite found, one test each, so each
-//! stays fixed. Found by `view_fuzz.rs` and `movement.rs`.
+//! Minimal reproductions of bugs the suite found (by `view_fuzz.rs`,
+//! `movement.rs` and `elementwise.rs`), one test each, so each stays fixed.
 
 mod common;
 

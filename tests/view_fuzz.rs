@@ -5,7 +5,8 @@
 //! pad), every element checked against the host reference under both
 //! fusion modes.
 //!
-//! A failure prints the seed and the chain; `FUZZ_SEED=n` replays one.
+//! A failure prints the seed and the chain; replay one with
+//! `FUZZ_SEED=n cargo test --test view_fuzz <the test that failed>`.
 
 mod common;
 
@@ -315,29 +316,46 @@ fn run_chain(seed: u64, empty: bool) {
     );
 }
 
-fn fuzz(first: u64, count: u64, empty: bool) {
+/// Runs chains `seeds`, collecting every failure and reporting them all at
+/// the end.
+fn fuzz(seeds: std::ops::Range<u64>, empty: bool) {
     if let Ok(s) = std::env::var("FUZZ_SEED") {
         run_chain(s.parse().expect("FUZZ_SEED is a number"), empty);
         return;
     }
-    for seed in first..first + count {
-        run_chain(seed, empty);
-    }
+    let failed: Vec<String> = seeds
+        .filter_map(|seed| {
+            std::panic::catch_unwind(|| run_chain(seed, empty))
+                .err()
+                .map(|e| {
+                    e.downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_else(|| format!("seed {seed}: ?"))
+                })
+        })
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} chain(s) failed (replay one with FUZZ_SEED=<seed>):\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
 }
 
 #[test]
 fn view_chains() {
-    fuzz(0, 1000, false);
+    fuzz(0..1000, false);
 }
 
 #[test]
 fn view_chains_with_zero_size_axes() {
-    fuzz(10_000, 1000, true);
+    fuzz(10_000..11_000, true);
 }
 
 #[test]
 #[ignore = "long: 40,000 chains"]
 fn view_chains_long() {
-    fuzz(1_000_000, 20_000, false);
-    fuzz(2_000_000, 20_000, true);
+    fuzz(1_000_000..1_020_000, false);
+    fuzz(2_000_000..2_020_000, true);
 }

@@ -812,7 +812,8 @@ pub fn run_labelled<T>(label: &str, f: impl FnOnce() -> smelt::Result<T>) -> T {
 
 /// [`check`] that also asserts the result dtype.
 pub fn check_dt(what: &str, build: impl Fn() -> Tensor, dt: DType, want: &NdArray, t: Tol) {
-    assert_eq!(build().dtype(), dt, "{what}: dtype");
+    let got = run_labelled(what, || Ok(build().dtype()));
+    assert_eq!(got, dt, "{what}: dtype");
     check(what, build, want, t);
 }
 
