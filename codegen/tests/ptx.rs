@@ -4,7 +4,8 @@
 
 mod ptx_cases;
 
-use smelt_codegen::ptx::{emit, ptxas, Target};
+use smelt_codegen::ptx::{emit, launch, ptxas, Target};
+use smelt_codegen::DType;
 
 const H100: Target = Target {
     sm: 90,
@@ -51,8 +52,8 @@ fn every_case_emits_and_assembles() {
 }
 
 /// Prints the PTX of the kernels named in `SMELT_PTX_SHOW` (substring of
-/// the entry) and ptxas's resource report for the softmax and layer norm
-/// kernels (`cargo test --test ptx -- --nocapture`).
+/// the entry), and ptxas's resource report for the benchmark shapes of
+/// softmax and layer norm (`cargo test --test ptx -- --nocapture`).
 #[test]
 fn resource_report() {
     let show = std::env::var("SMELT_PTX_SHOW").ok();
@@ -61,22 +62,30 @@ fn resource_report() {
         if show.as_deref().is_some_and(|s| p.entry.contains(s)) {
             println!("{}", p.ptx);
         }
-        if !k.name.starts_with("multireduce") {
-            continue;
-        }
-        if let Ok(Some(info)) = ptxas::assemble(&p.ptx, 90) {
-            let regs: Vec<&str> = info
-                .lines()
-                .filter(|l| l.contains("registers") || l.contains("spill"))
-                .collect();
-            println!(
-                "{} {:?} grid {:?} block {:?}: {}",
-                k.name,
-                k.ranges,
-                p.grid,
-                p.block,
-                regs.join(" | ")
-            );
+    }
+    for dt in [DType::F32, DType::BF16] {
+        for n in [1024, 8192, 32768, 131_072] {
+            for k in [
+                ptx_cases::softmax(4096, n, dt),
+                ptx_cases::layernorm(4096, n, dt),
+            ] {
+                let p = emit(&k, &H100).unwrap();
+                let Ok(Some(info)) = ptxas::assemble(&p.ptx, 90) else {
+                    continue;
+                };
+                let regs: Vec<&str> = info
+                    .lines()
+                    .filter(|l| l.contains("registers") || l.contains("spill"))
+                    .map(|l| l.trim_start_matches("ptxas info    : ").trim())
+                    .collect();
+                println!(
+                    "{} {dt} {:?}: {:?} | {}",
+                    k.name,
+                    k.ranges,
+                    launch::choose(&k, &H100),
+                    regs.join(" | ")
+                );
+            }
         }
     }
 }

@@ -182,43 +182,39 @@ fn write_checks(dir: &Path, rng: &mut Rng) -> Vec<String> {
 }
 
 /// Alternative mappings of a row kernel, for comparison with the
-/// heuristic's.
+/// heuristic's: two CTAs per SM, and teams twice as wide or half as wide.
 fn variants(k: &Kernel) -> Vec<Plan> {
     let Plan::Rows(base) = launch::choose(k, &H100) else {
         return vec![];
     };
-    let groups = k.row_len() as u64 / base.lanes as u64;
-    let mut out = Vec::new();
-    for block in [128u32, 256, 512, 1024] {
-        for tpr in [32, block] {
-            let slots = groups.div_ceil(tpr as u64) as usize;
-            let teams = block / tpr;
-            let grid = (k.rows() as u32)
-                .div_ceil(teams)
-                .clamp(1, 132 * (2048 / block));
-            if slots * base.lanes <= 64 && slots >= 1 {
-                out.push(Plan::Rows(Rows {
-                    tpr,
-                    block,
-                    slots,
-                    cached: true,
-                    grid,
-                    ..base
-                }));
-            }
-            if tpr == block && block >= 512 {
-                out.push(Plan::Rows(Rows {
-                    tpr,
-                    block,
-                    slots: 4,
-                    cached: false,
-                    grid,
-                    ..base
-                }));
-            }
+    let mut out = vec![Plan::Rows(Rows {
+        min_ctas: 2,
+        ..base
+    })];
+    let groups = k.row_len() / base.lanes;
+    for tpr in [base.tpr * 2, base.tpr / 2] {
+        if !(1..=1024).contains(&tpr) {
+            continue;
+        }
+        let block = tpr.max(if tpr <= 32 { 256 } else { 32 });
+        let slots = if base.cached {
+            groups.div_ceil(tpr as usize)
+        } else {
+            base.slots
+        };
+        let grid = (k.rows() as u32)
+            .div_ceil(block / tpr)
+            .clamp(1, 132 * (2048 / block));
+        if slots * base.lanes <= 64 {
+            out.push(Plan::Rows(Rows {
+                tpr,
+                block,
+                slots,
+                grid,
+                ..base
+            }));
         }
     }
-    out.retain(|p| *p != Plan::Rows(base));
     out
 }
 

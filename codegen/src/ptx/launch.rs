@@ -32,6 +32,9 @@ pub struct Rows {
     pub slots: usize,
     pub cached: bool,
     pub grid: u32,
+    /// CTAs per SM that ptxas must allow for (caps registers per thread so
+    /// that a CTA's loads overlap another's compute); 1 leaves it free.
+    pub min_ctas: u32,
 }
 
 /// The mapping chosen for a kernel.
@@ -141,31 +144,32 @@ pub fn choose(k: &Kernel, target: &Target) -> Plan {
     let col_contig = k.n_kept > 0 && acc.iter().any(|a| a.0.affine_coef(k.n_kept - 1) == Some(1));
     // Registers one slot of one lane costs when cached: its element loads.
     let loads = count_loads(k, &level);
-    let (lanes, tpr, block) = if !row_contig && col_contig {
+    let (lanes, tpr, block, slots, cached) = if !row_contig && col_contig {
         // Reduction over a leading axis: a thread per row, neighbouring
         // threads on neighbouring (contiguous) rows.
-        (1, 1, 256)
+        let cached = row_len * loads <= 32;
+        (1, 1, 256, if cached { row_len.max(1) } else { 4 }, cached)
     } else {
-        let lanes = if reduced_last { lanes_for(k, &acc) } else { 1 };
-        let groups = row_len.div_ceil(lanes as u64);
-        if groups <= 32 * 8 {
-            let tpr = groups.div_ceil(4).next_power_of_two().clamp(1, 32) as u32;
-            (lanes, tpr, 256)
+        let lanes = if reduced_last { lanes_for(k, &acc) } else { 1 } as u64;
+        let groups = row_len.div_ceil(lanes);
+        // Elements per thread: enough for full occupancy to cover the whole
+        // domain once, within 8..=32 (more only where a row needs it).
+        let per_thread = (rows * row_len / (sms as u64 * THREADS_PER_SM as u64)).clamp(8, 32);
+        let slots = (per_thread / lanes).max(1);
+        let tpr = groups.div_ceil(slots).next_power_of_two().clamp(1, 1024) as u32;
+        let block = tpr.max(if tpr <= 32 { 256 } else { 32 });
+        let full = groups.div_ceil(tpr as u64).max(1);
+        // The cached row may take a thread's share of the register file
+        // but for about 32 registers of addresses and temporaries.
+        let budget = (65536 / block as u64).saturating_sub(32).min(96);
+        if full * lanes * loads <= budget {
+            (lanes as usize, tpr, block, full, true)
         } else {
-            let t = groups.div_ceil(8).next_power_of_two().clamp(64, 1024) as u32;
-            (lanes, t, t)
+            // Streamed rows: 512 threads keep two CTAs per SM.
+            (lanes as usize, 512, 512, 4, false)
         }
     };
-    let groups = row_len.div_ceil(lanes as u64);
-    // Half the register file share of a thread may hold the cached row.
-    let budget = (65536 / block as u64 / 2).min(96);
-    let full = groups.div_ceil(tpr as u64).max(1);
-    let cached = full * lanes as u64 * loads <= budget;
-    let slots = if cached {
-        full
-    } else {
-        (budget / (lanes as u64 * loads)).clamp(1, 4)
-    } as usize;
+    let slots = slots as usize;
     let teams = (block / tpr) as u64;
     let grid = rows
         .div_ceil(teams)
@@ -177,6 +181,7 @@ pub fn choose(k: &Kernel, target: &Target) -> Plan {
         slots,
         cached,
         grid,
+        min_ctas: 1,
     })
 }
 

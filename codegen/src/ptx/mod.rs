@@ -124,15 +124,20 @@ pub fn emit_plan(kernel: &Kernel, target: &Target, plan: &Plan) -> Result<PtxKer
         inputs: ptrs,
         outputs,
     };
-    let (block, grid, shared) = match plan {
+    let (block, grid, shared, min_ctas) = match plan {
         Plan::Elementwise(p) => {
             elementwise::emit(&mut b, &cx, p);
-            (p.block, p.grid, 0)
+            (p.block, p.grid, 0, 1)
         }
         Plan::Rows(p) => {
             let shared = reduce::emit(&mut b, &cx, p, &smem);
-            (p.block, p.grid, shared)
+            (p.block, p.grid, shared, p.min_ctas)
         }
+    };
+    let occupancy = if min_ctas > 1 {
+        format!(".minnctapersm {min_ctas}\n")
+    } else {
+        String::new()
     };
     ins!(b, "ret");
     let sm = if target.sm >= 90 { 90 } else { 80 };
@@ -145,7 +150,7 @@ pub fn emit_plan(kernel: &Kernel, target: &Target, plan: &Plan) -> Result<PtxKer
         .map(|p| format!("\t.param .u64 {p}"))
         .collect();
     ptx += &format!(
-        "// {}\n.visible .entry {entry}(\n{}\n)\n.maxntid {block}, 1, 1\n{{\n{}}}\n",
+        "// {}\n.visible .entry {entry}(\n{}\n)\n.maxntid {block}, 1, 1\n{occupancy}{{\n{}}}\n",
         kernel.name.replace('\n', " "),
         decl.join(",\n"),
         b.finish()

@@ -6,7 +6,7 @@
 
 use super::builder::{ins, Builder, Reg, RegKind};
 use super::elementwise::used_vars;
-use super::eval::{needs, Cx, Lanes, Point, Vals};
+use super::eval::{needs, uses_var, Cx, Lanes, Point, Vals};
 use super::expr;
 use super::launch::Rows;
 use super::online::{self, Pattern};
@@ -118,6 +118,26 @@ fn passes(cx: &Cx, online: bool) -> Vec<Pass> {
     out
 }
 
+/// The reduced variables at group `g` of a row (the last one scaled by
+/// the vector width).
+fn group_vars(
+    b: &mut Builder,
+    cx: &Cx,
+    plan: &Rows,
+    sizes: &[i64],
+    used: &[bool],
+    g: Reg,
+) -> Vec<Option<Reg>> {
+    let w = cx.width;
+    let mut red = expr::unravel(b, g, sizes, &used[cx.k.n_kept..], w);
+    if let (Some(Some(v)), true) = (red.last_mut(), plan.lanes > 1) {
+        let r = w.reg(b);
+        ins!(b, "mul.lo.s{} {r}, {v}, {}", w.bits(), plan.lanes);
+        *v = r;
+    }
+    red
+}
+
 /// What a pass does with a thread's evaluated slots.
 type SlotBody<'b> = dyn FnMut(&mut Builder, &mut [(Point, Vals)]) + 'b;
 
@@ -156,19 +176,21 @@ impl Row<'_> {
 
     /// The point of group `g` of the row, valid where `pred` holds.
     fn group_point(&self, b: &mut Builder, g: Reg, pred: Option<Reg>) -> Point {
-        let cx = self.cx;
-        let w = cx.width;
-        let nk = cx.k.n_kept;
-        let lanes = self.plan.lanes;
-        let mut red = expr::unravel(b, g, &self.sizes, &self.used[nk..], w);
-        if let (Some(Some(v)), true) = (red.last_mut(), lanes > 1) {
-            let r = w.reg(b);
-            ins!(b, "mul.lo.s{} {r}, {v}, {lanes}", w.bits());
-            *v = r;
-        }
+        let nk = self.cx.k.n_kept;
         let mut vars = self.point.vars.clone();
-        vars[nk..].copy_from_slice(&red);
-        Point { vars, lanes, pred }
+        vars[nk..].copy_from_slice(&group_vars(
+            b,
+            self.cx,
+            self.plan,
+            &self.sizes,
+            &self.used,
+            g,
+        ));
+        Point {
+            vars,
+            lanes: self.plan.lanes,
+            pred,
+        }
     }
 
     /// Values at a slot start from the row-level ones.
@@ -330,6 +352,38 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Rows, smem: &str) -> u32 {
         *l /= plan.lanes as i64;
     }
 
+    // Cached rows: a thread's groups are the same in every row, so their
+    // variables, and the loads that do not depend on the row (weights),
+    // are computed once before the row loop.
+    let loads: Vec<Val> = (0..k.insts.len())
+        .filter(|&i| cx.level[i] && matches!(k.insts[i].inst, Inst::Load { .. }))
+        .collect();
+    let row_free = |i: &Val| match &k.insts[*i].inst {
+        Inst::Load { index, valid, .. } => (0..nk).all(|v| !uses_var(Some(index), Some(valid), v)),
+        _ => false,
+    };
+    let (invariant, per_row): (Vec<Val>, Vec<Val>) =
+        loads.iter().partition(|i| rows > 0 && row_free(i));
+    let mut hoisted = Vec::new();
+    if plan.cached {
+        for s in 0..plan.slots {
+            let g = w.reg(b);
+            ins!(b, "add.s{n} {g}, {team_lane}, {}", s as u32 * plan.tpr);
+            let p = b.reg(RegKind::Pred);
+            ins!(b, "setp.lt.s{n} {p}, {g}, {ngroups_total}");
+            let mut vars = vec![None; nk];
+            vars.extend(group_vars(b, cx, plan, &sizes, &used, g));
+            let point = Point {
+                vars,
+                lanes: plan.lanes,
+                pred: Some(p),
+            };
+            let mut v = vec![None; k.insts.len()];
+            cx.eval_loads(b, &point, &invariant, &mut v);
+            hoisted.push((point, v));
+        }
+    }
+
     let (top, end) = (b.label(), b.label());
     b.place(&top);
     let done = b.reg(RegKind::Pred);
@@ -356,21 +410,18 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Rows, smem: &str) -> u32 {
         ngroups,
         slots: Vec::new(),
     };
-    if plan.cached {
-        // Every element-level load of the row, issued once up front.
-        let loads: Vec<Val> = (0..k.insts.len())
-            .filter(|&i| cx.level[i] && matches!(k.insts[i].inst, Inst::Load { .. }))
-            .collect();
-        for s in 0..plan.slots {
-            let g = w.reg(b);
-            ins!(b, "add.s{n} {g}, {team_lane}, {}", s as u32 * plan.tpr);
-            let p = b.reg(RegKind::Pred);
-            ins!(b, "setp.lt.s{n} {p}, {g}, {ngroups}");
-            let point = st.group_point(b, g, Some(p));
-            let mut v = vec![None; k.insts.len()];
-            cx.eval_loads(b, &point, &loads, &mut v);
-            st.slots.push((point, v));
-        }
+    for (hp, hv) in &hoisted {
+        // Every other element-level load of the row, issued up front.
+        let mut vars = st.point.vars.clone();
+        vars[nk..].copy_from_slice(&hp.vars[nk..]);
+        let point = Point {
+            vars,
+            lanes: plan.lanes,
+            pred: expr::and(b, hp.pred, Some(row_valid)),
+        };
+        let mut v = hv.clone();
+        cx.eval_loads(b, &point, &per_row, &mut v);
+        st.slots.push((point, v));
     }
 
     let mut ordinal = 0;

@@ -503,6 +503,9 @@ pub fn all() -> Vec<Kernel> {
         ks.push(softmax(rows, len, DType::F32));
     }
     ks.push(softmax(16, 4096, DType::BF16));
+    ks.push(softmax(6, 70_000, DType::F32));
+    ks.push(softmax(5, 40_000, DType::BF16));
+    ks.push(layernorm(5, 70_000, DType::F32));
     ks.push(softmax(16, 1000, DType::F16));
     ks.push(softmax_axis0(500, 12));
     for (rows, len) in [(64, 768), (8, 4096), (2, 100_000)] {
