@@ -7,7 +7,6 @@
 //! - the values: fused equal to unfused (`Fusion::Off`, one kernel per op);
 //! - where cheap, a plain-loop `f64` reference on the host.
 //!
-//! Tests marked `#[ignore = "fusion gap: ..."]` state what issue 3 asks for
 //! and the planner does not do yet; run them with `--ignored`.
 
 use smelt::KernelKind::{Elementwise, Matmul, MultiReduce, Reduce};
@@ -688,6 +687,46 @@ fn views_between_computed_values_never_split_a_kernel() {
 }
 
 #[test]
+fn views_inside_padding_read_nothing() {
+    // A slice that only selects padding reads no input (regression: the
+    // mask of a size-1 or rank-0 view was dropped, and the load ran out
+    // of bounds).
+    let x = Host::rand(&[4, 4], 45, -1.0, 1.0);
+    check(
+        "pad then index into the padding",
+        || x.tensor().pad(&[(0, 2), (0, 0)], 0.0).slice(s![5, 1]).exp(),
+        &[(Elementwise, 0, F)],
+        Some(&Host {
+            shape: vec![],
+            data: vec![1.0],
+        }),
+    );
+    check(
+        "pad then a 1x1 slice of the padding",
+        || {
+            (x.tensor() * 2.0)
+                .pad(&[(0, 2), (0, 0)], 0.0)
+                .slice(s![5..6, 1..2])
+                .exp()
+        },
+        &[(Elementwise, 0, F)],
+        Some(&Host {
+            shape: vec![1, 1],
+            data: vec![1.0],
+        }),
+    );
+    check(
+        "pad with 2.5 then index into the padding",
+        || x.tensor().pad(&[(2, 0), (0, 0)], 2.5).slice(s![0, 3]) * 2.0,
+        &[(Elementwise, 0, F)],
+        Some(&Host {
+            shape: vec![],
+            data: vec![5.0],
+        }),
+    );
+}
+
+#[test]
 fn contiguous_views_give_a_plain_linear_index() {
     let x3 = Host::rand(&[4, 6, 5], 50, -1.0, 1.0);
     let y3 = Host::rand(&[4, 6, 5], 51, -1.0, 1.0);
@@ -847,7 +886,6 @@ fn reduce_fuses_elementwise_consumers() {
 }
 
 #[test]
-#[ignore = "fusion gap: a reduction read through a permutation is materialized (2 kernels)"]
 fn reduce_fuses_consumers_across_a_permute() {
     // The reduce kernel can store each row at its permuted place; issue 3:
     // movement ops never split a kernel.
@@ -1219,7 +1257,6 @@ fn matmul_fuses_elementwise_epilogues() {
 }
 
 #[test]
-#[ignore = "fusion gap: a row kernel after a materialized matmul or reduction splits (softmax: 3 kernels)"]
 fn row_composites_after_a_matmul_or_reduction_are_one_more_kernel() {
     let (m, n, k) = MM;
     let a = Host::rand(&[m, k], 140, -1.0, 1.0);
@@ -1332,7 +1369,6 @@ fn realize_all_elementwise_outputs_share_one_kernel() {
 }
 
 #[test]
-#[ignore = "fusion gap: a row reduction and an elementwise output of its input run as 2 kernels"]
 fn realize_all_row_reduction_and_elementwise_share_one_kernel() {
     // The row kernel can store the element-level output in its final pass.
     let x = Host::rand(&[M, N], 154, -1.0, 1.0);
@@ -1456,7 +1492,55 @@ fn reduction_used_by_two_kernels_is_materialized_once() {
 }
 
 #[test]
-#[ignore = "fusion gap: consumers of a materialized reduction on its own domain get their own kernel"]
+fn reductions_over_other_axes_of_equal_size_are_not_merged() {
+    // A row max and a column sum of a square matrix have domains of equal
+    // sizes ([n; n]) over different axes: the column kernel must read the
+    // materialized max, not compute it at its own row (regression: a
+    // merged kernel once read 0 for it).
+    let n = 9;
+    let x = Host::rand(&[n, n], 175, -3.0, 3.0);
+    let m = x.reduce(1, max_of);
+    let centred = Host::from_fn(&[n, n], |i| x.at(i) - m.at(&i[..1]));
+    check(
+        "(x - x.max_keepdim(1)).sum(0), square",
+        || {
+            let x = x.tensor();
+            (&x - x.max_keepdim(1)).sum(0)
+        },
+        &[(Reduce, F * n * n, F * n), (Reduce, F * (n * n + n), F * n)],
+        Some(&centred.reduce(0, |r| r.iter().sum())),
+    );
+
+    // 3-D, axes 1 and 2 of equal size: softmax over [0, 2], summed over
+    // [0, 1].
+    let x3 = Host::rand(&[4, 6, 6], 176, -3.0, 3.0);
+    let sm = {
+        let t = x3
+            .permute(&[1, 0, 2])
+            .reshape(&[6, 24])
+            .along(1, softmax_row);
+        t.reshape(&[6, 4, 6]).permute(&[1, 0, 2])
+    };
+    check(
+        "softmax over [0, 2], then sum over [0, 1]",
+        || {
+            let x = x3.tensor();
+            let e = (&x - x.max_keepdim([0, 2])).exp();
+            (&e / e.sum_keepdim([0, 2])).sum([0, 1])
+        },
+        &[
+            (MultiReduce, F * 144, F * 12),
+            (Reduce, F * (144 + 12), F * 6),
+        ],
+        Some(
+            &sm.permute(&[2, 0, 1])
+                .reshape(&[6, 24])
+                .reduce(1, |r| r.iter().sum()),
+        ),
+    );
+}
+
+#[test]
 fn materialized_reduction_keeps_its_consumers_fused() {
     // s must be materialized for the column sum; its consumers over its
     // own row domain (exp(s), and the row kernel exp(x - s)) should be
@@ -1546,7 +1630,6 @@ fn unfused_runs_one_kernel_per_op() {
 }
 
 #[test]
-#[ignore = "bug: Kernel::bytes_read counts padded (masked-off) positions of a load"]
 fn padding_of_a_slice_reads_only_the_slice() {
     // The load is `in0[i0*10 + i1] if 0<=i1<4` over a [6, 5] domain: it
     // touches 6 x 4 elements, but bytes_read counts the 6 x 5 positions.
