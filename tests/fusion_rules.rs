@@ -6,8 +6,6 @@
 //!   read once, every output written once);
 //! - the values: fused equal to unfused (`Fusion::Off`, one kernel per op);
 //! - where cheap, a plain-loop `f64` reference on the host.
-//!
-//! and the planner does not do yet; run them with `--ignored`.
 
 use smelt::KernelKind::{Elementwise, Matmul, MultiReduce, Reduce};
 use smelt::{
