@@ -161,16 +161,24 @@ impl Kernel {
     }
 
     /// Bytes the kernel reads from its inputs: every input counted by the
-    /// elements its loads can touch, at most its length.
+    /// elements its loads can touch (the values of the variables its index
+    /// uses that pass the load's range checks), at most its length.
     pub fn bytes_read(&self) -> usize {
         let mut touched = vec![0usize; self.inputs.len()];
         for n in &self.insts {
-            if let Inst::Load { input, index, .. } = &n.inst {
-                let (terms, _) = index.parts();
+            if let Inst::Load {
+                input,
+                index,
+                valid,
+            } = &n.inst
+            {
                 let mut vs = Vec::new();
                 index.vars(&mut vs);
-                let span: usize = vs.iter().map(|v| self.ranges[*v] as usize).product();
-                let span = if terms.is_empty() { 1 } else { span };
+                let span: usize = if valid.is_never() {
+                    0
+                } else {
+                    vs.iter().map(|v| self.valid_values(*v, valid)).product()
+                };
                 touched[*input] = touched[*input].max(span);
             }
         }
@@ -179,6 +187,21 @@ impl Kernel {
             .zip(touched)
             .map(|(a, t)| a.len.min(t) * a.dtype.size())
             .sum()
+    }
+
+    /// How many values of variable `v` pass the checks of `valid` that
+    /// constrain `v` alone (`lo <= v + k < hi`).
+    fn valid_values(&self, v: usize, valid: &Cond) -> usize {
+        let (mut lo, mut hi) = (0i64, self.ranges[v]);
+        for (e, clo, chi) in valid.checks() {
+            if let ([(crate::expr::Atom::Var(u), 1)], k) = e.parts() {
+                if *u == v {
+                    lo = lo.max(clo - k);
+                    hi = hi.min(chi - k);
+                }
+            }
+        }
+        (hi - lo).max(0) as usize
     }
 
     /// Bytes the kernel writes.

@@ -5,20 +5,25 @@
 //! - elementwise ops and views are never materialized unless realized:
 //!   they are recomputed inside every kernel that reads them (cheap, and
 //!   it saves a round trip through memory);
-//! - a reduction (or matmul) is computed inside a consumer's kernel when
-//!   that kernel iterates over the reduction's own domain and reads the
-//!   result at the row it belongs to (the multi-reduce pattern: softmax,
-//!   layer norm, ...); otherwise the nearest consumer with the reduction's
-//!   element count, or the reduction itself, is materialized;
+//! - a kernel iterates over the domain of a reduction (or matmul) it reads
+//!   when its output lines up with that reduction's input (multi-reduce:
+//!   softmax, layer norm, ...) or output (fuse on write, also through a
+//!   permutation); the reduction is then computed inside it;
+//! - when a kernel cannot compute a reduction in its domain, the highest
+//!   node between them whose own reductions all share the failing one's
+//!   domain is materialized (a per-row loss, a matmul epilogue), else the
+//!   reduction itself;
 //! - a reduction is computed by one kernel only: if two kernels need it, it
 //!   is materialized;
-//! - kernels over the same domain merge, so tensors realized together
-//!   share one kernel (independent ones too).
+//! - kernels over equal domains merge, so tensors realized together share
+//!   one kernel; an elementwise output joins a reduction over its shape as
+//!   an element-level store.
 
 use crate::fxhash::{FxMap, FxSet};
 use crate::graph::{NodeRef, Op};
-use crate::lower::{matmul_domain, Domain};
-use crate::schedule::{is_compute, lower_plans, single_kernel, KernelPlan, Schedule};
+use crate::lower::{matmul_domain, Domain, Failure, Source};
+use crate::schedule::{is_compute, lower_plans, plan_unfused, single_kernel, KernelPlan, Schedule};
+use crate::view::{contiguous_strides, ShapeTracker};
 
 /// Groups `order` (sources first) into kernels that materialize `targets`
 /// and lowers them.
@@ -27,41 +32,27 @@ pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
     // Outputs that may not join a kernel they read from (joining made that
     // kernel read one of its own outputs at the wrong row).
     let mut no_merge: FxSet<u64> = FxSet::default();
-    // Cleared if the rules above ever fail to converge (a safety net: a
-    // schedule with an unresolved failure would compute wrong values).
+    // Cleared if the rules ever fail to converge (a safety net: a schedule
+    // with an unresolved failure would compute wrong values).
     let mut merging = true;
     loop {
         let before = (materialized.len(), no_merge.len());
-        let nodes: Vec<&NodeRef> = order
-            .iter()
-            .filter(|n| materialized.contains(&n.id()))
-            .collect();
-        let plans = merge(
-            nodes.iter().map(|n| plan_for(n, &materialized)).collect(),
-            &materialized,
-            &no_merge,
-            merging,
-        );
+        let nodes = order.iter().filter(|n| materialized.contains(&n.id()));
+        let plans: Vec<KernelPlan> = nodes.map(|n| plan_for(n, &materialized)).collect();
+        let plans = if merging {
+            merge(plans, &materialized, &no_merge)
+        } else {
+            plans
+        };
+        let (schedule, reports) = lower_plans(&plans, targets);
         let mut grow = Vec::new();
         let mut inlined_by: FxMap<u64, usize> = FxMap::default();
-        let (schedule, reports) = lower_plans(&plans, targets);
-        eprintln!(
-            "ITER: plans {:?} failed {:?}",
-            plans
-                .iter()
-                .map(|p| p.outputs.iter().map(|(n, _)| n.id()).collect::<Vec<_>>())
-                .collect::<Vec<_>>(),
-            reports
-                .iter()
-                .map(|r| r.failed.iter().map(|n| n.id()).collect::<Vec<_>>())
-                .collect::<Vec<_>>()
-        );
         for (p, low) in plans.iter().zip(&reports) {
             for f in &low.failed {
-                if materialized.contains(&f.id()) {
-                    no_merge.extend(p.outputs.iter().skip(1).map(|(n, _)| n.id()));
+                if materialized.contains(&f.node.id()) {
+                    no_merge.extend(p.outputs.iter().map(|(n, _)| n.id()));
                 } else {
-                    grow.push(f.id());
+                    grow.push(pick(f, &materialized).id());
                 }
             }
             for id in low.inlined.iter().collect::<FxSet<_>>() {
@@ -86,54 +77,92 @@ pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
         } else {
             // Cannot happen with unmerged plans (a kernel then only fails on
             // nodes it loads); kept so a bug costs speed, not correctness.
-            return lower_plans(&crate::schedule::plan_unfused(order), targets).0;
+            return lower_plans(&plan_unfused(order), targets).0;
         }
     }
 }
 
+/// The domain a reduction or matmul is computed in.
+fn domain_of(r: &NodeRef) -> Option<Domain> {
+    match r.op() {
+        Op::Reduce(_, a, axes) => Some(Domain::reduce(a.shape(), &axes)),
+        Op::Matmul(a, b) => Some(matmul_domain(a.shape(), b.shape())),
+        _ => None,
+    }
+}
+
+/// What to materialize when a kernel cannot compute `f.node`: the highest
+/// node on the path (below the stored one) with `f.node`'s element count
+/// whose reductions all share `f.node`'s domain — its kernel then computes
+/// them and the consumers between, one pass — else `f.node` itself.
+fn pick(f: &Failure, materialized: &FxSet<u64>) -> NodeRef {
+    let want = domain_of(&f.node);
+    f.path
+        .iter()
+        .skip(1)
+        .find(|x| {
+            is_compute(&x.op())
+                && x.numel() == f.node.numel()
+                && row_candidates(x, materialized, false)
+                    .iter()
+                    .all(|r| domain_of(r) == want)
+        })
+        .unwrap_or(&f.node)
+        .clone()
+}
+
 /// The kernel that materializes `t`: over the domain of a reduction or
-/// matmul it reads when the shapes allow (fusing them), else elementwise.
+/// matmul it reads when `t` lines up with it (fusing them), else
+/// elementwise.
 fn plan_for(t: &NodeRef, materialized: &FxSet<u64>) -> KernelPlan {
     if matches!(t.op(), Op::Reduce(..) | Op::Matmul(..)) {
         return single_kernel(t);
     }
     let squeeze = |s: &[usize]| -> Vec<usize> { s.iter().copied().filter(|n| *n != 1).collect() };
-    for r in row_candidates(t, materialized) {
-        match r.op() {
-            Op::Reduce(_, a, axes) => {
-                let domain = Domain::reduce(a.shape(), &axes);
-                if t.shape() == a.shape() {
-                    let store = domain.reduce_source(a.shape(), &axes);
-                    return KernelPlan {
-                        domain,
-                        outputs: vec![(t.clone(), store)],
-                    };
-                }
-                if squeeze(t.shape()) == squeeze(r.shape()) {
-                    let store = domain.reduce_result(a.shape(), &axes);
-                    return KernelPlan {
-                        domain,
-                        outputs: vec![(t.clone(), store)],
-                    };
-                }
+    // Best first: a row kernel over t's own shape (multi-reduce), then
+    // storing per row of a reduction or matmul, then sharing the kernel of
+    // one already materialized.
+    let mut candidates = row_candidates(t, materialized, true);
+    let rank = |r: &NodeRef| match r.op() {
+        _ if materialized.contains(&r.id()) => 2,
+        Op::Reduce(_, a, _) if a.shape() == t.shape() => 0,
+        _ => 1,
+    };
+    candidates.sort_by_key(rank);
+    for r in candidates {
+        let Some(domain) = domain_of(&r) else {
+            continue;
+        };
+        let store = match (&domain.source, r.op()) {
+            (Source::Reduce(shape, axes), _) if t.shape() == shape.as_slice() => {
+                Some(domain.reduce_source(shape, axes))
             }
-            Op::Matmul(a, b) if squeeze(t.shape()) == squeeze(r.shape()) => {
-                let domain = matmul_domain(a.shape(), b.shape());
-                let store = domain.matmul_result(r.shape());
-                return KernelPlan {
-                    domain,
-                    outputs: vec![(t.clone(), store)],
-                };
+            (Source::Reduce(shape, axes), _) if squeeze(t.shape()) == squeeze(r.shape()) => {
+                Some(domain.reduce_result(shape, axes))
             }
-            _ => {}
+            (Source::Matmul(..), _) if squeeze(t.shape()) == squeeze(r.shape()) => {
+                Some(domain.matmul_result(r.shape()))
+            }
+            _ => permuted_store(t, &r, &domain, materialized),
+        };
+        if let Some(store) = store {
+            return KernelPlan {
+                domain,
+                outputs: vec![(t.clone(), store)],
+            };
         }
     }
     single_kernel(t)
 }
 
 /// Reductions and matmuls `t` reads through elementwise ops and views
-/// only (not through other materialized nodes), nearest first.
-fn row_candidates(t: &NodeRef, materialized: &FxSet<u64>) -> Vec<NodeRef> {
+/// only, nearest first; materialized ones end a path and are included only
+/// with `include_materialized` (a consumer can still share their kernel).
+fn row_candidates(
+    t: &NodeRef,
+    materialized: &FxSet<u64>,
+    include_materialized: bool,
+) -> Vec<NodeRef> {
     let mut out = Vec::new();
     let mut seen = FxSet::default();
     let mut queue = std::collections::VecDeque::from(vec![t.clone()]);
@@ -141,11 +170,15 @@ fn row_candidates(t: &NodeRef, materialized: &FxSet<u64>) -> Vec<NodeRef> {
         if !seen.insert(n.id()) || n.realized().is_some() {
             continue;
         }
+        let row = matches!(n.op(), Op::Reduce(..) | Op::Matmul(..));
         if n.id() != t.id() {
             if materialized.contains(&n.id()) {
+                if row && include_materialized {
+                    out.push(n);
+                }
                 continue;
             }
-            if matches!(n.op(), Op::Reduce(..) | Op::Matmul(..)) {
+            if row {
                 out.push(n);
                 continue;
             }
@@ -155,23 +188,91 @@ fn row_candidates(t: &NodeRef, materialized: &FxSet<u64>) -> Vec<NodeRef> {
     out
 }
 
+/// How `t` reads `r`: the tracker from `t`'s coordinates to `r`'s linear
+/// index along the first path of elementwise ops and views between them.
+fn path_tracker(t: &NodeRef, r: &NodeRef, materialized: &FxSet<u64>) -> Option<ShapeTracker> {
+    let mut stack = vec![(t.clone(), ShapeTracker::contiguous(t.shape()))];
+    let mut seen = FxSet::default();
+    while let Some((n, st)) = stack.pop() {
+        if n.id() == r.id() {
+            return Some(st);
+        }
+        if !seen.insert(n.id())
+            || n.realized().is_some()
+            || (n.id() != t.id() && materialized.contains(&n.id()))
+        {
+            continue;
+        }
+        match n.op() {
+            Op::View(src, v) => stack.push((src, v.compose(&st))),
+            Op::Reduce(..) | Op::Matmul(..) if n.id() != t.id() => {}
+            op => stack.extend(op.srcs().into_iter().map(|s| (s.clone(), st.clone()))),
+        }
+    }
+    None
+}
+
+/// The store tracker that lets `t` be written by `r`'s kernel when `t`
+/// reads `r`'s result through a permutation of its axes: `t`'s element at
+/// each of `r`'s rows is stored where that permutation puts it.
+fn permuted_store(
+    t: &NodeRef,
+    r: &NodeRef,
+    domain: &Domain,
+    materialized: &FxSet<u64>,
+) -> Option<ShapeTracker> {
+    if t.numel() != r.numel() {
+        return None;
+    }
+    let st = path_tracker(t, r, materialized)?;
+    let [v] = st.views.as_slice() else {
+        return None;
+    };
+    if v.offset != 0 || v.mask.is_some() {
+        return None;
+    }
+    // Map each axis of t onto the axis of r's output it walks.
+    let out = r.shape();
+    let cs_out = contiguous_strides(out);
+    let cs_t = contiguous_strides(t.shape());
+    let mut stride_of_out_axis = vec![0isize; out.len()];
+    let mut used = vec![false; out.len()];
+    for (i, (&n, &s)) in t.shape().iter().zip(&v.strides).enumerate() {
+        if n == 1 {
+            continue;
+        }
+        let j = (0..out.len()).find(|j| !used[*j] && out[*j] == n && cs_out[*j] == s)?;
+        used[j] = true;
+        stride_of_out_axis[j] = cs_t[i];
+    }
+    if (0..out.len()).any(|j| out[j] > 1 && !used[j]) {
+        return None;
+    }
+    // The domain's kept variables are r's non-reduced output axes in order.
+    let kept: Vec<usize> = match &domain.source {
+        Source::Reduce(shape, axes) => (0..shape.len()).filter(|a| !axes.contains(a)).collect(),
+        Source::Matmul(..) => (0..out.len()).collect(),
+        Source::Elementwise(_) => return None,
+    };
+    let mut strides: Vec<isize> = kept.iter().map(|j| stride_of_out_axis[*j]).collect();
+    strides.resize(domain.ranges.len(), 0);
+    Some(domain.tracker(strides))
+}
+
 /// Merges plans over equal domains when neither reads what the other
-/// writes through a kernel in between (plans are in dependency order);
-/// with `merging` off, returns them as they are.
+/// writes through a kernel in between (plans are in dependency order). An
+/// elementwise plan over the input shape of a reduction plan joins it as
+/// an element-level store (in either order).
 fn merge(
     plans: Vec<KernelPlan>,
     materialized: &FxSet<u64>,
     no_merge: &FxSet<u64>,
-    merging: bool,
 ) -> Vec<KernelPlan> {
-    if !merging {
-        return plans;
-    }
     let mut out: Vec<KernelPlan> = Vec::new();
-    for p in plans {
+    for mut p in plans {
         let deps = loads(&p, materialized);
         // The latest earlier kernel p depends on: p can only join a kernel
-        // at or after it.
+        // at or after it (joining it computes that value inline).
         let first_ok = out
             .iter()
             .rposition(|q| q.outputs.iter().any(|(n, _)| deps.contains(&n.id())));
@@ -181,15 +282,37 @@ fn merge(
             Some(i) => i,
             None => 0,
         };
-        let target =
-            (start..out.len()).find(|i| out[*i].domain == p.domain && is_compute_plan(&out[*i]));
+        let target = (start..out.len()).find(|i| {
+            let q = &mut out[*i];
+            is_compute_plan(q)
+                && (q.domain == p.domain || adopt(&mut p, &q.domain) || adopt(q, &p.domain))
+        });
         match target {
-            // Joining the kernel it depends on computes that value inline.
             Some(i) => out[i].outputs.extend(p.outputs),
             None => out.push(p),
         }
     }
     out
+}
+
+/// Re-expresses an elementwise plan over shape `s` in the domain of a
+/// reduction over `s` (its outputs become element-level stores); false if
+/// the plan is not like that.
+fn adopt(p: &mut KernelPlan, domain: &Domain) -> bool {
+    let (Source::Elementwise(shape), Source::Reduce(rshape, axes)) =
+        (&p.domain.source, &domain.source)
+    else {
+        return false;
+    };
+    if shape != rshape || p.outputs.iter().any(|(n, _)| n.shape() != shape.as_slice()) {
+        return false;
+    }
+    let store = domain.reduce_source(rshape, axes);
+    for o in &mut p.outputs {
+        o.1 = store.clone();
+    }
+    p.domain = domain.clone();
+    true
 }
 
 fn is_compute_plan(p: &KernelPlan) -> bool {

@@ -11,11 +11,24 @@ use smelt_codegen::{
 };
 use std::hash::{Hash, Hasher};
 
-/// The loop domain of a kernel and how its root reads its source(s).
+/// The loop domain of a kernel: its loop sizes and what iterates over it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Domain {
     pub ranges: Vec<i64>,
     pub n_kept: usize,
+    pub source: Source,
+}
+
+/// What a domain iterates over; equal domains iterate the same way, so
+/// their kernels can merge and compute each other's reductions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// Every element of a tensor of this shape.
+    Elementwise(Vec<usize>),
+    /// A reduction of a tensor of this shape over these axes.
+    Reduce(Vec<usize>, Vec<usize>),
+    /// A matmul of operands of these shapes.
+    Matmul(Vec<usize>, Vec<usize>),
 }
 
 impl Domain {
@@ -33,6 +46,7 @@ impl Domain {
         Domain {
             ranges: shape.iter().map(|n| *n as i64).collect(),
             n_kept: shape.len(),
+            source: Source::Elementwise(shape.to_vec()),
         }
     }
 
@@ -44,6 +58,7 @@ impl Domain {
         Domain {
             ranges,
             n_kept: kept.len(),
+            source: Source::Reduce(shape.to_vec(), red),
         }
     }
 
@@ -96,6 +111,13 @@ pub fn split_axes(rank: usize, axes: &[usize]) -> (Vec<usize>, Vec<usize>) {
     let mut red = axes.to_vec();
     red.sort_unstable();
     (kept, red)
+}
+
+/// A reduction or matmul a kernel could not compute in its domain.
+pub struct Failure {
+    pub node: NodeRef,
+    /// Nodes from the kernel's stored node down to `node` (exclusive).
+    pub path: Vec<NodeRef>,
 }
 
 /// Where a kernel input's data comes from.
@@ -177,9 +199,9 @@ pub struct Lowerer<'a> {
     pub op_names: Vec<String>,
     /// Path from the stored node to the node being lowered.
     stack: Vec<NodeRef>,
-    /// Nodes that must be materialized because this kernel cannot compute
-    /// a reduction or matmul they lead to in its domain.
-    pub failed: Vec<NodeRef>,
+    /// Reductions and matmuls this kernel could not compute in its domain,
+    /// with the path that reached them.
+    pub failed: Vec<Failure>,
     /// Reductions and matmuls computed inside this kernel, by node id.
     pub inlined: Vec<u64>,
     matmul: bool,
@@ -212,19 +234,14 @@ impl<'a> Lowerer<'a> {
     }
 
     /// `node` (a reduction or matmul) cannot be computed in this kernel:
-    /// asks for the node nearest the stored one whose element count matches
-    /// `node`'s to be materialized (so its elementwise consumers stay fused
-    /// with it), or `node` itself.
+    /// records it for the planner, which decides what to materialize.
     fn fail(&mut self, node: &NodeRef) -> Val {
-        let pick = self
-            .stack
-            .iter()
-            .skip(1)
-            .find(|n| is_compute(&n.op()) && n.numel() == node.numel())
-            .unwrap_or(node)
-            .clone();
-        if !self.failed.iter().any(|f| f.id() == pick.id()) {
-            self.failed.push(pick);
+        if !self.failed.iter().any(|f| f.node.id() == node.id()) {
+            let path = self.stack[..self.stack.len().saturating_sub(1)].to_vec();
+            self.failed.push(Failure {
+                node: node.clone(),
+                path,
+            });
         }
         self.constant(0.0, node.dtype())
     }
@@ -505,5 +522,9 @@ pub fn matmul_domain(a: &[usize], b: &[usize]) -> Domain {
     let r = a.len();
     let mut ranges: Vec<i64> = a[..r - 2].iter().map(|n| *n as i64).collect();
     ranges.extend([a[r - 2] as i64, b[r - 1] as i64, a[r - 1] as i64]);
-    Domain { n_kept: r, ranges }
+    Domain {
+        n_kept: r,
+        ranges,
+        source: Source::Matmul(a.to_vec(), b.to_vec()),
+    }
 }

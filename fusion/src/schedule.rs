@@ -182,7 +182,7 @@ impl Schedule {
 /// What lowering one kernel plan reported to the fusion planner.
 pub struct LowerReport {
     /// Nodes the kernel asks to have materialized.
-    pub failed: Vec<NodeRef>,
+    pub failed: Vec<crate::lower::Failure>,
     /// Reductions and matmuls it computes inline.
     pub inlined: Vec<u64>,
 }
