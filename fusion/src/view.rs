@@ -450,7 +450,7 @@ fn merge_dims(lower: &View, upper: &View) -> Option<View> {
         || lower.mask.as_ref().is_some_and(|lm| {
             used.iter()
                 .zip(lm)
-                .any(|(u, (lo, hi))| !u && !(*lo == 0 && *hi > 0))
+                .any(|(u, (lo, hi))| !(*u || (*lo == 0 && *hi > 0)))
         });
     if never {
         mask = Some(vec![(0, 0); upper.shape.len()]);
