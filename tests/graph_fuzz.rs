@@ -18,8 +18,12 @@ use smelt::{realize_all, s, DType, Device, Fusion, ReduceOp, Schedule, SliceArg,
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
-/// Largest tensor a graph makes (keeps the interpreter fast).
+/// Largest tensor a small graph makes (keeps the interpreter fast).
 const MAX_NUMEL: usize = 360;
+
+/// Largest tensor a big graph makes: rows longer than the CPU backend's
+/// tile (4096), so multi-reduce kernels stream rows in chunks.
+const MAX_NUMEL_BIG: usize = 40_000;
 
 /// Seed of the first graph of the CI run.
 const BASE_SEED: u64 = 0x5EED_0000;
@@ -169,6 +173,8 @@ struct Gen {
     /// Every size of this graph's shapes is drawn from these (a narrow
     /// set makes equal sizes on different axes likely).
     sizes: Vec<usize>,
+    /// Largest tensor this graph makes.
+    max_numel: usize,
     /// Every tensor made so far, with its name.
     pool: Vec<(String, Tensor)>,
     /// One line per op, for failure reports.
@@ -179,16 +185,18 @@ struct Gen {
 impl Gen {
     fn new(seed: u64, fusion: Fusion) -> Gen {
         let mut rng = Rng::new(seed);
-        let sizes = match rng.below(3) {
-            0 => vec![1, 1, 2, 3, 4, 5, 6, 7],
-            1 => vec![1, 3, 3, 3],
-            _ => vec![1, 2, 4, 4],
+        let (sizes, max_numel) = match rng.below(20) {
+            0 | 1 => (vec![1, 33, 64, 130], MAX_NUMEL_BIG),
+            2..=7 => (vec![1, 3, 3, 3], MAX_NUMEL),
+            8..=12 => (vec![1, 2, 4, 4], MAX_NUMEL),
+            _ => (vec![1, 1, 2, 3, 4, 5, 6, 7], MAX_NUMEL),
         };
         Gen {
             rng,
             dev: Device::Cpu,
             fusion,
             sizes,
+            max_numel,
             pool: Vec::new(),
             log: Vec::new(),
             ops: 0,
@@ -202,7 +210,7 @@ impl Gen {
             let s: Vec<usize> = (0..rank)
                 .map(|_| self.sizes[self.rng.below(self.sizes.len())])
                 .collect();
-            if numel(&s) <= MAX_NUMEL / 2 {
+            if numel(&s) <= self.max_numel / 2 {
                 return s;
             }
         }
@@ -267,7 +275,7 @@ impl Gen {
                 let ok: Vec<usize> = (0..self.pool.len())
                     .filter(|i| {
                         broadcast(&sa, self.pool[*i].1.shape())
-                            .is_some_and(|s| numel(&s) <= MAX_NUMEL)
+                            .is_some_and(|s| numel(&s) <= self.max_numel)
                     })
                     .collect();
                 if ok.is_empty() {
@@ -299,7 +307,7 @@ impl Gen {
                     }
                 }
                 match broadcast(&sa, &sb) {
-                    Some(s) if numel(&s) <= MAX_NUMEL => {
+                    Some(s) if numel(&s) <= self.max_numel => {
                         let t = self.input(&sb);
                         let name = self.pool.last().unwrap().0.clone();
                         (name, t)
@@ -465,7 +473,7 @@ impl Gen {
                     .map(|_| (self.rng.below(3), self.rng.below(3)))
                     .collect();
                 let padded: usize = sa.iter().zip(&pads).map(|(n, (b, e))| n + b + e).product();
-                if padded > MAX_NUMEL {
+                if padded > self.max_numel {
                     self.add(a.flip(0), format!("flip({an}, 0)"));
                     return;
                 }
@@ -483,7 +491,7 @@ impl Gen {
                 if to == sa || self.rng.chance(0.4) {
                     to.insert(0, k);
                 }
-                if numel(&to) > MAX_NUMEL {
+                if numel(&to) > self.max_numel {
                     self.add(a.t_any(), format!("transpose last two of {an}"));
                     return;
                 }
@@ -557,7 +565,7 @@ impl Gen {
         let k = sa[sa.len() - 1];
         let n = self.rng.pick(&[1, 2, 3, 5]);
         let out: usize = numel(&sa) / k * n;
-        if out > MAX_NUMEL || k > 32 {
+        if out > self.max_numel || k > 32 {
             self.add(a.sum(-1), format!("sum({an}, -1)"));
             return;
         }
@@ -621,8 +629,14 @@ struct Graph {
 fn build(seed: u64, fusion: Fusion) -> Graph {
     let mut g = Gen::new(seed, fusion);
     let n_inputs = 1 + g.rng.below(3);
-    for _ in 0..n_inputs {
-        let s = g.shape();
+    for i in 0..n_inputs {
+        let s = if i == 0 && g.max_numel == MAX_NUMEL_BIG {
+            // Big graphs start from a tensor whose rows exceed a tile.
+            let shapes: [&[usize]; 4] = [&[64, 130], &[130, 64], &[2, 33, 130], &[8320]];
+            g.rng.pick(&shapes).to_vec()
+        } else {
+            g.shape()
+        };
         g.input(&s);
     }
     let n_ops = 8 + g.rng.below(17);
@@ -675,6 +689,8 @@ struct Stats {
     ops: usize,
     kernels_on: usize,
     kernels_off: usize,
+    /// Fused kernels whose rows are longer than the CPU tile (4096).
+    long_rows: usize,
     inexact: usize,
     elements: usize,
     nan: usize,
@@ -700,6 +716,11 @@ fn run_graph(seed: u64) -> Result<Stats, String> {
             ops: g.ops,
             kernels_on: on.items.len(),
             kernels_off: off.items.len(),
+            long_rows: on
+                .items
+                .iter()
+                .filter(|i| i.kernel.row_len() > 4096)
+                .count(),
             ..Stats::default()
         };
         let fused = realize(seed, Fusion::On)?;
@@ -764,6 +785,7 @@ fn fuzz(first: u64, count: u64) {
                 total.ops += s.ops;
                 total.kernels_on += s.kernels_on;
                 total.kernels_off += s.kernels_off;
+                total.long_rows += s.long_rows;
                 total.inexact += s.inexact;
                 total.elements += s.elements;
                 total.nan += s.nan;
@@ -773,11 +795,13 @@ fn fuzz(first: u64, count: u64) {
         }
     }
     eprintln!(
-        "graph_fuzz: {count} graphs, {} ops, {} fused / {} unfused kernels, \
+        "graph_fuzz: {count} graphs, {} ops, {} fused / {} unfused kernels \
+         ({} with rows over 4096), \
          {} output elements ({} NaN, {} inf), {} inexact, {} failed, {:.1} s",
         total.ops,
         total.kernels_on,
         total.kernels_off,
+        total.long_rows,
         total.elements,
         total.nan,
         total.inf,
