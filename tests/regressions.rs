@@ -122,3 +122,26 @@ fn where_scalar_follows_the_other_branch() {
     assert_eq!(x.logsumexp(1, false).dtype(), DType::F16);
     assert_eq!(x.gt(0.0).where_(&x, 0.0).dtype(), DType::F16);
 }
+
+/// A reduction over a single element collapses the kernel domain to no
+/// loops at all; the PTX emitter underflowed on it (`SMELT_CHECK_PTX=1`,
+/// as in CI, emits PTX for every kernel the CPU runs).
+#[test]
+fn reduce_of_a_single_element() {
+    let x = iota(&[1]);
+    check("sum over [1]", || x.sum(0), &NdArray::scalar(1.0), EXACT);
+    check("max over [1]", || x.max(..), &NdArray::scalar(1.0), EXACT);
+    check(
+        "argmin over [1]",
+        || x.argmin(0),
+        &NdArray::scalar(0.0),
+        EXACT,
+    );
+    let y = iota(&[1, 1, 1]);
+    check(
+        "sum over [1, 1, 1] keepdim",
+        || y.sum_keepdim([0, 2]),
+        &NdArray::new(&[1, 1, 1], vec![1.0]),
+        EXACT,
+    );
+}

@@ -343,14 +343,16 @@ fn fuzz(seeds: std::ops::Range<u64>, empty: bool) {
     );
 }
 
+// 600 chains in CI (each distinct kernel is also assembled by ptxas there);
+// the long test runs 40,000.
 #[test]
 fn view_chains() {
-    fuzz(0..1000, false);
+    fuzz(0..400, false);
 }
 
 #[test]
 fn view_chains_with_zero_size_axes() {
-    fuzz(10_000..11_000, true);
+    fuzz(10_000..10_200, true);
 }
 
 #[test]
