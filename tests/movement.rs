@@ -17,6 +17,37 @@ fn iota(shape: &[usize]) -> (Tensor, NdArray) {
     make(&v, shape, DType::F32)
 }
 
+/// The host reference itself, against values Python prints.
+#[test]
+fn reference_helpers_match_python() {
+    // range(5)[a:b:c]
+    assert_eq!(py_slice(None, None, -1, 5), vec![4, 3, 2, 1, 0]);
+    assert_eq!(py_slice(Some(10), Some(0), -3, 5), vec![4, 1]);
+    assert_eq!(py_slice(Some(-2), None, 1, 5), vec![3, 4]);
+    assert_eq!(py_slice(Some(1), Some(7), 2, 5), vec![1, 3]);
+    assert_eq!(py_slice(Some(-100), Some(100), 4, 5), vec![0, 4]);
+    assert_eq!(py_slice(Some(3), Some(1), 1, 5), Vec::<usize>::new());
+    assert_eq!(py_slice(None, Some(-6), -1, 5), vec![4, 3, 2, 1, 0]);
+    assert_eq!(py_slice(Some(-1), Some(-3), -1, 5), vec![4, 3]);
+    assert_eq!(py_slice(None, None, 2, 0), Vec::<usize>::new());
+    let h = NdArray::new(&[2, 3], (0..6).map(|v| v as f64).collect());
+    assert_eq!(h.permute(&[1, 0]).data, vec![0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+    assert_eq!(h.flip(&[1]).data, vec![2.0, 1.0, 0.0, 5.0, 4.0, 3.0]);
+    assert_eq!(h.sum(&[0], false).data, vec![3.0, 5.0, 7.0]);
+    assert_eq!(h.max(&[1], true).shape, vec![2, 1]);
+    assert_eq!(
+        h.pad(&[(1, 0), (0, 1)], 9.0).data,
+        vec![9.0, 9.0, 9.0, 9.0, 0.0, 1.0, 2.0, 9.0, 3.0, 4.0, 5.0, 9.0]
+    );
+    assert_eq!(
+        h.slice(s![.., NewAxis, ..;-2]).data,
+        vec![2.0, 0.0, 5.0, 3.0]
+    );
+    assert_eq!(h.slice(s![.., NewAxis, ..;-2]).shape, vec![2, 1, 2]);
+    let v = NdArray::new(&[3], vec![1.0, 2.0, 3.0]);
+    assert_eq!(h.matmul(&v.reshape(&[3, 1])).data, vec![8.0, 26.0]);
+}
+
 #[test]
 fn reshape_contiguous_and_inferred() {
     let (x, h) = iota(&[2, 3, 4]);
