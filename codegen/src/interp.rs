@@ -25,13 +25,17 @@ impl std::fmt::Display for InterpError {
 }
 
 /// Runs `kernel` reading `inputs` and writing `outputs` (byte buffers in the
-/// dtypes and lengths of the kernel's parameters).
+/// dtypes and lengths of the kernel's parameters). Matmul kernels take the
+/// blocked fast path of [`crate::matmul_cpu`] when they fit it.
 pub fn run(
     kernel: &Kernel,
     inputs: &[&[u8]],
     outputs: &mut [&mut [u8]],
 ) -> Result<(), InterpError> {
     check_args(kernel, inputs, outputs)?;
+    if let Some(done) = crate::matmul_cpu::try_run(kernel, inputs, outputs) {
+        return done;
+    }
     let rows = kernel.rows();
     let row_len = kernel.row_len();
     let (tile_rows, chunk) = if row_len == 0 {

@@ -6,6 +6,7 @@ pub mod dtype;
 pub mod expr;
 pub mod interp;
 pub mod ir;
+pub mod matmul_cpu;
 pub mod ops;
 pub mod ptx;
 

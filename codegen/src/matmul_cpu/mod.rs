@@ -1,0 +1,257 @@
+//! The CPU fast path for matmul kernels.
+//!
+//! A [`KernelKind::Matmul`] kernel computes, per row (kept point), one
+//! `Reduce(Sum, Mul(x, y))` in f32 followed by a row-level epilogue. The
+//! generic interpreter evaluates that product element by element; here it is
+//! split in three:
+//!
+//! 1. each operand's sub-DAG (`x`, `y`: loads through any view, fused
+//!    casts or scales) is evaluated by the interpreter into a packed f32
+//!    matrix over its own variables: `x` over `[batch.., m.., k..]`, `y`
+//!    over `[batch.., n.., k..]`, where `batch` are the kept variables both
+//!    read, `m` those only `x` reads and `n` the rest;
+//! 2. a cache-blocked GEMM ([`gemm`]) multiplies them per batch and scatters
+//!    the sums into one f32 value per row;
+//! 3. the epilogue (everything the stores need, the `Reduce` replaced by a
+//!    load of those row values) runs through the interpreter.
+//!
+//! The GEMM accumulates in the same order and precision as the
+//! interpreter's `Reduce`, so both paths give identical bits. Kernels of
+//! another shape (integer matmuls, several reductions, element-level
+//! stores, empty dimensions) return `None` and take the generic path.
+
+mod extract;
+mod gemm;
+
+use crate::expr::{Cond, Expr};
+use crate::interp::{self, InterpError};
+use crate::ir::{Arg, Inst, Kernel, KernelKind, Node, Store, Val};
+use crate::ops::{BinaryOp, ReduceOp};
+use crate::DType;
+use extract::{copy_insts, row_major, vars_read, VarMap};
+
+/// Runs `kernel` with the fast path if it applies (see the module docs);
+/// `None` means the caller must interpret it generically.
+pub fn try_run(
+    kernel: &Kernel,
+    inputs: &[&[u8]],
+    outputs: &mut [&mut [u8]],
+) -> Option<Result<(), InterpError>> {
+    let mm = Matmul::recognise(kernel)?;
+    let epilogue = mm.epilogue(kernel)?;
+    let (xk, yk) = (
+        mm.operand(kernel, mm.x, &mm.m)?,
+        mm.operand(kernel, mm.y, &mm.n)?,
+    );
+    Some((|| {
+        let x = eval_f32(&xk, inputs)?;
+        let y = eval_f32(&yk, inputs)?;
+        let sums = mm.product(kernel, &x, &y);
+        let mut ins = inputs.to_vec();
+        ins.push(&sums);
+        interp::run(&epilogue, &ins, outputs)
+    })())
+}
+
+/// The recognised structure of a matmul kernel.
+struct Matmul {
+    /// The `Reduce` instruction and its two factors.
+    reduce: Val,
+    x: Val,
+    y: Val,
+    /// Kept variables read by both factors, by `x` only, and the others.
+    batch: Vec<usize>,
+    m: Vec<usize>,
+    n: Vec<usize>,
+    /// The reduced variables.
+    k: Vec<usize>,
+}
+
+impl Matmul {
+    fn recognise(k: &Kernel) -> Option<Matmul> {
+        if k.kind != KernelKind::Matmul || k.ranges.contains(&0) {
+            return None;
+        }
+        let mut reduces = k
+            .insts
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| match n.inst {
+                Inst::Reduce(op, a) => Some((i, op, n.dtype, a)),
+                _ => None,
+            });
+        let (reduce, op, dt, prod) = reduces.next()?;
+        if reduces.next().is_some() || op != ReduceOp::Sum || dt != DType::F32 {
+            return None;
+        }
+        let p = &k.insts[prod];
+        let Inst::Binary(BinaryOp::Mul, x, y) = p.inst else {
+            return None;
+        };
+        let f32s = [p.dtype, k.insts[x].dtype, k.insts[y].dtype];
+        if f32s.iter().any(|d| *d != DType::F32) {
+            return None;
+        }
+        let (vx, vy) = (vars_read(k, x), vars_read(k, y));
+        let kept = 0..k.n_kept;
+        let batch: Vec<usize> = kept
+            .clone()
+            .filter(|v| vx.contains(v) && vy.contains(v))
+            .collect();
+        let m: Vec<usize> = kept
+            .clone()
+            .filter(|v| vx.contains(v) && !vy.contains(v))
+            .collect();
+        let n = kept.filter(|v| !vx.contains(v)).collect();
+        Some(Matmul {
+            reduce,
+            x,
+            y,
+            batch,
+            m,
+            n,
+            k: (k.n_kept..k.ranges.len()).collect(),
+        })
+    }
+
+    /// A kernel writing factor `root` as a dense f32 array over
+    /// `[batch.., side.., k..]` (row-major).
+    fn operand(&self, k: &Kernel, root: Val, side: &[usize]) -> Option<Kernel> {
+        let old: Vec<usize> = [&self.batch[..], side, &self.k].concat();
+        let ranges: Vec<i64> = old.iter().map(|v| k.ranges[*v]).collect();
+        let mut to = vec![None; k.ranges.len()];
+        for (new, v) in old.iter().enumerate() {
+            to[*v] = Some(new);
+        }
+        let map = VarMap {
+            to: &to,
+            ranges: &ranges,
+        };
+        let (insts, new_of) = copy_insts(k, &[root], &map, None)?;
+        let all: Vec<usize> = (0..ranges.len()).collect();
+        let len = ranges.iter().product::<i64>() as usize;
+        Some(Kernel {
+            name: format!("{}_operand", k.name),
+            kind: KernelKind::Elementwise,
+            n_kept: ranges.len(),
+            inputs: k.inputs.clone(),
+            outputs: vec![Arg {
+                dtype: DType::F32,
+                len,
+            }],
+            insts,
+            stores: vec![Store {
+                output: 0,
+                index: row_major(&all, &ranges),
+                value: new_of[root]?,
+            }],
+            ranges,
+        })
+    }
+
+    /// The kernel's stores over its kept variables, the `Reduce` replaced by
+    /// a load of an extra f32 input holding one value per row.
+    fn epilogue(&self, k: &Kernel) -> Option<Kernel> {
+        let ranges = &k.ranges[..k.n_kept];
+        let to: Vec<Option<usize>> = (0..k.ranges.len())
+            .map(|v| (v < k.n_kept).then_some(v))
+            .collect();
+        let map = VarMap { to: &to, ranges };
+        let kept: Vec<usize> = (0..k.n_kept).collect();
+        let sums = Node {
+            inst: Inst::Load {
+                input: k.inputs.len(),
+                index: row_major(&kept, ranges),
+                valid: Cond::always(),
+            },
+            dtype: DType::F32,
+        };
+        let roots: Vec<Val> = k.stores.iter().map(|s| s.value).collect();
+        let (insts, new_of) = copy_insts(k, &roots, &map, Some((self.reduce, sums)))?;
+        let stores = k
+            .stores
+            .iter()
+            .map(|s| {
+                let mut vs = Vec::new();
+                s.index.vars(&mut vs);
+                let index = s.index.substitute(&Expr::var, ranges);
+                (vs.iter().all(|v| *v < k.n_kept)).then(|| Store {
+                    output: s.output,
+                    index,
+                    value: new_of[s.value].expect("store values are copied"),
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        let mut inputs = k.inputs.clone();
+        inputs.push(Arg {
+            dtype: DType::F32,
+            len: k.rows(),
+        });
+        Some(Kernel {
+            name: format!("{}_epilogue", k.name),
+            kind: KernelKind::Elementwise,
+            ranges: ranges.to_vec(),
+            n_kept: k.n_kept,
+            inputs,
+            outputs: k.outputs.clone(),
+            insts,
+            stores,
+        })
+    }
+
+    /// Multiplies the packed factors per batch; returns the row sums as f32
+    /// bytes in row-major order of the kept variables.
+    fn product(&self, k: &Kernel, x: &[f32], y: &[f32]) -> Vec<u8> {
+        let size = |vs: &[usize]| vs.iter().map(|v| k.ranges[*v] as usize).product::<usize>();
+        let (m, n, kk) = (size(&self.m), size(&self.n), size(&self.k));
+        // Row offset of each batch / m / n position: the kept variables'
+        // row-major strides, gathered per group.
+        let mut stride = vec![0usize; k.n_kept];
+        let mut s = 1;
+        for v in (0..k.n_kept).rev() {
+            stride[v] = s;
+            s *= k.ranges[v] as usize;
+        }
+        let offsets = |vs: &[usize]| -> Vec<usize> {
+            let mut offs = vec![0usize];
+            for v in vs {
+                let (r, st) = (k.ranges[*v] as usize, stride[*v]);
+                offs = offs
+                    .iter()
+                    .flat_map(|o| (0..r).map(move |i| o + i * st))
+                    .collect();
+            }
+            offs
+        };
+        let (boffs, moffs, noffs) = (offsets(&self.batch), offsets(&self.m), offsets(&self.n));
+        let mut sums = vec![0f32; k.rows()];
+        let mut c = vec![0f32; m * n];
+        for (b, boff) in boffs.iter().enumerate() {
+            c.fill(0.0);
+            let g = gemm::Gemm {
+                m,
+                n,
+                k: kk,
+                a: &x[b * m * kk..][..m * kk],
+                bt: &y[b * n * kk..][..n * kk],
+            };
+            g.run(&mut c);
+            for (crow, moff) in c.chunks_exact(n).zip(&moffs) {
+                for (v, noff) in crow.iter().zip(&noffs) {
+                    sums[boff + moff + noff] = *v;
+                }
+            }
+        }
+        sums.iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
+}
+
+/// Runs a one-output f32 kernel and returns its output.
+fn eval_f32(k: &Kernel, inputs: &[&[u8]]) -> Result<Vec<f32>, InterpError> {
+    let mut out = vec![0u8; k.outputs[0].len * 4];
+    interp::run(k, inputs, &mut [&mut out])?;
+    Ok(out
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect())
+}
