@@ -20,6 +20,20 @@ const NS: [usize; 10] = [
     256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072,
 ];
 
+/// A `rows x n` input made on the GPU from a `rows x 1024` random block
+/// repeated along the rows (host-side generation of 512M values would
+/// dominate the run; the values' pattern does not matter for bandwidth).
+fn randn_on_gpu(rows: usize, n: usize, dt: DType, seed: u64, dev: &Device) -> Result<Tensor> {
+    let w = n.min(1024);
+    let block = Tensor::randn([rows, 1, w], dt, seed, dev);
+    let x = block
+        .expand([rows, n / w, w])
+        .reshape([rows, n])
+        .contiguous();
+    x.realize()?;
+    Ok(x)
+}
+
 fn main() -> Result<()> {
     let Some(dev) = gpu() else { return Ok(()) };
     let cuda = Device::Cuda(0);
@@ -35,13 +49,13 @@ fn main() -> Result<()> {
     for log in (12..=28).step_by(2) {
         let n = 1usize << log;
         let rot = rotation(3 * 4 * n);
-        let xs: Vec<(Tensor, Tensor)> = (0..rot)
+        let xs: Vec<(Tensor, Tensor)> = (0..rot as u64)
             .map(|i| {
-                let a = Tensor::randn([n], DType::F32, 2 * i as u64, &cuda);
-                let b = Tensor::randn([n], DType::F32, 2 * i as u64 + 1, &cuda);
-                (a, b)
+                let a = randn_on_gpu(1, n, DType::F32, 2 * i, &cuda)?.reshape([n]);
+                let b = randn_on_gpu(1, n, DType::F32, 2 * i + 1, &cuda)?.reshape([n]);
+                Ok((a, b))
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let ms = gpu_ms(&dev, |i| {
             let (a, b) = &xs[i % rot];
             (a + b).realize().map(|_| ())
@@ -75,8 +89,8 @@ fn main() -> Result<()> {
                 let bytes = 2 * M * n * dt.size();
                 let rot = rotation(bytes / 2);
                 let xs: Vec<Tensor> = (0..rot)
-                    .map(|i| Tensor::randn([M, n], dt, 100 + i as u64, &cuda))
-                    .collect();
+                    .map(|i| randn_on_gpu(M, n, dt, 100 + i as u64, &cuda))
+                    .collect::<Result<_>>()?;
                 let run = |mode: Fusion| {
                     gpu_ms(&dev, |i| {
                         let x = &xs[i % rot];

@@ -24,6 +24,15 @@ impl Device {
         }
     }
 
+    /// Waits until all work queued on the device has finished (the CPU runs
+    /// synchronously, so there it returns at once).
+    pub fn synchronize(&self) -> crate::Result<()> {
+        match self {
+            Device::Cpu => Ok(()),
+            Device::Cuda(n) => crate::runtime::cuda::device(*n)?.sync(),
+        }
+    }
+
     /// A CUDA GPU when a driver and a GPU are present, else the CPU. Never
     /// panics.
     pub fn best() -> Device {

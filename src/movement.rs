@@ -142,7 +142,7 @@ impl Tensor {
             .map(|x| {
                 if *x == -1 {
                     assert!(
-                        known != 0 && n % known == 0,
+                        known != 0 && n.is_multiple_of(known),
                         "reshape: cannot infer -1 in {d:?} for a tensor of shape {:?}",
                         self.shape()
                     );

@@ -230,34 +230,36 @@ fn display_like_pytorch() {
     let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], [2, 2], &dev);
     assert_eq!(
         x.to_string(),
-        "tensor([[1., 2.],\n        [3., 4.]], shape=[2, 2], dtype=float32, device=cpu)"
+        format!("tensor([[1., 2.],\n        [3., 4.]], shape=[2, 2], dtype=float32, device={dev})")
     );
     let i = Tensor::from_vec(vec![1i32, -20, 3], [3], &dev);
     assert_eq!(
         i.to_string(),
-        "tensor([  1, -20,   3], shape=[3], dtype=int32, device=cpu)"
+        format!("tensor([  1, -20,   3], shape=[3], dtype=int32, device={dev})")
     );
     let f = Tensor::from_vec(vec![1.5f32, -2.25, 10.0], [3], &dev);
     assert_eq!(
         f.to_string(),
-        "tensor([ 1.5000, -2.2500, 10.0000], shape=[3], dtype=float32, device=cpu)"
+        format!("tensor([ 1.5000, -2.2500, 10.0000], shape=[3], dtype=float32, device={dev})")
     );
     let b = Tensor::from_vec(vec![true, false], [2], &dev);
     assert_eq!(
         b.to_string(),
-        "tensor([ True, False], shape=[2], dtype=bool, device=cpu)"
+        format!("tensor([ True, False], shape=[2], dtype=bool, device={dev})")
     );
     let s = Tensor::scalar(3.5f32, &dev);
     assert_eq!(
         s.to_string(),
-        "tensor(3.5000, shape=[], dtype=float32, device=cpu)"
+        format!("tensor(3.5000, shape=[], dtype=float32, device={dev})")
     );
     // Three axes: a blank line between blocks, inner rows aligned.
     let c = Tensor::arange(1.0, 9.0, 1.0, DType::F32, &dev).reshape([2, 2, 2]);
     assert_eq!(
         c.to_string(),
-        "tensor([[[1., 2.],\n         [3., 4.]],\n\n        [[5., 6.],\n         [7., 8.]]], \
-         shape=[2, 2, 2], dtype=float32, device=cpu)"
+        format!(
+            "tensor([[[1., 2.],\n         [3., 4.]],\n\n        [[5., 6.],\n         [7., 8.]]], \
+         shape=[2, 2, 2], dtype=float32, device={dev})"
+        )
     );
     // Half floats, and a lazy view (printing realizes it).
     let h = Tensor::from_vec(vec![0.5f32, 0.25], [2], &dev)
@@ -265,19 +267,19 @@ fn display_like_pytorch() {
         .flip(0);
     assert_eq!(
         h.to_string(),
-        "tensor([0.2500, 0.5000], shape=[2], dtype=float16, device=cpu)"
+        format!("tensor([0.2500, 0.5000], shape=[2], dtype=float16, device={dev})")
     );
     // Large tensors are summarised with `...`.
     let big = Tensor::arange(0.0, 2000.0, 1.0, DType::F32, &dev);
     assert_eq!(
         big.to_string(),
-        "tensor([   0.,    1.,    2., ..., 1997., 1998., 1999.], shape=[2000], dtype=float32, device=cpu)"
+        format!("tensor([   0.,    1.,    2., ..., 1997., 1998., 1999.], shape=[2000], dtype=float32, device={dev})")
     );
     // Empty tensors and non-finite values.
     let e = Tensor::zeros([0, 3], DType::F32, &dev);
     assert_eq!(
         e.to_string(),
-        "tensor([], shape=[0, 3], dtype=float32, device=cpu)"
+        format!("tensor([], shape=[0, 3], dtype=float32, device={dev})")
     );
     let nf = Tensor::from_vec(vec![1.0f32, f32::NAN, f32::NEG_INFINITY], [3], &dev);
     let txt = nf.to_string();

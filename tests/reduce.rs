@@ -250,7 +250,10 @@ fn reductions_over_zero_size_axes() {
     );
 }
 
-fn arg_cases() -> Vec<(&'static str, fn(&Tensor, isize) -> Tensor, bool)> {
+/// (name, op, keepdim) of each argmax/argmin variant.
+type ArgCase = (&'static str, fn(&Tensor, isize) -> Tensor, bool);
+
+fn arg_cases() -> Vec<ArgCase> {
     vec![
         ("argmax", Tensor::argmax, false),
         ("argmin", Tensor::argmin, false),

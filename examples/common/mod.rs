@@ -23,10 +23,12 @@ pub fn run(
     // Warm-up (kernel compilation, allocation), then a timed run.
     build(&xs).realize_with(fusion)?;
     let y = build(&xs);
+    dev.synchronize()?;
     let t0 = Instant::now();
     y.realize_with(fusion)?;
-    let out = y.to_vec::<f32>()?; // waits for the device
+    dev.synchronize()?;
     let secs = t0.elapsed().as_secs_f64();
+    let out = y.to_vec::<f32>()?;
     let mut err = 0.0f64;
     if dev != Device::Cpu {
         let cpu_in: Vec<Tensor> = xs

@@ -265,8 +265,15 @@ impl CudaDevice {
         {
             return Ok(l.clone());
         }
-        let launch = ptx::emit(k, &self.target)
-            .map_err(|e| Error::Compile(format!("kernel {}: {e}", k.name)))?;
+        let launch = match disk::load(key) {
+            Some(l) => l,
+            None => {
+                let l = ptx::emit(k, &self.target)
+                    .map_err(|e| Error::Compile(format!("kernel {}: {e}", k.name)))?;
+                disk::store(key, &l);
+                l
+            }
+        };
         if super::debug_level() >= 4 {
             eprintln!("{}", launch.ptx);
         }
@@ -368,11 +375,15 @@ mod disk {
     use std::path::PathBuf;
 
     fn dir() -> Option<PathBuf> {
-        let base = std::env::var_os("SMELT_CACHE_DIR").map(PathBuf::from).or_else(|| {
-            std::env::var_os("XDG_CACHE_HOME")
-                .map(|d| PathBuf::from(d).join("smelt"))
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/smelt")))
-        })?;
+        let base = std::env::var_os("SMELT_CACHE_DIR")
+            .map(PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("XDG_CACHE_HOME")
+                    .map(|d| PathBuf::from(d).join("smelt"))
+                    .or_else(|| {
+                        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/smelt"))
+                    })
+            })?;
         // The crate version keys the cache so an upgrade never reuses old code.
         Some(base.join(concat!("ptx-", env!("CARGO_PKG_VERSION"))))
     }
@@ -403,7 +414,9 @@ mod disk {
         );
         // Write then rename, so a concurrent reader never sees half a file.
         let tmp = p.with_extension(format!("tmp{}", std::process::id()));
-        let ok = p.parent().is_some_and(|d| std::fs::create_dir_all(d).is_ok())
+        let ok = p
+            .parent()
+            .is_some_and(|d| std::fs::create_dir_all(d).is_ok())
             && std::fs::write(&tmp, format!("{head}\n{}", k.ptx)).is_ok();
         if ok {
             let _ = std::fs::rename(&tmp, &p);

@@ -138,7 +138,7 @@ pub fn choose(k: &Kernel, target: &Target) -> Plan {
     let rows = k.rows() as u64;
     let row_len = k.row_len() as u64;
     let acc: Vec<_> = accesses(k, &level).into_iter().filter(|a| a.3).collect();
-    let last = k.ranges.len() - 1;
+    let last = k.ranges.len().saturating_sub(1);
     let reduced_last = k.n_kept < k.ranges.len();
     let row_contig = reduced_last && acc.iter().any(|a| a.0.affine_coef(last) == Some(1));
     let col_contig = k.n_kept > 0 && acc.iter().any(|a| a.0.affine_coef(k.n_kept - 1) == Some(1));
