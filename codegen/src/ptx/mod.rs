@@ -50,6 +50,7 @@ mod eval;
 mod expr;
 pub mod launch;
 mod math;
+pub mod matmul;
 mod memory;
 mod online;
 mod ops;
@@ -81,18 +82,23 @@ pub struct PtxKernel {
     pub entry: String,
     pub grid: (u32, u32, u32),
     pub block: (u32, u32, u32),
-    /// Dynamic shared memory to launch with (the kernels use static shared
-    /// memory only, so this is 0).
+    /// Dynamic shared memory to launch with (0 but for the tensor-core
+    /// matmul's pipeline; above 48 KiB the launcher raises the limit).
     pub shared_bytes: u32,
 }
 
-/// Lowers `kernel` for `target`.
+/// Lowers `kernel` for `target`: half-precision matmuls through the
+/// tensor-core emitter ([`matmul`]), everything else by [`launch::choose`]'s
+/// plan.
 ///
 /// Kernel parameters, in order: one `.u64` global pointer per input, then
 /// one per output, nothing else. Every buffer must be 16-byte aligned.
 /// Errors on an unsupported target (below sm_80) or a malformed kernel.
 pub fn emit(kernel: &Kernel, target: &Target) -> Result<PtxKernel, String> {
     validate(kernel, target)?;
+    if let Some(p) = matmul::emit(kernel, target) {
+        return Ok(p);
+    }
     emit_plan(kernel, target, &launch::choose(kernel, target))
 }
 
@@ -105,6 +111,48 @@ pub fn emit_plan(kernel: &Kernel, target: &Target, plan: &Plan) -> Result<PtxKer
     let entry = entry_name(kernel);
     let smem = format!("{entry}_red");
     let mut b = Builder::default();
+    let (params, cx) = prologue(kernel, &entry, &mut b);
+    let (block, grid, shared, min_ctas) = match plan {
+        Plan::Elementwise(p) => {
+            elementwise::emit(&mut b, &cx, p);
+            (p.block, p.grid, 0, 1)
+        }
+        Plan::Rows(p) => {
+            let shared = reduce::emit(&mut b, &cx, p, &smem);
+            (p.block, p.grid, shared, p.min_ctas)
+        }
+    };
+    let mut directives = format!(".maxntid {block}, 1, 1\n");
+    if min_ctas > 1 {
+        directives += &format!(".minnctapersm {min_ctas}\n");
+    }
+    ins!(b, "ret");
+    let shared_decl = if shared > 0 {
+        format!(".shared .align 4 .b8 {smem}[{shared}];\n\n")
+    } else {
+        String::new()
+    };
+    Ok(PtxKernel {
+        ptx: module(
+            kernel,
+            target,
+            &entry,
+            &params,
+            &shared_decl,
+            &directives,
+            b,
+        ),
+        entry,
+        grid: (grid, 1, 1),
+        block: (block, 1, 1),
+        shared_bytes: 0,
+    })
+}
+
+/// Declares the entry's parameters (one `.u64` pointer per input, then per
+/// output) and loads them as global addresses at the top of the body;
+/// returns the parameter names and the lowering context.
+fn prologue<'a>(kernel: &'a Kernel, entry: &str, b: &mut Builder) -> (Vec<String>, Cx<'a>) {
     let params: Vec<String> = (0..kernel.inputs.len() + kernel.outputs.len())
         .map(|i| format!("{entry}_param_{i}"))
         .collect();
@@ -124,44 +172,31 @@ pub fn emit_plan(kernel: &Kernel, target: &Target, plan: &Plan) -> Result<PtxKer
         inputs: ptrs,
         outputs,
     };
-    let (block, grid, shared, min_ctas) = match plan {
-        Plan::Elementwise(p) => {
-            elementwise::emit(&mut b, &cx, p);
-            (p.block, p.grid, 0, 1)
-        }
-        Plan::Rows(p) => {
-            let shared = reduce::emit(&mut b, &cx, p, &smem);
-            (p.block, p.grid, shared, p.min_ctas)
-        }
-    };
-    let occupancy = if min_ctas > 1 {
-        format!(".minnctapersm {min_ctas}\n")
-    } else {
-        String::new()
-    };
-    ins!(b, "ret");
+    (params, cx)
+}
+
+/// The complete module text around a finished body: header, module-level
+/// declarations `decls`, the entry with its `directives`.
+fn module(
+    kernel: &Kernel,
+    target: &Target,
+    entry: &str,
+    params: &[String],
+    decls: &str,
+    directives: &str,
+    body: Builder,
+) -> String {
     let sm = if target.sm >= 90 { 90 } else { 80 };
-    let mut ptx = format!(".version 8.0\n.target sm_{sm}\n.address_size 64\n\n");
-    if shared > 0 {
-        ptx += &format!(".shared .align 4 .b8 {smem}[{shared}];\n\n");
-    }
     let decl: Vec<String> = params
         .iter()
         .map(|p| format!("\t.param .u64 {p}"))
         .collect();
-    ptx += &format!(
-        "// {}\n.visible .entry {entry}(\n{}\n)\n.maxntid {block}, 1, 1\n{occupancy}{{\n{}}}\n",
+    format!(
+        ".version 8.0\n.target sm_{sm}\n.address_size 64\n\n{decls}// {}\n.visible .entry {entry}(\n{}\n)\n{directives}{{\n{}}}\n",
         kernel.name.replace('\n', " "),
         decl.join(",\n"),
-        b.finish()
-    );
-    Ok(PtxKernel {
-        ptx,
-        entry,
-        grid: (grid, 1, 1),
-        block: (block, 1, 1),
-        shared_bytes: 0,
-    })
+        body.finish()
+    )
 }
 
 /// The kernel name restricted to identifier characters, with a short hash

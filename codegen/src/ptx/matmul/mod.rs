@@ -1,0 +1,215 @@
+//! Tensor-core matmul kernels: `mma.sync.m16n8k16` (f16 / bf16 operands,
+//! f32 accumulation) fed by `ldmatrix` from swizzled shared memory that a
+//! multi-stage `cp.async` pipeline fills, with the kernel's epilogue applied
+//! to the accumulators before the only store.
+//!
+//! # Mapping
+//! - Grid `x`: CTA tiles of C in grouped order (`group_m` tiles along M
+//!   share each sweep along N, so their A rows stay in L2); grid `z`: the
+//!   batch, unravelled into the batch variables.
+//! - A CTA of `warps_m x warps_n` warps computes a `64 warps_m x 32
+//!   warps_n` tile; a warp 64 x 32 as 4 x 4 MMA tiles (see `mma.rs` for the
+//!   fragment layouts, `load.rs` for the shared layout and swizzle).
+//! - K in steps of 32 through `stages` shared buffers: tile `kt + stages -
+//!   1` is copied while tile `kt` is multiplied. Rows, columns and `k`
+//!   outside the matrix read as zero (any M, N, K); operands that are not
+//!   k-contiguous and 16-byte aligned use predicated 2-byte loads instead
+//!   of `cp.async`.
+//!
+//! Kernels this does not recognise (see [`shape::recognise`]: f32 or
+//! integer operands, masked or div/mod operand indices, fused operand
+//! producers) stay on the generic reduce path. `SMELT_MATMUL_MMA=0`
+//! disables this emitter (for bisecting).
+
+mod config;
+mod epilogue;
+mod load;
+mod mma;
+mod shape;
+
+pub use config::{candidates, Tile};
+pub use shape::{recognise, Operand, Shape};
+
+use super::builder::{ins, Builder, Reg, RegKind};
+use super::{entry_name, module, prologue, PtxKernel, Target};
+use crate::ir::Kernel;
+use config::BK;
+use load::{OperandLoad, Source};
+use mma::Frags;
+
+/// Lowers `kernel` with the tensor-core emitter when it applies, with the
+/// heuristic tile; `None` sends it to the generic path.
+pub fn emit(kernel: &Kernel, target: &Target) -> Option<PtxKernel> {
+    if std::env::var("SMELT_MATMUL_MMA").is_ok_and(|v| v == "0") {
+        return None;
+    }
+    let s = recognise(kernel)?;
+    let tile = config::choose(&s, s.batches(kernel), target);
+    Some(emit_with(kernel, target, &s, &tile))
+}
+
+/// Lowers the recognised matmul `s` of `kernel` with tile `t` (any of
+/// [`candidates`] is correct; for autotuning).
+pub fn emit_with(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel {
+    let entry = entry_name(kernel);
+    let smem = format!("{entry}_smem");
+    let mut b = Builder::default();
+    let (params, cx) = prologue(kernel, &entry, &mut b);
+    let b = &mut b;
+    let sreg = |b: &mut Builder, name: &str| {
+        let r = b.reg(RegKind::B32);
+        ins!(b, "mov.u32 {r}, {name}");
+        r
+    };
+    let (tid, pid, z) = (sreg(b, "%tid.x"), sreg(b, "%ctaid.x"), sreg(b, "%ctaid.z"));
+    let smem_base = sreg(b, &smem);
+    let (lane, warp) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+    ins!(b, "and.b32 {lane}, {tid}, 31");
+    ins!(b, "shr.u32 {warp}, {tid}, 5");
+    let (warp_m, warp_n) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+    ins!(b, "rem.u32 {warp_m}, {warp}, {}", t.warps_m);
+    ins!(b, "div.u32 {warp_n}, {warp}, {}", t.warps_m);
+    let (m0, n0) = tile_origin(b, s, t, pid);
+    let batch = unravel_batch(b, kernel, s, z);
+    let load = |b: &mut Builder, opnd: &Operand, row0, rows, tile_rows, tile_off| {
+        let batch_off = b.reg(RegKind::B64);
+        ins!(b, "mov.b64 {batch_off}, {}", opnd.konst);
+        for (c, r) in opnd.batch.iter().zip(&batch) {
+            let r64 = b.reg(RegKind::B64);
+            ins!(b, "cvt.u64.u32 {r64}, {r}");
+            ins!(b, "mad.lo.s64 {batch_off}, {r64}, {c}, {batch_off}");
+        }
+        let src = Source {
+            op: opnd,
+            base: cx.inputs[opnd.input],
+            batch_off,
+            row0,
+            rows,
+            tile_rows,
+            k_len: s.k,
+            tile_off,
+        };
+        OperandLoad::new(b, &src, tid, t)
+    };
+    let la = load(b, &s.a, m0, s.m, t.bm(), 0);
+    let lb = load(b, &s.b, n0, s.n, t.bn(), t.bm() * BK * 2);
+    let frags = Frags::new(b, lane, warp_m, warp_n);
+    let acc = mma::zero_acc(b);
+    let kt_total = (s.k as u64).div_ceil(BK as u64) as u32;
+    let stage_addr = |b: &mut Builder, kt: Reg| {
+        let (st, addr) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+        ins!(b, "rem.u32 {st}, {kt}, {}", t.stages);
+        ins!(
+            b,
+            "mad.lo.u32 {addr}, {st}, {}, {smem_base}",
+            t.stage_bytes()
+        );
+        addr
+    };
+    b.comment("prologue: the first stages - 1 k-tiles in flight");
+    for st in 0..t.stages - 1 {
+        if st < kt_total {
+            let kt = b.mov(RegKind::B32, "u32", st);
+            let addr = stage_addr(b, kt);
+            la.tile(b, addr, kt);
+            lb.tile(b, addr, kt);
+        }
+        ins!(b, "cp.async.commit_group");
+    }
+    b.comment("main loop: wait for tile kt, refill the stage freed by kt - 1, multiply kt");
+    let kt = b.mov(RegKind::B32, "u32", 0);
+    let top = b.label();
+    b.place(&top);
+    ins!(b, "cp.async.wait_group {}", t.stages - 2);
+    ins!(b, "bar.sync 0");
+    let (next, more) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
+    ins!(b, "add.u32 {next}, {kt}, {}", t.stages - 1);
+    ins!(b, "setp.lt.u32 {more}, {next}, {kt_total}");
+    let skip = b.label();
+    ins!(b, "@!{more} bra.uni {skip}");
+    let addr = stage_addr(b, next);
+    la.tile(b, addr, next);
+    lb.tile(b, addr, next);
+    b.place(&skip);
+    ins!(b, "cp.async.commit_group");
+    let a_tile = stage_addr(b, kt);
+    let b_tile = b.reg(RegKind::B32);
+    ins!(b, "add.u32 {b_tile}, {a_tile}, {}", t.bm() * BK * 2);
+    frags.stage(b, a_tile, b_tile, &acc, s.dtype);
+    let again = b.reg(RegKind::Pred);
+    ins!(b, "add.u32 {kt}, {kt}, 1");
+    ins!(b, "setp.lt.u32 {again}, {kt}, {kt_total}");
+    ins!(b, "@{again} bra.uni {top}");
+    ins!(b, "cp.async.wait_all");
+    b.comment("epilogue");
+    let (g, tg) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+    ins!(b, "shr.u32 {g}, {lane}, 2");
+    ins!(b, "and.b32 {tg}, {lane}, 3");
+    let (om, on) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+    ins!(b, "mad.lo.u32 {om}, {warp_m}, {}, {m0}", config::WARP_M);
+    ins!(b, "add.u32 {om}, {om}, {g}");
+    ins!(b, "mad.lo.u32 {on}, {warp_n}, {}, {n0}", config::WARP_N);
+    ins!(b, "mad.lo.u32 {on}, {tg}, 2, {on}");
+    let origin = epilogue::Origin {
+        m: om,
+        n: on,
+        batch,
+    };
+    epilogue::emit(b, &cx, s, &acc, &origin);
+    ins!(b, "ret");
+    let decls = format!(".extern .shared .align 128 .b8 {smem}[];\n\n");
+    let directives = format!(".maxntid {}, 1, 1\n", t.threads());
+    let ctas_m = (s.m as u32).div_ceil(t.bm());
+    let ctas_n = (s.n as u32).div_ceil(t.bn());
+    let ptx = module(
+        kernel,
+        target,
+        &entry,
+        &params,
+        &decls,
+        &directives,
+        std::mem::take(b),
+    );
+    PtxKernel {
+        ptx,
+        entry,
+        grid: (ctas_m * ctas_n, 1, s.batches(kernel) as u32),
+        block: (t.threads(), 1, 1),
+        shared_bytes: t.shared_bytes(),
+    }
+}
+
+/// `(m0, n0)` of the CTA's tile from its linear id, in grouped order:
+/// groups of `group_m` tile rows are swept column by column.
+fn tile_origin(b: &mut Builder, s: &Shape, t: &Tile, pid: Reg) -> (Reg, Reg) {
+    let tiles_m = (s.m as u32).div_ceil(t.bm());
+    let tiles_n = (s.n as u32).div_ceil(t.bn());
+    let per_group = t.group_m * tiles_n;
+    let [first, size, within, tm, tn]: [Reg; 5] = std::array::from_fn(|_| b.reg(RegKind::B32));
+    ins!(b, "div.u32 {first}, {pid}, {per_group}");
+    ins!(b, "mul.lo.u32 {first}, {first}, {}", t.group_m);
+    ins!(b, "sub.u32 {size}, {tiles_m}, {first}");
+    ins!(b, "min.u32 {size}, {size}, {}", t.group_m);
+    ins!(b, "rem.u32 {within}, {pid}, {per_group}");
+    ins!(b, "rem.u32 {tm}, {within}, {size}");
+    ins!(b, "add.u32 {tm}, {tm}, {first}");
+    ins!(b, "div.u32 {tn}, {within}, {size}");
+    let (m0, n0) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+    ins!(b, "mul.lo.u32 {m0}, {tm}, {}", t.bm());
+    ins!(b, "mul.lo.u32 {n0}, {tn}, {}", t.bn());
+    (m0, n0)
+}
+
+/// The batch variables' values (u32) at batch `z`, row-major.
+fn unravel_batch(b: &mut Builder, k: &Kernel, s: &Shape, z: Reg) -> Vec<Reg> {
+    let mut out = vec![z; s.batch_vars.len()];
+    let mut stride = 1i64;
+    for (i, v) in s.batch_vars.iter().enumerate().rev() {
+        let r = b.reg(RegKind::B32);
+        ins!(b, "div.u32 {r}, {z}, {stride}");
+        ins!(b, "rem.u32 {r}, {r}, {}", k.ranges[*v]);
+        out[i] = r;
+        stride *= k.ranges[*v];
+    }
+    out
+}

@@ -1,0 +1,156 @@
+//! Recognises the matmul kernels the tensor-core emitter handles and reads
+//! their operands' strides off the load indices.
+
+use crate::expr::{Atom, Expr};
+use crate::ir::{Inst, Kernel, KernelKind, Val};
+use crate::ops::{BinaryOp, ReduceOp};
+use crate::DType;
+
+/// One operand read as `konst + Σ batch[i]·b_i + row·r + k·kk` (elements),
+/// where `row` is `m` for A and `n` for B.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Operand {
+    pub input: usize,
+    pub konst: i64,
+    /// Coefficient of each batch variable of [`Shape::batch_vars`].
+    pub batch: Vec<i64>,
+    pub row: i64,
+    pub k: i64,
+}
+
+impl Operand {
+    /// Whether 16-byte `cp.async` copies of 8 consecutive `k` are legal:
+    /// unit `k` stride, every other stride and the offset multiples of 8
+    /// elements (buffers are 16-byte aligned), and `K % 8 == 0` so a chunk
+    /// is wholly inside or outside the matrix.
+    pub fn vector_ok(&self, k_len: i64) -> bool {
+        self.k == 1
+            && k_len % 8 == 0
+            && self.konst % 8 == 0
+            && self.row % 8 == 0
+            && self.batch.iter().all(|c| c % 8 == 0)
+    }
+}
+
+/// A half-precision matmul kernel in the form the emitter needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shape {
+    /// `F16` or `BF16` (both operands).
+    pub dtype: DType,
+    pub m: i64,
+    pub n: i64,
+    pub k: i64,
+    /// The loop variables of `m` and `n` (absent when of size 1, dropped by
+    /// domain collapse) and the kept variables that index batches (grid z).
+    pub m_var: Option<usize>,
+    pub n_var: Option<usize>,
+    pub batch_vars: Vec<usize>,
+    pub a: Operand,
+    pub b: Operand,
+    /// The `Reduce` whose value the epilogue consumes.
+    pub reduce: Val,
+}
+
+impl Shape {
+    /// Number of batches (product of the batch variables' ranges).
+    pub fn batches(&self, k: &Kernel) -> i64 {
+        self.batch_vars.iter().map(|v| k.ranges[*v]).product()
+    }
+}
+
+/// The shape of `k` if it is a matmul of two half-precision operands each
+/// read by one unmasked load affine in the loop variables, with one
+/// reduced variable, at most one `m` and one `n` variable and at most
+/// 65535 batches; `None` sends it to the generic reduce path.
+pub fn recognise(k: &Kernel) -> Option<Shape> {
+    if k.kind != KernelKind::Matmul || k.ranges.contains(&0) || k.ranges.len() != k.n_kept + 1 {
+        return None;
+    }
+    let mut reduces = k
+        .insts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, n)| match n.inst {
+            Inst::Reduce(op, a) => Some((i, op, n.dtype, a)),
+            _ => None,
+        });
+    let (reduce, op, acc, prod) = reduces.next()?;
+    if reduces.next().is_some() || op != ReduceOp::Sum || acc != DType::F32 {
+        return None;
+    }
+    let Inst::Binary(BinaryOp::Mul, x, y) = k.insts[prod].inst else {
+        return None;
+    };
+    let (xa, dt) = half_load(k, x)?;
+    let (ya, dty) = half_load(k, y)?;
+    if dt != dty {
+        return None;
+    }
+    let kv = k.n_kept;
+    let reads = |e: &Expr, v: usize| e.affine_coef(v).is_some_and(|c| c != 0);
+    let kept = 0..k.n_kept;
+    let m_vars: Vec<usize> = kept
+        .clone()
+        .filter(|v| reads(xa.1, *v) && !reads(ya.1, *v))
+        .collect();
+    let n_vars: Vec<usize> = kept
+        .clone()
+        .filter(|v| !reads(xa.1, *v) && reads(ya.1, *v))
+        .collect();
+    if m_vars.len() > 1 || n_vars.len() > 1 {
+        return None;
+    }
+    let (m_var, n_var) = (m_vars.first().copied(), n_vars.first().copied());
+    let batch_vars: Vec<usize> = kept
+        .filter(|v| Some(*v) != m_var && Some(*v) != n_var)
+        .collect();
+    let operand = |(input, e): (usize, &Expr), row: Option<usize>| Operand {
+        input,
+        konst: e.parts().1,
+        batch: batch_vars.iter().map(|v| coef(e, *v)).collect(),
+        row: row.map_or(0, |v| coef(e, v)),
+        k: coef(e, kv),
+    };
+    let shape = Shape {
+        dtype: dt,
+        m: m_var.map_or(1, |v| k.ranges[v]),
+        n: n_var.map_or(1, |v| k.ranges[v]),
+        k: k.ranges[kv],
+        a: operand(xa, m_var),
+        b: operand(ya, n_var),
+        m_var,
+        n_var,
+        batch_vars,
+        reduce,
+    };
+    (shape.batches(k) <= 65535).then_some(shape)
+}
+
+fn coef(e: &Expr, v: usize) -> i64 {
+    e.affine_coef(v).expect("checked affine")
+}
+
+/// `(input, index)` and dtype of a factor `Cast(Load)` of a half type whose
+/// index is a plain linear combination of variables and which is never
+/// masked.
+fn half_load(k: &Kernel, v: Val) -> Option<((usize, &Expr), DType)> {
+    let Inst::Cast(l) = k.insts[v].inst else {
+        return None;
+    };
+    let Inst::Load {
+        input,
+        index,
+        valid,
+    } = &k.insts[l].inst
+    else {
+        return None;
+    };
+    let dt = k.inputs[*input].dtype;
+    let linear = index
+        .parts()
+        .0
+        .iter()
+        .all(|(a, _)| matches!(a, Atom::Var(_)));
+    let half = matches!(dt, DType::F16 | DType::BF16) && k.insts[l].dtype == dt;
+    (half && linear && valid.is_always()).then_some(((*input, index), dt))
+}
