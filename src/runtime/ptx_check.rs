@@ -16,7 +16,16 @@ use std::collections::HashSet;
 use std::sync::{Mutex, Once, OnceLock};
 
 /// The targets every kernel is checked for: an A100 and an H100.
-const TARGETS: [Target; 2] = [Target { sm: 80, num_sms: 108 }, Target { sm: 90, num_sms: 132 }];
+const TARGETS: [Target; 2] = [
+    Target {
+        sm: 80,
+        num_sms: 108,
+    },
+    Target {
+        sm: 90,
+        num_sms: 132,
+    },
+];
 
 /// Kernels per `ptxas` run.
 const BATCH: usize = 64;
@@ -103,7 +112,9 @@ fn assemble(items: &[Pending]) -> Result<()> {
         match ptxas::assemble(&combine(&modules), target.sm) {
             Ok(Some(_)) => {}
             Ok(None) if std::env::var("SMELT_REQUIRE_PTXAS").is_ok_and(|v| v == "1") => {
-                return Err(Error::Compile("SMELT_REQUIRE_PTXAS=1 but ptxas was not found".into()));
+                return Err(Error::Compile(
+                    "SMELT_REQUIRE_PTXAS=1 but ptxas was not found".into(),
+                ));
             }
             Ok(None) => return Ok(()),
             Err(batch_err) => {
@@ -129,10 +140,20 @@ fn assemble(items: &[Pending]) -> Result<()> {
 /// One module from several: the first header, then every module's body
 /// with its symbols renamed apart (entry names carry only a 32-bit hash).
 fn combine(modules: &[&str]) -> String {
-    let is_header = |l: &str| l.starts_with(".version") || l.starts_with(".target") || l.starts_with(".address_size");
-    let mut out: String = modules[0].lines().filter(|l| is_header(l)).map(|l| format!("{l}\n")).collect();
+    let is_header = |l: &str| {
+        l.starts_with(".version") || l.starts_with(".target") || l.starts_with(".address_size")
+    };
+    let mut out: String = modules[0]
+        .lines()
+        .filter(|l| is_header(l))
+        .map(|l| format!("{l}\n"))
+        .collect();
     for (n, m) in modules.iter().enumerate() {
-        let body: String = m.lines().filter(|l| !is_header(l)).map(|l| format!("{l}\n")).collect();
+        let body: String = m
+            .lines()
+            .filter(|l| !is_header(l))
+            .map(|l| format!("{l}\n"))
+            .collect();
         out.push_str(&body.replace("smelt_", &format!("smelt{n}_")));
     }
     out
