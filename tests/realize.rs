@@ -290,6 +290,6 @@ fn display_like_pytorch() {
     // Debug is a one-line summary.
     assert_eq!(
         format!("{x:?}"),
-        "Tensor(shape=[2, 2], dtype=float32, device=cpu, realized=true)"
+        format!("Tensor(shape=[2, 2], dtype=float32, device={dev}, realized=true)")
     );
 }

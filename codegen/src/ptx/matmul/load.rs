@@ -167,7 +167,9 @@ impl OperandLoad {
                 ins!(b, "mov.b16 {h}, 0");
                 ins!(
                     b,
-                    "@{oke} ld.global.u16 {h}, [{addr}{:+}]",
+                    // `+-6`, not `-6`: older PTX parsers (the CUDA 13.0
+                    // driver's JIT) reject a bare minus in an address.
+                    "@{oke} ld.global.u16 {h}, [{addr}+{}]",
                     e * self.k_bytes
                 );
                 ins!(b, "st.shared.u16 [{dst}+{}], {h}", 2 * e);
