@@ -59,10 +59,16 @@ pub fn median(v: &mut [f64]) -> f64 {
 }
 
 /// Device-to-device copy bandwidth in GB/s (read + write bytes / time)
-/// for a buffer of `bytes`.
+/// for a buffer of `bytes`, rotating buffers like the benchmarks' inputs.
 pub fn copy_gbps(dev: &Arc<CudaDevice>, bytes: usize) -> Result<f64> {
-    let (a, b) = (dev.alloc(bytes)?, dev.alloc(bytes)?);
-    let ms = gpu_ms(dev, |_| dev.copy(&b, &a, bytes))?;
+    let rot = rotation(2 * bytes);
+    let bufs = (0..rot)
+        .map(|_| Ok((dev.alloc(bytes)?, dev.alloc(bytes)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let ms = gpu_ms(dev, |i| {
+        let (a, b) = &bufs[i % rot];
+        dev.copy(b, a, bytes)
+    })?;
     Ok(2.0 * bytes as f64 / (ms * 1e-3) / 1e9)
 }
 
