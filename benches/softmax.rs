@@ -2,7 +2,8 @@
 //! vector add from 2^12 to 2^28 elements, softmax and layer norm over
 //! M = 4096 rows for N from 256 to 131072 in f32 and bf16, each naive
 //! (`Fusion::Off`) and fused, and the host overhead of a cached realize.
-//! GPU time by CUDA events, median of 50 runs after 10 warm-up runs;
+//! GPU time by CUDA events around each kernel (summed per run), median of
+//! 50 runs after 10 warm-up runs;
 //! inputs rotate when they would fit in L2.
 //!
 //! `cargo bench --bench softmax` (prints `skipped` without a GPU). Writes
@@ -11,7 +12,7 @@
 
 mod common;
 
-use common::{copy_gbps, gpu, gpu_ms, json, out_dir, rotation, svg, today, Point};
+use common::{copy_gbps, gpu, json, kernel_ms, out_dir, rotation, svg, today, Point};
 use smelt::{DType, Device, Fusion, Result, Tensor};
 use std::time::Instant;
 
@@ -56,7 +57,7 @@ fn main() -> Result<()> {
                 Ok((a, b))
             })
             .collect::<Result<_>>()?;
-        let ms = gpu_ms(&dev, |i| {
+        let ms = kernel_ms(&dev, |i| {
             let (a, b) = &xs[i % rot];
             (a + b).realize().map(|_| ())
         })?;
@@ -101,7 +102,7 @@ fn main() -> Result<()> {
                     .map(|i| randn_on_gpu(M, n, dt, 100 + i as u64, &cuda))
                     .collect::<Result<_>>()?;
                 let run = |mode: Fusion| {
-                    gpu_ms(&dev, |i| {
+                    kernel_ms(&dev, |i| {
                         let x = &xs[i % rot];
                         let y = if op == 0 {
                             x.softmax(-1)

@@ -52,6 +52,23 @@ pub fn gpu_ms(dev: &CudaDevice, mut f: impl FnMut(usize) -> Result<()>) -> Resul
     Ok(median(&mut t))
 }
 
+/// Median GPU milliseconds of the kernels `f` launches (summed per run),
+/// timed by events around each kernel: what the kernels cost, without the
+/// host's time between launches. `f` gets the run index.
+pub fn kernel_ms(dev: &CudaDevice, mut f: impl FnMut(usize) -> Result<()>) -> Result<f64> {
+    for i in 0..WARMUP {
+        f(i)?;
+    }
+    dev.sync()?;
+    let mut per_run = Vec::with_capacity(RUNS);
+    for i in 0..RUNS {
+        cuda::profile_start();
+        f(WARMUP + i)?;
+        per_run.push(cuda::profile_take()?.iter().map(|(_, ms)| ms).sum::<f64>());
+    }
+    Ok(median(&mut per_run))
+}
+
 /// Median of `v` (sorted in place).
 pub fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));

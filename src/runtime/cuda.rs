@@ -424,6 +424,28 @@ mod disk {
     }
 }
 
+thread_local! {
+    /// Event pairs around every kernel this thread launches while
+    /// profiling is on.
+    static PROFILE: std::cell::RefCell<Option<Vec<(String, CudaEvent, CudaEvent)>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Starts recording CUDA events around every kernel this thread launches
+/// (GPU time of kernels alone, however long the host takes between them).
+pub fn profile_start() {
+    PROFILE.with(|p| *p.borrow_mut() = Some(Vec::new()));
+}
+
+/// Stops recording and returns `(kernel name, milliseconds)` per launch,
+/// in launch order (waits for the events).
+pub fn profile_take() -> Result<Vec<(String, f64)>> {
+    let log = PROFILE.with(|p| p.borrow_mut().take()).unwrap_or_default();
+    log.into_iter()
+        .map(|(name, s, e)| Ok((name, elapsed_ms(&s, &e)?)))
+        .collect()
+}
+
 /// Milliseconds between two recorded events.
 pub fn elapsed_ms(start: &CudaEvent, end: &CudaEvent) -> Result<f64> {
     start
@@ -459,7 +481,8 @@ pub fn execute(n: usize, schedule: &Schedule) -> Result<Vec<BufferHandle>> {
             BufferSpec::New { .. } => None,
         })
         .collect();
-    let timing = super::debug_level() >= 2;
+    let debug_timing = super::debug_level() >= 2;
+    let profiling = PROFILE.with(|p| p.borrow().is_some());
     for (i, it) in schedule.items.iter().enumerate() {
         for &b in &it.outputs {
             if let BufferSpec::New { dtype, len } = schedule.buffers[b] {
@@ -473,7 +496,7 @@ pub fn execute(n: usize, schedule: &Schedule) -> Result<Vec<BufferHandle>> {
                 .ok_or_else(|| Error::Runtime("buffer used before it was written".into()))?;
             args.push(buffer(h)?.ptr);
         }
-        let events = if timing {
+        let events = if debug_timing || profiling {
             Some((dev.event()?, dev.event()?))
         } else {
             None
@@ -483,10 +506,17 @@ pub fn execute(n: usize, schedule: &Schedule) -> Result<Vec<BufferHandle>> {
         }
         dev.launch(&it.kernel, &args)?;
         super::count_kernel();
-        if let Some((s, e)) = &events {
-            dev.record(e)?;
-            let ms = elapsed_ms(s, e)?;
-            super::report_kernel(&it.kernel, std::time::Duration::from_secs_f64(ms / 1e3));
+        if let Some((s, e)) = events {
+            dev.record(&e)?;
+            if debug_timing {
+                let ms = elapsed_ms(&s, &e)?;
+                super::report_kernel(&it.kernel, std::time::Duration::from_secs_f64(ms / 1e3));
+            }
+            PROFILE.with(|p| {
+                if let Some(log) = p.borrow_mut().as_mut() {
+                    log.push((it.kernel.name.clone(), s, e));
+                }
+            });
         }
         for &b in it.inputs.iter().chain(&it.outputs) {
             if last_use[b] == i {
