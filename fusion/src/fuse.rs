@@ -21,7 +21,7 @@
 
 use crate::fxhash::{FxMap, FxSet};
 use crate::graph::{NodeRef, Op};
-use crate::lower::{matmul_domain, Domain, Failure, Source};
+use crate::lower::{matmul_domain, Domain, Failure, Source, Trackers};
 use crate::schedule::{is_compute, lower_plans, plan_unfused, single_kernel, KernelPlan, Schedule};
 use crate::view::{contiguous_strides, ShapeTracker};
 
@@ -35,6 +35,7 @@ pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
     // Cleared if the rules ever fail to converge (a safety net: a schedule
     // with an unresolved failure would compute wrong values).
     let mut merging = true;
+    let mut trackers = Trackers::default();
     loop {
         let before = (materialized.len(), no_merge.len());
         let nodes = order.iter().filter(|n| materialized.contains(&n.id()));
@@ -44,7 +45,7 @@ pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
         } else {
             plans
         };
-        let (schedule, reports) = lower_plans(&plans, targets);
+        let (schedule, reports) = lower_plans(&plans, targets, &mut trackers);
         let mut grow = Vec::new();
         let mut inlined_by: FxMap<u64, usize> = FxMap::default();
         for (p, low) in plans.iter().zip(&reports) {
@@ -77,7 +78,7 @@ pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
         } else {
             // Cannot happen with unmerged plans (a kernel then only fails on
             // nodes it loads); kept so a bug costs speed, not correctness.
-            return lower_plans(&plan_unfused(order), targets).0;
+            return lower_plans(&plan_unfused(order), targets, &mut trackers).0;
         }
     }
 }

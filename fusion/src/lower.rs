@@ -120,6 +120,58 @@ pub struct Failure {
     pub path: Vec<NodeRef>,
 }
 
+/// Shape trackers interned once per planning run and shared by every
+/// lowering in it (the planner lowers the graph several times): their
+/// index expressions and compositions are computed once. A tracker is over
+/// its kernel's domain shape, so its expression depends on it alone.
+#[derive(Default)]
+pub struct Trackers {
+    list: Vec<ShapeTracker>,
+    ids: FxMap<ShapeTracker, usize>,
+    exprs: Vec<Option<(Expr, Cond)>>,
+    /// `(view tracker address, tracker id) -> composed tracker id`.
+    composed: FxMap<(usize, usize), usize>,
+}
+
+impl Trackers {
+    fn intern(&mut self, t: &ShapeTracker) -> usize {
+        if let Some(id) = self.ids.get(t) {
+            return *id;
+        }
+        self.list.push(t.clone());
+        self.exprs.push(None);
+        self.ids.insert(t.clone(), self.list.len() - 1);
+        self.list.len() - 1
+    }
+
+    fn get(&self, tid: usize) -> &ShapeTracker {
+        &self.list[tid]
+    }
+
+    /// Index and validity of tracker `tid` over its domain.
+    fn expr(&mut self, tid: usize) -> (Expr, Cond) {
+        if self.exprs[tid].is_none() {
+            let t = &self.list[tid];
+            let ranges: Vec<i64> = t.shape().iter().map(|n| *n as i64).collect();
+            let vars: Vec<Expr> = (0..ranges.len()).map(Expr::var).collect();
+            self.exprs[tid] = Some(t.expr(&vars, &ranges));
+        }
+        self.exprs[tid].clone().expect("computed above")
+    }
+
+    /// The id of view `st` (held by a graph node, so its address is stable
+    /// for the run) read through tracker `tid`.
+    fn compose(&mut self, st: &std::sync::Arc<ShapeTracker>, tid: usize) -> usize {
+        let key = (std::sync::Arc::as_ptr(st) as usize, tid);
+        if let Some(c) = self.composed.get(&key) {
+            return *c;
+        }
+        let c = self.intern(&st.compose(&self.list[tid]));
+        self.composed.insert(key, c);
+        c
+    }
+}
+
 /// Where a kernel input's data comes from.
 #[derive(Clone)]
 pub enum Input {
@@ -186,10 +238,7 @@ pub struct Lowerer<'a> {
     cse: FxMap<InstKey, Val>,
     memo: FxMap<(u64, usize), Val>,
     /// Interned trackers: values are memoised per (node, tracker id).
-    trackers: Vec<ShapeTracker>,
-    tracker_ids: FxMap<ShapeTracker, usize>,
-    /// Index and validity of each interned tracker, once computed.
-    exprs: Vec<Option<(Expr, Cond)>>,
+    trackers: &'a mut Trackers,
     /// What each kernel input reads, in order.
     pub inputs: Vec<Input>,
     input_args: Vec<Arg>,
@@ -210,7 +259,12 @@ pub struct Lowerer<'a> {
 impl<'a> Lowerer<'a> {
     /// A lowerer for a kernel over `domain` that materializes `own` and
     /// loads the other nodes in `leaves`.
-    pub fn new(domain: &'a Domain, leaves: &'a FxMap<u64, usize>, own: FxSet<u64>) -> Lowerer<'a> {
+    pub fn new(
+        domain: &'a Domain,
+        leaves: &'a FxMap<u64, usize>,
+        own: FxSet<u64>,
+        trackers: &'a mut Trackers,
+    ) -> Lowerer<'a> {
         Lowerer {
             domain,
             leaves,
@@ -218,9 +272,7 @@ impl<'a> Lowerer<'a> {
             insts: Vec::new(),
             cse: FxMap::default(),
             memo: FxMap::default(),
-            trackers: Vec::new(),
-            tracker_ids: FxMap::default(),
-            exprs: Vec::new(),
+            trackers,
             inputs: Vec::new(),
             input_args: Vec::new(),
             outputs: Vec::new(),
@@ -304,22 +356,11 @@ impl<'a> Lowerer<'a> {
     }
 
     fn intern(&mut self, t: &ShapeTracker) -> usize {
-        if let Some(id) = self.tracker_ids.get(t) {
-            return *id;
-        }
-        self.trackers.push(t.clone());
-        self.exprs.push(None);
-        self.tracker_ids.insert(t.clone(), self.trackers.len() - 1);
-        self.trackers.len() - 1
+        self.trackers.intern(t)
     }
 
-    /// Index and validity of interned tracker `tid` over the domain.
     fn tracker_expr(&mut self, tid: usize) -> (Expr, Cond) {
-        if self.exprs[tid].is_none() {
-            let e = self.trackers[tid].expr(&self.domain.vars(), &self.domain.ranges);
-            self.exprs[tid] = Some(e);
-        }
-        self.exprs[tid].clone().expect("computed above")
+        self.trackers.expr(tid)
     }
 
     fn value_at(&mut self, node: &NodeRef, tid: usize) -> Val {
@@ -379,7 +420,7 @@ impl<'a> Lowerer<'a> {
                 self.masked(valid, v, dt)
             }
             Op::View(src, st) => {
-                let composed = self.intern(&st.compose(&self.trackers[tid]));
+                let composed = self.trackers.compose(&st, tid);
                 let v = self.value_at(&src, composed);
                 if st.has_mask() && self.leaf(&src).is_none() && src.realized().is_none() {
                     // Padding of a computed value: zero outside the mask
@@ -417,7 +458,10 @@ impl<'a> Lowerer<'a> {
             Op::Reduce(op, a, axes) => {
                 let own = Domain::reduce(a.shape(), &axes);
                 if own != *self.domain
-                    || !self.trackers[tid].equivalent(&own.reduce_result(a.shape(), &axes))
+                    || !self
+                        .trackers
+                        .get(tid)
+                        .equivalent(&own.reduce_result(a.shape(), &axes))
                 {
                     return self.fail(node);
                 }
@@ -429,7 +473,10 @@ impl<'a> Lowerer<'a> {
             Op::Matmul(a, b) => {
                 let own = matmul_domain(a.shape(), b.shape());
                 if own != *self.domain
-                    || !self.trackers[tid].equivalent(&own.matmul_result(node.shape()))
+                    || !self
+                        .trackers
+                        .get(tid)
+                        .equivalent(&own.matmul_result(node.shape()))
                 {
                     return self.fail(node);
                 }

@@ -2,7 +2,7 @@
 
 use crate::fxhash::{FxMap, FxSet};
 use crate::graph::{BufferHandle, NodeRef, Op};
-use crate::lower::{matmul_domain, Domain, Input, Lowerer};
+use crate::lower::{matmul_domain, Domain, Input, Lowerer, Trackers};
 use crate::view::ShapeTracker;
 use smelt_codegen::{Arg, DType, Kernel};
 use std::fmt;
@@ -158,7 +158,7 @@ impl Schedule {
     pub fn plan(bases: &[NodeRef], fusion: Fusion) -> Schedule {
         let order = topo_order(bases);
         let mut s = match fusion {
-            Fusion::Off => lower_plans(&plan_unfused(&order), bases).0,
+            Fusion::Off => lower_plans(&plan_unfused(&order), bases, &mut Trackers::default()).0,
             Fusion::On => crate::fuse::plan(&order, bases),
         };
         let items = Arc::get_mut(&mut s.items).expect("a new schedule is not shared");
@@ -189,7 +189,11 @@ pub struct LowerReport {
 
 /// Lowers every plan to kernel IR (buffers numbered in plan order) and
 /// reports what the fusion planner needs to check its choices.
-pub fn lower_plans(plans: &[KernelPlan], bases: &[NodeRef]) -> (Schedule, Vec<LowerReport>) {
+pub fn lower_plans(
+    plans: &[KernelPlan],
+    bases: &[NodeRef],
+    trackers: &mut Trackers,
+) -> (Schedule, Vec<LowerReport>) {
     let mut buffers = Vec::new();
     let mut buf_of: FxMap<u64, usize> = FxMap::default();
     for p in plans {
@@ -206,7 +210,7 @@ pub fn lower_plans(plans: &[KernelPlan], bases: &[NodeRef]) -> (Schedule, Vec<Lo
     let mut realized_buf: FxMap<u64, usize> = FxMap::default();
     for p in plans {
         let own = p.outputs.iter().map(|(n, _)| n.id()).collect();
-        let mut low = Lowerer::new(&p.domain, &buf_of, own);
+        let mut low = Lowerer::new(&p.domain, &buf_of, own, trackers);
         let mut outputs = Vec::new();
         let vars = p.domain.vars();
         for (n, t) in &p.outputs {

@@ -46,14 +46,19 @@ impl View {
     /// True if the view is the identity on linear indices: contiguous
     /// strides (ignoring size-1 axes), offset 0, no mask.
     pub fn is_plain(&self) -> bool {
-        self.offset == 0
-            && self.mask.is_none()
-            && self
-                .shape
-                .iter()
-                .zip(&self.strides)
-                .zip(contiguous_strides(&self.shape))
-                .all(|((n, s), c)| *n == 1 || *s == c)
+        if self.offset != 0 || self.mask.is_some() {
+            return false;
+        }
+        // Walk from the innermost axis, checking against the contiguous
+        // stride without building it (this runs on every composition).
+        let mut acc = 1isize;
+        for (n, s) in self.shape.iter().zip(&self.strides).rev() {
+            if *n != 1 && *s != acc {
+                return false;
+            }
+            acc *= *n as isize;
+        }
+        true
     }
 
     /// Strides of size-1 axes set to 0, so equal views compare equal.
@@ -294,10 +299,17 @@ impl ShapeTracker {
     /// True if both map every coordinate to the same index and validity
     /// (compared structurally after simplification).
     pub fn equivalent(&self, other: &ShapeTracker) -> bool {
-        let canon = |st: &ShapeTracker| -> Vec<View> {
-            st.views.iter().map(|v| v.clone().canonical()).collect()
-        };
-        canon(self) == canon(other)
+        // Strides of size-1 axes do not matter; compare without cloning.
+        self.views.len() == other.views.len()
+            && self.views.iter().zip(&other.views).all(|(a, b)| {
+                a.shape == b.shape
+                    && a.offset == b.offset
+                    && a.mask == b.mask
+                    && a.shape
+                        .iter()
+                        .zip(a.strides.iter().zip(&b.strides))
+                        .all(|(n, (x, y))| *n == 1 || x == y)
+            })
     }
 
     /// True if any view masks coordinates.
