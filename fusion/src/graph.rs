@@ -137,6 +137,12 @@ impl Node {
         self.lock().op.clone()
     }
 
+    /// The op and the realized data, read together (one lock).
+    pub fn op_and_data(&self) -> (Op, Option<BufferHandle>) {
+        let st = self.lock();
+        (st.op.clone(), st.buffer.clone())
+    }
+
     /// The realized data, if any.
     pub fn realized(&self) -> Option<BufferHandle> {
         self.lock().buffer.clone()

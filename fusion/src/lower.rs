@@ -369,13 +369,7 @@ impl<'a> Lowerer<'a> {
             return *v;
         }
         self.stack.push(node.clone());
-        let names_at = self.op_names.len();
         let v = self.compute(node, tid);
-        // Names read in data-flow order: this node after its sources.
-        if names_at < self.op_names.len() {
-            let own = self.op_names.remove(names_at);
-            self.op_names.push(own);
-        }
         self.stack.pop();
         self.memo.insert(key, v);
         v
@@ -383,9 +377,10 @@ impl<'a> Lowerer<'a> {
 
     fn compute(&mut self, node: &NodeRef, tid: usize) -> Val {
         let dt = node.dtype();
+        let (op, data) = node.op_and_data();
         let leaf = match self.leaf(node) {
             Some(b) => Some(Input::Scheduled(b)),
-            None => node.realized().map(|h| Input::Realized(node.id(), h)),
+            None => data.map(|h| Input::Realized(node.id(), h)),
         };
         if let Some(buffer) = leaf {
             let input = self.input(
@@ -408,10 +403,17 @@ impl<'a> Lowerer<'a> {
                 dt,
             );
         }
-        let op = node.op();
-        if is_compute(&op) {
-            self.op_names.push(op.name());
+        // Names read in data-flow order: this node after its sources.
+        let name = is_compute(&op).then(|| op.name());
+        let v = self.compute_op(node, op, tid, dt);
+        if let Some(name) = name {
+            self.op_names.push(name);
         }
+        v
+    }
+
+    /// The value of a node that is not a leaf, by its op.
+    fn compute_op(&mut self, node: &NodeRef, op: Op, tid: usize, dt: DType) -> Val {
         match op {
             Op::Buffer => unreachable!("realized nodes are leaves"),
             Op::Const(c) => {
