@@ -40,6 +40,7 @@ fn main() -> Result<()> {
     let cuda = Device::Cuda(0);
     let mut points = Vec::new();
 
+    println!("device: {} (sm_{})", dev.name()?, dev.target().sm);
     let ceiling = copy_gbps(&dev, 1 << 30)?;
     println!("device-to-device copy of 1 GiB: {ceiling:.0} GB/s (the ceiling)");
 
@@ -173,7 +174,7 @@ fn main() -> Result<()> {
     let date = today();
     let device = format!(
         "{} (sm_{}, {} SMs)",
-        "cuda:0",
+        dev.name()?,
         dev.target().sm,
         dev.target().num_sms
     );

@@ -163,6 +163,11 @@ impl CudaDevice {
             .map_err(|e| driver_err("binding the context", e))
     }
 
+    /// The GPU's name as the driver reports it (e.g. "NVIDIA H200").
+    pub fn name(&self) -> Result<String> {
+        self.ctx.name().map_err(|e| driver_err("reading the device name", e))
+    }
+
     /// The code target kernels are emitted for.
     pub fn target(&self) -> &Target {
         &self.target
