@@ -121,6 +121,31 @@ pub struct Kernel {
 }
 
 impl Kernel {
+    /// For a matmul kernel, its one `Reduce(Sum)` in f32 over a `Mul(x, y)`:
+    /// `(reduce, x, y)`. `None` for any other kernel (not a matmul, several
+    /// reductions, another op or accumulator type, an empty domain).
+    pub fn matmul_product(&self) -> Option<(Val, Val, Val)> {
+        if self.kind != KernelKind::Matmul || self.ranges.contains(&0) {
+            return None;
+        }
+        let mut reduces = self
+            .insts
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| match n.inst {
+                Inst::Reduce(op, a) => Some((i, op, n.dtype, a)),
+                _ => None,
+            });
+        let (reduce, op, acc, prod) = reduces.next()?;
+        if reduces.next().is_some() || op != ReduceOp::Sum || acc != DType::F32 {
+            return None;
+        }
+        match self.insts[prod].inst {
+            Inst::Binary(BinaryOp::Mul, x, y) => Some((reduce, x, y)),
+            _ => None,
+        }
+    }
+
     /// Number of rows (product of kept ranges).
     pub fn rows(&self) -> usize {
         self.ranges[..self.n_kept].iter().product::<i64>() as usize

@@ -12,16 +12,7 @@ use ptx_cases::{lin, Kb};
 use smelt_codegen::ptx::{emit, matmul, ptxas, Target};
 use smelt_codegen::{BinaryOp, DType, Kernel, KernelKind, ReduceOp, UnaryOp};
 
-const TARGETS: [Target; 2] = [
-    Target {
-        sm: 80,
-        num_sms: 108,
-    },
-    Target {
-        sm: 90,
-        num_sms: 132,
-    },
-];
+const TARGETS: [Target; 2] = Target::CHECKED;
 
 /// How each operand is stored.
 #[derive(Clone, Copy, Debug)]

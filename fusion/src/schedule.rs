@@ -168,6 +168,22 @@ impl Schedule {
         }
         s
     }
+    /// For every buffer, the index of the last kernel that uses it
+    /// (`usize::MAX` for results and unused buffers): runtimes free a buffer
+    /// after that kernel.
+    pub fn last_uses(&self) -> Vec<usize> {
+        let mut last = vec![usize::MAX; self.buffers.len()];
+        for (i, it) in self.items.iter().enumerate() {
+            for b in it.inputs.iter().chain(&it.outputs) {
+                last[*b] = i;
+            }
+        }
+        for (_, b) in &self.results {
+            last[*b] = usize::MAX;
+        }
+        last
+    }
+
     /// Total bytes read by all kernels.
     pub fn bytes_read(&self) -> usize {
         self.items.iter().map(|i| i.kernel.bytes_read()).sum()

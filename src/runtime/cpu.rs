@@ -38,16 +38,7 @@ impl Slot {
 
 /// Runs a schedule on the host.
 pub fn execute(schedule: &Schedule) -> Result<Vec<BufferHandle>> {
-    let n = schedule.buffers.len();
-    let mut last_use = vec![usize::MAX; n];
-    for (i, it) in schedule.items.iter().enumerate() {
-        for b in it.inputs.iter().chain(&it.outputs) {
-            last_use[*b] = i;
-        }
-    }
-    for (_, b) in &schedule.results {
-        last_use[*b] = usize::MAX;
-    }
+    let last_use = schedule.last_uses();
     let mut slots: Vec<Slot> = schedule
         .buffers
         .iter()

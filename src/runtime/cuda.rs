@@ -165,7 +165,9 @@ impl CudaDevice {
 
     /// The GPU's name as the driver reports it (e.g. "NVIDIA H200").
     pub fn name(&self) -> Result<String> {
-        self.ctx.name().map_err(|e| driver_err("reading the device name", e))
+        self.ctx
+            .name()
+            .map_err(|e| driver_err("reading the device name", e))
     }
 
     /// The code target kernels are emitted for.
@@ -468,16 +470,7 @@ pub fn buffer(h: &BufferHandle) -> Result<&CudaBuffer> {
 /// Runs a schedule on GPU `n`.
 pub fn execute(n: usize, schedule: &Schedule) -> Result<Vec<BufferHandle>> {
     let dev = device(n)?;
-    let count = schedule.buffers.len();
-    let mut last_use = vec![usize::MAX; count];
-    for (i, it) in schedule.items.iter().enumerate() {
-        for b in it.inputs.iter().chain(&it.outputs) {
-            last_use[*b] = i;
-        }
-    }
-    for (_, b) in &schedule.results {
-        last_use[*b] = usize::MAX;
-    }
+    let last_use = schedule.last_uses();
     let mut slots: Vec<Option<BufferHandle>> = schedule
         .buffers
         .iter()

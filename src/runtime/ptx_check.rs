@@ -15,17 +15,7 @@ use smelt_codegen::Kernel;
 use std::collections::HashSet;
 use std::sync::{Mutex, Once, OnceLock};
 
-/// The targets every kernel is checked for: an A100 and an H100.
-const TARGETS: [Target; 2] = [
-    Target {
-        sm: 80,
-        num_sms: 108,
-    },
-    Target {
-        sm: 90,
-        num_sms: 132,
-    },
-];
+const TARGETS: [Target; 2] = Target::CHECKED;
 
 /// Kernels per `ptxas` run.
 const BATCH: usize = 64;

@@ -26,7 +26,6 @@ mod gemm;
 use crate::expr::{Cond, Expr};
 use crate::interp::{self, InterpError};
 use crate::ir::{Arg, Inst, Kernel, KernelKind, Node, Store, Val};
-use crate::ops::{BinaryOp, ReduceOp};
 use crate::DType;
 use extract::{copy_insts, row_major, vars_read, VarMap};
 
@@ -69,26 +68,12 @@ struct Matmul {
 
 impl Matmul {
     fn recognise(k: &Kernel) -> Option<Matmul> {
-        if k.kind != KernelKind::Matmul || k.ranges.contains(&0) {
-            return None;
-        }
-        let mut reduces = k
-            .insts
-            .iter()
-            .enumerate()
-            .filter_map(|(i, n)| match n.inst {
-                Inst::Reduce(op, a) => Some((i, op, n.dtype, a)),
-                _ => None,
-            });
-        let (reduce, op, dt, prod) = reduces.next()?;
-        if reduces.next().is_some() || op != ReduceOp::Sum || dt != DType::F32 {
-            return None;
-        }
-        let p = &k.insts[prod];
-        let Inst::Binary(BinaryOp::Mul, x, y) = p.inst else {
-            return None;
+        let (reduce, x, y) = k.matmul_product()?;
+        let prod = match k.insts[reduce].inst {
+            Inst::Reduce(_, p) => p,
+            _ => unreachable!("matmul_product returns a reduction"),
         };
-        let f32s = [p.dtype, k.insts[x].dtype, k.insts[y].dtype];
+        let f32s = [k.insts[prod].dtype, k.insts[x].dtype, k.insts[y].dtype];
         if f32s.iter().any(|d| *d != DType::F32) {
             return None;
         }

@@ -72,6 +72,21 @@ pub struct Target {
     pub num_sms: u32,
 }
 
+impl Target {
+    /// The targets every generated kernel is assembled for in CI: an A100
+    /// (sm_80, 108 SMs) and an H100 (sm_90, 132 SMs).
+    pub const CHECKED: [Target; 2] = [
+        Target {
+            sm: 80,
+            num_sms: 108,
+        },
+        Target {
+            sm: 90,
+            num_sms: 132,
+        },
+    ];
+}
+
 /// A kernel lowered to PTX, with its launch configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PtxKernel {

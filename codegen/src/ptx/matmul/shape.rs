@@ -2,8 +2,7 @@
 //! their operands' strides off the load indices.
 
 use crate::expr::{Atom, Expr};
-use crate::ir::{Inst, Kernel, KernelKind, Val};
-use crate::ops::{BinaryOp, ReduceOp};
+use crate::ir::{Inst, Kernel, Val};
 use crate::DType;
 
 /// One operand read as `konst + Σ batch[i]·b_i + row·r + k·kk` (elements),
@@ -63,24 +62,10 @@ impl Shape {
 /// reduced variable, at most one `m` and one `n` variable and at most
 /// 65535 batches; `None` sends it to the generic reduce path.
 pub fn recognise(k: &Kernel) -> Option<Shape> {
-    if k.kind != KernelKind::Matmul || k.ranges.contains(&0) || k.ranges.len() != k.n_kept + 1 {
+    if k.ranges.len() != k.n_kept + 1 {
         return None;
     }
-    let mut reduces = k
-        .insts
-        .iter()
-        .enumerate()
-        .filter_map(|(i, n)| match n.inst {
-            Inst::Reduce(op, a) => Some((i, op, n.dtype, a)),
-            _ => None,
-        });
-    let (reduce, op, acc, prod) = reduces.next()?;
-    if reduces.next().is_some() || op != ReduceOp::Sum || acc != DType::F32 {
-        return None;
-    }
-    let Inst::Binary(BinaryOp::Mul, x, y) = k.insts[prod].inst else {
-        return None;
-    };
+    let (reduce, x, y) = k.matmul_product()?;
     let (xa, dt) = half_load(k, x)?;
     let (ya, dty) = half_load(k, y)?;
     if dt != dty {
