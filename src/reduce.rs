@@ -37,6 +37,43 @@ reductions! {
     prod, prod_keepdim => Prod;
 }
 
+/// A reduction of at most this many rows, each at least this long, runs
+/// in two stages so it spreads over the whole GPU instead of a few blocks
+/// (the sum of 2^28 elements becomes 2^10 partial sums, then their sum).
+const SPLIT_MAX_ROWS: usize = 64;
+const SPLIT_MIN_LEN: usize = 1 << 20;
+const SPLIT_PARTS: usize = 1024;
+
+/// `op` over `axes` of `x` as partial reductions of [`SPLIT_PARTS`] pieces
+/// of each row, then a reduction of the partials; the result has the kept
+/// axes only (in order). Rows are padded with the op's identity to a
+/// multiple of the piece count, through views only.
+fn split_reduce(x: &Tensor, op: ReduceOp, axes_: &[usize]) -> Tensor {
+    let kept: Vec<usize> = (0..x.ndim()).filter(|d| !axes_.contains(d)).collect();
+    let rows: usize = kept.iter().map(|d| x.shape()[*d]).product();
+    let len: usize = axes_.iter().map(|d| x.shape()[*d]).product();
+    let order: Vec<usize> = kept.iter().chain(axes_).copied().collect();
+    let flat = x.permute(order).reshape([rows, len]);
+    let padded_len = len.div_ceil(SPLIT_PARTS) * SPLIT_PARTS;
+    let flat = if padded_len == len {
+        flat
+    } else {
+        flat.pad(&[(0, 0), (0, padded_len - len)], op.identity(x.dtype()))
+    };
+    let parts = flat.reshape([rows, SPLIT_PARTS, padded_len / SPLIT_PARTS]);
+    let partial = parts.derive(
+        Op::Reduce(op, parts.node.clone(), vec![2]),
+        vec![rows, SPLIT_PARTS, 1],
+        x.dtype(),
+    );
+    let total = partial.derive(
+        Op::Reduce(op, partial.node.clone(), vec![1]),
+        vec![rows, 1, 1],
+        x.dtype(),
+    );
+    total.reshape([rows])
+}
+
 impl Tensor {
     /// Reduces with `op` over `axes`; `keepdim` keeps them with size 1.
     pub fn reduce(&self, op: ReduceOp, ax: impl IntoAxes, keepdim: bool) -> Tensor {
@@ -52,8 +89,12 @@ impl Tensor {
         let kept: Vec<usize> = (0..shape.len())
             .map(|d| if a.contains(&d) { 1 } else { shape[d] })
             .collect();
+        let rows: usize = kept.iter().product();
+        let len: usize = a.iter().map(|d| shape[*d]).product();
         let r = if a.is_empty() {
             x
+        } else if rows <= SPLIT_MAX_ROWS && len >= SPLIT_MIN_LEN {
+            split_reduce(&x, op, &a).reshape(kept.clone())
         } else {
             x.derive(Op::Reduce(op, x.node.clone(), a.clone()), kept.clone(), acc)
         }
