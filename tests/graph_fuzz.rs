@@ -14,6 +14,8 @@
 //! A failure names its seed; rerun one graph with its log and schedules:
 //! `SMELT_FUZZ_SEED=<seed> cargo test --test graph_fuzz one_graph -- --ignored --nocapture`.
 
+mod common;
+
 use smelt::{realize_all, s, DType, Device, Fusion, ReduceOp, Schedule, SliceArg, Tensor};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
@@ -193,7 +195,7 @@ impl Gen {
         };
         Gen {
             rng,
-            dev: Device::Cpu,
+            dev: common::test_device(),
             fusion,
             sizes,
             max_numel,
