@@ -42,10 +42,16 @@ fn main() -> Result<()> {
             b.realize()?;
             let flops = 2.0 * (bs * m * n * k) as f64;
             let tflops = |ms: f64| flops / (ms * 1e-3) / 1e12;
-            let nt = kernel_ms(&dev, |_| a.matmul(&bt.transpose(1, 2)).realize().map(|_| ()))?;
+            let nt = kernel_ms(&dev, |_| {
+                a.matmul(&bt.transpose(1, 2)).realize().map(|_| ())
+            })?;
             let nn = kernel_ms(&dev, |_| a.matmul(&b).realize().map(|_| ()))?;
             let fused = kernel_ms(&dev, |_| {
-                (a.matmul(&bt.transpose(1, 2)) + &bias).gelu().cast(dt).realize().map(|_| ())
+                (a.matmul(&bt.transpose(1, 2)) + &bias)
+                    .gelu()
+                    .cast(dt)
+                    .realize()
+                    .map(|_| ())
             })?;
             println!(
                 "{bs:>6} {m:>6} {n:>6} {k:>6} {:>9} {:>14.1} {:>14.1} {:>16.1}",
