@@ -9,10 +9,8 @@
 mod ptx_cases;
 
 use ptx_cases::{lin, Kb};
-use smelt_codegen::ptx::{emit, matmul, ptxas, Target};
+use smelt_codegen::ptx::{matmul, ptxas, Target};
 use smelt_codegen::{BinaryOp, DType, Kernel, KernelKind, ReduceOp, UnaryOp};
-
-const TARGETS: [Target; 2] = Target::CHECKED;
 
 /// How each operand is stored.
 #[derive(Clone, Copy, Debug)]
@@ -73,10 +71,6 @@ fn kernel(batch: i64, m: i64, n: i64, k: i64, dt: DType, layout: Layout, epilogu
     kb.done()
 }
 
-fn ptxas_required() -> bool {
-    std::env::var("SMELT_REQUIRE_PTXAS").is_ok_and(|v| v == "1")
-}
-
 fn cases() -> Vec<Kernel> {
     let mut ks = Vec::new();
     for dt in [DType::F16, DType::BF16] {
@@ -92,31 +86,14 @@ fn cases() -> Vec<Kernel> {
 
 #[test]
 fn every_matmul_takes_the_mma_path_and_assembles() {
-    let mut assembled = 0;
-    let mut failures = Vec::new();
-    for k in cases() {
-        assert!(matmul::recognise(&k).is_some(), "{k}");
-        for t in TARGETS {
-            let p = emit(&k, &t).unwrap_or_else(|e| panic!("{}: {e}", k.name));
-            assert!(p.ptx.contains("mma.sync.aligned.m16n8k16"), "{k}");
-            match ptxas::assemble(&p.ptx, t.sm) {
-                Ok(Some(_)) => assembled += 1,
-                Ok(None) => {}
-                Err(e) => failures.push(format!("{k} sm_{}: {e}", t.sm)),
-            }
-        }
+    let ks = cases();
+    for k in &ks {
+        assert!(matmul::recognise(k).is_some(), "{k}");
     }
-    if let Some(f) = failures.first() {
-        panic!("{} kernels rejected by ptxas; first:\n{f}", failures.len());
-    }
+    let assembled = ptx_cases::assemble_all(&ks, |k, p| {
+        assert!(p.ptx.contains("mma.sync.aligned.m16n8k16"), "{k}");
+    });
     println!("{assembled} matmul kernels assembled");
-    if assembled == 0 {
-        println!("skipped: ptxas not found");
-        assert!(
-            !ptxas_required(),
-            "SMELT_REQUIRE_PTXAS=1 but ptxas was not found"
-        );
-    }
 }
 
 #[test]
@@ -124,14 +101,14 @@ fn every_tile_configuration_assembles_with_its_resources() {
     let k = kernel(1, 4096, 4096, 4096, DType::F16, Layout::Nt, true);
     let s = matmul::recognise(&k).expect("recognised");
     for tile in matmul::candidates() {
-        for t in TARGETS {
+        for t in Target::CHECKED {
             let p = matmul::emit_with(&k, &t, &s, &tile);
             match ptxas::assemble(&p.ptx, t.sm) {
                 Ok(Some(info)) => println!("{tile:?} sm_{}: {}", t.sm, info.trim()),
                 Ok(None) => {
                     println!("skipped: ptxas not found");
                     assert!(
-                        !ptxas_required(),
+                        !ptx_cases::ptxas_required(),
                         "SMELT_REQUIRE_PTXAS=1 but ptxas was not found"
                     );
                     return;

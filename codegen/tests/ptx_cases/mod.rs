@@ -1,8 +1,46 @@
 //! Representative kernels built directly as IR, shared by the PTX tests.
 
+use smelt_codegen::ptx::{emit, ptxas, PtxKernel, Target};
 use smelt_codegen::{
     Arg, BinaryOp, Cond, DType, Expr, Inst, Kernel, KernelKind, Node, ReduceOp, Store, UnaryOp, Val,
 };
+
+/// True when `SMELT_REQUIRE_PTXAS=1` makes a missing `ptxas` a failure.
+pub fn ptxas_required() -> bool {
+    std::env::var("SMELT_REQUIRE_PTXAS").is_ok_and(|v| v == "1")
+}
+
+/// Emits every kernel for [`Target::CHECKED`], runs `check` on each
+/// result, and assembles it with `ptxas`; panics on the first rejection.
+/// Without `ptxas` prints `skipped: ptxas not found` (a failure with
+/// `SMELT_REQUIRE_PTXAS=1`). Returns how many modules assembled.
+#[allow(dead_code)] // not every test crate that shares this module uses it
+pub fn assemble_all(kernels: &[Kernel], check: impl Fn(&Kernel, &PtxKernel)) -> usize {
+    let mut assembled = 0;
+    let mut failures = Vec::new();
+    for k in kernels {
+        for t in Target::CHECKED {
+            let p = emit(k, &t).unwrap_or_else(|e| panic!("{}: {e}", k.name));
+            check(k, &p);
+            match ptxas::assemble(&p.ptx, t.sm) {
+                Ok(Some(_)) => assembled += 1,
+                Ok(None) => {}
+                Err(e) => failures.push(format!("{} sm_{}: {e}\n{}", k.name, t.sm, p.ptx)),
+            }
+        }
+    }
+    if let Some(f) = failures.first() {
+        panic!("{} kernels rejected by ptxas; first:\n{f}", failures.len());
+    }
+    if assembled == 0 {
+        println!("skipped: ptxas not found");
+        assert!(
+            !ptxas_required(),
+            "SMELT_REQUIRE_PTXAS=1 but ptxas was not found"
+        );
+    }
+    assembled
+}
 
 /// Builds a kernel instruction by instruction.
 pub struct Kb {
