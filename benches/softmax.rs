@@ -143,6 +143,12 @@ fn main() -> Result<()> {
                     gbps: same,
                     ms: 0.0,
                 });
+                points.push(Point {
+                    series: series("copy ceiling (1 GiB)"),
+                    x: n as f64,
+                    gbps: ceiling,
+                    ms: 0.0,
+                });
             }
         }
     }
