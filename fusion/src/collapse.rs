@@ -4,7 +4,8 @@
 
 use smelt_codegen::{Cond, Expr, Inst, Kernel};
 
-/// Applies [`collapse_once`] until nothing changes.
+/// Drops size-1 loop variables and merges contiguous neighbours until
+/// nothing changes.
 pub fn collapse(mut k: Kernel) -> Kernel {
     while let Some(next) = collapse_once(&k) {
         k = next;

@@ -10,7 +10,7 @@
 //!    matrix over its own variables: `x` over `[batch.., m.., k..]`, `y`
 //!    over `[batch.., n.., k..]`, where `batch` are the kept variables both
 //!    read, `m` those only `x` reads and `n` the rest;
-//! 2. a cache-blocked GEMM ([`gemm`]) multiplies them per batch and scatters
+//! 2. a cache-blocked GEMM (the `gemm` module) multiplies them per batch and scatters
 //!    the sums into one f32 value per row;
 //! 3. the epilogue (everything the stores need, the `Reduce` replaced by a
 //!    load of those row values) runs through the interpreter.
