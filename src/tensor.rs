@@ -64,10 +64,8 @@ impl Tensor {
 
     /// True once the data this tensor reads has been computed.
     pub fn is_realized(&self) -> bool {
-        smelt_fusion::schedule::base(&self.node)
-            .realized()
-            .is_some()
-            || matches!(smelt_fusion::schedule::base(&self.node).op(), Op::Const(_))
+        let base = smelt_fusion::schedule::base(&self.node);
+        base.realized().is_some() || matches!(base.op(), Op::Const(_))
     }
 
     /// Computes this tensor with the fusion mode from `SMELT_FUSION`.

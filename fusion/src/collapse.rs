@@ -6,11 +6,10 @@ use smelt_codegen::{Cond, Expr, Inst, Kernel};
 
 /// Drops size-1 loop variables and merges contiguous neighbours until
 /// nothing changes.
-pub fn collapse(mut k: Kernel) -> Kernel {
-    while let Some(next) = collapse_once(&k) {
-        k = next;
+pub fn collapse(k: &mut Kernel) {
+    while let Some(next) = collapse_once(k) {
+        *k = next;
     }
-    k
 }
 
 /// Every index expression and condition of the kernel.

@@ -163,8 +163,7 @@ impl Schedule {
         };
         let items = Arc::get_mut(&mut s.items).expect("a new schedule is not shared");
         for it in items.iter_mut() {
-            it.kernel =
-                crate::collapse::collapse(std::mem::replace(&mut it.kernel, empty_kernel()));
+            crate::collapse::collapse(&mut it.kernel);
         }
         s
     }
@@ -271,20 +270,6 @@ pub fn lower_plans(
         results,
     };
     (s, reports)
-}
-
-/// A placeholder while a kernel is moved out and back in.
-fn empty_kernel() -> Kernel {
-    Kernel {
-        name: String::new(),
-        kind: smelt_codegen::KernelKind::Elementwise,
-        ranges: Vec::new(),
-        n_kept: 0,
-        inputs: Vec::new(),
-        outputs: Vec::new(),
-        insts: Vec::new(),
-        stores: Vec::new(),
-    }
 }
 
 impl fmt::Display for Schedule {
