@@ -143,13 +143,7 @@ impl Tensor {
     /// Uniform random values in `[0, 1)`; the same `seed` gives the same
     /// values on every device.
     pub fn rand(shape: impl IntoShape, dtype: DType, seed: u64, device: &Device) -> Tensor {
-        let shape = dims("rand", shape);
-        Tensor::from_f64_iter(
-            (0..).map(move |i| rng::uniform(seed, i)),
-            shape,
-            dtype,
-            device,
-        )
+        Tensor::random("rand", shape, dtype, device, move |i| rng::uniform(seed, i))
     }
 
     /// Standard normal random values; the same `seed` gives the same values
@@ -162,12 +156,17 @@ impl Tensor {
     /// assert_eq!(a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
     /// ```
     pub fn randn(shape: impl IntoShape, dtype: DType, seed: u64, device: &Device) -> Tensor {
-        let shape = dims("randn", shape);
-        Tensor::from_f64_iter(
-            (0..).map(move |i| rng::normal(seed, i)),
-            shape,
-            dtype,
-            device,
-        )
+        Tensor::random("randn", shape, dtype, device, move |i| rng::normal(seed, i))
+    }
+
+    /// A buffer whose element `i` (row-major) is `value(i)`.
+    fn random(
+        op: &str,
+        shape: impl IntoShape,
+        dtype: DType,
+        device: &Device,
+        value: impl Fn(u64) -> f64,
+    ) -> Tensor {
+        Tensor::from_f64_iter((0..).map(value), dims(op, shape), dtype, device)
     }
 }
