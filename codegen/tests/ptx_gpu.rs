@@ -9,7 +9,7 @@
 
 mod ptx_cases;
 
-use smelt_codegen::ptx::launch::{self, Plan, Rows};
+use smelt_codegen::ptx::launch::{self, Elementwise, Plan, Rows};
 use smelt_codegen::ptx::{emit, emit_plan, Target};
 use smelt_codegen::{interp, DType, Kernel};
 use std::fmt::Write;
@@ -182,37 +182,80 @@ fn write_checks(dir: &Path, rng: &mut Rng) -> Vec<String> {
 }
 
 /// Alternative mappings of a row kernel, for comparison with the
-/// heuristic's: two CTAs per SM, and teams twice as wide or half as wide.
+/// heuristic's: every power-of-two team that holds the row in 4 to 64
+/// elements per thread, several rows per CTA for sub-CTA teams, a
+/// persistent or a one-pass grid, one or two CTAs per SM reserved; and for
+/// rows too long for that, streamed passes with 512 or 1024 threads.
 fn variants(k: &Kernel) -> Vec<Plan> {
-    let Plan::Rows(base) = launch::choose(k, &H100) else {
-        return vec![];
+    let base = match launch::choose(k, &H100) {
+        Plan::Rows(base) => base,
+        Plan::Elementwise(e) => return elementwise_variants(k, e),
     };
-    let mut out = vec![Plan::Rows(Rows {
-        min_ctas: 2,
-        ..base
-    })];
     let groups = k.row_len() / base.lanes;
-    for tpr in [base.tpr * 2, base.tpr / 2] {
-        if !(1..=1024).contains(&tpr) {
+    let rows = k.rows() as u32;
+    let mut out = Vec::new();
+    let mut push = |tpr: u32, block: u32, slots: usize, cached: bool| {
+        let full = rows.div_ceil(block / tpr);
+        for grid in [full.min(132 * (2048 / block)), full] {
+            for min_ctas in [1, 2] {
+                let p = Plan::Rows(Rows {
+                    lanes: base.lanes,
+                    tpr,
+                    block,
+                    slots,
+                    cached,
+                    grid,
+                    min_ctas,
+                });
+                if !out.contains(&p) && launch::valid(k, &p).is_ok() {
+                    out.push(p);
+                }
+            }
+        }
+    };
+    for tpr in [8, 16, 32, 64, 128, 256, 512, 1024] {
+        let slots = groups.div_ceil(tpr as usize);
+        if !(4..=64).contains(&(slots * base.lanes)) {
             continue;
         }
-        let block = tpr.max(if tpr <= 32 { 256 } else { 32 });
-        let slots = if base.cached {
-            groups.div_ceil(tpr as usize)
-        } else {
-            base.slots
-        };
-        let grid = (k.rows() as u32)
-            .div_ceil(block / tpr)
-            .clamp(1, 132 * (2048 / block));
-        if slots * base.lanes <= 64 {
-            out.push(Plan::Rows(Rows {
-                tpr,
-                block,
-                slots,
-                grid,
-                ..base
-            }));
+        let blocks: &[u32] = if tpr <= 32 { &[128, 256, 512] } else { &[tpr] };
+        for &block in blocks {
+            push(tpr, block, slots, true);
+        }
+    }
+    if groups * base.lanes > 16384 {
+        for tpr in [512, 1024] {
+            for slots in [2, 4, 8] {
+                push(tpr, tpr, slots, false);
+            }
+        }
+    }
+    out.retain(|p| *p != Plan::Rows(base));
+    out
+}
+
+/// Alternative mappings of an elementwise kernel: 1, 2 or 4 groups per
+/// thread and iteration, 256 or 512 threads, a persistent or a one-pass
+/// grid.
+fn elementwise_variants(k: &Kernel, base: Elementwise) -> Vec<Plan> {
+    let groups = (k.ranges.iter().product::<i64>() as u64).div_ceil(base.lanes as u64);
+    let mut out = Vec::new();
+    for unroll in [1, 2, 4] {
+        for block in [256u32, 512] {
+            let full = groups
+                .div_ceil(block as u64 * unroll as u64)
+                .min(i32::MAX as u64) as u32;
+            for grid in [full.min(132 * 2048 / block), full] {
+                let p = Plan::Elementwise(Elementwise {
+                    unroll,
+                    block,
+                    grid,
+                    ..base
+                });
+                if p != Plan::Elementwise(base) && !out.contains(&p) {
+                    out.push(p);
+                }
+            }
         }
     }
     out
@@ -235,26 +278,27 @@ fn write_benches(dir: &Path) -> Vec<String> {
             launch_json(&p)
         ));
     };
-    for e in [20, 24, 26, 28] {
-        let n = 1i64 << e;
-        add(
-            "add",
-            ptx_cases::binary(smelt_codegen::BinaryOp::Add, DType::F32, n),
-            DType::F32,
-            1,
-            n,
-            None,
-        );
-    }
     let tune = std::env::var("SMELT_PTX_TUNE").is_ok();
+    for e in [20, 22, 24, 26, 28] {
+        let n = 1i64 << e;
+        let k = ptx_cases::binary(smelt_codegen::BinaryOp::Add, DType::F32, n);
+        add("add", k.clone(), DType::F32, 1, n, None);
+        if tune {
+            for v in variants(&k) {
+                add("add", k.clone(), DType::F32, 1, n, Some(v));
+            }
+        }
+    }
     for dt in [DType::F32, DType::BF16] {
-        for n in [256, 1024, 4096, 8192, 16384, 32768, 65536, 131072] {
+        for n in [256, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072] {
             for (kind, k) in [
                 ("softmax", ptx_cases::softmax(4096, n, dt)),
                 ("layernorm", ptx_cases::layernorm(4096, n, dt)),
             ] {
                 add(kind, k.clone(), dt, 4096, n, None);
-                if tune {
+                // Tuned: both kinds in f32, softmax in bf16, 1024..=65536.
+                let tuned = (dt == DType::F32 || kind == "softmax") && (1024..=65536).contains(&n);
+                if tune && tuned {
                     for v in variants(&k) {
                         add(kind, k.clone(), dt, 4096, n, Some(v));
                     }

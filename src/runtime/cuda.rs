@@ -284,18 +284,23 @@ impl CudaDevice {
         if super::debug_level() >= 4 {
             eprintln!("{}", launch.ptx);
         }
+        self.load(key, launch, &k.name)
+    }
+
+    /// Loads the module of `launch` and remembers it under `key`.
+    fn load(&self, key: u64, launch: PtxKernel, name: &str) -> Result<Arc<Loaded>> {
         let src = CString::new(launch.ptx.clone())
-            .map_err(|_| Error::Compile(format!("kernel {}: PTX holds a NUL byte", k.name)))?;
+            .map_err(|_| Error::Compile(format!("kernel {name}: PTX holds a NUL byte")))?;
         let entry = CString::new(launch.entry.clone())
-            .map_err(|_| Error::Compile(format!("kernel {}: bad entry name", k.name)))?;
+            .map_err(|_| Error::Compile(format!("kernel {name}: bad entry name")))?;
         self.bind()?;
         // SAFETY: `src` is NUL-terminated PTX text; the module lives for the
         // process (never unloaded), so the function handle stays valid.
         let func = unsafe {
             let module = cu::module::load_data(src.as_ptr() as *const c_void)
-                .map_err(|e| driver_err(&format!("loading kernel {}", k.name), e))?;
+                .map_err(|e| driver_err(&format!("loading kernel {name}"), e))?;
             cu::module::get_function(module, entry)
-                .map_err(|e| driver_err(&format!("finding kernel {}", k.name), e))?
+                .map_err(|e| driver_err(&format!("finding kernel {name}"), e))?
         };
         if launch.shared_bytes > 48 * 1024 {
             // SAFETY: raises the dynamic shared-memory limit of a valid function.
@@ -306,7 +311,7 @@ impl CudaDevice {
                     launch.shared_bytes as i32,
                 )
             }
-            .map_err(|e| driver_err(&format!("raising shared memory of {}", k.name), e))?;
+            .map_err(|e| driver_err(&format!("raising shared memory of {name}"), e))?;
         }
         let l = Arc::new(Loaded { func, launch });
         self.modules
@@ -322,6 +327,31 @@ impl CudaDevice {
             return Ok(()); // nothing to write
         }
         let l = self.kernel(k)?;
+        self.launch_loaded(&l, args, &k.name)
+    }
+
+    /// Queues a kernel that keeps the GPU busy for about `micros`
+    /// microseconds. Benchmarks queue it before their first timing event,
+    /// so that the launches they time are already queued when the GPU
+    /// reaches them and host launch latency stays out of the measurement
+    /// (as `torch.cuda._sleep` does in PyTorch's benchmarks).
+    pub fn busy(&self, micros: u32) -> Result<()> {
+        // The guard must be gone before `load` locks the map again.
+        let cached = self
+            .modules
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&SPIN_KEY)
+            .cloned();
+        let l = match cached {
+            Some(l) => l,
+            None => self.load(SPIN_KEY, spin_kernel(), "smelt_spin")?,
+        };
+        self.launch_loaded(&l, &[u64::from(micros) * 1000], "smelt_spin")
+    }
+
+    /// Queues a loaded kernel over its `.u64` parameters.
+    fn launch_loaded(&self, l: &Loaded, args: &[u64], name: &str) -> Result<()> {
         let mut ptrs: Vec<u64> = args.to_vec();
         let mut params: Vec<*mut c_void> = ptrs
             .iter_mut()
@@ -330,8 +360,10 @@ impl CudaDevice {
         let g = l.launch.grid;
         let b = l.launch.block;
         self.bind()?;
-        // SAFETY: the parameters are the device pointers the kernel was
-        // emitted for, in order, each backing the lengths in its IR.
+        // SAFETY: the parameters are the `.u64` values the kernel declares,
+        // in order: for an IR kernel the device pointers it was emitted
+        // for, each backing the lengths in its IR; for the spin kernel a
+        // duration.
         unsafe {
             cu::launch_kernel(
                 l.func,
@@ -342,7 +374,7 @@ impl CudaDevice {
                 &mut params,
             )
         }
-        .map_err(|e| driver_err(&format!("launching {}", k.name), e))
+        .map_err(|e| driver_err(&format!("launching {name}"), e))
     }
 
     /// Queues a device-to-device copy of `bytes` bytes (the bandwidth
@@ -371,6 +403,39 @@ impl CudaDevice {
     pub fn record(&self, e: &CudaEvent) -> Result<()> {
         e.record(&self.stream)
             .map_err(|e| driver_err("recording an event", e))
+    }
+}
+
+/// Module-cache key of the spin kernel (kernel keys are hashes of IR).
+const SPIN_KEY: u64 = u64::MAX;
+
+/// One thread that waits until `%globaltimer` has advanced by its
+/// parameter (nanoseconds).
+fn spin_kernel() -> PtxKernel {
+    let ptx = "\
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry smelt_spin(.param .u64 ns)
+{
+    .reg .u64 %t<3>;
+    .reg .pred %p;
+    ld.param.u64 %t2, [ns];
+    mov.u64 %t0, %globaltimer;
+SPIN:
+    mov.u64 %t1, %globaltimer;
+    sub.u64 %t1, %t1, %t0;
+    setp.lt.u64 %p, %t1, %t2;
+    @%p bra SPIN;
+    ret;
+}
+";
+    PtxKernel {
+        ptx: ptx.into(),
+        entry: "smelt_spin".into(),
+        grid: (1, 1, 1),
+        block: (32, 1, 1),
+        shared_bytes: 0,
     }
 }
 
@@ -535,6 +600,20 @@ pub fn execute(n: usize, schedule: &Schedule) -> Result<Vec<BufferHandle>> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn spin_kernel_assembles() {
+        for sm in [80, 90] {
+            match smelt_codegen::ptx::ptxas::assemble(&super::spin_kernel().ptx, sm) {
+                Ok(Some(_)) => {}
+                Ok(None) if std::env::var("SMELT_REQUIRE_PTXAS").is_ok_and(|v| v == "1") => {
+                    panic!("SMELT_REQUIRE_PTXAS=1 but ptxas was not found")
+                }
+                Ok(None) => println!("skipped: ptxas not found"),
+                Err(e) => panic!("ptxas rejected the spin kernel: {e}"),
+            }
+        }
+    }
+
     #[test]
     fn size_classes_cover_the_request() {
         for b in [0, 1, 255, 257, 1 << 20, (1 << 20) + 1, 3 << 28] {

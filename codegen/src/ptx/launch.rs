@@ -2,6 +2,7 @@
 //! threads per row, slots per thread, block and grid), decided per kernel
 //! and shape in [`choose`] alone.
 
+use super::eval::uses_var;
 use super::memory::vector_ok;
 use super::Target;
 use crate::ir::{Inst, Kernel};
@@ -106,6 +107,18 @@ fn count_loads(k: &Kernel, which: &[bool]) -> u64 {
     n.max(1) as u64
 }
 
+/// Whether an element-level load of `k` reads the same element in every
+/// row (a weight vector).
+fn has_invariant_loads(k: &Kernel) -> bool {
+    let level = k.element_level();
+    k.insts.iter().zip(&level).any(|(n, &elem)| match &n.inst {
+        Inst::Load { index, valid, .. } if elem => {
+            (0..k.n_kept).all(|v| !uses_var(Some(index), Some(valid), v))
+        }
+        _ => false,
+    })
+}
+
 /// Threads resident per SM that we aim for.
 const THREADS_PER_SM: u32 = 2048;
 
@@ -152,9 +165,13 @@ pub fn choose(k: &Kernel, target: &Target) -> Plan {
     } else {
         let lanes = if reduced_last { lanes_for(k, &acc) } else { 1 } as u64;
         let groups = row_len.div_ceil(lanes);
-        // Elements per thread: enough for full occupancy to cover the whole
-        // domain once, within 8..=32 (more only where a row needs it).
-        let per_thread = (rows * row_len / (sms as u64 * THREADS_PER_SM as u64)).clamp(8, 32);
+        // Elements per thread: 16 up to 4096-element rows, 32 beyond (the
+        // best of every power-of-two team for softmax and layer norm on an
+        // H200, 2026-11-22), fewer (not below 8) when the domain would not
+        // fill the GPU at half occupancy.
+        let want = if row_len <= 4096 { 16 } else { 32 };
+        let fill = rows * row_len / (sms as u64 * THREADS_PER_SM as u64 / 2);
+        let per_thread = want.min(fill.max(8));
         let slots = (per_thread / lanes).max(1);
         let tpr = groups.div_ceil(slots).next_power_of_two().clamp(1, 1024) as u32;
         let block = tpr.max(if tpr <= 32 { 256 } else { 32 });
@@ -171,9 +188,17 @@ pub fn choose(k: &Kernel, target: &Target) -> Plan {
     };
     let slots = slots as usize;
     let teams = (block / tpr) as u64;
-    let grid = rows
-        .div_ceil(teams)
-        .clamp(1, (sms * (THREADS_PER_SM / block).max(1)) as u64) as u32;
+    // A team per row, all launched at once: a CTA's loads then overlap
+    // other CTAs' reductions. Only long cached rows with row-invariant
+    // loads (layer norm's weights) keep a persistent grid, which loads
+    // those once per CTA instead of once per row.
+    let persistent = cached && row_len >= 16384 && has_invariant_loads(k);
+    let cap = if persistent {
+        (sms * (THREADS_PER_SM / block).max(1)) as u64
+    } else {
+        i32::MAX as u64
+    };
+    let grid = rows.div_ceil(teams).clamp(1, cap) as u32;
     Plan::Rows(Rows {
         lanes,
         tpr,
