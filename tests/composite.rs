@@ -465,3 +465,57 @@ fn softmax_rows_sum_to_one_on_large_prime_rows() {
         tol(DType::F32).times(4.0),
     );
 }
+
+/// Rows long enough that a GPU team spans a cluster of CTAs (sm_90) and,
+/// for the weighted layer norm, a persistent grid loops over rows with it:
+/// softmax, log_softmax, logsumexp and layer norm still match the host.
+#[test]
+fn long_rows_shared_by_several_ctas() {
+    let eps = 1e-5;
+    for (shape, dt) in [
+        (vec![3, 40_000], DType::F32),
+        (vec![2, 70_001], DType::F32),
+        (vec![4, 50_000], DType::BF16),
+    ] {
+        let inp = Input::new(Layout::Contiguous, &shape, dt, -8.0, 8.0, 41);
+        let h = inp.host();
+        let t = tol(dt).times(8.0);
+        check(
+            &format!("softmax {shape:?} {dt}"),
+            || inp.tensor().softmax(-1),
+            &softmax_ref(&h, 1).round(dt),
+            t,
+        );
+        check(
+            &format!("log_softmax {shape:?} {dt}"),
+            || inp.tensor().log_softmax(-1),
+            &log_softmax_ref(&h, 1).round(dt),
+            t,
+        );
+        check(
+            &format!("logsumexp {shape:?} {dt}"),
+            || inp.tensor().logsumexp(-1, false),
+            &logsumexp_ref(&h, &[1], false).round(dt),
+            t,
+        );
+    }
+    let inp = Input::new(
+        Layout::Contiguous,
+        &[140, 16_500],
+        DType::F32,
+        -3.0,
+        3.0,
+        42,
+    );
+    let w = Input::new(Layout::Contiguous, &[16_500], DType::F32, 0.5, 1.5, 43);
+    let b = Input::new(Layout::Contiguous, &[16_500], DType::F32, -1.0, 1.0, 44);
+    check(
+        "layer_norm 140x16500 affine",
+        || {
+            inp.tensor()
+                .layer_norm(-1, Some(&w.tensor()), Some(&b.tensor()), eps)
+        },
+        &layer_norm_ref(&inp.host(), &[1], Some(&w.host()), Some(&b.host()), eps),
+        tol(DType::F32).times(20.0),
+    );
+}

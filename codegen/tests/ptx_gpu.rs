@@ -194,9 +194,16 @@ fn variants(k: &Kernel) -> Vec<Plan> {
     let groups = k.row_len() / base.lanes;
     let rows = k.rows() as u32;
     let mut out = Vec::new();
-    let mut push = |tpr: u32, block: u32, slots: usize, cached: bool| {
-        let full = rows.div_ceil(block / tpr);
-        for grid in [full.min(132 * (2048 / block)), full] {
+    let mut push = |tpr: u32, block: u32, slots: usize, cached: bool, cluster: u32| {
+        let full = rows.div_ceil(block / tpr) * cluster;
+        let persistent = full.min(132 * (2048 / block)) / cluster * cluster;
+        // A persistent grid only pays where it saves reloading weights.
+        let grids = if k.inputs.len() > 1 {
+            vec![persistent, full]
+        } else {
+            vec![full]
+        };
+        for grid in grids {
             for min_ctas in [1, 2] {
                 let p = Plan::Rows(Rows {
                     lanes: base.lanes,
@@ -206,6 +213,7 @@ fn variants(k: &Kernel) -> Vec<Plan> {
                     cached,
                     grid,
                     min_ctas,
+                    cluster,
                 });
                 if !out.contains(&p) && launch::valid(k, &p).is_ok() {
                     out.push(p);
@@ -214,19 +222,21 @@ fn variants(k: &Kernel) -> Vec<Plan> {
         }
     };
     for tpr in [8, 16, 32, 64, 128, 256, 512, 1024] {
-        let slots = groups.div_ceil(tpr as usize);
-        if !(4..=64).contains(&(slots * base.lanes)) {
-            continue;
-        }
-        let blocks: &[u32] = if tpr <= 32 { &[128, 256, 512] } else { &[tpr] };
-        for &block in blocks {
-            push(tpr, block, slots, true);
+        for cluster in [1, 2, 4, 8] {
+            let slots = groups.div_ceil((tpr * cluster) as usize);
+            if !(4..=64).contains(&(slots * base.lanes)) || (cluster > 1 && tpr < 128) {
+                continue;
+            }
+            let blocks: &[u32] = if tpr <= 32 { &[128, 256] } else { &[tpr] };
+            for &block in blocks {
+                push(tpr, block, slots, true, cluster);
+            }
         }
     }
     if groups * base.lanes > 16384 {
         for tpr in [512, 1024] {
             for slots in [2, 4, 8] {
-                push(tpr, tpr, slots, false);
+                push(tpr, tpr, slots, false, 1);
             }
         }
     }
@@ -456,7 +466,7 @@ def benches():
             for _ in range(10):
                 k[0] = (k[0] + 1) % rot
                 launch(fn, e, [t.data_ptr() for t in ins[k[0]]] + [out.data_ptr()])
-        t = timeit(run) / 10
+        t = timeit(run, int(os.environ.get("SMELT_TUNE_REPS", "50"))) / 10
         tt = None
         if e["kind"] == "softmax" and e["plan"].startswith("*"):
             tt = timeit(lambda: [torch.softmax(ins[i % rot][0], -1) for i in range(10)]) / 10

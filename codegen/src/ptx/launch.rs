@@ -36,6 +36,19 @@ pub struct Rows {
     /// CTAs per SM that ptxas must allow for (caps registers per thread so
     /// that a CTA's loads overlap another's compute); 1 leaves it free.
     pub min_ctas: u32,
+    /// CTAs of one thread-block cluster (sm_90) that share each row, 1 for
+    /// none. Above 1 the team is each CTA whole (`tpr == block`), a row
+    /// has `tpr * cluster` threads, and the CTAs combine their partial
+    /// results through distributed shared memory: rows up to 8 times
+    /// longer stay in registers.
+    pub cluster: u32,
+}
+
+impl Rows {
+    /// Threads that share a row, over all CTAs of a cluster.
+    pub fn team_threads(&self) -> u32 {
+        self.tpr * self.cluster
+    }
 }
 
 /// The mapping chosen for a kernel.
@@ -157,6 +170,7 @@ pub fn choose(k: &Kernel, target: &Target) -> Plan {
     let col_contig = k.n_kept > 0 && acc.iter().any(|a| a.0.affine_coef(k.n_kept - 1) == Some(1));
     // Registers one slot of one lane costs when cached: its element loads.
     let loads = count_loads(k, &level);
+    let mut cluster = 1;
     let (lanes, tpr, block, slots, cached) = if !row_contig && col_contig {
         // Reduction over a leading axis: a thread per row, neighbouring
         // threads on neighbouring (contiguous) rows.
@@ -173,9 +187,17 @@ pub fn choose(k: &Kernel, target: &Target) -> Plan {
         let fill = rows * row_len / (sms as u64 * THREADS_PER_SM as u64 / 2);
         let per_thread = want.min(fill.max(8));
         let slots = (per_thread / lanes).max(1);
-        let tpr = groups.div_ceil(slots).next_power_of_two().clamp(1, 1024) as u32;
+        let team = groups.div_ceil(slots).next_power_of_two();
+        // Teams wider than 512 threads are clusters of 512-thread CTAs on
+        // sm_90 (two CTAs per SM overlap one's loads with the other's
+        // reductions), a 1024-thread CTA before.
+        let clusters = target.sm >= 90;
+        let tpr = team.clamp(1, if clusters { 512 } else { 1024 }) as u32;
+        if clusters {
+            cluster = (team / tpr as u64).clamp(1, 8) as u32;
+        }
         let block = tpr.max(if tpr <= 32 { 256 } else { 32 });
-        let full = groups.div_ceil(tpr as u64).max(1);
+        let full = groups.div_ceil(tpr as u64 * cluster as u64).max(1);
         // The cached row may take a thread's share of the register file
         // but for about 32 registers of addresses and temporaries.
         let budget = (65536 / block as u64).saturating_sub(32).min(96);
@@ -183,6 +205,7 @@ pub fn choose(k: &Kernel, target: &Target) -> Plan {
             (lanes as usize, tpr, block, full, true)
         } else {
             // Streamed rows: 512 threads keep two CTAs per SM.
+            cluster = 1;
             (lanes as usize, 512, 512, 4, false)
         }
     };
@@ -198,15 +221,16 @@ pub fn choose(k: &Kernel, target: &Target) -> Plan {
     } else {
         i32::MAX as u64
     };
-    let grid = rows.div_ceil(teams).clamp(1, cap) as u32;
+    let teams_total = rows.div_ceil(teams).clamp(1, cap / cluster as u64);
     Plan::Rows(Rows {
         lanes,
         tpr,
         block,
         slots,
         cached,
-        grid,
+        grid: (teams_total * cluster as u64) as u32,
         min_ctas: 1,
+        cluster,
     })
 }
 
@@ -219,8 +243,14 @@ pub fn valid(k: &Kernel, plan: &Plan) -> Result<(), String> {
         Plan::Elementwise(p) if !has_reduce => (p.lanes, p.block),
         Plan::Rows(p) if has_reduce => {
             let teams_ok = p.tpr.is_power_of_two() && p.tpr <= p.block && p.block % p.tpr == 0;
-            let fits = !p.cached || (p.slots * p.lanes) as u64 * p.tpr as u64 >= k.row_len() as u64;
-            if !teams_ok || !fits || (p.lanes > 1 && k.n_kept == k.ranges.len()) {
+            let cluster_ok = p.cluster == 1
+                || ([2, 4, 8].contains(&p.cluster)
+                    && p.tpr == p.block
+                    && p.tpr > 32
+                    && p.grid % p.cluster == 0);
+            let fits = !p.cached
+                || (p.slots * p.lanes) as u64 * p.team_threads() as u64 >= k.row_len() as u64;
+            if !teams_ok || !cluster_ok || !fits || (p.lanes > 1 && k.n_kept == k.ranges.len()) {
                 return Err(format!("plan {p:?} does not fit kernel {}", k.name));
             }
             (p.lanes, p.block)

@@ -123,6 +123,16 @@ pub fn emit(kernel: &Kernel, target: &Target) -> Result<PtxKernel, String> {
 pub fn emit_plan(kernel: &Kernel, target: &Target, plan: &Plan) -> Result<PtxKernel, String> {
     validate(kernel, target)?;
     launch::valid(kernel, plan)?;
+    let cluster = match plan {
+        Plan::Rows(p) => p.cluster,
+        Plan::Elementwise(_) => 1,
+    };
+    if cluster > 1 && target.sm < 90 {
+        return Err(format!(
+            "kernel {}: clusters of CTAs need sm_90, the target is sm_{}",
+            kernel.name, target.sm
+        ));
+    }
     let entry = entry_name(kernel);
     let smem = format!("{entry}_red");
     let mut b = Builder::default();
@@ -140,6 +150,9 @@ pub fn emit_plan(kernel: &Kernel, target: &Target, plan: &Plan) -> Result<PtxKer
     let mut directives = format!(".maxntid {block}, 1, 1\n");
     if min_ctas > 1 {
         directives += &format!(".minnctapersm {min_ctas}\n");
+    }
+    if cluster > 1 {
+        directives += &format!(".reqnctapercluster {cluster}, 1, 1\n");
     }
     ins!(b, "ret");
     let shared_decl = if shared > 0 {

@@ -218,7 +218,7 @@ impl Row<'_> {
         }
         let w = cx.width;
         let n = w.bits();
-        let tpr = self.plan.tpr;
+        let tpr = self.plan.team_threads();
         let g = w.reg(b);
         ins!(b, "mov.b{n} {g}, {}", self.team_lane);
         let (top, end) = (b.label(), b.label());
@@ -256,6 +256,7 @@ impl Row<'_> {
 /// Thread geometry of the team.
 struct Team {
     tid: Reg,
+    /// The thread's lane in its team (over all CTAs of a cluster team).
     lane: Reg,
     warp: Reg,
     /// Toggles every row so that consecutive rows use different shared
@@ -277,23 +278,38 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Rows, smem: &str) -> u32 {
         .map(|p| p.plain.len() + 2 * p.online.is_some() as usize)
         .sum::<usize>();
     let warps = plan.tpr.div_ceil(32);
-    let shared_bytes = if plan.tpr > 32 {
-        2 * nred as u32 * warps * 4
+    // Per parity: a word per warp and reduction register, then with a
+    // cluster the CTA's combined word per reduction register.
+    let cta_words = if plan.tpr > 32 {
+        nred as u32 * warps
     } else {
         0
     };
+    let cluster_words = if plan.cluster > 1 { nred as u32 } else { 0 };
+    let shared_bytes = 2 * (cta_words + cluster_words) * 4;
 
-    // Team geometry.
+    // Team geometry. With a cluster, its CTAs are the team: rows go by
+    // cluster, and a thread's lane counts from the CTA's rank in it.
     let tid = b.reg(RegKind::B32);
     ins!(b, "mov.u32 {tid}, %tid.x");
+    let (block_id, nblocks) = if plan.cluster > 1 {
+        ("%clusterid.x", "%nclusterid.x")
+    } else {
+        ("%ctaid.x", "%nctaid.x")
+    };
     let ctaid = b.reg(RegKind::B32);
-    ins!(b, "mov.u32 {ctaid}, %ctaid.x");
+    ins!(b, "mov.u32 {ctaid}, {block_id}");
     let nctaid = b.reg(RegKind::B32);
-    ins!(b, "mov.u32 {nctaid}, %nctaid.x");
+    ins!(b, "mov.u32 {nctaid}, {nblocks}");
     let team_shift = plan.tpr.trailing_zeros();
     let teams_per_block = plan.block / plan.tpr;
     let lane32 = b.reg(RegKind::B32);
     ins!(b, "and.b32 {lane32}, {tid}, {}", plan.tpr - 1);
+    if plan.cluster > 1 {
+        let rank = b.reg(RegKind::B32);
+        ins!(b, "mov.u32 {rank}, %cluster_ctarank");
+        ins!(b, "mad.lo.u32 {lane32}, {rank}, {}, {lane32}", plan.tpr);
+    }
     let team_in_block = b.reg(RegKind::B32);
     ins!(b, "shr.u32 {team_in_block}, {tid}, {team_shift}");
     let team_in_warp = b.reg(RegKind::B32);
@@ -368,7 +384,11 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Rows, smem: &str) -> u32 {
     if plan.cached {
         for s in 0..plan.slots {
             let g = w.reg(b);
-            ins!(b, "add.s{n} {g}, {team_lane}, {}", s as u32 * plan.tpr);
+            ins!(
+                b,
+                "add.s{n} {g}, {team_lane}, {}",
+                s as u32 * plan.team_threads()
+            );
             let p = b.reg(RegKind::Pred);
             ins!(b, "setp.lt.s{n} {p}, {g}, {ngroups_total}");
             let mut vars = vec![None; nk];
@@ -540,7 +560,18 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Rows, smem: &str) -> u32 {
     ins!(b, "xor.b32 {parity}, {parity}, 1");
     ins!(b, "bra.uni {top}");
     b.place(&end);
+    if plan.cluster > 1 {
+        // Peers may still read this CTA's shared memory.
+        cluster_barrier(b);
+    }
     shared_bytes
+}
+
+/// Waits for every thread of the cluster; the shared-memory writes before
+/// it are visible to the whole cluster after it.
+fn cluster_barrier(b: &mut Builder) {
+    ins!(b, "barrier.cluster.arrive.release");
+    ins!(b, "barrier.cluster.wait.acquire");
 }
 
 /// Combines the team's partial results of `accs` in place: butterfly
@@ -608,7 +639,7 @@ fn team_reduce(
         }
     }
     ins!(b, "bar.sync 0");
-    for (a, w0) in accs.iter().zip(first) {
+    for (a, w0) in accs.iter().zip(&first) {
         // Restart from the identity and merge every warp's result in order.
         let regs = a.regs();
         for (r, id) in regs.iter().zip(a.identity(b, k)) {
@@ -624,6 +655,73 @@ fn team_reduce(
                         b,
                         "ld.shared.b32 {x}, [{base}+{}]",
                         ((w0 + j as u32) * warps + wi) * 4
+                    );
+                    x
+                })
+                .collect();
+            a.merge(b, k, &other);
+        }
+    }
+    if plan.cluster > 1 {
+        cluster_reduce(b, plan, team, accs, k, smem, &first, nred);
+    }
+}
+
+/// Combines the CTAs' results of a cluster team: thread 0 of each CTA
+/// writes them to its shared memory (after the CTA words, one per
+/// parity and register), a cluster barrier, then every thread merges all
+/// CTAs' words in rank order, so that every CTA holds the same result.
+#[allow(clippy::too_many_arguments)]
+fn cluster_reduce(
+    b: &mut Builder,
+    plan: &Rows,
+    team: &Team,
+    accs: &[Acc],
+    k: &crate::Kernel,
+    smem: &str,
+    first: &[u32],
+    nred: usize,
+) {
+    let nred = nred as u32;
+    let base = b.reg(RegKind::B32);
+    ins!(b, "mov.u32 {base}, {smem}");
+    ins!(
+        b,
+        "add.s32 {base}, {base}, {}",
+        2 * nred * (plan.tpr / 32) * 4
+    );
+    let t = b.reg(RegKind::B32);
+    ins!(b, "mul.lo.s32 {t}, {}, {}", team.parity, nred * 4);
+    ins!(b, "add.s32 {base}, {base}, {t}");
+    let t0 = b.reg(RegKind::Pred);
+    ins!(b, "setp.eq.u32 {t0}, {}, 0", team.tid);
+    for (a, w0) in accs.iter().zip(first) {
+        for (j, r) in a.regs().iter().enumerate() {
+            ins!(
+                b,
+                "@{t0} st.shared.b32 [{base}+{}], {r}",
+                (w0 + j as u32) * 4
+            );
+        }
+    }
+    cluster_barrier(b);
+    let peer = b.reg(RegKind::B32);
+    for (a, w0) in accs.iter().zip(first) {
+        let regs = a.regs();
+        for (r, id) in regs.iter().zip(a.identity(b, k)) {
+            ins!(b, "mov.b32 {r}, {id}");
+        }
+        for rank in 0..plan.cluster {
+            ins!(b, "mapa.shared::cluster.u32 {peer}, {base}, {rank}");
+            let other: Vec<Reg> = regs
+                .iter()
+                .enumerate()
+                .map(|(j, r)| {
+                    let x = b.reg(r.kind);
+                    ins!(
+                        b,
+                        "ld.shared::cluster.b32 {x}, [{peer}+{}]",
+                        (w0 + j as u32) * 4
                     );
                     x
                 })
