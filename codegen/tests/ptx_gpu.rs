@@ -365,9 +365,22 @@ def ck(r, what):
     if r != 0:
         s = ctypes.c_char_p(); cu.cuGetErrorString(r, ctypes.byref(s)); raise RuntimeError(f"{what}: {r} {s.value}")
 
-def load(e):
+# With --hints, every heuristic kernel is also timed with cache hints
+# written into its PTX: (name, [(old, new)]).
+HINTS = [
+    ("L2::256B", [("ld.global.", "ld.global.L2::256B.")]),
+    ("no_allocate", [("ld.global.", "ld.global.L1::no_allocate.")]),
+    ("st.cs", [("st.global.", "st.global.cs.")]),
+    ("256B+st.cs", [("ld.global.", "ld.global.L2::256B."), ("st.global.", "st.global.cs.")]),
+    ("nc+256B", [("ld.global.", "ld.global.nc.L2::256B.")]),
+]
+
+def load(e, subs=()):
     mod = ctypes.c_void_p()
-    ck(cu.cuModuleLoadData(ctypes.byref(mod), ctypes.c_char_p(open(os.path.join(D, e["ptx"])).read().encode() + b"\0")), "load " + e["ptx"])
+    text = open(os.path.join(D, e["ptx"])).read()
+    for old, new in subs:
+        text = text.replace(old, new)
+    ck(cu.cuModuleLoadData(ctypes.byref(mod), ctypes.c_char_p(text.encode() + b"\0")), "load " + e["ptx"])
     fn = ctypes.c_void_p()
     ck(cu.cuModuleGetFunction(ctypes.byref(fn), mod, e["entry"].encode()), "function")
     return fn
@@ -438,8 +451,11 @@ def benches():
     x = torch.empty(1 << 28, dtype=torch.float32, device="cuda"); y = torch.empty_like(x)
     ceiling = 2 * x.numel() * 4 / timeit(lambda: y.copy_(x), 20) / 1e9
     print(f"copy ceiling {ceiling:.0f} GB/s", flush=True)
-    for e in M["benches"]:
-        fn = load(e)
+    todo = [(e, "", ()) for e in M["benches"]]
+    if "--hints" in sys.argv:
+        todo = [(e, name, subs) for e in M["benches"] if e["plan"].startswith("*") for name, subs in [("", ())] + HINTS]
+    for e, hint, subs in todo:
+        fn = load(e, subs)
         dt, m, n = TD[e["dtype"]], e["m"], e["n"]
         el = torch.tensor([], dtype=dt).element_size()
         rot = max(1, min(8, (256 << 20) // max(1, m * n * el)))
@@ -468,9 +484,9 @@ def benches():
                 launch(fn, e, [t.data_ptr() for t in ins[k[0]]] + [out.data_ptr()])
         t = timeit(run, int(os.environ.get("SMELT_TUNE_REPS", "50"))) / 10
         tt = None
-        if e["kind"] == "softmax" and e["plan"].startswith("*"):
+        if e["kind"] == "softmax" and e["plan"].startswith("*") and not hint:
             tt = timeit(lambda: [torch.softmax(ins[i % rot][0], -1) for i in range(10)]) / 10
-        print(f"{e['kind']:9} {e['dtype']:4} m={m} n={n}: {t*1e6:8.1f} us {byt/t/1e9:7.0f} GB/s ({100*byt/t/1e9/ceiling:5.1f}%)  rel err {err:.1e}  grid {e['grid'][0]} block {e['block'][0]}" + (f"  torch {byt/tt/1e9:.0f} GB/s" if tt else "") + "  " + e["plan"], flush=True)
+        print(f"{e['kind']:9} {e['dtype']:4} m={m} n={n}: {t*1e6:8.1f} us {byt/t/1e9:7.0f} GB/s ({100*byt/t/1e9/ceiling:5.1f}%)  rel err {err:.1e}  grid {e['grid'][0]} block {e['block'][0]}" + (f"  torch {byt/tt/1e9:.0f} GB/s" if tt else "") + "  " + e["plan"] + (f" hint {hint}" if hint else ""), flush=True)
 
 fails = checks() if "--bench-only" not in sys.argv else 0
 if "--bench" in sys.argv or "--bench-only" in sys.argv:

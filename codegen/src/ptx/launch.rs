@@ -151,9 +151,11 @@ pub fn choose(k: &Kernel, target: &Target) -> Plan {
         let unroll = (32 / (lanes * widest * loads)).clamp(1, 4);
         let block = 256;
         let groups = (numel as u64).div_ceil(lanes as u64);
+        // One pass over the domain (the grid-stride loop runs once): 3-7%
+        // faster than a persistent grid from 2^24 elements on an H200.
         let grid = groups
             .div_ceil(block as u64 * unroll as u64)
-            .clamp(1, (sms * THREADS_PER_SM / block) as u64) as u32;
+            .clamp(1, i32::MAX as u64) as u32;
         return Plan::Elementwise(Elementwise {
             lanes,
             unroll,
@@ -170,7 +172,7 @@ pub fn choose(k: &Kernel, target: &Target) -> Plan {
     let col_contig = k.n_kept > 0 && acc.iter().any(|a| a.0.affine_coef(k.n_kept - 1) == Some(1));
     // Registers one slot of one lane costs when cached: its element loads.
     let loads = count_loads(k, &level);
-    let mut cluster = 1;
+    let (mut cluster, mut min_ctas) = (1, 1);
     let (lanes, tpr, block, slots, cached) = if !row_contig && col_contig {
         // Reduction over a leading axis: a thread per row, neighbouring
         // threads on neighbouring (contiguous) rows.
@@ -188,24 +190,29 @@ pub fn choose(k: &Kernel, target: &Target) -> Plan {
         let per_thread = want.min(fill.max(8));
         let slots = (per_thread / lanes).max(1);
         let team = groups.div_ceil(slots).next_power_of_two();
-        // Teams wider than 512 threads are clusters of 512-thread CTAs on
-        // sm_90 (two CTAs per SM overlap one's loads with the other's
-        // reductions), a 1024-thread CTA before.
-        let clusters = target.sm >= 90;
-        let tpr = team.clamp(1, if clusters { 512 } else { 1024 }) as u32;
-        if clusters {
-            cluster = (team / tpr as u64).clamp(1, 8) as u32;
-        }
+        // Teams wider than a 1024-thread CTA are clusters of 512-thread
+        // CTAs on sm_90, two per SM (faster than one 1024-thread CTA per
+        // row, and than streaming the row, on an H200 for 65536 and 131072
+        // f32 columns; a 1024-thread CTA is faster for 32768).
+        let tpr = if target.sm >= 90 && team > 1024 {
+            cluster = (team / 512).min(8) as u32;
+            min_ctas = 2;
+            512
+        } else {
+            team.clamp(1, 1024) as u32
+        };
         let block = tpr.max(if tpr <= 32 { 256 } else { 32 });
         let full = groups.div_ceil(tpr as u64 * cluster as u64).max(1);
         // The cached row may take a thread's share of the register file
         // but for about 32 registers of addresses and temporaries.
-        let budget = (65536 / block as u64).saturating_sub(32).min(96);
+        let budget = (65536 / (block * min_ctas) as u64)
+            .saturating_sub(32)
+            .min(96);
         if full * lanes * loads <= budget {
             (lanes as usize, tpr, block, full, true)
         } else {
             // Streamed rows: 512 threads keep two CTAs per SM.
-            cluster = 1;
+            (cluster, min_ctas) = (1, 1);
             (lanes as usize, 512, 512, 4, false)
         }
     };
@@ -229,7 +236,7 @@ pub fn choose(k: &Kernel, target: &Target) -> Plan {
         slots,
         cached,
         grid: (teams_total * cluster as u64) as u32,
-        min_ctas: 1,
+        min_ctas,
         cluster,
     })
 }
