@@ -2,8 +2,9 @@
 //! vector add from 2^12 to 2^28 elements, softmax and layer norm over
 //! M = 4096 rows for N from 256 to 131072 in f32 and bf16, each naive
 //! (`Fusion::Off`) and fused, and the host overhead of a cached realize.
-//! GPU time by CUDA events around each kernel (summed per run), median of
-//! 50 runs after 10 warm-up runs;
+//! GPU time by CUDA events around each kernel (summed per run), with the
+//! GPU kept busy before each run so that launch latency is not counted
+//! (see `common::kernel_ms`), median of 50 runs after 10 warm-up runs;
 //! inputs rotate when they would fit in L2.
 //!
 //! `cargo bench --bench softmax` (prints `skipped` without a GPU). Writes
