@@ -306,8 +306,8 @@ fn write_benches(dir: &Path) -> Vec<String> {
                 ("layernorm", ptx_cases::layernorm(4096, n, dt)),
             ] {
                 add(kind, k.clone(), dt, 4096, n, None);
-                // Tuned: both kinds in f32, softmax in bf16, 1024..=65536.
-                let tuned = (dt == DType::F32 || kind == "softmax") && (1024..=65536).contains(&n);
+                // Tuned: both kinds in f32, softmax in bf16, 256..=65536.
+                let tuned = (dt == DType::F32 || kind == "softmax") && (256..=65536).contains(&n);
                 if tune && tuned {
                     for v in variants(&k) {
                         add(kind, k.clone(), dt, 4096, n, Some(v));
@@ -452,6 +452,9 @@ def benches():
     ceiling = 2 * x.numel() * 4 / timeit(lambda: y.copy_(x), 20) / 1e9
     print(f"copy ceiling {ceiling:.0f} GB/s", flush=True)
     todo = [(e, "", ()) for e in M["benches"]]
+    if os.environ.get("SMELT_TUNE_N"):
+        keep = {int(x) for x in os.environ["SMELT_TUNE_N"].split(",")}
+        todo = [t for t in todo if t[0]["n"] in keep]
     if "--hints" in sys.argv:
         todo = [(e, name, subs) for e in M["benches"] if e["plan"].startswith("*") for name, subs in [("", ())] + HINTS]
     for e, hint, subs in todo:
@@ -478,11 +481,14 @@ def benches():
         r = ref(ins[0]).flatten()
         err = ((out.float() - r).norm() / r.norm()).item()
         k = [0]
+        # --single: one launch per timing (what an isolated kernel costs,
+        # ramp and tail included), else ten back to back (throughput).
+        per = 1 if "--single" in sys.argv else 10
         def run():
-            for _ in range(10):
+            for _ in range(per):
                 k[0] = (k[0] + 1) % rot
                 launch(fn, e, [t.data_ptr() for t in ins[k[0]]] + [out.data_ptr()])
-        t = timeit(run, int(os.environ.get("SMELT_TUNE_REPS", "50"))) / 10
+        t = timeit(run, int(os.environ.get("SMELT_TUNE_REPS", "50"))) / per
         tt = None
         if e["kind"] == "softmax" and e["plan"].startswith("*") and not hint:
             tt = timeit(lambda: [torch.softmax(ins[i % rot][0], -1) for i in range(10)]) / 10
