@@ -50,6 +50,17 @@ pub fn uses_var(e: Option<&crate::Expr>, c: Option<&crate::Cond>, var: usize) ->
     vs.contains(&var)
 }
 
+/// Whether instruction `i` of `k` is a load that reads the same element in
+/// every row (depends on no kept variable: a weight vector).
+pub fn row_free_load(k: &Kernel, i: usize) -> bool {
+    match &k.insts[i].inst {
+        Inst::Load { index, valid, .. } => {
+            (0..k.n_kept).all(|v| !uses_var(Some(index), Some(valid), v))
+        }
+        _ => false,
+    }
+}
+
 /// Marks the instructions that depend on variable `var`.
 pub fn depends_on(k: &Kernel, var: usize) -> Vec<bool> {
     let mut dep = vec![false; k.insts.len()];

@@ -2,7 +2,7 @@
 //! threads per row, slots per thread, block and grid), decided per kernel
 //! and shape in [`choose`] alone.
 
-use super::eval::uses_var;
+use super::eval::row_free_load;
 use super::memory::vector_ok;
 use super::Target;
 use crate::ir::{Inst, Kernel};
@@ -124,12 +124,7 @@ fn count_loads(k: &Kernel, which: &[bool]) -> u64 {
 /// row (a weight vector).
 fn has_invariant_loads(k: &Kernel) -> bool {
     let level = k.element_level();
-    k.insts.iter().zip(&level).any(|(n, &elem)| match &n.inst {
-        Inst::Load { index, valid, .. } if elem => {
-            (0..k.n_kept).all(|v| !uses_var(Some(index), Some(valid), v))
-        }
-        _ => false,
-    })
+    (0..k.insts.len()).any(|i| level[i] && row_free_load(k, i))
 }
 
 /// Threads resident per SM that we aim for.

@@ -6,7 +6,7 @@
 
 use super::builder::{ins, Builder, Reg, RegKind};
 use super::elementwise::used_vars;
-use super::eval::{needs, uses_var, Cx, Lanes, Point, Vals};
+use super::eval::{needs, row_free_load, Cx, Lanes, Point, Vals};
 use super::expr;
 use super::launch::Rows;
 use super::online::{self, Pattern};
@@ -45,6 +45,33 @@ impl Acc {
                     s: other[1],
                 },
             ),
+        }
+    }
+
+    /// Restarts from the identity and merges `parts` partial results in
+    /// order; `load(b, part, j, dst)` loads register `j` of a part.
+    fn merge_parts(
+        &self,
+        b: &mut Builder,
+        k: &crate::Kernel,
+        parts: u32,
+        mut load: impl FnMut(&mut Builder, u32, usize, Reg),
+    ) {
+        let regs = self.regs();
+        for (r, id) in regs.iter().zip(self.identity(b, k)) {
+            ins!(b, "mov.b32 {r}, {id}");
+        }
+        for part in 0..parts {
+            let other: Vec<Reg> = regs
+                .iter()
+                .enumerate()
+                .map(|(j, r)| {
+                    let x = b.reg(r.kind);
+                    load(b, part, j, x);
+                    x
+                })
+                .collect();
+            self.merge(b, k, &other);
         }
     }
 
@@ -374,12 +401,9 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Rows, smem: &str) -> u32 {
     let loads: Vec<Val> = (0..k.insts.len())
         .filter(|&i| cx.level[i] && matches!(k.insts[i].inst, Inst::Load { .. }))
         .collect();
-    let row_free = |i: &Val| match &k.insts[*i].inst {
-        Inst::Load { index, valid, .. } => (0..nk).all(|v| !uses_var(Some(index), Some(valid), v)),
-        _ => false,
-    };
-    let (invariant, per_row): (Vec<Val>, Vec<Val>) =
-        loads.iter().partition(|i| rows > 0 && row_free(i));
+    let (invariant, per_row): (Vec<Val>, Vec<Val>) = loads
+        .iter()
+        .partition(|&&i| rows > 0 && row_free_load(k, i));
     let mut hoisted = Vec::new();
     if plan.cached {
         for s in 0..plan.slots {
@@ -640,27 +664,11 @@ fn team_reduce(
     }
     ins!(b, "bar.sync 0");
     for (a, w0) in accs.iter().zip(&first) {
-        // Restart from the identity and merge every warp's result in order.
-        let regs = a.regs();
-        for (r, id) in regs.iter().zip(a.identity(b, k)) {
-            ins!(b, "mov.b32 {r}, {id}");
-        }
-        for wi in 0..warps {
-            let other: Vec<Reg> = regs
-                .iter()
-                .enumerate()
-                .map(|(j, r)| {
-                    let x = b.reg(r.kind);
-                    ins!(
-                        b,
-                        "ld.shared.b32 {x}, [{base}+{}]",
-                        ((w0 + j as u32) * warps + wi) * 4
-                    );
-                    x
-                })
-                .collect();
-            a.merge(b, k, &other);
-        }
+        // Every warp's result, in warp order.
+        a.merge_parts(b, k, warps, |b, wi, j, x| {
+            let off = ((w0 + j as u32) * warps + wi) * 4;
+            ins!(b, "ld.shared.b32 {x}, [{base}+{off}]");
+        });
     }
     if plan.cluster > 1 {
         cluster_reduce(b, plan, team, accs, k, smem, &first, nred);
@@ -707,26 +715,13 @@ fn cluster_reduce(
     cluster_barrier(b);
     let peer = b.reg(RegKind::B32);
     for (a, w0) in accs.iter().zip(first) {
-        let regs = a.regs();
-        for (r, id) in regs.iter().zip(a.identity(b, k)) {
-            ins!(b, "mov.b32 {r}, {id}");
-        }
-        for rank in 0..plan.cluster {
-            ins!(b, "mapa.shared::cluster.u32 {peer}, {base}, {rank}");
-            let other: Vec<Reg> = regs
-                .iter()
-                .enumerate()
-                .map(|(j, r)| {
-                    let x = b.reg(r.kind);
-                    ins!(
-                        b,
-                        "ld.shared::cluster.b32 {x}, [{peer}+{}]",
-                        (w0 + j as u32) * 4
-                    );
-                    x
-                })
-                .collect();
-            a.merge(b, k, &other);
-        }
+        // Every CTA's result, in rank order.
+        a.merge_parts(b, k, plan.cluster, |b, rank, j, x| {
+            if j == 0 {
+                ins!(b, "mapa.shared::cluster.u32 {peer}, {base}, {rank}");
+            }
+            let off = (w0 + j as u32) * 4;
+            ins!(b, "ld.shared::cluster.b32 {x}, [{peer}+{off}]");
+        });
     }
 }
