@@ -264,13 +264,8 @@ impl CudaDevice {
         let key = k.code_hash()
             ^ (self.target.sm as u64).rotate_left(48)
             ^ (self.target.num_sms as u64).rotate_left(32);
-        if let Some(l) = self
-            .modules
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-        {
-            return Ok(l.clone());
+        if let Some(l) = self.loaded(key) {
+            return Ok(l);
         }
         let launch = match disk::load(key) {
             Some(l) => l,
@@ -285,6 +280,16 @@ impl CudaDevice {
             eprintln!("{}", launch.ptx);
         }
         self.load(key, launch, &k.name)
+    }
+
+    /// The module already loaded under `key` (the map's lock is released
+    /// on return, so a caller may go on to `load`).
+    fn loaded(&self, key: u64) -> Option<Arc<Loaded>> {
+        self.modules
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .cloned()
     }
 
     /// Loads the module of `launch` and remembers it under `key`.
@@ -336,14 +341,7 @@ impl CudaDevice {
     /// reaches them and host launch latency stays out of the measurement
     /// (as `torch.cuda._sleep` does in PyTorch's benchmarks).
     pub fn busy(&self, micros: u32) -> Result<()> {
-        // The guard must be gone before `load` locks the map again.
-        let cached = self
-            .modules
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&SPIN_KEY)
-            .cloned();
-        let l = match cached {
+        let l = match self.loaded(SPIN_KEY) {
             Some(l) => l,
             None => self.load(SPIN_KEY, spin_kernel(), "smelt_spin")?,
         };
@@ -409,8 +407,8 @@ impl CudaDevice {
 /// Module-cache key of the spin kernel (kernel keys are hashes of IR).
 const SPIN_KEY: u64 = u64::MAX;
 
-/// One thread that waits until `%globaltimer` has advanced by its
-/// parameter (nanoseconds).
+/// One warp that waits until `%globaltimer` has advanced by its parameter
+/// (nanoseconds).
 fn spin_kernel() -> PtxKernel {
     let ptx = "\
 .version 8.0
