@@ -40,6 +40,7 @@ pub use device::Device;
 pub use element::Element;
 pub use elementwise::{where_, Operand};
 pub use error::{Error, Result};
+pub use linalg::Precision;
 pub use movement::{NewAxis, SliceArg};
 pub use shape::{IntoAxes, IntoShape};
 pub use smelt_codegen::{BinaryOp, DType, Kernel, KernelKind, ReduceOp, UnaryOp};

@@ -4,6 +4,21 @@ use crate::shape::broadcast_shapes;
 use crate::{DType, Tensor};
 use smelt_fusion::Op;
 
+/// How an `f32` matrix product may compute (PyTorch's
+/// `torch.backends.cuda.matmul.allow_tf32`, chosen per product).
+/// Half-precision and integer products are unaffected.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Precision {
+    /// Full `f32` products, accumulated in `f32` (the default).
+    #[default]
+    Highest,
+    /// Operands rounded to TF32 (10 mantissa bits, [`Tensor::round_tf32`]),
+    /// products accumulated in `f32`: runs on the GPU's tensor cores. The
+    /// rounding is recorded in the graph, so the CPU computes the same
+    /// products (relative error about 1e-3 against `f32`).
+    Tf32,
+}
+
 impl Tensor {
     /// Matrix product with NumPy's rules: 1-D operands are treated as a row
     /// (left) or column (right) vector and that axis is removed; leading
@@ -19,6 +34,22 @@ impl Tensor {
     /// assert_eq!(a.matmul(&v).to_vec::<f32>().unwrap(), vec![3.0, 7.0]);
     /// ```
     pub fn matmul(&self, other: &Tensor) -> Tensor {
+        self.matmul_with(other, Precision::Highest)
+    }
+
+    /// [`Tensor::matmul`] with an explicit [`Precision`] for `f32`
+    /// operands.
+    ///
+    /// # Panics
+    /// As [`Tensor::matmul`].
+    ///
+    /// ```
+    /// use smelt::{Device, Precision, Tensor};
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], [2, 2], &Device::Cpu);
+    /// let c = a.matmul_with(&a, Precision::Tf32);
+    /// assert_eq!(c.to_vec::<f32>().unwrap(), vec![7.0, 10.0, 15.0, 22.0]);
+    /// ```
+    pub fn matmul_with(&self, other: &Tensor, precision: Precision) -> Tensor {
         assert!(
             self.ndim() >= 1 && other.ndim() >= 1,
             "matmul: operands must have at least 1 dimension, got shapes {:?} and {:?}",
@@ -62,8 +93,12 @@ impl Tensor {
         };
         let shape_a: Vec<usize> = batch.iter().copied().chain([m, k]).collect();
         let shape_b: Vec<usize> = batch.iter().copied().chain([k, n]).collect();
-        let a = a.cast(dt).broadcast_to(&shape_a);
-        let b = b.cast(dt).broadcast_to(&shape_b);
+        let (mut a, mut b) = (a.cast(dt), b.cast(dt));
+        if precision == Precision::Tf32 && dt == DType::F32 {
+            (a, b) = (a.round_tf32(), b.round_tf32());
+        }
+        let a = a.broadcast_to(&shape_a);
+        let b = b.broadcast_to(&shape_b);
         let out: Vec<usize> = batch.iter().copied().chain([m, n]).collect();
         let mut r = a.derive(Op::Matmul(a.node.clone(), b.node.clone()), out.clone(), dt);
         // The row axis first: for vector @ vector it is still at -2.

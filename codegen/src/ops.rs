@@ -27,6 +27,10 @@ pub enum UnaryOp {
     Square,
     /// Logical not of a bool.
     Not,
+    /// Rounds an `f32` to TF32 precision (10 mantissa bits, to nearest,
+    /// ties away from zero: PTX `cvt.rna.tf32.f32`), what a TF32 tensor
+    /// core multiplies. `Precision::Tf32` matmuls round their operands so.
+    RoundTf32,
 }
 
 /// Two-input elementwise operations. Comparisons produce `Bool`.
@@ -58,11 +62,22 @@ pub enum ReduceOp {
     Prod,
 }
 
+/// `x` rounded to the nearest TF32 value (ties away from zero); NaN and
+/// infinities unchanged, overflow rounds to infinity.
+pub fn round_tf32(x: f32) -> f32 {
+    if !x.is_finite() {
+        return x;
+    }
+    // Adding half of the dropped 13 bits to the magnitude rounds ties away
+    // from zero; a carry into the exponent is the correct rounding.
+    f32::from_bits((x.to_bits() + 0x1000) & !0x1fff)
+}
+
 const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
 
 impl UnaryOp {
     /// Every unary op, for tests and fuzzers.
-    pub const ALL: [UnaryOp; 18] = [
+    pub const ALL: [UnaryOp; 19] = [
         UnaryOp::Neg,
         UnaryOp::Abs,
         UnaryOp::Exp,
@@ -81,6 +96,7 @@ impl UnaryOp {
         UnaryOp::Silu,
         UnaryOp::Square,
         UnaryOp::Not,
+        UnaryOp::RoundTf32,
     ];
 
     /// Reference value of the op.
@@ -111,6 +127,7 @@ impl UnaryOp {
             UnaryOp::Silu => x / (1.0 + (-x).exp()),
             UnaryOp::Square => x * x,
             UnaryOp::Not => (x == 0.0) as u8 as f64,
+            UnaryOp::RoundTf32 => round_tf32(x as f32) as f64,
         }
     }
 
@@ -150,6 +167,7 @@ impl UnaryOp {
             UnaryOp::Silu => "silu",
             UnaryOp::Square => "square",
             UnaryOp::Not => "not",
+            UnaryOp::RoundTf32 => "round_tf32",
         }
     }
 }
@@ -313,6 +331,12 @@ mod tests {
         assert!(BinaryOp::Min.eval(1.0, f64::NAN).is_nan());
         assert!(ReduceOp::Max.combine(f64::NEG_INFINITY, f64::NAN).is_nan());
         assert!(UnaryOp::Relu.eval(f64::NAN).is_nan());
+        // TF32 keeps 10 mantissa bits: 1 + 2^-11 is a tie (away from zero).
+        assert_eq!(round_tf32(1.0 + 2f32.powi(-11)), 1.0 + 2f32.powi(-10));
+        assert_eq!(round_tf32(-(1.0 + 2f32.powi(-11))), -(1.0 + 2f32.powi(-10)));
+        assert_eq!(round_tf32(1.0 + 2f32.powi(-12)), 1.0);
+        assert_eq!(round_tf32(f32::MAX), f32::INFINITY);
+        assert!(round_tf32(f32::NAN).is_nan());
     }
 
     #[test]

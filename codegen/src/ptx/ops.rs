@@ -220,6 +220,12 @@ pub fn unary(b: &mut Builder, op: UnaryOp, x: Value, out: DType) -> Value {
         UnaryOp::Silu => math::over_one_plus_exp_neg(b, x, x),
         UnaryOp::Gelu => math::gelu(b, x),
         UnaryOp::Square => math::mul(b, x, x),
+        UnaryOp::RoundTf32 => {
+            let t = b.reg(RegKind::B32);
+            ins!(b, "cvt.rna.tf32.f32 {t}, {x}");
+            ins!(b, "mov.b32 {f}, {t}");
+            f
+        }
     };
     finish_float(b, r, out)
 }

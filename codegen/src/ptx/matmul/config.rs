@@ -1,25 +1,28 @@
 //! Tile configurations of the tensor-core matmul and the heuristic that
-//! picks one per shape. An autotuner (which needs the GPU) would time the
-//! candidates of [`candidates`] per (M, N, K, dtype) and pass its pick to
-//! [`super::emit_with`]; [`choose`] is the untimed default.
+//! picks one per shape. The runtime's autotuner times [`candidates`] per
+//! kernel and target and passes its pick to [`super::emit_with`];
+//! [`choose`] is the untimed default.
 
 use super::shape::Shape;
 use crate::ptx::Target;
 
-/// Rows and columns of C one warp computes: 4 x 4 `m16n8` MMA tiles.
-pub const WARP_M: u32 = 64;
-pub const WARP_N: u32 = 32;
-/// Depth of one shared-memory stage (two `k16` MMA steps); a row of a
-/// stage is 64 bytes of halves.
-pub const BK: u32 = 32;
+/// Bytes of `k` one MMA step consumes per row: `k16` of halves, `k8` of
+/// TF32. Fragment addressing is the same for both (see `mma.rs`).
+pub const KSTEP_BYTES: u32 = 32;
 
 /// One CTA's tile and pipeline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Tile {
-    /// Warps along M and N: the CTA tile is `warps_m * 64 x warps_n * 32`.
+    /// Warps along M and N.
     pub warps_m: u32,
     pub warps_n: u32,
-    /// Shared-memory stages of the `cp.async` pipeline (2..=4).
+    /// Rows (M) and columns (N) of C one warp computes: multiples of 16
+    /// and 16 (pairs of `n8` MMA tiles).
+    pub warp_m: u32,
+    pub warp_n: u32,
+    /// Bytes of `k` per row of a stage: 64 or 128 (32 or 64 halves).
+    pub k_bytes: u32,
+    /// Shared-memory stages of the `cp.async` pipeline (2..=5).
     pub stages: u32,
     /// CTA tiles along M visited together (grouped order, for L2 reuse).
     pub group_m: u32,
@@ -27,45 +30,96 @@ pub struct Tile {
 
 impl Tile {
     pub fn bm(&self) -> u32 {
-        self.warps_m * WARP_M
+        self.warps_m * self.warp_m
     }
     pub fn bn(&self) -> u32 {
-        self.warps_n * WARP_N
+        self.warps_n * self.warp_n
     }
     pub fn threads(&self) -> u32 {
         32 * self.warps_m * self.warps_n
     }
-    /// Bytes of one stage (A then B tiles, halves).
+    /// `k` per stage for elements of `eb` bytes.
+    pub fn bk(&self, eb: u32) -> u32 {
+        self.k_bytes / eb
+    }
+    /// Bytes of one stage (A then B tiles).
     pub fn stage_bytes(&self) -> u32 {
-        (self.bm() + self.bn()) * BK * 2
+        (self.bm() + self.bn()) * self.k_bytes
     }
     /// Dynamic shared memory the kernel launches with.
     pub fn shared_bytes(&self) -> u32 {
         self.stages * self.stage_bytes()
     }
+    /// A short stable name (`128x256k64w64x64s4g8`): the autotuner's
+    /// on-disk cache stores it.
+    pub fn name(&self) -> String {
+        format!(
+            "{}x{}k{}w{}x{}s{}g{}",
+            self.bm(),
+            self.bn(),
+            self.k_bytes,
+            self.warp_m,
+            self.warp_n,
+            self.stages,
+            self.group_m
+        )
+    }
 }
 
-/// The configurations worth timing, largest first: 128x128 (8 warps),
-/// 128x64 and 64x128 (4 warps), 64x64 (2 warps), all 4 stages deep.
+/// Shared memory one CTA may use on sm_80 and sm_90 (227 KiB; the
+/// launcher raises the default 48 KiB limit).
+const MAX_SHARED: u32 = 227 * 1024;
+
+/// The configurations worth timing: CTA tiles from 64x64 to 256x128 with
+/// 64x64, 64x32 and 32x32 warp tiles, 64- and 128-byte stages (64 only
+/// for 64x64 warp tiles, whose 128 accumulators leave no registers for
+/// the deeper stage's fragment addresses: TF32 spills), 3 or 4 stages
+/// deep. Any is correct for any shape the tensor-core emitter takes.
 pub fn candidates() -> Vec<Tile> {
-    [(2, 4), (2, 2), (1, 4), (1, 2)]
-        .into_iter()
-        .map(|(warps_m, warps_n)| Tile {
-            warps_m,
-            warps_n,
-            stages: 4,
-            group_m: 8,
-        })
-        .collect()
+    let mut out = Vec::new();
+    // (warps_m, warps_n, warp_m, warp_n), largest CTA tile first.
+    let shapes = [
+        (2, 4, 64, 64),
+        (4, 2, 64, 64),
+        (2, 2, 64, 64),
+        (2, 4, 64, 32),
+        (2, 2, 64, 32),
+        (1, 4, 64, 32),
+        (1, 2, 64, 32),
+        (2, 2, 32, 32),
+    ];
+    for (warps_m, warps_n, warp_m, warp_n) in shapes {
+        let deep: &[u32] = if warp_n == 64 { &[64] } else { &[64, 128] };
+        for &k_bytes in deep {
+            for stages in [4, 3] {
+                let t = Tile {
+                    warps_m,
+                    warps_n,
+                    warp_m,
+                    warp_n,
+                    k_bytes,
+                    stages,
+                    group_m: 8,
+                };
+                debug_assert!(t.shared_bytes() <= MAX_SHARED, "{t:?}");
+                out.push(t);
+            }
+        }
+    }
+    out
 }
 
-/// The largest candidate that still gives every SM a CTA (the last one
-/// when none does): big tiles reuse more, small ones fill small problems.
+/// The largest tile that still gives every SM a CTA (the smallest
+/// candidate when none does): big tiles reuse more, small ones fill small
+/// problems. 64-byte stages 4 deep, the best measured default.
 pub fn choose(s: &Shape, batches: i64, target: &Target) -> Tile {
     let ctas = |t: &Tile| {
         (s.m as u64).div_ceil(t.bm() as u64) * (s.n as u64).div_ceil(t.bn() as u64) * batches as u64
     };
-    let all = candidates();
+    let all: Vec<Tile> = candidates()
+        .into_iter()
+        .filter(|t| t.k_bytes == 64 && t.stages == 4)
+        .collect();
     all.iter()
         .copied()
         .find(|t| ctas(t) >= target.num_sms as u64)

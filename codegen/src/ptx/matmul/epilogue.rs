@@ -1,26 +1,31 @@
-//! The epilogue on the accumulator registers: every element of the warp's
-//! C fragments becomes a point of the kernel's kept domain, the `Reduce`
-//! takes the accumulator's value, and the kernel's row-level instructions
-//! and stores run there through the generic evaluator, masked to the
-//! matrix.
+//! The epilogue on the accumulator registers: every accumulator becomes a
+//! point of the kernel's kept domain, the `Reduce` takes its value, and the
+//! kernel's row-level instructions and stores run there through the
+//! generic evaluator, masked to the matrix.
 
-use super::mma::{Acc, MI, NI};
 use super::shape::Shape;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
 use crate::ptx::eval::{needs, Cx, Point, Vals};
 use crate::ptx::ops::Value;
 use crate::DType;
 
-/// Where the warp's fragment starts: `m` of its row `g` and `n` of its
-/// column `2t` (u32), and the batch variables' registers.
+/// The thread's origin in C: `m` and `n` (u32) that its accumulators'
+/// offsets are relative to, and the batch variables' registers.
 pub struct Origin {
     pub m: Reg,
     pub n: Reg,
     pub batch: Vec<Reg>,
 }
 
-/// Emits the epilogue for every accumulator element.
-pub fn emit(b: &mut Builder, cx: &Cx, s: &Shape, acc: &Acc, o: &Origin) {
+/// One f32 accumulator and its `(m, n)` offset from the [`Origin`].
+pub struct Item {
+    pub reg: Reg,
+    pub dm: u32,
+    pub dn: u32,
+}
+
+/// Emits the epilogue for every accumulator.
+pub fn emit(b: &mut Builder, cx: &Cx, s: &Shape, items: &[Item], o: &Origin) {
     let k = cx.k;
     let row_level: Vec<bool> = cx
         .level
@@ -41,41 +46,36 @@ pub fn emit(b: &mut Builder, cx: &Cx, s: &Shape, acc: &Acc, o: &Origin) {
         }
     };
     let batch: Vec<Reg> = o.batch.iter().map(|r| widen(b, *r)).collect();
-    for (mi, row) in acc.iter().enumerate().take(MI) {
-        for (ni, c) in row.iter().enumerate().take(NI) {
-            for (q, reg) in c.iter().enumerate() {
-                let (dm, dn) = (mi * 16 + (q / 2) * 8, ni * 8 + q % 2);
-                let (m, n) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-                ins!(b, "add.u32 {m}, {}, {dm}", o.m);
-                ins!(b, "add.u32 {n}, {}, {dn}", o.n);
-                let pred = b.reg(RegKind::Pred);
-                ins!(b, "setp.lt.u32 {pred}, {m}, {}", s.m);
-                ins!(b, "setp.lt.and.u32 {pred}, {n}, {}, {pred}", s.n);
-                let mut vars = vec![None; k.ranges.len()];
-                for (v, r) in s.batch_vars.iter().zip(&batch) {
-                    vars[*v] = Some(*r);
-                }
-                if let Some(v) = s.m_var {
-                    vars[v] = Some(widen(b, m));
-                }
-                if let Some(v) = s.n_var {
-                    vars[v] = Some(widen(b, n));
-                }
-                let p = Point {
-                    vars,
-                    lanes: 1,
-                    pred: Some(pred),
-                };
-                let mut vals: Vals = vec![None; k.insts.len()];
-                vals[s.reduce] = Some(vec![Value {
-                    reg: *reg,
-                    dtype: DType::F32,
-                }]);
-                cx.eval(b, &p, &insts, &mut vals);
-                for st in &k.stores {
-                    cx.store(b, &p, st, &vals);
-                }
-            }
+    for it in items {
+        let (m, n) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+        ins!(b, "add.u32 {m}, {}, {}", o.m, it.dm);
+        ins!(b, "add.u32 {n}, {}, {}", o.n, it.dn);
+        let pred = b.reg(RegKind::Pred);
+        ins!(b, "setp.lt.u32 {pred}, {m}, {}", s.m);
+        ins!(b, "setp.lt.and.u32 {pred}, {n}, {}, {pred}", s.n);
+        let mut vars = vec![None; k.ranges.len()];
+        for (v, r) in s.batch_vars.iter().zip(&batch) {
+            vars[*v] = Some(*r);
+        }
+        if let Some(v) = s.m_var {
+            vars[v] = Some(widen(b, m));
+        }
+        if let Some(v) = s.n_var {
+            vars[v] = Some(widen(b, n));
+        }
+        let p = Point {
+            vars,
+            lanes: 1,
+            pred: Some(pred),
+        };
+        let mut vals: Vals = vec![None; k.insts.len()];
+        vals[s.reduce] = Some(vec![Value {
+            reg: it.reg,
+            dtype: DType::F32,
+        }]);
+        cx.eval(b, &p, &insts, &mut vals);
+        for st in &k.stores {
+            cx.store(b, &p, st, &vals);
         }
     }
 }

@@ -1,42 +1,60 @@
 //! Global to shared memory: one operand's tile of a pipeline stage.
 //!
-//! Shared layout (both operands): the tile is `rows x BK` halves stored
-//! k-contiguous, 64 bytes per row, in 16-byte chunks of 8 halves. Chunk
-//! `c` of row `r` lives at `r * 64 + ((c ^ ((r >> 1) & 3)) << 4)`: the XOR
-//! swizzle spreads the 8 rows an `ldmatrix` reads at one chunk over all 32
-//! banks (two rows share a 128-byte line; the XOR permutes the 4 chunks of
-//! each pair of lines), and keeps a warp's 16-byte stores conflict-free.
+//! Two shared layouts, both in 16-byte chunks with an XOR swizzle that
+//! keeps a warp's chunk stores and the 8 rows one `ldmatrix` matrix reads
+//! on distinct banks:
+//! - [`Layout::KMajor`]: `rows x k_bytes`, `k` contiguous. Chunk `c` of
+//!   row `r` lives at `r * k_bytes + ((c ^ sw(r)) << 4)`, `sw(r) = (r >> 1)
+//!   & 3` for 64-byte rows (two rows share a 128-byte line), `r & 7` for
+//!   128-byte rows. Read by plain `ldmatrix`.
+//! - [`Layout::RowMajor`] (halves only): `bk x rows`, the operand's rows
+//!   (`m` of A, `n` of B) contiguous, as a row-major B `[k, n]` or a
+//!   transposed A `[k, m]` is stored. Chunk `c` of k-row `k` lives at
+//!   `k * rows * 2 + ((c ^ (k & 7)) << 4)`. Read by `ldmatrix.trans`.
 //!
-//! A thread owns `rows * BK / 8 / threads` chunks. With a unit k stride
-//! and aligned strides ([`Operand::vector_ok`]) each chunk is one 16-byte
-//! `cp.async.cg` with zero fill outside the matrix (neighbouring threads
-//! take neighbouring chunks of a row: coalesced). Otherwise each chunk is
-//! eight predicated 2-byte loads and shared stores, neighbouring threads
-//! taking neighbouring rows (coalesced when the row stride is 1, e.g. B
-//! stored `[k, n]`).
+//! A thread owns `chunks / threads` chunks. Where the operand's strides
+//! allow 16-byte copies ([`Operand::vector_ok`], [`Operand::row_vector_ok`])
+//! each chunk is one `cp.async.cg` with zero fill outside the matrix,
+//! neighbouring threads taking neighbouring chunks (coalesced). Otherwise
+//! (k-major only) each chunk is predicated element loads and shared
+//! stores, neighbouring threads taking neighbouring rows (coalesced when
+//! the row stride is 1).
 
-use super::config::{Tile, BK};
+use super::config::Tile;
 use super::shape::Operand;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
 
+/// How an operand's tile is laid out in shared memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    KMajor,
+    RowMajor,
+}
+
 /// One chunk a thread copies every stage.
 struct Chunk {
-    /// Whether the chunk's row lies inside the matrix.
+    /// Whether the chunk's rows lie inside the matrix.
     row_ok: Reg,
-    /// First `k` of the chunk within the stage (`0, 8, 16, 24`).
-    k8: Reg,
-    /// Global address of the row at `k = 0` (clamped into the matrix).
-    row_addr: Reg,
+    /// First `k` of the chunk within the stage (u32).
+    k_in: Reg,
+    /// Global address of the chunk in k-tile 0.
+    addr0: Reg,
     /// Byte offset of the chunk in the operand's tile.
     smem: Reg,
 }
 
 /// Per-thread state for loading one operand's tiles.
 pub struct OperandLoad {
+    pub layout: Layout,
     chunks: Vec<Chunk>,
     vector: bool,
-    /// Bytes between consecutive `k`.
-    k_bytes: i64,
+    /// Element size and elements per 16-byte chunk.
+    eb: u32,
+    per: u32,
+    /// `k` per stage.
+    bk: u32,
+    /// Bytes between consecutive `k` in global memory.
+    k_stride: i64,
     /// Global base of the input, the safe address of masked copies.
     base: Reg,
     /// Offset of this operand's tile within a stage.
@@ -47,6 +65,8 @@ pub struct OperandLoad {
 /// Where one operand's tile comes from.
 pub struct Source<'a> {
     pub op: &'a Operand,
+    /// Bytes per element (2 or 4).
+    pub eb: u32,
     /// Global base address of the input buffer.
     pub base: Reg,
     /// Element offset of the CTA's batch (`konst + Σ batch coefs`), s64.
@@ -60,61 +80,108 @@ pub struct Source<'a> {
     pub tile_off: u32,
 }
 
+impl Source<'_> {
+    /// The layout this operand is copied into: row-major where only the
+    /// rows are contiguous and the elements are halves (`ldmatrix.trans`
+    /// moves 16-bit elements), k-major otherwise.
+    pub fn layout(&self) -> Layout {
+        let per = (16 / self.eb) as i64;
+        if self.eb == 2
+            && !self.op.vector_ok(self.k_len, per)
+            && self.op.row_vector_ok(self.rows, per)
+        {
+            Layout::RowMajor
+        } else {
+            Layout::KMajor
+        }
+    }
+}
+
 impl OperandLoad {
     pub fn new(b: &mut Builder, src: &Source, tid: Reg, t: &Tile) -> OperandLoad {
-        let vector = src.op.vector_ok(src.k_len);
-        let per = src.tile_rows * BK / 8 / t.threads();
-        let chunks = (0..per)
+        let eb = src.eb;
+        let per = 16 / eb;
+        let layout = src.layout();
+        let vector = layout == Layout::RowMajor || src.op.vector_ok(src.k_len, per as i64);
+        let bk = t.bk(eb);
+        let total = src.tile_rows * t.k_bytes / 16;
+        debug_assert_eq!(total % t.threads(), 0, "tile chunks split over threads");
+        let row_bytes = src.tile_rows * eb;
+        let chunks = (0..total / t.threads())
             .map(|i| {
                 let c = b.reg(RegKind::B32);
                 ins!(b, "add.u32 {c}, {tid}, {}", i * t.threads());
-                let (row, kc) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-                if vector {
-                    ins!(b, "shr.u32 {row}, {c}, 2");
-                    ins!(b, "and.b32 {kc}, {c}, 3");
-                } else {
-                    ins!(b, "rem.u32 {row}, {c}, {}", src.tile_rows);
-                    ins!(b, "div.u32 {kc}, {c}, {}", src.tile_rows);
-                }
-                let k8 = b.reg(RegKind::B32);
-                ins!(b, "shl.b32 {k8}, {kc}, 3");
-                // Swizzled chunk offset in the tile.
-                let (sw, smem) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-                ins!(b, "shr.u32 {sw}, {row}, 1");
-                ins!(b, "and.b32 {sw}, {sw}, 3");
-                ins!(b, "xor.b32 {sw}, {sw}, {kc}");
-                ins!(b, "shl.b32 {sw}, {sw}, 4");
-                ins!(b, "mad.lo.u32 {smem}, {row}, 64, {sw}");
-                // Global row, clamped so that masked rows keep a valid address.
+                // (row within the tile, chunk index along the contiguous axis)
+                let (major, minor) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+                let (smem, k_in, first_row) = match layout {
+                    Layout::KMajor => {
+                        let chunks_per_row = t.k_bytes / 16;
+                        if vector {
+                            ins!(b, "div.u32 {major}, {c}, {chunks_per_row}");
+                            ins!(b, "rem.u32 {minor}, {c}, {chunks_per_row}");
+                        } else {
+                            ins!(b, "rem.u32 {major}, {c}, {}", src.tile_rows);
+                            ins!(b, "div.u32 {minor}, {c}, {}", src.tile_rows);
+                        }
+                        let sw = b.reg(RegKind::B32);
+                        if t.k_bytes == 64 {
+                            ins!(b, "bfe.u32 {sw}, {major}, 1, 2");
+                        } else {
+                            ins!(b, "and.b32 {sw}, {major}, 7");
+                        }
+                        let smem = swizzled(b, major, minor, sw, t.k_bytes);
+                        let k_in = b.reg(RegKind::B32);
+                        ins!(b, "mul.lo.u32 {k_in}, {minor}, {per}");
+                        (smem, k_in, major)
+                    }
+                    Layout::RowMajor => {
+                        let chunks_per_row = row_bytes / 16;
+                        ins!(b, "div.u32 {major}, {c}, {chunks_per_row}");
+                        ins!(b, "rem.u32 {minor}, {c}, {chunks_per_row}");
+                        let sw = b.reg(RegKind::B32);
+                        ins!(b, "and.b32 {sw}, {major}, 7");
+                        let smem = swizzled(b, major, minor, sw, row_bytes);
+                        let first = b.reg(RegKind::B32);
+                        ins!(b, "mul.lo.u32 {first}, {minor}, {per}");
+                        (smem, major, first)
+                    }
+                };
                 let (g, row_ok) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
-                ins!(b, "add.u32 {g}, {}, {row}", src.row0);
+                ins!(b, "add.u32 {g}, {}, {first_row}", src.row0);
                 ins!(b, "setp.lt.u32 {row_ok}, {g}, {}", src.rows);
-                ins!(b, "min.u32 {g}, {g}, {}", src.rows - 1);
-                let (g64, off, row_addr) = (
+                // Element offset of the chunk at k-tile 0, then its address.
+                let (g64, k64, off, addr0) = (
+                    b.reg(RegKind::B64),
                     b.reg(RegKind::B64),
                     b.reg(RegKind::B64),
                     b.reg(RegKind::B64),
                 );
-                ins!(b, "cvt.s64.s32 {g64}, {g}");
+                ins!(b, "cvt.u64.u32 {g64}, {g}");
+                ins!(b, "cvt.u64.u32 {k64}, {k_in}");
                 ins!(
                     b,
                     "mad.lo.s64 {off}, {g64}, {}, {}",
                     src.op.row,
                     src.batch_off
                 );
-                ins!(b, "mad.lo.s64 {row_addr}, {off}, 2, {}", src.base);
+                ins!(b, "mad.lo.s64 {off}, {k64}, {}, {off}", src.op.k);
+                ins!(b, "mad.lo.s64 {addr0}, {off}, {eb}, {}", src.base);
                 Chunk {
                     row_ok,
-                    k8,
-                    row_addr,
+                    k_in,
+                    addr0,
                     smem,
                 }
             })
             .collect();
         OperandLoad {
+            layout,
             chunks,
             vector,
-            k_bytes: 2 * src.op.k,
+            eb,
+            per,
+            bk,
+            k_stride: eb as i64 * src.op.k,
             base: src.base,
             tile_off: src.tile_off,
             k_len: src.k_len,
@@ -124,56 +191,63 @@ impl OperandLoad {
     /// Copies k-tile `kt` (u32 register) into the stage at shared address
     /// `stage`; `cp.async` copies join the current commit group.
     pub fn tile(&self, b: &mut Builder, stage: Reg, kt: Reg) {
-        let k0 = b.reg(RegKind::B32);
-        ins!(b, "mul.lo.u32 {k0}, {kt}, {BK}");
+        // `k` left from this tile's start (for the masks) and the global
+        // offset of the tile.
+        let (k0, left, kt64, step) = (
+            b.reg(RegKind::B32),
+            b.reg(RegKind::B32),
+            b.reg(RegKind::B64),
+            b.reg(RegKind::B64),
+        );
+        ins!(b, "mul.lo.u32 {k0}, {kt}, {}", self.bk);
+        ins!(b, "sub.s32 {left}, {}, {k0}", self.k_len);
+        ins!(b, "cvt.u64.u32 {kt64}, {kt}");
+        ins!(
+            b,
+            "mul.lo.s64 {step}, {kt64}, {}",
+            self.k_stride * self.bk as i64
+        );
         for c in &self.chunks {
-            let (k, ok) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
-            ins!(b, "add.u32 {k}, {k0}, {}", c.k8);
-            let (k64, addr, dst) = (
-                b.reg(RegKind::B64),
-                b.reg(RegKind::B64),
-                b.reg(RegKind::B32),
-            );
-            ins!(b, "cvt.s64.s32 {k64}, {k}");
-            ins!(
-                b,
-                "mad.lo.s64 {addr}, {k64}, {}, {}",
-                self.k_bytes,
-                c.row_addr
-            );
+            let (addr, dst) = (b.reg(RegKind::B64), b.reg(RegKind::B32));
+            ins!(b, "add.s64 {addr}, {}, {step}", c.addr0);
             ins!(b, "add.u32 {dst}, {stage}, {}", c.smem);
             ins!(b, "add.u32 {dst}, {dst}, {}", self.tile_off);
             if self.vector {
-                ins!(b, "setp.lt.and.u32 {ok}, {k}, {}, {}", self.k_len, c.row_ok);
-                let size = b.reg(RegKind::B32);
+                let (ok, size) = (b.reg(RegKind::Pred), b.reg(RegKind::B32));
+                ins!(b, "setp.lt.and.s32 {ok}, {}, {left}, {}", c.k_in, c.row_ok);
                 ins!(b, "selp.b64 {addr}, {addr}, {}, {ok}", self.base);
                 ins!(b, "selp.u32 {size}, 16, 0, {ok}");
                 ins!(b, "cp.async.cg.shared.global [{dst}], [{addr}], 16, {size}");
                 continue;
             }
-            for e in 0..8 {
-                let (ke, oke, h) = (
-                    b.reg(RegKind::B32),
-                    b.reg(RegKind::Pred),
-                    b.reg(RegKind::B16),
-                );
-                ins!(b, "add.u32 {ke}, {k}, {e}");
-                ins!(
-                    b,
-                    "setp.lt.and.u32 {oke}, {ke}, {}, {}",
-                    self.k_len,
-                    c.row_ok
-                );
-                ins!(b, "mov.b16 {h}, 0");
+            let (kind, bits) = if self.eb == 2 {
+                (RegKind::B16, 16)
+            } else {
+                (RegKind::B32, 32)
+            };
+            for e in 0..self.per {
+                let (ke, oke, h) = (b.reg(RegKind::B32), b.reg(RegKind::Pred), b.reg(kind));
+                ins!(b, "add.u32 {ke}, {}, {e}", c.k_in);
+                ins!(b, "setp.lt.and.s32 {oke}, {ke}, {left}, {}", c.row_ok);
+                ins!(b, "mov.b{bits} {h}, 0");
                 ins!(
                     b,
                     // `+-6`, not `-6`: older PTX parsers (the CUDA 13.0
                     // driver's JIT) reject a bare minus in an address.
-                    "@{oke} ld.global.u16 {h}, [{addr}+{}]",
-                    e * self.k_bytes
+                    "@{oke} ld.global.u{bits} {h}, [{addr}+{}]",
+                    e as i64 * self.k_stride
                 );
-                ins!(b, "st.shared.u16 [{dst}+{}], {h}", 2 * e);
+                ins!(b, "st.shared.u{bits} [{dst}+{}], {h}", self.eb * e);
             }
         }
     }
+}
+
+/// `row * row_bytes + ((chunk ^ sw) << 4)`.
+fn swizzled(b: &mut Builder, row: Reg, chunk: Reg, sw: Reg, row_bytes: u32) -> Reg {
+    let (x, off) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+    ins!(b, "xor.b32 {x}, {chunk}, {sw}");
+    ins!(b, "shl.b32 {x}, {x}, 4");
+    ins!(b, "mad.lo.u32 {off}, {row}, {row_bytes}, {x}");
+    off
 }

@@ -1,24 +1,27 @@
-//! Tensor-core matmul kernels: `mma.sync.m16n8k16` (f16 / bf16 operands,
-//! f32 accumulation) fed by `ldmatrix` from swizzled shared memory that a
-//! multi-stage `cp.async` pipeline fills, with the kernel's epilogue applied
-//! to the accumulators before the only store.
+//! Tensor-core matmul kernels: `mma.sync` `m16n8k16` (f16 / bf16 operands)
+//! or `m16n8k8` (TF32), f32 accumulation, fed by `ldmatrix` from swizzled
+//! shared memory that a multi-stage `cp.async` pipeline fills, with the
+//! kernel's epilogue applied to the accumulators before the only store.
 //!
 //! # Mapping
 //! - Grid `x`: CTA tiles of C in grouped order (`group_m` tiles along M
 //!   share each sweep along N, so their A rows stay in L2); grid `z`: the
 //!   batch, unravelled into the batch variables.
-//! - A CTA of `warps_m x warps_n` warps computes a `64 warps_m x 32
-//!   warps_n` tile; a warp 64 x 32 as 4 x 4 MMA tiles (see `mma.rs` for the
-//!   fragment layouts, `load.rs` for the shared layout and swizzle).
-//! - K in steps of 32 through `stages` shared buffers: tile `kt + stages -
-//!   1` is copied while tile `kt` is multiplied. Rows, columns and `k`
-//!   outside the matrix read as zero (any M, N, K); operands that are not
-//!   k-contiguous and 16-byte aligned use predicated 2-byte loads instead
-//!   of `cp.async`.
+//! - A CTA of `warps_m x warps_n` warps computes a `warps_m warp_m x
+//!   warps_n warp_n` tile ([`Tile`]); a warp `warp_m x warp_n` as `m16n8`
+//!   MMA tiles (see `mma.rs` for the fragment layouts, `load.rs` for the
+//!   shared layouts and swizzles).
+//! - K in steps of `k_bytes` bytes through `stages` shared buffers: tile
+//!   `kt + stages - 1` is copied while tile `kt` is multiplied. Rows,
+//!   columns and `k` outside the matrix read as zero (any M, N, K).
+//!   k-contiguous operands are copied as they are; halves contiguous along
+//!   `m` or `n` (row-major B, transposed A) keep that layout and are read
+//!   with `ldmatrix.trans`; other strides use predicated element loads.
 //!
-//! Kernels this does not recognise (see [`shape::recognise`]: f32 or
-//! integer operands, masked or div/mod operand indices, fused operand
-//! producers) stay on the generic reduce path. `SMELT_MATMUL_MMA=0`
+//! Kernels this does not recognise (see [`shape::recognise`]: integer
+//! operands, masked or div/mod operand indices, fused operand producers
+//! other than casts from halves and `RoundTf32`) stay on the generic reduce
+//! path; plain `f32` matmuls are not tensor-core work. `SMELT_MATMUL_MMA=0`
 //! disables this emitter (for bisecting).
 
 mod config;
@@ -28,28 +31,50 @@ mod mma;
 mod shape;
 
 pub use config::{candidates, Tile};
-pub use shape::{recognise, Operand, Shape};
+pub use shape::{recognise, Elem, Operand, Shape};
 
 use super::builder::{ins, Builder, Reg, RegKind};
 use super::{entry_name, module, prologue, PtxKernel, Target};
 use crate::ir::Kernel;
-use config::BK;
 use load::{OperandLoad, Source};
 use mma::Frags;
+
+/// The matmul's shape when the tensor-core emitter takes `kernel`.
+fn tensor_core(kernel: &Kernel) -> Option<Shape> {
+    if std::env::var("SMELT_MATMUL_MMA").is_ok_and(|v| v == "0") {
+        return None;
+    }
+    recognise(kernel).filter(|s| s.elem != Elem::F32)
+}
 
 /// Lowers `kernel` with the tensor-core emitter when it applies, with the
 /// heuristic tile; `None` sends it to the generic path.
 pub fn emit(kernel: &Kernel, target: &Target) -> Option<PtxKernel> {
-    if std::env::var("SMELT_MATMUL_MMA").is_ok_and(|v| v == "0") {
-        return None;
-    }
-    let s = recognise(kernel)?;
+    let s = tensor_core(kernel)?;
     let tile = config::choose(&s, s.batches(kernel), target);
     Some(emit_with(kernel, target, &s, &tile))
 }
 
-/// Lowers the recognised matmul `s` of `kernel` with tile `t` (any of
-/// [`candidates`] is correct; for autotuning).
+/// Names of the tile configurations an autotuner may time for `kernel`
+/// (empty when no tuned emitter takes it); see [`emit_variant`].
+pub fn variants(kernel: &Kernel) -> Vec<String> {
+    match tensor_core(kernel) {
+        Some(_) => candidates().iter().map(Tile::name).collect(),
+        None => Vec::new(),
+    }
+}
+
+/// `kernel` lowered with the configuration named `name` (one of
+/// [`variants`]); `None` for an unknown name or a kernel no tuned emitter
+/// takes.
+pub fn emit_variant(kernel: &Kernel, target: &Target, name: &str) -> Option<PtxKernel> {
+    let s = tensor_core(kernel)?;
+    let tile = candidates().into_iter().find(|t| t.name() == name)?;
+    Some(emit_with(kernel, target, &s, &tile))
+}
+
+/// Lowers the recognised tensor-core matmul `s` of `kernel` with tile `t`
+/// (any of [`candidates`] is correct).
 pub fn emit_with(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel {
     let entry = entry_name(kernel);
     let smem = format!("{entry}_smem");
@@ -71,6 +96,7 @@ pub fn emit_with(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKe
     ins!(b, "div.u32 {warp_n}, {warp}, {}", t.warps_m);
     let (m0, n0) = tile_origin(b, s, t, pid);
     let batch = unravel_batch(b, kernel, s, z);
+    let eb = s.elem.bytes();
     let load = |b: &mut Builder, opnd: &Operand, row0, rows, tile_rows, tile_off| {
         let batch_off = b.reg(RegKind::B64);
         ins!(b, "mov.b64 {batch_off}, {}", opnd.konst);
@@ -81,6 +107,7 @@ pub fn emit_with(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKe
         }
         let src = Source {
             op: opnd,
+            eb,
             base: cx.inputs[opnd.input],
             batch_off,
             row0,
@@ -92,10 +119,10 @@ pub fn emit_with(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKe
         OperandLoad::new(b, &src, tid, t)
     };
     let la = load(b, &s.a, m0, s.m, t.bm(), 0);
-    let lb = load(b, &s.b, n0, s.n, t.bn(), t.bm() * BK * 2);
-    let frags = Frags::new(b, lane, warp_m, warp_n);
-    let acc = mma::zero_acc(b);
-    let kt_total = (s.k as u64).div_ceil(BK as u64) as u32;
+    let lb = load(b, &s.b, n0, s.n, t.bn(), t.bm() * t.k_bytes);
+    let frags = Frags::new(b, lane, (warp_m, warp_n), t, (la.layout, lb.layout));
+    let acc = mma::zero_acc(b, t);
+    let kt_total = (s.k as u64).div_ceil(t.bk(eb) as u64) as u32;
     let stage_addr = |b: &mut Builder, kt: Reg| {
         let (st, addr) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
         ins!(b, "rem.u32 {st}, {kt}, {}", t.stages);
@@ -134,8 +161,8 @@ pub fn emit_with(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKe
     ins!(b, "cp.async.commit_group");
     let a_tile = stage_addr(b, kt);
     let b_tile = b.reg(RegKind::B32);
-    ins!(b, "add.u32 {b_tile}, {a_tile}, {}", t.bm() * BK * 2);
-    frags.stage(b, a_tile, b_tile, &acc, s.dtype);
+    ins!(b, "add.u32 {b_tile}, {a_tile}, {}", t.bm() * t.k_bytes);
+    frags.stage(b, a_tile, b_tile, &acc, s.elem);
     let again = b.reg(RegKind::Pred);
     ins!(b, "add.u32 {kt}, {kt}, 1");
     ins!(b, "setp.lt.u32 {again}, {kt}, {kt_total}");
@@ -146,20 +173,35 @@ pub fn emit_with(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKe
     ins!(b, "shr.u32 {g}, {lane}, 2");
     ins!(b, "and.b32 {tg}, {lane}, 3");
     let (om, on) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-    ins!(b, "mad.lo.u32 {om}, {warp_m}, {}, {m0}", config::WARP_M);
+    ins!(b, "mad.lo.u32 {om}, {warp_m}, {}, {m0}", t.warp_m);
     ins!(b, "add.u32 {om}, {om}, {g}");
-    ins!(b, "mad.lo.u32 {on}, {warp_n}, {}, {n0}", config::WARP_N);
+    ins!(b, "mad.lo.u32 {on}, {warp_n}, {}, {n0}", t.warp_n);
     ins!(b, "mad.lo.u32 {on}, {tg}, 2, {on}");
     let origin = epilogue::Origin {
         m: om,
         n: on,
         batch,
     };
-    epilogue::emit(b, &cx, s, &acc, &origin);
+    // Accumulator q of MMA tile (mi, ni) is (row g + 8 (q / 2), column
+    // 2t + q % 2) of that 16 x 8 tile.
+    let items: Vec<epilogue::Item> = acc
+        .iter()
+        .enumerate()
+        .flat_map(|(mi, row)| {
+            row.iter().enumerate().flat_map(move |(ni, c)| {
+                c.iter().enumerate().map(move |(q, reg)| epilogue::Item {
+                    reg: *reg,
+                    dm: mi as u32 * 16 + (q as u32 / 2) * 8,
+                    dn: ni as u32 * 8 + q as u32 % 2,
+                })
+            })
+        })
+        .collect();
+    epilogue::emit(b, &cx, s, &items, &origin);
     ins!(b, "ret");
     let decls = format!(".extern .shared .align 128 .b8 {smem}[];\n\n");
-    // Without `.minnctapersm 1` ptxas caps the 8-warp tile at 128 registers
-    // and spills; with it, 144-149 and no spills (one CTA per SM).
+    // Without `.minnctapersm 1` ptxas caps 8-warp tiles at 128 registers
+    // and spills; with it, up to 255 (one CTA per SM).
     let directives = format!(".maxntid {}, 1, 1\n.minnctapersm 1\n", t.threads());
     let ctas_m = (s.m as u32).div_ceil(t.bm());
     let ctas_n = (s.n as u32).div_ceil(t.bn());

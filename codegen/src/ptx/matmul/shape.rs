@@ -3,7 +3,38 @@
 
 use crate::expr::{Atom, Expr};
 use crate::ir::{Inst, Kernel, Val};
-use crate::DType;
+use crate::{DType, UnaryOp};
+
+/// What the operands hold, which picks the kernel: half types and TF32 run
+/// on tensor cores, exact `f32` on the FMA units.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Elem {
+    F16,
+    BF16,
+    /// `f32` operands each rounded by `UnaryOp::RoundTf32`.
+    Tf32,
+    /// Plain `f32` operands.
+    F32,
+}
+
+impl Elem {
+    /// Bytes of one operand element in memory.
+    pub fn bytes(self) -> u32 {
+        match self {
+            Elem::F16 | Elem::BF16 => 2,
+            Elem::Tf32 | Elem::F32 => 4,
+        }
+    }
+
+    /// The operand buffers' dtype.
+    pub fn dtype(self) -> DType {
+        match self {
+            Elem::F16 => DType::F16,
+            Elem::BF16 => DType::BF16,
+            Elem::Tf32 | Elem::F32 => DType::F32,
+        }
+    }
+}
 
 /// One operand read as `konst + Σ batch[i]·b_i + row·r + k·kk` (elements),
 /// where `row` is `m` for A and `n` for B.
@@ -18,24 +49,35 @@ pub struct Operand {
 }
 
 impl Operand {
-    /// Whether 16-byte `cp.async` copies of 8 consecutive `k` are legal:
-    /// unit `k` stride, every other stride and the offset multiples of 8
-    /// elements (buffers are 16-byte aligned), and `K % 8 == 0` so a chunk
-    /// is wholly inside or outside the matrix.
-    pub fn vector_ok(&self, k_len: i64) -> bool {
+    /// Whether 16-byte copies of `per` (elements in 16 bytes) consecutive
+    /// `k` are legal: unit `k` stride, every other stride and the offset
+    /// multiples of `per` (buffers are 16-byte aligned), and `K % per == 0`
+    /// so a chunk is wholly inside or outside the matrix.
+    pub fn vector_ok(&self, k_len: i64, per: i64) -> bool {
         self.k == 1
-            && k_len % 8 == 0
-            && self.konst % 8 == 0
-            && self.row % 8 == 0
-            && self.batch.iter().all(|c| c % 8 == 0)
+            && k_len % per == 0
+            && self.konst % per == 0
+            && self.row % per == 0
+            && self.batch.iter().all(|c| c % per == 0)
+    }
+
+    /// Whether 16-byte copies of `per` consecutive rows (`m` or `n`) are
+    /// legal: the same with the roles of `k` and the row swapped (B stored
+    /// `[k, n]`, A stored `[k, m]`).
+    pub fn row_vector_ok(&self, rows: i64, per: i64) -> bool {
+        self.row == 1
+            && rows % per == 0
+            && self.konst % per == 0
+            && self.k % per == 0
+            && self.batch.iter().all(|c| c % per == 0)
     }
 }
 
-/// A half-precision matmul kernel in the form the emitter needs.
+/// A matmul kernel in the form the emitters need.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Shape {
-    /// `F16` or `BF16` (both operands).
-    pub dtype: DType,
+    /// What both operands hold.
+    pub elem: Elem,
     pub m: i64,
     pub n: i64,
     pub k: i64,
@@ -57,8 +99,8 @@ impl Shape {
     }
 }
 
-/// The shape of `k` if it is a matmul of two half-precision operands each
-/// read by one unmasked load affine in the loop variables, with one
+/// The shape of `k` if it is a matmul of two operands of the same [`Elem`]
+/// each read by one unmasked load affine in the loop variables, with one
 /// reduced variable, at most one `m` and one `n` variable and at most
 /// 65535 batches; `None` sends it to the generic reduce path.
 pub fn recognise(k: &Kernel) -> Option<Shape> {
@@ -66,8 +108,8 @@ pub fn recognise(k: &Kernel) -> Option<Shape> {
         return None;
     }
     let (reduce, x, y) = k.matmul_product()?;
-    let (xa, dt) = half_load(k, x)?;
-    let (ya, dty) = half_load(k, y)?;
+    let (xa, dt) = operand_load(k, x)?;
+    let (ya, dty) = operand_load(k, y)?;
     if dt != dty {
         return None;
     }
@@ -97,7 +139,7 @@ pub fn recognise(k: &Kernel) -> Option<Shape> {
         k: coef(e, kv),
     };
     let shape = Shape {
-        dtype: dt,
+        elem: dt,
         m: m_var.map_or(1, |v| k.ranges[v]),
         n: n_var.map_or(1, |v| k.ranges[v]),
         k: k.ranges[kv],
@@ -115,12 +157,19 @@ fn coef(e: &Expr, v: usize) -> i64 {
     e.affine_coef(v).expect("checked affine")
 }
 
-/// `(input, index)` and dtype of a factor `Cast(Load)` of a half type whose
-/// index is a plain linear combination of variables and which is never
-/// masked.
-fn half_load(k: &Kernel, v: Val) -> Option<((usize, &Expr), DType)> {
-    let Inst::Cast(l) = k.insts[v].inst else {
-        return None;
+/// `(input, index)` and element kind of a factor: `Cast(Load)` of a half
+/// type, `RoundTf32(Load)` or a plain `Load` of `f32`, whose index is a
+/// linear combination of variables and which is never masked.
+fn operand_load(k: &Kernel, v: Val) -> Option<((usize, &Expr), Elem)> {
+    let (l, elem) = match k.insts[v].inst {
+        Inst::Cast(l) => match k.insts[l].dtype {
+            DType::F16 => (l, Elem::F16),
+            DType::BF16 => (l, Elem::BF16),
+            _ => return None,
+        },
+        Inst::Unary(UnaryOp::RoundTf32, l) => (l, Elem::Tf32),
+        Inst::Load { .. } => (v, Elem::F32),
+        _ => return None,
     };
     let Inst::Load {
         input,
@@ -130,12 +179,11 @@ fn half_load(k: &Kernel, v: Val) -> Option<((usize, &Expr), DType)> {
     else {
         return None;
     };
-    let dt = k.inputs[*input].dtype;
     let linear = index
         .parts()
         .0
         .iter()
         .all(|(a, _)| matches!(a, Atom::Var(_)));
-    let half = matches!(dt, DType::F16 | DType::BF16) && k.insts[l].dtype == dt;
-    (half && linear && valid.is_always()).then_some(((*input, index), dt))
+    let typed = k.inputs[*input].dtype == elem.dtype() && k.insts[l].dtype == elem.dtype();
+    (typed && linear && valid.is_always()).then_some(((*input, index), elem))
 }
