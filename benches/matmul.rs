@@ -1,66 +1,304 @@
-//! Matmul throughput on the GPU (issue 5): TFLOP/s of smelt's kernels for
-//! square sizes and transformer shapes in f16, bf16 and f32, with B given
-//! as `[n, k]` transposed (k-contiguous, the tensor-core path's fast
-//! layout) and as row-major `[k, n]`; and matmul + bias + gelu fused in one
-//! kernel. GPU time from events around each kernel, median of 50 runs.
-//! cuBLAS is not linked here: compare with `torch.matmul` (cuBLAS) timed
-//! in the same device session (see BENCHMARKS.md).
+//! Matmul throughput on the GPU (issue 5): TFLOP/s of smelt's kernels and
+//! of cuBLAS (called through cudarc, in the same process, on the same GPU
+//! and the same operands) for square sizes and transformer shapes in f16,
+//! bf16 and f32; with B given as `[n, k]` transposed (k-contiguous, the
+//! tensor-core path's fast layout) and as row-major `[k, n]`; f32 also with
+//! TF32 products; and matmul + bias + gelu, smelt's one fused kernel against
+//! a cuBLAS GEMM followed by smelt's bias+gelu kernel over its output (the
+//! sum of the two times). GPU time from events around each kernel (each
+//! cuBLAS call), with the GPU kept busy before each run so launch latency
+//! is not counted, median of 50 runs after 10 warm-up runs.
 //!
-//! `cargo bench --bench matmul` (prints `skipped` without a GPU).
+//! `cargo bench --bench matmul` (prints `skipped` without a GPU, and
+//! `cuBLAS: not found (...), skipped` without cuBLAS, leaving its columns
+//! empty). Writes a table to stdout and `matmul.json` to `$SMELT_BENCH_OUT`
+//! (default `target/bench`).
+//!
+//! Finding cuBLAS: cudarc opens `libcublas.so` or `libcublas.so.12` (and
+//! older) from the loader's path. When neither opens, the bench finds a
+//! `libcublas.so.N` in `$SMELT_CUBLAS` (the file or its folder), the folders
+//! on `LD_LIBRARY_PATH`, python3's `nvidia/*/lib` (the pip wheel
+//! nvidia-cublas: `nvidia/cu13/lib/libcublas.so.13` for CUDA 13) or
+//! `/usr/local/cuda/lib64`, links it as `$TMPDIR/smelt-cublas/libcublas.so`
+//! and re-runs itself with `LD_LIBRARY_PATH=$TMPDIR/smelt-cublas:<its
+//! folder>:$LD_LIBRARY_PATH`; no variable needs setting by hand. The same by
+//! hand: `ln -s <dir>/libcublas.so.13 /tmp/cb/libcublas.so` and
+//! `LD_LIBRARY_PATH=/tmp/cb:<dir> cargo bench --bench matmul`.
 
 mod common;
+mod cublas;
 
-use common::{gpu, kernel_ms};
-use smelt::{DType, Device, Result, Tensor};
+use common::{gpu, kernel_ms, out_dir, today};
+use cublas::{device_ptr, BLayout, Blas, Gemm, Math};
+use smelt::runtime::cuda::CudaDevice;
+use smelt::{DType, Device, Precision, Result, Tensor};
+use std::fmt::Write as _;
+
+/// (batch, m, n, k): square sizes, a transformer MLP's up and down
+/// projections, and attention-sized batched products.
+const SHAPES: [(usize, usize, usize, usize); 7] = [
+    (1, 1024, 1024, 1024),
+    (1, 2048, 2048, 2048),
+    (1, 4096, 4096, 4096),
+    (1, 8192, 8192, 8192),
+    (1, 4096, 11008, 4096),
+    (1, 4096, 4096, 11008),
+    (32, 512, 512, 64),
+];
+
+/// The measured columns (milliseconds per run), in report order: each
+/// smelt column is followed by its cuBLAS counterpart.
+const COLUMNS: [&str; 8] = [
+    "smelt B^T",
+    "cuBLAS B^T",
+    "smelt B",
+    "cuBLAS B",
+    "smelt TF32 B^T",
+    "cuBLAS TF32 B^T",
+    "smelt mm+bias+gelu",
+    "cuBLAS mm + smelt bias+gelu",
+];
+
+/// The table's column groups: a title and the index of its smelt column
+/// (the cuBLAS one follows).
+const GROUPS: [(&str, usize); 4] = [
+    ("B^T", 0),
+    ("B", 2),
+    ("TF32 (f32), B^T", 4),
+    ("+bias+gelu, B^T", 6),
+];
+
+/// One shape and dtype, and its columns' times (`None`: not measured).
+struct Row {
+    shape: (usize, usize, usize, usize),
+    dtype: DType,
+    ms: [Option<f64>; 8],
+}
+
+impl Row {
+    /// TFLOP/s of column `i`.
+    fn tflops(&self, i: usize) -> Option<f64> {
+        let (bs, m, n, k) = self.shape;
+        let flops = 2.0 * (bs * m * n * k) as f64;
+        self.ms[i].map(|ms| flops / (ms * 1e-3) / 1e12)
+    }
+}
+
+/// The operands of one row, on the GPU: A `[b, m, k]`, B stored as `[b, n,
+/// k]` (`bt`) and as `[b, k, n]` (`b`), and the bias `[n]`.
+struct Operands {
+    a: Tensor,
+    bt: Tensor,
+    b: Tensor,
+    bias: Tensor,
+}
 
 fn main() -> Result<()> {
     let Some(dev) = gpu() else { return Ok(()) };
-    let cuda = Device::Cuda(0);
-    println!("device: {} (sm_{})", dev.name()?, dev.target().sm);
-    let shapes: [(usize, usize, usize, usize); 7] = [
-        (1, 1024, 1024, 1024),
-        (1, 2048, 2048, 2048),
-        (1, 4096, 4096, 4096),
-        (1, 8192, 8192, 8192),
-        (1, 4096, 11008, 4096),
-        (1, 4096, 4096, 11008),
-        (32, 512, 512, 64),
-    ];
-    println!(
-        "{:>6} {:>6} {:>6} {:>6} {:>9} {:>14} {:>14} {:>16}",
-        "batch", "m", "n", "k", "dtype", "B^T TFLOP/s", "B TFLOP/s", "+bias+gelu TFLOP/s"
+    // Before any other output: finding cuBLAS may re-run the process.
+    let blas = match cublas::load() {
+        Ok(b) => Some(b),
+        Err(why) => {
+            println!("cuBLAS: not found ({why}), skipped");
+            None
+        }
+    };
+    let device = format!(
+        "{} (sm_{}, {} SMs)",
+        dev.name()?,
+        dev.target().sm,
+        dev.target().num_sms
     );
+    let cublas = match &blas {
+        Some(b) => format!(
+            "cuBLAS {} through cudarc{}",
+            b.version,
+            b.file
+                .as_ref()
+                .map(|f| format!(" ({f})"))
+                .unwrap_or_default()
+        ),
+        None => "cuBLAS not found".into(),
+    };
+    println!("device: {device}; {cublas}");
+    println!(
+        "TFLOP/s; ratio = smelt / cuBLAS. B^T: B stored [n, k]; B: stored [k, n]. \
+         +bias+gelu: smelt's one kernel vs cuBLAS's GEMM + smelt's bias+gelu kernel."
+    );
+    print_header();
+    let mut rows = Vec::new();
     for dt in [DType::F16, DType::BF16, DType::F32] {
-        for &(bs, m, n, k) in &shapes {
+        for shape in SHAPES {
+            let (bs, m, n, k) = shape;
             if dt == DType::F32 && m * n * k > 4096 * 4096 * 4096 {
                 continue; // the generic f32 path is slow; skip the largest
             }
-            let a = Tensor::randn([bs, m, k], dt, 1, &cuda);
-            let bt = Tensor::randn([bs, n, k], dt, 2, &cuda);
-            let b = bt.transpose(1, 2).contiguous();
-            let bias = Tensor::randn([n], dt, 3, &cuda);
-            b.realize()?;
-            let flops = 2.0 * (bs * m * n * k) as f64;
-            let tflops = |ms: f64| flops / (ms * 1e-3) / 1e12;
-            let nt = kernel_ms(&dev, |_| {
-                a.matmul(&bt.transpose(1, 2)).realize().map(|_| ())
-            })?;
-            let nn = kernel_ms(&dev, |_| a.matmul(&b).realize().map(|_| ()))?;
-            let fused = kernel_ms(&dev, |_| {
-                (a.matmul(&bt.transpose(1, 2)) + &bias)
-                    .gelu()
-                    .cast(dt)
-                    .realize()
-                    .map(|_| ())
-            })?;
-            println!(
-                "{bs:>6} {m:>6} {n:>6} {k:>6} {:>9} {:>14.1} {:>14.1} {:>16.1}",
-                dt.name(),
-                tflops(nt),
-                tflops(nn),
-                tflops(fused)
-            );
+            let ops = operands(shape, dt);
+            let mut row = Row {
+                shape,
+                dtype: dt,
+                ms: [None; 8],
+            };
+            smelt_columns(&dev, &ops, &mut row)?;
+            if let Some(blas) = &blas {
+                // A cuBLAS failure costs its cells, not the run.
+                if let Err(e) = cublas_columns(&dev, blas, &ops, &mut row) {
+                    eprintln!("{bs}x{m}x{n}x{k} {}: {e}", dt.name());
+                }
+            }
+            println!("{}", format_row(&row));
+            rows.push(row);
         }
     }
+    let path = out_dir().join("matmul.json");
+    std::fs::write(&path, json(&rows, &device, &today(), &cublas))
+        .map_err(|e| smelt::Error::Runtime(format!("writing {}: {e}", path.display())))?;
+    println!("report in {}", path.display());
     Ok(())
+}
+
+/// Random operands of `shape` in `dt`, realized on GPU 0.
+fn operands((bs, m, n, k): (usize, usize, usize, usize), dt: DType) -> Operands {
+    let cuda = Device::Cuda(0);
+    let bt = Tensor::randn([bs, n, k], dt, 2, &cuda);
+    Operands {
+        a: Tensor::randn([bs, m, k], dt, 1, &cuda),
+        b: bt.transpose(1, 2).contiguous(),
+        bt,
+        bias: Tensor::randn([n], dt, 3, &cuda),
+    }
+}
+
+/// smelt's columns: both layouts, TF32 for f32, and the fused epilogue.
+fn smelt_columns(dev: &CudaDevice, o: &Operands, row: &mut Row) -> Result<()> {
+    let (a, bt, b, bias) = (&o.a, &o.bt, &o.b, &o.bias);
+    b.realize()?;
+    row.ms[0] = Some(kernel_ms(dev, |_| {
+        a.matmul(&bt.transpose(1, 2)).realize().map(|_| ())
+    })?);
+    row.ms[2] = Some(kernel_ms(dev, |_| a.matmul(b).realize().map(|_| ()))?);
+    if row.dtype == DType::F32 {
+        row.ms[4] = Some(kernel_ms(dev, |_| {
+            a.matmul_with(&bt.transpose(1, 2), Precision::Tf32)
+                .realize()
+                .map(|_| ())
+        })?);
+    }
+    row.ms[6] = Some(kernel_ms(dev, |_| {
+        (a.matmul(&bt.transpose(1, 2)) + bias)
+            .gelu()
+            .cast(row.dtype)
+            .realize()
+            .map(|_| ())
+    })?);
+    Ok(())
+}
+
+/// cuBLAS's columns on the same operands, writing into a smelt tensor `c`;
+/// for the epilogue, smelt's bias+gelu kernel then runs over `c` (holding
+/// cuBLAS's product) and its time is added to the GEMM's.
+fn cublas_columns(dev: &CudaDevice, blas: &Blas, o: &Operands, row: &mut Row) -> Result<()> {
+    let (bs, m, n, k) = row.shape;
+    let dt = row.dtype;
+    let c = Tensor::zeros([bs, m, n], dt, &Device::Cuda(0)).contiguous();
+    let (a, bt, b, cp) = (
+        device_ptr(&o.a)?,
+        device_ptr(&o.bt)?,
+        device_ptr(&o.b)?,
+        device_ptr(&c)?,
+    );
+    dev.sync()?; // smelt's stream wrote the operands; cuBLAS's reads them
+    let gemm = |b, b_layout| Gemm {
+        batch: bs,
+        m,
+        n,
+        k,
+        dtype: dt,
+        b_layout,
+        a,
+        b,
+        c: cp,
+    };
+    let nt = gemm(bt, BLayout::Transposed);
+    let nn = gemm(b, BLayout::RowMajor);
+    row.ms[1] = Some(blas.time_ms(dev, || blas.gemm(&nt, Math::Exact))?);
+    row.ms[3] = Some(blas.time_ms(dev, || blas.gemm(&nn, Math::Exact))?);
+    if dt == DType::F32 {
+        row.ms[5] = Some(blas.time_ms(dev, || blas.gemm(&nt, Math::Tf32))?);
+    }
+    blas.gemm(&nt, Math::Exact)?;
+    blas.sync()?; // `c` holds the product before smelt's stream reads it
+    let epilogue = kernel_ms(dev, |_| {
+        (&c + &o.bias).gelu().cast(dt).realize().map(|_| ())
+    })?;
+    row.ms[7] = row.ms[1].map(|gemm| gemm + epilogue);
+    Ok(())
+}
+
+/// The table's two header lines: column groups, then what each holds.
+fn print_header() {
+    let mut top = format!("{:41}", "");
+    let mut sub = format!(
+        "{:>6} {:>6} {:>6} {:>6} {:>9}",
+        "batch", "m", "n", "k", "dtype"
+    );
+    for (title, _) in GROUPS {
+        let _ = write!(top, " | {title:^21}");
+        let _ = write!(sub, " | {:>7} {:>7} {:>5}", "smelt", "cuBLAS", "ratio");
+    }
+    println!("{top}\n{sub}");
+}
+
+/// One table line: TFLOP/s of each group's smelt and cuBLAS columns and
+/// their ratio, `-` where not measured.
+fn format_row(r: &Row) -> String {
+    let (bs, m, n, k) = r.shape;
+    let mut s = format!("{bs:>6} {m:>6} {n:>6} {k:>6} {:>9}", r.dtype.name());
+    let cell = |v: Option<f64>, width: usize, unit: &str| match v {
+        Some(v) => format!("{v:>w$.1}{unit}", w = width - unit.len()),
+        None => format!("{:>width$}", "-"),
+    };
+    for (_, i) in GROUPS {
+        let (ours, theirs) = (r.tflops(i), r.tflops(i + 1));
+        let ratio = ours.zip(theirs).map(|(o, t)| 100.0 * o / t);
+        let _ = write!(
+            s,
+            " | {} {} {}",
+            cell(ours, 7, ""),
+            cell(theirs, 7, ""),
+            cell(ratio.map(f64::round), 5, "%")
+        );
+    }
+    s
+}
+
+/// A JSON string literal of `s`.
+fn json_str(s: &str) -> String {
+    format!("{s:?}") // Rust's escapes of `"`, `\` and controls are valid JSON
+}
+
+/// The report as JSON: one point per measured cell, with its series (the
+/// column), shape, dtype, milliseconds and TFLOP/s.
+fn json(rows: &[Row], device: &str, date: &str, cublas: &str) -> String {
+    let mut points = Vec::new();
+    for r in rows {
+        let (bs, m, n, k) = r.shape;
+        for (i, series) in COLUMNS.iter().enumerate() {
+            if let (Some(ms), Some(tflops)) = (r.ms[i], r.tflops(i)) {
+                points.push(format!(
+                    "  {{\"series\": {}, \"batch\": {bs}, \"m\": {m}, \"n\": {n}, \"k\": {k}, \
+                     \"dtype\": {}, \"ms\": {ms:.5}, \"tflops\": {tflops:.2}}}",
+                    json_str(series),
+                    json_str(r.dtype.name())
+                ));
+            }
+        }
+    }
+    format!(
+        "{{\"device\": {}, \"date\": {}, \"cublas\": {}, \"points\": [\n{}\n]}}\n",
+        json_str(device),
+        json_str(date),
+        json_str(cublas),
+        points.join(",\n")
+    )
 }

@@ -1,12 +1,14 @@
 //! Matmul at awkward and large shapes against an f64 host reference:
-//! 1, 7, 127 and 1000 in each dimension, batched, transposed and sliced
-//! operands, fused operand producers and epilogues, f32 / f16 / bf16.
-//! Relative error `||out - ref|| / ||ref||` must stay within 1e-5 for f32
-//! and 1e-2 for f16 / bf16. On the CPU this exercises the blocked fast path
-//! (`smelt_codegen::matmul_cpu`); on a GPU, the matmul PTX kernels.
+//! 1, 7, 127 and 1000 in each dimension (4097 for the tensor-core
+//! layouts), batched, transposed and sliced operands, fused operand
+//! producers and epilogues, f32 / f16 / bf16 / TF32. Relative error
+//! `||out - ref|| / ||ref||` must stay within 1e-5 for exact f32, 5e-3 for
+//! TF32 and 1e-2 for f16 / bf16. On the CPU this exercises the blocked
+//! fast path (`smelt_codegen::matmul_cpu`); on a GPU, the matmul PTX
+//! kernels.
 
 use half::{bf16, f16};
-use smelt::{DType, Device, Fusion, Tensor};
+use smelt::{DType, Device, Fusion, Precision, Tensor};
 use std::time::Instant;
 
 /// The first CUDA GPU unless `SMELT_TEST_DEVICE=cpu`, else the CPU; with
@@ -302,4 +304,77 @@ fn square_1024_is_fast() {
             "at {i},{j}: {g} vs {want}"
         );
     }
+}
+
+/// Every operand layout the tensor-core kernels read differently (A and B
+/// k-contiguous, B row-major, A transposed: 16-byte copies, `ldmatrix` and
+/// `ldmatrix.trans`) in f16, bf16 and TF32, at sizes that span several CTA
+/// tiles and pipeline stages, and 4097 in each dimension.
+#[test]
+fn tensor_core_layouts_and_precisions() {
+    let dev = device();
+    let cases = [
+        (256, 264, 520),
+        (4097, 72, 64),
+        (33, 4097, 136),
+        (40, 48, 4097),
+    ];
+    for (dt, precision, tol) in [
+        (DType::F16, Precision::Highest, 1e-2),
+        (DType::BF16, Precision::Highest, 1e-2),
+        (DType::F32, Precision::Tf32, 5e-3),
+    ] {
+        for (ci, &(m, n, k)) in cases.iter().enumerate() {
+            let a = Host::random(&[m, k], dt, 11 + ci as u64);
+            let b = Host::random(&[k, n], dt, 13 + ci as u64);
+            let bias = Host::random(&[n], dt, 17);
+            let mut want = matmul_ref(&a, &b);
+            let epilogue = ci == 1;
+            if epilogue {
+                for row in want.data.chunks_mut(n) {
+                    for (v, bv) in row.iter_mut().zip(&bias.data) {
+                        *v = gelu(*v + bv);
+                    }
+                }
+            }
+            for (a_t, b_t) in [(false, false), (false, true), (true, false), (true, true)] {
+                // Operands stored as given or transposed (then viewed back).
+                let ta = if a_t {
+                    a.t().tensor(dt, &dev).t()
+                } else {
+                    a.tensor(dt, &dev)
+                };
+                let tb = if b_t {
+                    b.t().tensor(dt, &dev).t()
+                } else {
+                    b.tensor(dt, &dev)
+                };
+                let mut c = ta.matmul_with(&tb, precision);
+                if epilogue {
+                    c = (c + bias.tensor(dt, &dev)).gelu();
+                }
+                let what =
+                    format!("{dt:?} {precision:?} [{m},{k}] @ [{k},{n}] a^T {a_t} b^T {b_t}");
+                check(&what, &c, &want, tol, Fusion::On);
+            }
+        }
+    }
+}
+
+/// TF32 rounds the operands (recorded in the graph): the CPU and the GPU
+/// compute the same products, close to but not equal to exact f32.
+#[test]
+fn tf32_rounds_operands_and_exact_f32_does_not() {
+    let dev = device();
+    // 1 + 2^-12 is below TF32's resolution: its square rounds to 1.
+    let x = Tensor::from_vec(vec![1.0f32 + 2f32.powi(-12); 64 * 64], [64, 64], &dev);
+    let exact = x.matmul(&x).to_vec::<f32>().unwrap();
+    let tf32 = x.matmul_with(&x, Precision::Tf32).to_vec::<f32>().unwrap();
+    let e = 64.0 * (1.0 + 2f64.powi(-12)).powi(2);
+    assert!(
+        exact.iter().all(|v| (*v as f64 - e).abs() < 1e-4),
+        "{}",
+        exact[0]
+    );
+    assert!(tf32.iter().all(|v| *v == 64.0), "{}", tf32[0]);
 }

@@ -105,7 +105,11 @@ fn every_matmul_takes_the_mma_path_and_assembles() {
     }
     let assembled = ptx_cases::assemble_all(&ks, |k, p| {
         let tf32 = k.inputs[0].dtype == DType::F32;
-        let mma = if tf32 { "m16n8k8.row.col.f32.tf32" } else { "m16n8k16" };
+        let mma = if tf32 {
+            "m16n8k8.row.col.f32.tf32"
+        } else {
+            "m16n8k16"
+        };
         assert!(p.ptx.contains(mma), "{k}");
         // Aligned halves contiguous along m or n are read transposed;
         // k-contiguous operands and TF32 never are.
@@ -146,7 +150,13 @@ fn every_tile_configuration_assembles_with_its_resources() {
             assert_eq!(p, matmul::emit_with(k, &t, &s, &tile));
             match ptxas::assemble(&p.ptx, t.sm) {
                 Ok(Some(info)) => {
-                    println!("{:?} {:?} {}: {}", s.elem, layout_of(k), tile.name(), info.trim());
+                    println!(
+                        "{:?} {:?} {}: {}",
+                        s.elem,
+                        layout_of(k),
+                        tile.name(),
+                        info.trim()
+                    );
                     assert_eq!(spilled(&info), 0, "{}: {info}", tile.name());
                 }
                 Ok(None) => {
@@ -182,7 +192,10 @@ fn exact_f32_and_masked_matmuls_stay_off_the_tensor_cores() {
     let v = kb.reduce(ReduceOp::Sum, p);
     kb.store(1024, lin(&[(0, 32), (1, 1)], 0), v, None);
     let mut k = kb.done();
-    assert_eq!(matmul::recognise(&k).map(|s| s.elem), Some(matmul::Elem::F32));
+    assert_eq!(
+        matmul::recognise(&k).map(|s| s.elem),
+        Some(matmul::Elem::F32)
+    );
     assert!(matmul::variants(&k).is_empty());
     k.kind = KernelKind::Reduce;
     assert!(matmul::recognise(&k).is_none());

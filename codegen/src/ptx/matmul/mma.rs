@@ -176,7 +176,11 @@ fn offsets(
 ) -> Offsets {
     match layout {
         Layout::KMajor => {
-            let (row_bit, chunk_bit) = if is_b { (l.bit4, l.bit3) } else { (l.bit3, l.bit4) };
+            let (row_bit, chunk_bit) = if is_b {
+                (l.bit4, l.bit3)
+            } else {
+                (l.bit3, l.bit4)
+            };
             let row = b.reg(RegKind::B32);
             ins!(b, "mul.lo.u32 {row}, {warp}, {warp_rows}");
             ins!(b, "mad.lo.u32 {row}, {row_bit}, 8, {row}");
@@ -204,7 +208,11 @@ fn offsets(
         }
         Layout::RowMajor => {
             // k-row bit and chunk (8-row block) bit of the lane.
-            let (k_bit, chunk_bit) = if is_b { (l.bit3, l.bit4) } else { (l.bit4, l.bit3) };
+            let (k_bit, chunk_bit) = if is_b {
+                (l.bit3, l.bit4)
+            } else {
+                (l.bit4, l.bit3)
+            };
             let row_bytes = tile_rows * 2;
             let (krow, base) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
             ins!(b, "mad.lo.u32 {krow}, {k_bit}, 8, {}", l.lane7);
