@@ -4,7 +4,9 @@
 //! the CUDA driver (ctypes + torch for memory) on a machine with a GPU.
 //!
 //! `SMELT_PTX_DUMP=DIR cargo test --test ptx_gpu` writes DIR; then on the
-//! GPU machine `python3 DIR/check.py [--bench]`. Without the variable the
+//! GPU machine `python3 DIR/check.py [--bench]` (`SMELT_PTX_TUNE=1` adds
+//! every launch variant, `=matmul` only the matmul tiles; `SMELT_BENCH_KIND`
+//! picks one kind). Without the variable the
 //! test does nothing.
 
 mod ptx_cases;
@@ -288,7 +290,10 @@ fn write_benches(dir: &Path) -> Vec<String> {
             launch_json(&p)
         ));
     };
-    let tune = std::env::var("SMELT_PTX_TUNE").is_ok();
+    // `SMELT_PTX_TUNE=matmul` dumps only the matmul variants.
+    let tune_var = std::env::var("SMELT_PTX_TUNE").ok();
+    let tune_mm = tune_var.is_some();
+    let tune = tune_var.is_some_and(|v| v != "matmul");
     for e in [20, 22, 24, 26, 28] {
         let n = 1i64 << e;
         let k = ptx_cases::binary(smelt_codegen::BinaryOp::Add, DType::F32, n);
@@ -314,6 +319,39 @@ fn write_benches(dir: &Path) -> Vec<String> {
                     }
                 }
             }
+        }
+    }
+    // Matmuls: the heuristic tile, and with SMELT_PTX_TUNE every candidate.
+    use ptx_cases::MatLayout;
+    use smelt_codegen::ptx::matmul::{self, Elem};
+    let shapes = [
+        (4096, 4096, 4096, Elem::F16, MatLayout::Nt),
+        (4096, 4096, 4096, Elem::F16, MatLayout::Nn),
+        (8192, 8192, 8192, Elem::BF16, MatLayout::Nt),
+        (4096, 4096, 4096, Elem::Tf32, MatLayout::Nt),
+        (4096, 4096, 4096, Elem::Tf32, MatLayout::Nn),
+    ];
+    for (m, n, kk, elem, layout) in shapes {
+        let k = ptx_cases::matmul_layout(1, m, n, kk, elem, layout, false);
+        let heuristic = emit(&k, &H100).unwrap();
+        let names = if tune_mm {
+            matmul::variants(&k)
+        } else {
+            vec![]
+        };
+        let mut add = |p: &smelt_codegen::ptx::PtxKernel, name: &str| {
+            let f = format!("b{}.ptx", entries.len());
+            std::fs::write(dir.join(&f), &p.ptx).unwrap();
+            entries.push(format!(
+                "{{\"kind\": \"matmul\", \"dtype\": \"{}\", \"elem\": \"{elem:?}\", \"layout\": \"{layout:?}\", \"m\": {m}, \"n\": {n}, \"k\": {kk}, \"ptx\": \"{f}\", \"plan\": \"{name}\", {}}}",
+                dtype_name(elem.dtype()),
+                launch_json(p)
+            ));
+        };
+        add(&heuristic, "* heuristic");
+        for name in names {
+            let p = matmul::emit_variant(&k, &H100, &name).unwrap();
+            add(&p, &format!("  {name}"));
         }
     }
     entries
@@ -383,6 +421,8 @@ def load(e, subs=()):
     ck(cu.cuModuleLoadData(ctypes.byref(mod), ctypes.c_char_p(text.encode() + b"\0")), "load " + e["ptx"])
     fn = ctypes.c_void_p()
     ck(cu.cuModuleGetFunction(ctypes.byref(fn), mod, e["entry"].encode()), "function")
+    if e["shared"] > 48 * 1024:  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        ck(cu.cuFuncSetAttribute(fn, 8, e["shared"]), "shared memory")
     return fn
 
 def launch(fn, e, ptrs):
@@ -447,6 +487,25 @@ def timeit(fn, reps=50):
         t.synchronize(); ts.append(s.elapsed_time(t))
     return statistics.median(ts) * 1e-3
 
+def matmul_bench(e, fn):
+    # A [m, k]; B stored [n, k] (Nt), [k, n] (Nn) or A stored [k, m] (Tn).
+    dt, m, n, k, lay = TD[e["dtype"]], e["m"], e["n"], e["k"], e["layout"]
+    a = torch.randn(k, m, device="cuda").to(dt).t() if lay == "Tn" else torch.randn(m, k, device="cuda").to(dt)
+    b = torch.randn(n, k, device="cuda").to(dt).t() if lay == "Nt" else torch.randn(k, n, device="cuda").to(dt)
+    ac, bc = a.t().contiguous() if lay == "Tn" else a, b.t().contiguous() if lay == "Nt" else b
+    out = torch.empty(m * n, dtype=dt, device="cuda")
+    args = [ac.data_ptr(), bc.data_ptr(), out.data_ptr()]
+    launch(fn, e, args)
+    torch.cuda.synchronize()
+    if e["elem"] == "Tf32":
+        r = (a.double() @ b.double()).flatten()
+    else:
+        r = (a.float() @ b.float()).flatten()
+    err = ((out.double() - r.double()).norm() / r.double().norm()).item()
+    t = timeit(lambda: [launch(fn, e, args) for _ in range(5)], 20) / 5
+    tf = 2 * m * n * k / t / 1e12
+    print(f"matmul {e['elem']:5} {lay} {m}x{n}x{k}: {t*1e3:8.3f} ms {tf:6.1f} TFLOP/s  rel err {err:.1e}  grid {e['grid'][0]} block {e['block'][0]} smem {e['shared']}  {e['plan']}", flush=True)
+
 def benches():
     x = torch.empty(1 << 28, dtype=torch.float32, device="cuda"); y = torch.empty_like(x)
     ceiling = 2 * x.numel() * 4 / timeit(lambda: y.copy_(x), 20) / 1e9
@@ -455,6 +514,8 @@ def benches():
     if os.environ.get("SMELT_TUNE_N"):
         keep = {int(x) for x in os.environ["SMELT_TUNE_N"].split(",")}
         todo = [t for t in todo if t[0]["n"] in keep]
+    if os.environ.get("SMELT_BENCH_KIND"):
+        todo = [t for t in todo if t[0]["kind"] == os.environ["SMELT_BENCH_KIND"]]
     if "--hints" in sys.argv:
         todo = [(e, name, subs) for e in M["benches"] if e["plan"].startswith("*") for name, subs in [("", ())] + HINTS]
     for e, hint, subs in todo:
@@ -462,6 +523,9 @@ def benches():
         dt, m, n = TD[e["dtype"]], e["m"], e["n"]
         el = torch.tensor([], dtype=dt).element_size()
         rot = max(1, min(8, (256 << 20) // max(1, m * n * el)))
+        if e["kind"] == "matmul":
+            matmul_bench(e, fn)
+            continue
         if e["kind"] == "add":
             ins = [[torch.randn(n, device="cuda"), torch.randn(n, device="cuda")] for _ in range(rot)]
             ref = lambda a: a[0] + a[1]

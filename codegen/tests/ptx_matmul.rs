@@ -8,83 +8,14 @@
 #[allow(dead_code)] // shared with the other PTX tests, which use the rest
 mod ptx_cases;
 
-use ptx_cases::{lin, Kb};
+use ptx_cases::{lin, matmul_layout as kernel, Kb, MatLayout as Layout};
+use smelt_codegen::ptx::matmul::Elem;
 use smelt_codegen::ptx::{matmul, ptxas, Target};
-use smelt_codegen::{BinaryOp, DType, Kernel, KernelKind, ReduceOp, UnaryOp};
-
-/// How each operand is stored.
-#[derive(Clone, Copy, Debug)]
-enum Layout {
-    /// `a: [m, k]`, `b: [k, n]`, both row-major.
-    Nn,
-    /// `b` stored `[n, k]` (k-contiguous: both operands take `cp.async`).
-    Nt,
-    /// `a` stored `[k, m]`.
-    Tn,
-}
-
-/// The operand element: a half type (cast to f32) or f32 rounded to TF32.
-fn factor(kb: &mut Kb, dt: DType, tf32: bool, len: usize, index: smelt_codegen::Expr) -> usize {
-    let x = kb.load(dt, len, index);
-    if tf32 {
-        kb.un(UnaryOp::RoundTf32, x)
-    } else {
-        kb.cast(x, DType::F32)
-    }
-}
-
-/// `batch x [m, k] @ [k, n]` in `dt` (f32 means TF32 operands),
-/// optionally `gelu(c + bias[n])`, stored in `dt`. Domain `[batch?, m, n |
-/// k]`.
-fn kernel(batch: i64, m: i64, n: i64, k: i64, dt: DType, layout: Layout, epilogue: bool) -> Kernel {
-    let batched = batch > 1;
-    let (vm, vn, vk) = if batched { (1, 2, 3) } else { (0, 1, 2) };
-    let mut ranges = vec![m, n, k];
-    if batched {
-        ranges.insert(0, batch);
-    }
-    let kept = ranges.len() - 1;
-    let mut kb = Kb::new("matmul", KernelKind::Matmul, &ranges, kept);
-    let bt = |t: &[(usize, i64)], per: i64| {
-        let mut t = t.to_vec();
-        if batched {
-            t.push((0, per));
-        }
-        lin(&t, 0)
-    };
-    let (ia, ib) = match layout {
-        Layout::Nn => (
-            bt(&[(vm, k), (vk, 1)], m * k),
-            bt(&[(vk, n), (vn, 1)], k * n),
-        ),
-        Layout::Nt => (
-            bt(&[(vm, k), (vk, 1)], m * k),
-            bt(&[(vn, k), (vk, 1)], k * n),
-        ),
-        Layout::Tn => (
-            bt(&[(vk, m), (vm, 1)], m * k),
-            bt(&[(vk, n), (vn, 1)], k * n),
-        ),
-    };
-    let tf32 = dt == DType::F32;
-    let a = factor(&mut kb, dt, tf32, (batch * m * k) as usize, ia);
-    let b = factor(&mut kb, dt, tf32, (batch * k * n) as usize, ib);
-    let p = kb.bin(BinaryOp::Mul, a, b);
-    let mut v = kb.reduce(ReduceOp::Sum, p);
-    if epilogue {
-        let bias = kb.load(dt, n as usize, lin(&[(vn, 1)], 0));
-        let bias = kb.cast(bias, DType::F32);
-        v = kb.bin(BinaryOp::Add, v, bias);
-        v = kb.un(UnaryOp::Gelu, v);
-    }
-    let out = bt(&[(vm, n), (vn, 1)], m * n);
-    kb.store((batch * m * n) as usize, out, v, Some(dt));
-    kb.done()
-}
+use smelt_codegen::{BinaryOp, DType, Kernel, KernelKind, ReduceOp};
 
 fn cases() -> Vec<Kernel> {
     let mut ks = Vec::new();
-    for dt in [DType::F16, DType::BF16, DType::F32] {
+    for dt in [Elem::F16, Elem::BF16, Elem::Tf32] {
         for layout in [Layout::Nn, Layout::Nt, Layout::Tn] {
             ks.push(kernel(1, 128, 128, 64, dt, layout, false));
             ks.push(kernel(1, 17, 9, 33, dt, layout, true));
@@ -137,9 +68,9 @@ fn layout_of(k: &Kernel) -> Layout {
 #[test]
 fn every_tile_configuration_assembles_with_its_resources() {
     let ks = [
-        kernel(1, 4096, 4096, 4096, DType::F16, Layout::Nt, false),
-        kernel(1, 4096, 4096, 4096, DType::BF16, Layout::Tn, false),
-        kernel(1, 4096, 4096, 4096, DType::F32, Layout::Nt, false),
+        kernel(1, 4096, 4096, 4096, Elem::F16, Layout::Nt, false),
+        kernel(1, 4096, 4096, 4096, Elem::BF16, Layout::Tn, false),
+        kernel(1, 4096, 4096, 4096, Elem::Tf32, Layout::Nt, false),
     ];
     for k in &ks {
         let s = matmul::recognise(k).expect("recognised");

@@ -1,5 +1,6 @@
 //! Representative kernels built directly as IR, shared by the PTX tests.
 
+use smelt_codegen::ptx::matmul::Elem;
 use smelt_codegen::ptx::{emit, ptxas, PtxKernel, Target};
 use smelt_codegen::{
     Arg, BinaryOp, Cond, DType, Expr, Inst, Kernel, KernelKind, Node, ReduceOp, Store, UnaryOp, Val,
@@ -378,18 +379,90 @@ pub fn softmax_axis0(len: i64, cols: i64) -> Kernel {
 
 /// `a[m, k] @ b[k, n]` in `dt` (f32 accumulation), domain `[m, n, k]`.
 pub fn matmul(m: i64, n: i64, k: i64, dt: DType) -> Kernel {
-    let r = [m, n, k];
-    let mut kb = Kb::new("matmul", KernelKind::Matmul, &r, 2);
-    let a = kb.load(dt, (m * k) as usize, lin(&[(0, k), (2, 1)], 0));
-    let b = kb.load(dt, (k * n) as usize, lin(&[(1, 1), (2, n)], 0));
-    let (a, b) = if dt == DType::F32 {
-        (a, b)
-    } else {
-        (kb.cast(a, DType::F32), kb.cast(b, DType::F32))
+    let elem = match dt {
+        DType::F16 => Elem::F16,
+        DType::BF16 => Elem::BF16,
+        _ => Elem::F32,
     };
+    matmul_layout(1, m, n, k, elem, MatLayout::Nn, false)
+}
+
+/// How each operand of [`matmul_layout`] is stored.
+#[allow(dead_code)] // not every test crate that shares this module uses it
+#[derive(Clone, Copy, Debug)]
+pub enum MatLayout {
+    /// `a: [m, k]`, `b: [k, n]`, both row-major.
+    Nn,
+    /// `b` stored `[n, k]` (k-contiguous: both operands take `cp.async`).
+    Nt,
+    /// `a` stored `[k, m]`.
+    Tn,
+}
+
+/// An operand factor: a half type cast to f32, f32 rounded to TF32, or
+/// plain f32.
+fn factor(kb: &mut Kb, elem: Elem, len: usize, index: Expr) -> Val {
+    let x = kb.load(elem.dtype(), len, index);
+    match elem {
+        Elem::F16 | Elem::BF16 => kb.cast(x, DType::F32),
+        Elem::Tf32 => kb.un(UnaryOp::RoundTf32, x),
+        Elem::F32 => x,
+    }
+}
+
+/// `batch x [m, k] @ [k, n]` of `elem` operands, optionally `gelu(c +
+/// bias[n])`, stored in the operands' dtype. Domain `[batch?, m, n | k]`.
+pub fn matmul_layout(
+    batch: i64,
+    m: i64,
+    n: i64,
+    k: i64,
+    elem: Elem,
+    layout: MatLayout,
+    epilogue: bool,
+) -> Kernel {
+    let dt = elem.dtype();
+    let batched = batch > 1;
+    let (vm, vn, vk) = if batched { (1, 2, 3) } else { (0, 1, 2) };
+    let mut ranges = vec![m, n, k];
+    if batched {
+        ranges.insert(0, batch);
+    }
+    let kept = ranges.len() - 1;
+    let mut kb = Kb::new("matmul", KernelKind::Matmul, &ranges, kept);
+    let bt = |t: &[(usize, i64)], per: i64| {
+        let mut t = t.to_vec();
+        if batched {
+            t.push((0, per));
+        }
+        lin(&t, 0)
+    };
+    let (ia, ib) = match layout {
+        MatLayout::Nn => (
+            bt(&[(vm, k), (vk, 1)], m * k),
+            bt(&[(vk, n), (vn, 1)], k * n),
+        ),
+        MatLayout::Nt => (
+            bt(&[(vm, k), (vk, 1)], m * k),
+            bt(&[(vn, k), (vk, 1)], k * n),
+        ),
+        MatLayout::Tn => (
+            bt(&[(vk, m), (vm, 1)], m * k),
+            bt(&[(vk, n), (vn, 1)], k * n),
+        ),
+    };
+    let a = factor(&mut kb, elem, (batch * m * k) as usize, ia);
+    let b = factor(&mut kb, elem, (batch * k * n) as usize, ib);
     let p = kb.bin(BinaryOp::Mul, a, b);
-    let s = kb.reduce(ReduceOp::Sum, p);
-    kb.store((m * n) as usize, lin(&[(0, n), (1, 1)], 0), s, Some(dt));
+    let mut v = kb.reduce(ReduceOp::Sum, p);
+    if epilogue {
+        let bias = kb.load(dt, n as usize, lin(&[(vn, 1)], 0));
+        let bias = kb.cast(bias, DType::F32);
+        v = kb.bin(BinaryOp::Add, v, bias);
+        v = kb.un(UnaryOp::Gelu, v);
+    }
+    let out = bt(&[(vm, n), (vn, 1)], m * n);
+    kb.store((batch * m * n) as usize, out, v, Some(dt));
     kb.done()
 }
 
