@@ -13,7 +13,7 @@ fn main() -> smelt::Result<()> {
         &e / e.sum_keepdim(1)
     };
     let randn = |d: &smelt::Device| vec![Tensor::randn([m, n], DType::F32, 0, d)];
-    let err = common::run("softmax 4096x1024 f32", 2 * m * n * 4, randn, softmax)?;
+    let err = common::run("softmax 4096x1024 f32", 2 * m * n * 4, randn, softmax)?.err;
     assert!(err <= 1e-5, "device and CPU differ by {err}");
 
     let y = softmax(&randn(&smelt::Device::default_device()));

@@ -17,7 +17,8 @@ fn main() -> smelt::Result<()> {
             ]
         },
         |x| &x[0] + &x[1],
-    )?;
+    )?
+    .err;
     assert!(err == 0.0, "device and CPU differ by {err}");
     Ok(())
 }

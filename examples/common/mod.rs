@@ -4,6 +4,14 @@
 use smelt::{Device, Fusion, Result, Tensor};
 use std::time::Instant;
 
+/// What one [`run`] measured.
+pub struct Run {
+    /// Largest difference from the CPU backend (0 on the CPU).
+    pub err: f64,
+    /// Wall time of the timed realize.
+    pub secs: f64,
+}
+
 /// Builds the graph with `build` on `device` (inputs made by `inputs`),
 /// realizes it, and prints kernel count, time, GB/s (for `bytes` moved) and
 /// the largest difference from the same graph on the CPU.
@@ -12,7 +20,7 @@ pub fn run(
     bytes: usize,
     inputs: impl Fn(&Device) -> Vec<Tensor>,
     build: impl Fn(&[Tensor]) -> Tensor,
-) -> Result<f64> {
+) -> Result<Run> {
     let dev = Device::default_device();
     let fusion = Fusion::from_env();
     let xs = inputs(&dev);
@@ -47,5 +55,5 @@ pub fn run(
         secs * 1e3,
         bytes as f64 / secs / 1e9
     );
-    Ok(err)
+    Ok(Run { err, secs })
 }
