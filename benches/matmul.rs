@@ -94,13 +94,23 @@ struct Operands {
 }
 
 fn main() -> Result<()> {
+    // First: finding cuBLAS may re-run the process.
+    let loadable = cublas::make_loadable();
     let Some(dev) = gpu() else { return Ok(()) };
-    // Before any other output: finding cuBLAS may re-run the process.
-    let blas = match cublas::load() {
-        Ok(b) => Some(b),
+    // `cublas` describes the cuBLAS columns' source, for the table and JSON.
+    let (blas, cublas) = match loadable.and_then(|()| cublas::load()) {
+        Ok(b) => {
+            let from = b.file.as_ref().map(|f| format!(" ({f})"));
+            let what = format!(
+                "cuBLAS {} through cudarc{}",
+                b.version,
+                from.unwrap_or_default()
+            );
+            (Some(b), what)
+        }
         Err(why) => {
             println!("cuBLAS: not found ({why}), skipped");
-            None
+            (None, format!("cuBLAS not found ({why})"))
         }
     };
     let device = format!(
@@ -109,17 +119,6 @@ fn main() -> Result<()> {
         dev.target().sm,
         dev.target().num_sms
     );
-    let cublas = match &blas {
-        Some(b) => format!(
-            "cuBLAS {} through cudarc{}",
-            b.version,
-            b.file
-                .as_ref()
-                .map(|f| format!(" ({f})"))
-                .unwrap_or_default()
-        ),
-        None => "cuBLAS not found".into(),
-    };
     println!("device: {device}; {cublas}");
     println!(
         "TFLOP/s; ratio = smelt / cuBLAS. B^T: B stored [n, k]; B: stored [k, n]. \
@@ -133,7 +132,7 @@ fn main() -> Result<()> {
             if dt == DType::F32 && m * n * k > 4096 * 4096 * 4096 {
                 continue; // the generic f32 path is slow; skip the largest
             }
-            let ops = operands(shape, dt);
+            let ops = operands(shape, dt)?;
             let mut row = Row {
                 shape,
                 dtype: dt,
@@ -158,26 +157,28 @@ fn main() -> Result<()> {
 }
 
 /// Random operands of `shape` in `dt`, realized on GPU 0.
-fn operands((bs, m, n, k): (usize, usize, usize, usize), dt: DType) -> Operands {
+fn operands((bs, m, n, k): (usize, usize, usize, usize), dt: DType) -> Result<Operands> {
     let cuda = Device::Cuda(0);
     let bt = Tensor::randn([bs, n, k], dt, 2, &cuda);
-    Operands {
+    let b = bt.transpose(1, 2).contiguous();
+    b.realize()?;
+    Ok(Operands {
         a: Tensor::randn([bs, m, k], dt, 1, &cuda),
-        b: bt.transpose(1, 2).contiguous(),
+        b,
         bt,
         bias: Tensor::randn([n], dt, 3, &cuda),
-    }
+    })
 }
 
 /// smelt's columns: both layouts, TF32 for f32, and the fused epilogue.
 fn smelt_columns(dev: &CudaDevice, o: &Operands, row: &mut Row) -> Result<()> {
     let (a, bt, b, bias) = (&o.a, &o.bt, &o.b, &o.bias);
-    b.realize()?;
+    let dt = row.dtype;
     row.ms[0] = Some(kernel_ms(dev, |_| {
         a.matmul(&bt.transpose(1, 2)).realize().map(|_| ())
     })?);
     row.ms[2] = Some(kernel_ms(dev, |_| a.matmul(b).realize().map(|_| ()))?);
-    if row.dtype == DType::F32 {
+    if dt == DType::F32 {
         row.ms[4] = Some(kernel_ms(dev, |_| {
             a.matmul_with(&bt.transpose(1, 2), Precision::Tf32)
                 .realize()
@@ -187,7 +188,7 @@ fn smelt_columns(dev: &CudaDevice, o: &Operands, row: &mut Row) -> Result<()> {
     row.ms[6] = Some(kernel_ms(dev, |_| {
         (a.matmul(&bt.transpose(1, 2)) + bias)
             .gelu()
-            .cast(row.dtype)
+            .cast(dt)
             .realize()
             .map(|_| ())
     })?);
@@ -237,7 +238,7 @@ fn cublas_columns(dev: &CudaDevice, blas: &Blas, o: &Operands, row: &mut Row) ->
 
 /// The table's two header lines: column groups, then what each holds.
 fn print_header() {
-    let mut top = format!("{:41}", "");
+    let mut top = format!("{:37}", "");
     let mut sub = format!(
         "{:>6} {:>6} {:>6} {:>6} {:>9}",
         "batch", "m", "n", "k", "dtype"
@@ -254,8 +255,8 @@ fn print_header() {
 fn format_row(r: &Row) -> String {
     let (bs, m, n, k) = r.shape;
     let mut s = format!("{bs:>6} {m:>6} {n:>6} {k:>6} {:>9}", r.dtype.name());
-    let cell = |v: Option<f64>, width: usize, unit: &str| match v {
-        Some(v) => format!("{v:>w$.1}{unit}", w = width - unit.len()),
+    let cell = |v: Option<f64>, width: usize, digits: usize, unit: &str| match v {
+        Some(v) => format!("{v:>w$.digits$}{unit}", w = width - unit.len()),
         None => format!("{:>width$}", "-"),
     };
     for (_, i) in GROUPS {
@@ -264,9 +265,9 @@ fn format_row(r: &Row) -> String {
         let _ = write!(
             s,
             " | {} {} {}",
-            cell(ours, 7, ""),
-            cell(theirs, 7, ""),
-            cell(ratio.map(f64::round), 5, "%")
+            cell(ours, 7, 1, ""),
+            cell(theirs, 7, 1, ""),
+            cell(ratio, 5, 0, "%")
         );
     }
     s
@@ -274,7 +275,21 @@ fn format_row(r: &Row) -> String {
 
 /// A JSON string literal of `s`.
 fn json_str(s: &str) -> String {
-    format!("{s:?}") // Rust's escapes of `"`, `\` and controls are valid JSON
+    let mut out = String::from('"');
+    for ch in s.chars() {
+        match ch {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(ch);
+            }
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// The report as JSON: one point per measured cell, with its series (the

@@ -7,7 +7,7 @@
 //! `libcublas.so.12`, `.11`, `.10`, ... (for its CUDA 12.8 bindings; never
 //! `libcublas.so.13`), and panics when none opens. The loader reads
 //! `LD_LIBRARY_PATH` only when a process starts, so when none of those names
-//! opens, [`load`] finds a `libcublas.so.N` itself, links it as
+//! opens, [`make_loadable`] finds a `libcublas.so.N` itself, links it as
 //! `libcublas.so` in a temporary folder and runs the benchmark again with
 //! that folder and the library's own on `LD_LIBRARY_PATH` (the GEMM entry
 //! points cudarc calls have kept their signatures from cuBLAS 12 to 13).
@@ -94,11 +94,16 @@ fn fail(what: &str, e: impl Display) -> Error {
     Error::Runtime(format!("cuBLAS bench: {what}: {e}"))
 }
 
-/// cuBLAS ready on GPU 0, or why it cannot be used. Never panics; may run
-/// the process again (see the module doc), so call it before any output
-/// that should not be repeated.
+/// cuBLAS ready on GPU 0, or why it cannot be used, once
+/// [`make_loadable`] has succeeded. Never panics.
 pub fn load() -> std::result::Result<Blas, String> {
-    ensure_loadable()?;
+    if !cuda::available() {
+        return Err("no CUDA device".into());
+    }
+    // SAFETY: only tries to open the library under cudarc's names.
+    if !unsafe { sys::is_culib_present() } {
+        return Err("cudarc cannot open it".into());
+    }
     // SAFETY: the library opens under one of cudarc's names (checked
     // above), so `culib` returns it instead of panicking.
     let lib = unsafe { sys::culib() };
@@ -127,8 +132,9 @@ pub fn load() -> std::result::Result<Blas, String> {
 
 /// Ok when cudarc can open cuBLAS; otherwise re-runs the process with a
 /// `libcublas.so` it can open (returning only if that fails), or says why
-/// there is none.
-fn ensure_loadable() -> std::result::Result<(), String> {
+/// there is none. Call it first thing, before CUDA is initialised and
+/// before any output that should not appear twice.
+pub fn make_loadable() -> std::result::Result<(), String> {
     // SAFETY: only tries to open the library under cudarc's names.
     if unsafe { sys::is_culib_present() } {
         return Ok(());
