@@ -1,6 +1,6 @@
 //! The CUDA runtime: device buffers with a caching allocator, a module
-//! cache keyed by kernel hash and target, launches on one stream, and event
-//! timing. Every driver failure becomes a [`crate::Error`]; nothing here
+//! cache keyed by kernel hash and target (autotuned matmul variants first,
+//! see `tune.rs`), launches on one stream, and event timing. Every driver failure becomes a [`crate::Error`]; nothing here
 //! panics when no driver is installed (the library is probed first).
 
 use crate::{Error, Result};
@@ -13,6 +13,8 @@ use smelt_fusion::{BufferHandle, BufferSpec, Schedule};
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::sync::{Arc, Mutex, OnceLock};
+
+pub use super::tune::tunings;
 
 /// True when the CUDA driver library loads and reports at least one GPU.
 pub fn available() -> bool {
@@ -57,10 +59,21 @@ fn driver_err(what: &str, e: cu::DriverError) -> Error {
 }
 
 /// A loaded kernel. Driver handles are plain pointers owned by the
-/// context, valid for the process's life.
-struct Loaded {
+/// context; the module is unloaded when the last `Arc` goes, which only
+/// happens to the autotuner's losing variants (after it waited for their
+/// launches): the module cache keeps the rest for the process.
+pub(super) struct Loaded {
+    module: sys::CUmodule,
     func: sys::CUfunction,
     launch: PtxKernel,
+}
+
+impl Drop for Loaded {
+    fn drop(&mut self) {
+        // SAFETY: the module was loaded once and nothing launches it any
+        // more; a failure (no context bound) only leaks its code.
+        let _ = unsafe { cu::module::unload(self.module) };
+    }
 }
 
 // SAFETY: CUfunction handles may be used from any thread once loaded, and
@@ -259,13 +272,21 @@ impl CudaDevice {
         Ok(out)
     }
 
-    /// The loaded kernel for `k`, emitting and loading it on first use.
-    fn kernel(&self, k: &Kernel) -> Result<Arc<Loaded>> {
+    /// The loaded kernel for `k`, emitting and loading it on first use:
+    /// the autotuned variant when there is one (`tune.rs`; timed on
+    /// `args`, the launch's inputs then outputs, if not chosen yet), else
+    /// the heuristic kernel.
+    fn kernel(&self, k: &Kernel, args: &[u64]) -> Result<Arc<Loaded>> {
         let key = k.code_hash()
             ^ (self.target.sm as u64).rotate_left(48)
             ^ (self.target.num_sms as u64).rotate_left(32);
         if let Some(l) = self.loaded(key) {
             return Ok(l);
+        }
+        // Before the PTX cache, which holds the heuristic kernel under the
+        // same key.
+        if let Some(l) = self.tuned(k, key, args) {
+            return Ok(self.remember(key, l));
         }
         let launch = match disk::load(key) {
             Some(l) => l,
@@ -284,7 +305,7 @@ impl CudaDevice {
 
     /// The module already loaded under `key` (the map's lock is released
     /// on return, so a caller may go on to `load`).
-    fn loaded(&self, key: u64) -> Option<Arc<Loaded>> {
+    pub(super) fn loaded(&self, key: u64) -> Option<Arc<Loaded>> {
         self.modules
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -294,45 +315,57 @@ impl CudaDevice {
 
     /// Loads the module of `launch` and remembers it under `key`.
     fn load(&self, key: u64, launch: PtxKernel, name: &str) -> Result<Arc<Loaded>> {
+        Ok(self.remember(key, self.module(launch, name)?))
+    }
+
+    /// Makes `l` the module launched for `key` and returns it, or the one
+    /// another thread remembered first (then `l`, never launched, goes:
+    /// a module that was launched must stay loaded).
+    pub(super) fn remember(&self, key: u64, l: Arc<Loaded>) -> Arc<Loaded> {
+        self.modules
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(key)
+            .or_insert(l)
+            .clone()
+    }
+
+    /// Loads the module of `launch` (kernel `name`, for messages) without
+    /// remembering it: the autotuner loads every variant, keeps one.
+    pub(super) fn module(&self, launch: PtxKernel, name: &str) -> Result<Arc<Loaded>> {
         let src = CString::new(launch.ptx.clone())
             .map_err(|_| Error::Compile(format!("kernel {name}: PTX holds a NUL byte")))?;
         let entry = CString::new(launch.entry.clone())
             .map_err(|_| Error::Compile(format!("kernel {name}: bad entry name")))?;
         self.bind()?;
-        // SAFETY: `src` is NUL-terminated PTX text; the module lives for the
-        // process (never unloaded), so the function handle stays valid.
-        let func = unsafe {
+        // SAFETY: `src` is NUL-terminated PTX text; the module lives as
+        // long as the `Loaded` holding the function handle.
+        let (module, func) = unsafe {
             let module = cu::module::load_data(src.as_ptr() as *const c_void)
                 .map_err(|e| driver_err(&format!("loading kernel {name}"), e))?;
-            cu::module::get_function(module, entry)
-                .map_err(|e| driver_err(&format!("finding kernel {name}"), e))?
+            let func = cu::module::get_function(module, entry)
+                .map_err(|e| driver_err(&format!("finding kernel {name}"), e))?;
+            (module, func)
         };
-        if launch.shared_bytes > 48 * 1024 {
+        // Owned from here, so the module is unloaded if the device cannot
+        // give it the shared memory it asks for (an autotuner variant).
+        let l = Loaded {
+            module,
+            func,
+            launch,
+        };
+        if l.launch.shared_bytes > 48 * 1024 {
             // SAFETY: raises the dynamic shared-memory limit of a valid function.
             unsafe {
                 cu::function::set_function_attribute(
-                    func,
+                    l.func,
                     sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    launch.shared_bytes as i32,
+                    l.launch.shared_bytes as i32,
                 )
             }
             .map_err(|e| driver_err(&format!("raising shared memory of {name}"), e))?;
         }
-        let l = Arc::new(Loaded { func, launch });
-        self.modules
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, l.clone());
-        Ok(l)
-    }
-
-    /// Queues kernel `k` over `args` (inputs then outputs).
-    fn launch(&self, k: &Kernel, args: &[u64]) -> Result<()> {
-        if k.rows() == 0 {
-            return Ok(()); // nothing to write
-        }
-        let l = self.kernel(k)?;
-        self.launch_loaded(&l, args, &k.name)
+        Ok(Arc::new(l))
     }
 
     /// Queues a kernel that keeps the GPU busy for about `micros`
@@ -349,7 +382,7 @@ impl CudaDevice {
     }
 
     /// Queues a loaded kernel over its `.u64` parameters.
-    fn launch_loaded(&self, l: &Loaded, args: &[u64], name: &str) -> Result<()> {
+    pub(super) fn launch_loaded(&self, l: &Loaded, args: &[u64], name: &str) -> Result<()> {
         let mut ptrs: Vec<u64> = args.to_vec();
         let mut params: Vec<*mut c_void> = ptrs
             .iter_mut()
@@ -440,11 +473,12 @@ SPIN:
 /// The on-disk PTX cache: `$SMELT_CACHE_DIR`, else `$XDG_CACHE_HOME/smelt`,
 /// else `~/.cache/smelt`, one file per kernel and target holding its launch
 /// line and PTX. Best effort: an unreadable or unwritable cache is skipped.
-mod disk {
+pub(super) mod disk {
     use super::PtxKernel;
     use std::path::PathBuf;
 
-    fn dir() -> Option<PathBuf> {
+    /// The versioned cache directory (also home of the autotuner's choices).
+    pub(in crate::runtime) fn dir() -> Option<PathBuf> {
         let base = std::env::var_os("SMELT_CACHE_DIR")
             .map(PathBuf::from)
             .or_else(|| {
@@ -557,6 +591,12 @@ pub fn execute(n: usize, schedule: &Schedule) -> Result<Vec<BufferHandle>> {
                 .ok_or_else(|| Error::Runtime("buffer used before it was written".into()))?;
             args.push(buffer(h)?.ptr);
         }
+        // Loaded (and tuned) before the first event, so a kernel's first
+        // timing holds neither the JIT nor the autotuner.
+        let loaded = match it.kernel.rows() {
+            0 => None, // nothing to write
+            _ => Some(dev.kernel(&it.kernel, &args)?),
+        };
         let events = if debug_timing || profiling {
             Some((dev.event()?, dev.event()?))
         } else {
@@ -565,7 +605,9 @@ pub fn execute(n: usize, schedule: &Schedule) -> Result<Vec<BufferHandle>> {
         if let Some((s, _)) = &events {
             dev.record(s)?;
         }
-        dev.launch(&it.kernel, &args)?;
+        if let Some(l) = &loaded {
+            dev.launch_loaded(l, &args, &it.kernel.name)?;
+        }
         super::count_kernel();
         if let Some((s, e)) = events {
             dev.record(&e)?;

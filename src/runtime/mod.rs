@@ -3,6 +3,7 @@
 pub mod cpu;
 pub mod cuda;
 mod ptx_check;
+mod tune;
 
 use crate::{Device, Result};
 use smelt_fusion::{BufferHandle, Schedule};
