@@ -1,6 +1,8 @@
 //! Shared by the examples: run a graph on the best device, time it, and
 //! compare with the CPU backend.
 
+#![allow(dead_code)] // each example uses the part it needs
+
 use smelt::{Device, Fusion, Result, Tensor};
 use std::time::Instant;
 
