@@ -115,7 +115,7 @@ fn spilled(info: &str) -> u64 {
 #[test]
 fn exact_f32_and_masked_matmuls_stay_off_the_tensor_cores() {
     // Plain f32 operands (no RoundTf32): recognised as exact f32, which
-    // never takes the tensor-core emitter.
+    // never takes the tensor-core emitter (the SIMT one does).
     let mut kb = Kb::new("matmul", KernelKind::Matmul, &[32, 32, 32], 2);
     let a = kb.load(DType::F32, 1024, lin(&[(0, 32), (2, 1)], 0));
     let b = kb.load(DType::F32, 1024, lin(&[(2, 32), (1, 1)], 0));
@@ -127,7 +127,165 @@ fn exact_f32_and_masked_matmuls_stay_off_the_tensor_cores() {
         matmul::recognise(&k).map(|s| s.elem),
         Some(matmul::Elem::F32)
     );
-    assert!(matmul::variants(&k).is_empty());
+    let names = matmul::variants(&k);
+    assert!(!names.is_empty() && names.iter().all(|n| n.starts_with("simt")));
     k.kind = KernelKind::Reduce;
     assert!(matmul::recognise(&k).is_none());
+}
+
+/// `batch x [m, k] @ [k, n]` of plain f32 with `gelu(c + bias[n])`: A
+/// `[m, k]` and B columns `1..=n` of a `[k, n + 3]` matrix (unaligned rows,
+/// no 16-byte copies), or with `strided` no unit stride anywhere. Domain
+/// `[batch?, m, n | k]`.
+fn f32_odd_layout(batch: i64, m: i64, n: i64, k: i64, strided: bool) -> Kernel {
+    let batched = batch > 1;
+    let (vm, vn, vk) = if batched { (1, 2, 3) } else { (0, 1, 2) };
+    let mut ranges = vec![m, n, k];
+    if batched {
+        ranges.insert(0, batch);
+    }
+    let kept = ranges.len() - 1;
+    // (terms, elements per batch, offset)
+    let index = |t: &[(usize, i64)], per: i64, konst: i64| {
+        let mut t = t.to_vec();
+        if batched {
+            t.push((0, per));
+        }
+        lin(&t, konst)
+    };
+    let (ia, la, ib, lb) = if strided {
+        let (la, lb) = (3 * m * k, 2 * k * n);
+        let ia = index(&[(vm, 3), (vk, 3 * m)], la, 0);
+        (ia, la, index(&[(vk, 2 * n), (vn, 2)], lb, 0), lb)
+    } else {
+        let (la, lb) = (m * k, k * (n + 3));
+        let ia = index(&[(vm, k), (vk, 1)], la, 0);
+        (ia, la, index(&[(vk, n + 3), (vn, 1)], lb, 1), lb)
+    };
+    let mut kb = Kb::new("matmul_f32_odd", KernelKind::Matmul, &ranges, kept);
+    let a = kb.load(DType::F32, (batch * la) as usize, ia);
+    let b = kb.load(DType::F32, (batch * lb) as usize, ib);
+    let p = kb.bin(BinaryOp::Mul, a, b);
+    let v = kb.reduce(ReduceOp::Sum, p);
+    let bias = kb.load(DType::F32, n as usize, lin(&[(vn, 1)], 0));
+    let v = kb.bin(BinaryOp::Add, v, bias);
+    let v = kb.un(smelt_codegen::UnaryOp::Gelu, v);
+    kb.store(
+        (batch * m * n) as usize,
+        index(&[(vm, n), (vn, 1)], m * n, 0),
+        v,
+        None,
+    );
+    kb.done()
+}
+
+/// Emits each (kernel, SIMT configuration, target) and assembles it on
+/// all cores: no rejection, no spills. Returns how many assembled.
+fn assemble_simt_variants(jobs: &[(&Kernel, String, Target)], report: bool) -> usize {
+    let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let assembled = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|sc| {
+        for _ in 0..threads {
+            sc.spawn(|| loop {
+                let i = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some((k, name, t)) = jobs.get(i) else {
+                    break;
+                };
+                assert!(name.starts_with("simt"), "{name}");
+                let p = matmul::emit_variant(k, t, name).expect("a listed variant");
+                assert!(p.ptx.contains("fma.rn.f32") && !p.ptx.contains("mma.sync"));
+                match ptxas::assemble(&p.ptx, t.sm) {
+                    Ok(Some(info)) => {
+                        if report {
+                            println!("{name} sm_{}: {}", t.sm, info.trim());
+                        }
+                        assert_eq!(spilled(&info), 0, "{name} sm_{}: {info}", t.sm);
+                        assembled.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    Ok(None) => {}
+                    Err(e) => panic!("{name} sm_{} {}: {e}", t.sm, k.name),
+                }
+            });
+        }
+    });
+    let n = assembled.into_inner();
+    if n == 0 {
+        println!("skipped: ptxas not found");
+        assert!(
+            !ptx_cases::ptxas_required(),
+            "SMELT_REQUIRE_PTXAS=1 but ptxas was not found"
+        );
+    }
+    n
+}
+
+/// Exact-f32 kernels over every copy mode: aligned rows (16-byte copies),
+/// k-contiguous operands (transposing 4-byte copies), unaligned and
+/// strided operands, sizes 1, 7, 127 and 1000, batches, an epilogue.
+fn f32_cases() -> Vec<Kernel> {
+    let f32 =
+        |batch, m, n, k, layout, epilogue| kernel(batch, m, n, k, Elem::F32, layout, epilogue);
+    vec![
+        f32(1, 1000, 127, 7, Layout::Nt, true),
+        f32(3, 64, 48, 40, Layout::Tn, true),
+        f32(1, 1, 1000, 127, Layout::Nn, true),
+        f32(1, 7, 1, 1000, Layout::Tn, false),
+        f32(2, 129, 260, 36, Layout::Nn, true),
+        f32_odd_layout(2, 127, 1000, 33, false),
+        f32_odd_layout(1, 17, 9, 7, true),
+    ]
+}
+
+#[test]
+fn exact_f32_matmuls_take_the_simt_emitter() {
+    let ks = f32_cases();
+    let assembled = ptx_cases::assemble_all(&ks, |k, p| {
+        assert!(
+            p.ptx.contains("fma.rn.f32") && !p.ptx.contains("mma.sync"),
+            "{k}"
+        );
+        let s = matmul::recognise(k).expect("recognised");
+        // Which copies each operand gets (the emitter notes them).
+        let copies = match (s.a.row, s.b.row) {
+            _ if k.name == "matmul_f32_odd" && s.b.row == 1 => "A KFast, B RowFast",
+            _ if k.name == "matmul_f32_odd" => "A RowFast, B RowFast",
+            (1, 1) if s.m % 4 == 0 && s.n % 4 == 0 => "A Rows4, B Rows4",
+            (_, 1) if s.n % 4 == 0 => "A KFast, B Rows4",
+            _ => "",
+        };
+        assert!(p.ptx.contains(&format!("copies: {copies}")), "{k}");
+        assert!(p.block.0 >= 64 && p.shared_bytes > 0);
+    });
+    println!("{assembled} exact-f32 matmul kernels assembled");
+}
+
+#[test]
+fn simt_configurations_assemble_without_spills() {
+    // Every configuration for both targets on the common layout; on the
+    // other layouts each configuration for one target, alternating (a
+    // ptxas run takes about half a second).
+    let big = kernel(1, 4096, 4096, 4096, Elem::F32, Layout::Nn, false);
+    let names = matmul::variants(&big);
+    assert_eq!(names.len(), 16);
+    let all: Vec<_> = names
+        .iter()
+        .flat_map(|n| Target::CHECKED.map(|t| (&big, n.clone(), t)))
+        .collect();
+    let cases = f32_cases();
+    let alternating: Vec<_> = cases
+        .iter()
+        .filter(|k| k.ranges.iter().all(|r| *r > 1))
+        .enumerate()
+        .flat_map(|(i, k)| {
+            let names = matmul::variants(k);
+            assert_eq!(names.len(), 16, "{k}");
+            names
+                .into_iter()
+                .enumerate()
+                .map(move |(j, n)| (k, n, Target::CHECKED[(i + j) % 2]))
+        })
+        .collect();
+    let n = assemble_simt_variants(&all, true) + assemble_simt_variants(&alternating, false);
+    println!("{n} exact-f32 matmul variants assembled");
 }

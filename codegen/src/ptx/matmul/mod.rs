@@ -21,14 +21,16 @@
 //! Kernels this does not recognise (see [`shape::recognise`]: integer
 //! operands, masked or div/mod operand indices, fused operand producers
 //! other than casts from halves and `RoundTf32`) stay on the generic reduce
-//! path; plain `f32` matmuls are not tensor-core work. `SMELT_MATMUL_MMA=0`
-//! disables this emitter (for bisecting).
+//! path; plain `f32` matmuls are not tensor-core work: `simt.rs` computes
+//! them exactly with FMAs. `SMELT_MATMUL_MMA=0` disables both emitters
+//! (for bisecting).
 
 mod config;
 mod epilogue;
 mod load;
 mod mma;
 mod shape;
+mod simt;
 
 pub use config::{candidates, Tile};
 pub use shape::{recognise, Elem, Operand, Shape};
@@ -39,26 +41,34 @@ use crate::ir::Kernel;
 use load::{OperandLoad, Source};
 use mma::Frags;
 
-/// The matmul's shape when the tensor-core emitter takes `kernel`.
-fn tensor_core(kernel: &Kernel) -> Option<Shape> {
+/// The matmul's shape when a specialised emitter takes `kernel`: the
+/// tensor-core one for half types and TF32, the SIMT one (`simt.rs`) for
+/// exact `f32`.
+fn specialised(kernel: &Kernel) -> Option<Shape> {
     if std::env::var("SMELT_MATMUL_MMA").is_ok_and(|v| v == "0") {
         return None;
     }
-    recognise(kernel).filter(|s| s.elem != Elem::F32)
+    recognise(kernel)
 }
 
-/// Lowers `kernel` with the tensor-core emitter when it applies, with the
-/// heuristic tile; `None` sends it to the generic path.
+/// Lowers `kernel` with a specialised matmul emitter when one applies,
+/// with the heuristic configuration; `None` sends it to the generic path.
 pub fn emit(kernel: &Kernel, target: &Target) -> Option<PtxKernel> {
-    let s = tensor_core(kernel)?;
-    let tile = config::choose(&s, s.batches(kernel), target);
-    Some(emit_with(kernel, target, &s, &tile))
+    let s = specialised(kernel)?;
+    let batches = s.batches(kernel);
+    Some(if s.elem == Elem::F32 {
+        simt::emit(kernel, target, &s, &simt::choose(&s, batches, target))
+    } else {
+        emit_with(kernel, target, &s, &config::choose(&s, batches, target))
+    })
 }
 
-/// Names of the tile configurations an autotuner may time for `kernel`
-/// (empty when no tuned emitter takes it); see [`emit_variant`].
+/// Names of the configurations an autotuner may time for `kernel` (empty
+/// when no tuned emitter takes it): tensor-core tiles, or for exact `f32`
+/// the SIMT tiles (named `simt...`); see [`emit_variant`].
 pub fn variants(kernel: &Kernel) -> Vec<String> {
-    match tensor_core(kernel) {
+    match specialised(kernel) {
+        Some(s) if s.elem == Elem::F32 => simt::candidates().iter().map(simt::Simt::name).collect(),
         Some(_) => candidates().iter().map(Tile::name).collect(),
         None => Vec::new(),
     }
@@ -68,7 +78,11 @@ pub fn variants(kernel: &Kernel) -> Vec<String> {
 /// [`variants`]); `None` for an unknown name or a kernel no tuned emitter
 /// takes.
 pub fn emit_variant(kernel: &Kernel, target: &Target, name: &str) -> Option<PtxKernel> {
-    let s = tensor_core(kernel)?;
+    let s = specialised(kernel)?;
+    if s.elem == Elem::F32 {
+        let t = simt::candidates().into_iter().find(|t| t.name() == name)?;
+        return Some(simt::emit(kernel, target, &s, &t));
+    }
     let tile = candidates().into_iter().find(|t| t.name() == name)?;
     Some(emit_with(kernel, target, &s, &tile))
 }
@@ -98,13 +112,7 @@ pub fn emit_with(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKe
     let batch = unravel_batch(b, kernel, s, z);
     let eb = s.elem.bytes();
     let load = |b: &mut Builder, opnd: &Operand, row0, rows, tile_rows, tile_off| {
-        let batch_off = b.reg(RegKind::B64);
-        ins!(b, "mov.b64 {batch_off}, {}", opnd.konst);
-        for (c, r) in opnd.batch.iter().zip(&batch) {
-            let r64 = b.reg(RegKind::B64);
-            ins!(b, "cvt.u64.u32 {r64}, {r}");
-            ins!(b, "mad.lo.s64 {batch_off}, {r64}, {c}, {batch_off}");
-        }
+        let batch_off = batch_offset(b, opnd, &batch);
         let src = Source {
             op: opnd,
             eb,
@@ -223,17 +231,38 @@ pub fn emit_with(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKe
     }
 }
 
+/// A CTA tile launched in grouped order: both emitters' configurations.
+trait CtaTile {
+    /// Rows (M) and columns (N) of C one CTA computes.
+    fn bm(&self) -> u32;
+    fn bn(&self) -> u32;
+    /// CTA tiles along M visited together.
+    fn group_m(&self) -> u32;
+}
+
+impl CtaTile for Tile {
+    fn bm(&self) -> u32 {
+        Tile::bm(self)
+    }
+    fn bn(&self) -> u32 {
+        Tile::bn(self)
+    }
+    fn group_m(&self) -> u32 {
+        self.group_m
+    }
+}
+
 /// `(m0, n0)` of the CTA's tile from its linear id, in grouped order:
 /// groups of `group_m` tile rows are swept column by column.
-fn tile_origin(b: &mut Builder, s: &Shape, t: &Tile, pid: Reg) -> (Reg, Reg) {
+fn tile_origin(b: &mut Builder, s: &Shape, t: &impl CtaTile, pid: Reg) -> (Reg, Reg) {
     let tiles_m = (s.m as u32).div_ceil(t.bm());
     let tiles_n = (s.n as u32).div_ceil(t.bn());
-    let per_group = t.group_m * tiles_n;
+    let per_group = t.group_m() * tiles_n;
     let [first, size, within, tm, tn]: [Reg; 5] = std::array::from_fn(|_| b.reg(RegKind::B32));
     ins!(b, "div.u32 {first}, {pid}, {per_group}");
-    ins!(b, "mul.lo.u32 {first}, {first}, {}", t.group_m);
+    ins!(b, "mul.lo.u32 {first}, {first}, {}", t.group_m());
     ins!(b, "sub.u32 {size}, {tiles_m}, {first}");
-    ins!(b, "min.u32 {size}, {size}, {}", t.group_m);
+    ins!(b, "min.u32 {size}, {size}, {}", t.group_m());
     ins!(b, "rem.u32 {within}, {pid}, {per_group}");
     ins!(b, "rem.u32 {tm}, {within}, {size}");
     ins!(b, "add.u32 {tm}, {tm}, {first}");
@@ -256,4 +285,16 @@ fn unravel_batch(b: &mut Builder, k: &Kernel, s: &Shape, z: Reg) -> Vec<Reg> {
         stride *= k.ranges[*v];
     }
     out
+}
+
+/// Element offset (s64) of operand `op`'s batch: `konst + Σ coef · batch`.
+fn batch_offset(b: &mut Builder, op: &Operand, batch: &[Reg]) -> Reg {
+    let off = b.reg(RegKind::B64);
+    ins!(b, "mov.b64 {off}, {}", op.konst);
+    for (c, r) in op.batch.iter().zip(batch) {
+        let r64 = b.reg(RegKind::B64);
+        ins!(b, "cvt.u64.u32 {r64}, {r}");
+        ins!(b, "mad.lo.s64 {off}, {r64}, {c}, {off}");
+    }
+    off
 }

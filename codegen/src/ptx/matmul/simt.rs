@@ -1,0 +1,745 @@
+//! Exact `f32` matmul on the FMA units (SGEMM): every product is one
+//! `fma.rn.f32` into an `f32` accumulator, no tensor cores, no TF32 (what
+//! PyTorch computes by default), fed from shared memory that a multi-stage
+//! `cp.async` pipeline fills, with the kernel's epilogue fused on the
+//! accumulators before the only store.
+//!
+//! # Floor
+//! H100/H200 FP32 peak: 132 SMs x 128 FMA/clk x 2 flop x ~1.98 GHz ≈ 67
+//! TFLOP/s; cuBLAS SGEMM measures ~51 TFLOP/s on the H200. The aim is at
+//! least 30 TFLOP/s at 4096^3. An 8x8 thread tile issues 4 `ld.shared.v4`
+//! per 64 FMAs per `k`, so shared-memory bandwidth is not the limit; the
+//! FMA pipe is, and the rest (copies, address math, barriers, epilogue) is
+//! overhead to keep small.
+//!
+//! # Mapping
+//! - Grid `x`: CTA tiles `bm x bn` of C in grouped order ([`tile_origin`],
+//!   `group_m` tile rows per sweep along N, for L2 reuse of A); grid `z`:
+//!   the batch ([`unravel_batch`]).
+//! - A CTA is `warps_m x warps_n` warps; a warp computes a 64 (m) x 32 (n)
+//!   tile with its lanes as 8 (m) x 4 (n): lane `l` has `lm = l / 4`, `ln =
+//!   l % 4`. A thread computes 8x8 outputs as 2x2 blocks of 4x4: rows
+//!   `wm 64 + lm 4 + {0..3, 32..35}`, columns `wn 32 + ln 4 + {0..3,
+//!   16..19}` (warp `w`: `wm = w % warps_m`, `wn = w / warps_m`). Each `k`
+//!   it reads its 8 A values and 8 B values as two `ld.shared.v4.f32` each
+//!   and issues 64 FMAs. Splitting the 8 rows (columns) into two blocks of
+//!   4 keeps the 4 lanes of a quarter-warp that differ in `ln` (8 in
+//!   `lm`) on consecutive 16-byte words: the vector reads are free of bank
+//!   conflicts (a quarter-warp reads 2 distinct A and 4 distinct B words).
+//! - Shared memory: per stage `As[bk][bm + 4]` then `Bs[bk][bn + 4]`, both
+//!   `k`-major (a `k` row holds the tile's `m` or `n` contiguously), so the
+//!   per-`k` reads above are contiguous vectors. The 4 floats of padding
+//!   keep rows 16-byte aligned and put the 8 `k` a warp's transposing
+//!   copies write (below) on different banks.
+//! - Copies, per operand (`Mode`), every one a `cp.async` so the copy of
+//!   one tile overlaps the FMAs of another:
+//!   - rows contiguous and aligned (B stored `[k, n]`, A stored `[k, m]`;
+//!     [`Operand::row_vector_ok`] with 4 floats per 16 bytes): 16-byte
+//!     `cp.async.cg` of 4 rows at one `k`, neighbouring lanes on
+//!     neighbouring chunks;
+//!   - otherwise 4-byte `cp.async.ca` per element, which transposes on the
+//!     fly: `k`-contiguous operands (A stored `[m, k]`, B stored `[n, k]`)
+//!     put 8 neighbouring lanes on the 8 consecutive `k` of one row (a
+//!     32-byte sector per row) and 4 rows per warp (conflict-free shared
+//!     writes thanks to the padding); operands whose rows are the denser
+//!     axis (an unaligned slice of a row-major B) put lanes on neighbouring
+//!     rows.
+//!
+//!   A copy whose row lies outside the matrix is skipped: such rows only
+//!   feed outputs the epilogue masks. `k` outside the matrix must read 0
+//!   (garbage times 0 may be NaN): only the last k-tile can hold such `k`,
+//!   and only its copies test `k` and zero-fill (`cp.async` with source
+//!   size 0 from the input's base address).
+//! - Pipeline: `stages` buffers; k-tile `kt + stages - 1` is copied while
+//!   k-tile `kt` is multiplied, one `bar.sync` per k-tile (it both
+//!   publishes tile `kt` and frees the buffer tile `kt - 1` used).
+//! - `.maxntid` and `.minnctapersm` cap ptxas at 128 registers (the 64
+//!   accumulators, two sets of 16 operand registers so the next `k`'s
+//!   reads overlap this one's FMAs, addresses): 512 threads per SM, two
+//!   256-thread CTAs, so one CTA's barrier wait hides behind the other's
+//!   FMAs.
+
+use super::shape::{Operand, Shape};
+use super::{batch_offset, epilogue, tile_origin, unravel_batch, CtaTile};
+use crate::ir::Kernel;
+use crate::ptx::builder::{ins, Builder, Reg, RegKind};
+use crate::ptx::{entry_name, module, prologue, PtxKernel, Target};
+
+/// Rows (m) and columns (n) of C one warp computes: lanes 8 x 4, each 8x8.
+const WARP_M: u32 = 64;
+const WARP_N: u32 = 32;
+/// Floats of padding after each `k` row of a shared tile.
+const PAD: u32 = 4;
+/// Registers per thread the launch bounds aim at (see the module docs).
+const REGS: u32 = 128;
+
+/// One CTA's tile and pipeline of the SIMT matmul.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Simt {
+    /// Warps along M and N (each warp `64 x 32`).
+    pub warps_m: u32,
+    pub warps_n: u32,
+    /// `k` per stage: 8 or 16.
+    pub bk: u32,
+    /// Shared-memory stages of the `cp.async` pipeline (2..=4).
+    pub stages: u32,
+    /// CTA tiles along M visited together (grouped order, for L2 reuse).
+    pub group_m: u32,
+}
+
+impl Simt {
+    pub fn threads(&self) -> u32 {
+        32 * self.warps_m * self.warps_n
+    }
+    /// Bytes of one `k` row of the A (`bm + PAD` floats) or B tile.
+    fn a_row(&self) -> u32 {
+        4 * (self.bm() + PAD)
+    }
+    fn b_row(&self) -> u32 {
+        4 * (self.bn() + PAD)
+    }
+    /// Bytes of one stage: the A tile, then the B tile.
+    fn stage_bytes(&self) -> u32 {
+        self.bk * (self.a_row() + self.b_row())
+    }
+    /// Dynamic shared memory the kernel launches with.
+    pub fn shared_bytes(&self) -> u32 {
+        self.stages * self.stage_bytes()
+    }
+    /// A short stable name (`simt128x128k8s3g8`), distinct from the
+    /// tensor-core tiles' names: the autotuner's on-disk cache stores it.
+    pub fn name(&self) -> String {
+        format!(
+            "simt{}x{}k{}s{}g{}",
+            self.bm(),
+            self.bn(),
+            self.bk,
+            self.stages,
+            self.group_m
+        )
+    }
+    /// The thread's first row of C within the CTA tile: `wm 64 + lm 4`.
+    fn thread_m(&self) -> Coord {
+        Coord(vec![
+            Term::new(32, Some(self.warps_m), WARP_M),
+            Term::new(4, Some(8), 4),
+        ])
+    }
+    /// The thread's first column: `wn 32 + ln 4`.
+    fn thread_n(&self) -> Coord {
+        Coord(vec![
+            Term::new(32 * self.warps_m, None, WARP_N),
+            Term::new(1, Some(4), 4),
+        ])
+    }
+}
+
+impl CtaTile for Simt {
+    fn bm(&self) -> u32 {
+        self.warps_m * WARP_M
+    }
+    fn bn(&self) -> u32 {
+        self.warps_n * WARP_N
+    }
+    fn group_m(&self) -> u32 {
+        self.group_m
+    }
+}
+
+/// Offsets of the two 4-wide blocks of a thread's rows (A) and columns
+/// (B) from its first one: half the warp tile apart.
+const A_BLOCKS: [u32; 2] = [0, WARP_M / 2];
+const B_BLOCKS: [u32; 2] = [0, WARP_N / 2];
+
+/// The configurations worth timing: CTA tiles 128x128 (256 threads),
+/// 128x64 and 64x128 (128), 64x64 (64, for small problems); `k` 8 per
+/// stage 3 or 4 deep, or 16 per stage 2 or 3 deep. Any is correct for any
+/// shape.
+pub fn candidates() -> Vec<Simt> {
+    let mut out = Vec::new();
+    for (warps_m, warps_n) in [(2, 4), (2, 2), (1, 4), (1, 2)] {
+        for (bk, stages) in [(8, 3), (8, 4), (16, 2), (16, 3)] {
+            out.push(Simt {
+                warps_m,
+                warps_n,
+                bk,
+                stages,
+                group_m: 8,
+            });
+        }
+    }
+    out
+}
+
+/// The largest tile that still gives every SM a CTA (the smallest when
+/// none does), `k` 8 per stage, 3 stages.
+pub fn choose(s: &Shape, batches: i64, target: &Target) -> Simt {
+    let ctas = |t: &Simt| {
+        (s.m as u64).div_ceil(t.bm() as u64) * (s.n as u64).div_ceil(t.bn() as u64) * batches as u64
+    };
+    let all: Vec<Simt> = candidates()
+        .into_iter()
+        .filter(|t| t.bk == 8 && t.stages == 3)
+        .collect();
+    all.iter()
+        .copied()
+        .find(|t| ctas(t) >= target.num_sms as u64)
+        .unwrap_or(all[all.len() - 1])
+}
+
+/// One term `((tid / div) % rem) * scale` of a [`Coord`].
+#[derive(Clone, Copy, Debug)]
+struct Term {
+    div: u32,
+    rem: Option<u32>,
+    scale: u32,
+}
+
+impl Term {
+    fn new(div: u32, rem: Option<u32>, scale: u32) -> Term {
+        Term { div, rem, scale }
+    }
+}
+
+/// A per-thread coordinate as a function of the thread index: the sum of
+/// its terms. The emitter computes it in PTX and the tests evaluate the
+/// same description, so the coverage checks test what runs.
+#[derive(Clone, Debug)]
+struct Coord(Vec<Term>);
+
+impl Coord {
+    /// The coordinate of thread `tid` (u32 register).
+    fn emit(&self, b: &mut Builder, tid: Reg) -> Reg {
+        let out = b.mov(RegKind::B32, "u32", 0);
+        for t in self.0.iter().filter(|t| t.rem != Some(1)) {
+            let x = b.reg(RegKind::B32);
+            ins!(b, "div.u32 {x}, {tid}, {}", t.div);
+            if let Some(r) = t.rem {
+                ins!(b, "rem.u32 {x}, {x}, {r}");
+            }
+            ins!(b, "mad.lo.u32 {out}, {x}, {}, {out}", t.scale);
+        }
+        out
+    }
+
+    #[cfg(test)]
+    fn at(&self, tid: u32) -> u32 {
+        self.0
+            .iter()
+            .map(|t| (tid / t.div) % t.rem.unwrap_or(u32::MAX) * t.scale)
+            .sum()
+    }
+}
+
+/// How an operand's tile is copied (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// 16-byte copies of 4 consecutive rows at one `k`.
+    Rows4,
+    /// 4-byte copies, neighbouring lanes on neighbouring rows.
+    RowFast,
+    /// 4-byte copies, 8 neighbouring lanes on 8 consecutive `k`.
+    KFast,
+}
+
+impl Mode {
+    /// The mode for operand `op` with `rows` rows (M or N).
+    fn of(op: &Operand, rows: i64) -> Mode {
+        if op.row_vector_ok(rows, 4) {
+            Mode::Rows4
+        } else if op.row != 0 && op.row.unsigned_abs() < op.k.unsigned_abs() {
+            Mode::RowFast
+        } else {
+            Mode::KFast
+        }
+    }
+}
+
+/// Which elements of a `tile_rows x bk` tile a thread copies: copy `i`
+/// covers row `row + offs[i].0` (4 rows from there for [`Mode::Rows4`])
+/// and `k` `k + offs[i].1`, `row` and `k` the thread's coordinates.
+#[derive(Debug)]
+struct Split {
+    row: Coord,
+    k: Coord,
+    offs: Vec<(u32, u32)>,
+}
+
+/// Splits a tile's copies over `threads`: consecutive thread indices take
+/// consecutive units along the fast axis (`units` of them per line), copy
+/// `i` of thread `tid` is unit `tid + i threads`. When `threads` and
+/// `units` divide one another, unit `tid + i threads` is the thread's
+/// unit `(tid % units, tid / units)` moved by a constant per `i`, so a
+/// thread needs one address and constant offsets.
+fn split(mode: Mode, tile_rows: u32, bk: u32, threads: u32) -> Split {
+    // (fast-axis units per line, threads per step, line scale, row scale)
+    let (units, lanes) = match mode {
+        Mode::Rows4 => (tile_rows / 4, threads),
+        Mode::RowFast => (tile_rows, threads),
+        // Each group of 8 lanes takes the 8 `k` of one row: groups run
+        // along the rows, then along `k` in steps of 8.
+        Mode::KFast => (tile_rows, threads / 8),
+    };
+    assert!(
+        units % lanes == 0 || lanes % units == 0,
+        "{mode:?}: {units} units per line, {lanes} lanes"
+    );
+    let total = match mode {
+        Mode::Rows4 | Mode::RowFast => units * bk,
+        Mode::KFast => units * bk / 8,
+    };
+    assert_eq!(total % lanes, 0, "{mode:?}: {total} units over {lanes}");
+    let offs = (0..total / lanes)
+        .map(|i| {
+            let (fast, line) = ((i * lanes) % units, (i * lanes) / units);
+            match mode {
+                Mode::Rows4 => (4 * fast, line),
+                Mode::RowFast => (fast, line),
+                Mode::KFast => (fast, 8 * line),
+            }
+        })
+        .collect();
+    let (row, k) = match mode {
+        Mode::Rows4 => (
+            Coord(vec![Term::new(1, Some(units), 4)]),
+            Coord(vec![Term::new(units, None, 1)]),
+        ),
+        Mode::RowFast => (
+            Coord(vec![Term::new(1, Some(units), 1)]),
+            Coord(vec![Term::new(units, None, 1)]),
+        ),
+        Mode::KFast => (
+            Coord(vec![Term::new(8, Some(units), 1)]),
+            Coord(vec![
+                Term::new(8 * units, None, 8),
+                Term::new(1, Some(8), 1),
+            ]),
+        ),
+    };
+    Split { row, k, offs }
+}
+
+/// Per-thread state for copying one operand's tiles.
+struct OperandCopy {
+    mode: Mode,
+    offs: Vec<(u32, u32)>,
+    /// Global base of the input: the (never read) source of zero fills.
+    base: Reg,
+    /// Global address of the thread's first element in k-tile 0 (u64).
+    addr: Reg,
+    /// Global row (`m` or `n`) of the thread's first element (u32).
+    row: Reg,
+    /// `k` of the thread's first element within a tile (u32).
+    k: Reg,
+    /// Byte offset of the thread's first element within a stage (u32).
+    smem: Reg,
+    /// Bytes of one shared `k` row.
+    srow: u32,
+    /// Rows of the matrix (M or N).
+    rows: i64,
+    /// Bytes between neighbouring rows and `k` in global memory.
+    row_b: i64,
+    k_b: i64,
+    bk: u32,
+    k_len: i64,
+}
+
+/// Where an operand comes from and where its tile goes.
+struct Source<'a> {
+    op: &'a Operand,
+    base: Reg,
+    /// First row of the CTA tile (`m0` or `n0`), u32.
+    row0: Reg,
+    rows: i64,
+    tile_rows: u32,
+    /// Offset of the tile within a stage, and bytes per `k` row there.
+    tile_off: u32,
+    srow: u32,
+}
+
+impl OperandCopy {
+    fn new(
+        b: &mut Builder,
+        src: &Source,
+        batch: &[Reg],
+        tid: Reg,
+        t: &Simt,
+        k_len: i64,
+    ) -> OperandCopy {
+        let mode = Mode::of(src.op, src.rows);
+        let sp = split(mode, src.tile_rows, t.bk, t.threads());
+        let row_in = sp.row.emit(b, tid);
+        let k = sp.k.emit(b, tid);
+        let row = b.reg(RegKind::B32);
+        ins!(b, "add.u32 {row}, {}, {row_in}", src.row0);
+        let smem = b.reg(RegKind::B32);
+        ins!(b, "mad.lo.u32 {smem}, {k}, {}, {}", src.srow, src.tile_off);
+        ins!(b, "mad.lo.u32 {smem}, {row_in}, 4, {smem}");
+        let off = batch_offset(b, src.op, batch);
+        let (row64, k64, addr) = (
+            b.reg(RegKind::B64),
+            b.reg(RegKind::B64),
+            b.reg(RegKind::B64),
+        );
+        ins!(b, "cvt.u64.u32 {row64}, {row}");
+        ins!(b, "cvt.u64.u32 {k64}, {k}");
+        ins!(b, "mad.lo.s64 {off}, {row64}, {}, {off}", src.op.row);
+        ins!(b, "mad.lo.s64 {off}, {k64}, {}, {off}", src.op.k);
+        ins!(b, "mad.lo.s64 {addr}, {off}, 4, {}", src.base);
+        OperandCopy {
+            mode,
+            offs: sp.offs,
+            base: src.base,
+            addr,
+            row,
+            k,
+            smem,
+            srow: src.srow,
+            rows: src.rows,
+            row_b: 4 * src.op.row,
+            k_b: 4 * src.op.k,
+            bk: t.bk,
+            k_len,
+        }
+    }
+
+    /// Copies k-tile `kt` (u32 register) into the stage at shared address
+    /// `stage`; the copies join the current commit group. `masked` tests
+    /// `k` against K (the last tile when `bk` does not divide K).
+    fn tile(&self, b: &mut Builder, stage: Reg, kt: Reg, masked: bool) {
+        let (kt64, gaddr, dst) = (
+            b.reg(RegKind::B64),
+            b.reg(RegKind::B64),
+            b.reg(RegKind::B32),
+        );
+        ins!(b, "cvt.u64.u32 {kt64}, {kt}");
+        ins!(
+            b,
+            "mad.lo.s64 {gaddr}, {kt64}, {}, {}",
+            self.k_b * self.bk as i64,
+            self.addr
+        );
+        ins!(b, "add.u32 {dst}, {stage}, {}", self.smem);
+        let left = masked.then(|| {
+            let left = b.reg(RegKind::B32);
+            ins!(b, "mul.lo.u32 {left}, {kt}, {}", self.bk);
+            ins!(b, "sub.s32 {left}, {}, {left}", self.k_len);
+            left
+        });
+        let (bytes, cache) = match self.mode {
+            Mode::Rows4 => (16, "cg"),
+            Mode::RowFast | Mode::KFast => (4, "ca"),
+        };
+        for &(dr, dk) in &self.offs {
+            if dr as i64 >= self.rows {
+                // Every thread's row is past the matrix: nothing to copy.
+                continue;
+            }
+            let (row_ok, src) = (b.reg(RegKind::Pred), b.reg(RegKind::B64));
+            ins!(
+                b,
+                "setp.lt.u32 {row_ok}, {}, {}",
+                self.row,
+                self.rows - dr as i64
+            );
+            ins!(
+                b,
+                "add.s64 {src}, {gaddr}, {}",
+                dr as i64 * self.row_b + dk as i64 * self.k_b
+            );
+            let soff = dk * self.srow + 4 * dr;
+            match left {
+                None => ins!(
+                    b,
+                    "@{row_ok} cp.async.{cache}.shared.global [{dst}+{soff}], [{src}], {bytes}"
+                ),
+                Some(left) => {
+                    let (lim, k_ok, size) = (
+                        b.reg(RegKind::B32),
+                        b.reg(RegKind::Pred),
+                        b.reg(RegKind::B32),
+                    );
+                    ins!(b, "sub.s32 {lim}, {left}, {dk}");
+                    ins!(b, "setp.lt.s32 {k_ok}, {}, {lim}", self.k);
+                    ins!(b, "selp.b64 {src}, {src}, {}, {k_ok}", self.base);
+                    ins!(b, "selp.u32 {size}, {bytes}, 0, {k_ok}");
+                    ins!(
+                        b,
+                        "@{row_ok} cp.async.{cache}.shared.global [{dst}+{soff}], [{src}], {bytes}, {size}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Lowers the recognised exact-`f32` matmul `s` of `kernel` with
+/// configuration `t` (any of [`candidates`] is correct for any shape).
+pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Simt) -> PtxKernel {
+    let entry = entry_name(kernel);
+    let smem = format!("{entry}_smem");
+    let mut b = Builder::default();
+    let (params, cx) = prologue(kernel, &entry, &mut b);
+    let b = &mut b;
+    let sreg = |b: &mut Builder, name: &str| {
+        let r = b.reg(RegKind::B32);
+        ins!(b, "mov.u32 {r}, {name}");
+        r
+    };
+    let (tid, pid, z) = (sreg(b, "%tid.x"), sreg(b, "%ctaid.x"), sreg(b, "%ctaid.z"));
+    let smem_base = sreg(b, &smem);
+    let (m0, n0) = tile_origin(b, s, t, pid);
+    let batch = unravel_batch(b, kernel, s, z);
+    let a_src = Source {
+        op: &s.a,
+        base: cx.inputs[s.a.input],
+        row0: m0,
+        rows: s.m,
+        tile_rows: t.bm(),
+        tile_off: 0,
+        srow: t.a_row(),
+    };
+    let b_src = Source {
+        op: &s.b,
+        base: cx.inputs[s.b.input],
+        row0: n0,
+        rows: s.n,
+        tile_rows: t.bn(),
+        tile_off: t.bk * t.a_row(),
+        srow: t.b_row(),
+    };
+    b.comment(&format!(
+        "copies: A {:?}, B {:?}",
+        Mode::of(&s.a, s.m),
+        Mode::of(&s.b, s.n)
+    ));
+    let la = OperandCopy::new(b, &a_src, &batch, tid, t, s.k);
+    let lb = OperandCopy::new(b, &b_src, &batch, tid, t, s.k);
+    let (tm, tn) = (t.thread_m().emit(b, tid), t.thread_n().emit(b, tid));
+    // The thread's A and B reads within a stage.
+    let (a_rd, b_rd) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+    ins!(b, "mad.lo.u32 {a_rd}, {tm}, 4, {smem_base}");
+    ins!(b, "mad.lo.u32 {b_rd}, {tn}, 4, {smem_base}");
+    ins!(b, "add.u32 {b_rd}, {b_rd}, {}", b_src.tile_off);
+    let acc: Vec<Vec<Reg>> = (0..8)
+        .map(|_| {
+            (0..8)
+                .map(|_| b.mov(RegKind::F32, "f32", "0f00000000"))
+                .collect()
+        })
+        .collect();
+    let bk = t.bk as i64;
+    let kt_total = (s.k as u64).div_ceil(bk as u64) as u32;
+    // k-tiles below `full` lie wholly inside K.
+    let full = (s.k / bk) as u32;
+    // Stage byte offsets advance cyclically: cheaper than `kt % stages`,
+    // a division for 3 stages.
+    let ring = t.stages * t.stage_bytes();
+    let advance = |b: &mut Builder, off: Reg| {
+        let p = b.reg(RegKind::Pred);
+        ins!(b, "add.u32 {off}, {off}, {}", t.stage_bytes());
+        ins!(b, "setp.eq.u32 {p}, {off}, {ring}");
+        ins!(b, "selp.u32 {off}, 0, {off}, {p}");
+    };
+    let copy = |b: &mut Builder, kt: Reg, off: Reg, masked: bool| {
+        let stage = b.reg(RegKind::B32);
+        ins!(b, "add.u32 {stage}, {smem_base}, {off}");
+        la.tile(b, stage, kt, masked);
+        lb.tile(b, stage, kt, masked);
+    };
+    b.comment("prologue: the first stages - 1 k-tiles in flight");
+    for st in 0..t.stages - 1 {
+        if st < kt_total {
+            let kt = b.mov(RegKind::B32, "u32", st);
+            let off = b.mov(RegKind::B32, "u32", st * t.stage_bytes());
+            copy(b, kt, off, st >= full);
+        }
+        ins!(b, "cp.async.commit_group");
+    }
+    b.comment("main loop: wait for tile kt, refill the stage kt - 1 used, multiply kt");
+    // The stages tile kt is read from and tile kt + stages - 1 copied to.
+    let rd = b.mov(RegKind::B32, "u32", 0);
+    let wr = b.mov(RegKind::B32, "u32", (t.stages - 1) * t.stage_bytes());
+    let kt = b.mov(RegKind::B32, "u32", 0);
+    let top = b.label();
+    b.place(&top);
+    ins!(b, "cp.async.wait_group {}", t.stages - 2);
+    ins!(b, "bar.sync 0");
+    let (next, p) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
+    ins!(b, "add.u32 {next}, {kt}, {}", t.stages - 1);
+    let done = b.label();
+    ins!(b, "setp.ge.u32 {p}, {next}, {kt_total}");
+    ins!(b, "@{p} bra.uni {done}");
+    if full < kt_total {
+        let last = b.label();
+        ins!(b, "setp.ge.u32 {p}, {next}, {full}");
+        ins!(b, "@{p} bra.uni {last}");
+        copy(b, next, wr, false);
+        ins!(b, "bra.uni {done}");
+        b.place(&last);
+        copy(b, next, wr, true);
+    } else {
+        copy(b, next, wr, false);
+    }
+    b.place(&done);
+    ins!(b, "cp.async.commit_group");
+    advance(b, wr);
+    let (a_ptr, b_ptr) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+    ins!(b, "add.u32 {a_ptr}, {a_rd}, {rd}");
+    ins!(b, "add.u32 {b_ptr}, {b_rd}, {rd}");
+    advance(b, rd);
+    for kk in 0..t.bk {
+        let v4 = |b: &mut Builder, ptr: Reg, off: u32| {
+            let r: [Reg; 4] = std::array::from_fn(|_| b.reg(RegKind::F32));
+            ins!(
+                b,
+                "ld.shared.v4.f32 {{{}, {}, {}, {}}}, [{ptr}+{off}]",
+                r[0],
+                r[1],
+                r[2],
+                r[3]
+            );
+            r
+        };
+        let av: Vec<Reg> = A_BLOCKS
+            .iter()
+            .flat_map(|d| v4(b, a_ptr, kk * t.a_row() + 4 * d))
+            .collect();
+        let bv: Vec<Reg> = B_BLOCKS
+            .iter()
+            .flat_map(|d| v4(b, b_ptr, kk * t.b_row() + 4 * d))
+            .collect();
+        for (row, a) in acc.iter().zip(&av) {
+            for (c, bb) in row.iter().zip(&bv) {
+                ins!(b, "fma.rn.f32 {c}, {a}, {bb}, {c}");
+            }
+        }
+    }
+    let again = b.reg(RegKind::Pred);
+    ins!(b, "add.u32 {kt}, {kt}, 1");
+    ins!(b, "setp.lt.u32 {again}, {kt}, {kt_total}");
+    ins!(b, "@{again} bra.uni {top}");
+    ins!(b, "cp.async.wait_all");
+    b.comment("epilogue");
+    let (om, on) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+    ins!(b, "add.u32 {om}, {m0}, {tm}");
+    ins!(b, "add.u32 {on}, {n0}, {tn}");
+    let origin = epilogue::Origin {
+        m: om,
+        n: on,
+        batch,
+    };
+    // Accumulator (i, j) is row block i / 4, row i % 4 of it; column block
+    // j / 4, column j % 4.
+    let items: Vec<epilogue::Item> = acc
+        .iter()
+        .enumerate()
+        .flat_map(|(i, row)| {
+            row.iter().enumerate().map(move |(j, reg)| epilogue::Item {
+                reg: *reg,
+                dm: A_BLOCKS[i / 4] + i as u32 % 4,
+                dn: B_BLOCKS[j / 4] + j as u32 % 4,
+            })
+        })
+        .collect();
+    epilogue::emit(b, &cx, s, &items, &origin);
+    ins!(b, "ret");
+    let decls = format!(".extern .shared .align 16 .b8 {smem}[];\n\n");
+    let directives = format!(
+        ".maxntid {}, 1, 1\n.minnctapersm {}\n",
+        t.threads(),
+        65536 / (REGS * t.threads())
+    );
+    let ctas_m = (s.m as u32).div_ceil(t.bm());
+    let ctas_n = (s.n as u32).div_ceil(t.bn());
+    let ptx = module(
+        kernel,
+        target,
+        &entry,
+        &params,
+        &decls,
+        &directives,
+        std::mem::take(b),
+    );
+    PtxKernel {
+        ptx,
+        entry,
+        grid: (ctas_m * ctas_n, 1, s.batches(kernel) as u32),
+        block: (t.threads(), 1, 1),
+        shared_bytes: t.shared_bytes(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every output of the CTA tile belongs to exactly one thread, and the
+    /// shared reads stay inside the tile rows.
+    #[test]
+    fn threads_cover_the_cta_tile_once() {
+        for t in candidates() {
+            let mut seen = vec![0u32; (t.bm() * t.bn()) as usize];
+            for tid in 0..t.threads() {
+                let (m, n) = (t.thread_m().at(tid), t.thread_n().at(tid));
+                for dm in A_BLOCKS.iter().flat_map(|d| (0..4).map(move |i| d + i)) {
+                    for dn in B_BLOCKS.iter().flat_map(|d| (0..4).map(move |j| d + j)) {
+                        let (m, n) = (m + dm, n + dn);
+                        assert!(m < t.bm() && n < t.bn(), "{t:?} tid {tid}");
+                        seen[(m * t.bn() + n) as usize] += 1;
+                    }
+                }
+            }
+            assert!(seen.iter().all(|c| *c == 1), "{t:?}");
+        }
+    }
+
+    /// Every element of both shared tiles of a stage is written by exactly
+    /// one copy of one thread (so every read finds its element), inside
+    /// the tile, 16-byte copies at 16-byte aligned shared offsets.
+    #[test]
+    fn copies_cover_each_stage_once() {
+        for t in candidates() {
+            for (tile_rows, srow) in [(t.bm(), t.a_row()), (t.bn(), t.b_row())] {
+                for mode in [Mode::Rows4, Mode::RowFast, Mode::KFast] {
+                    let sp = split(mode, tile_rows, t.bk, t.threads());
+                    let width = if mode == Mode::Rows4 { 4 } else { 1 };
+                    let mut seen = vec![0u32; (tile_rows * t.bk) as usize];
+                    for tid in 0..t.threads() {
+                        let (r0, k0) = (sp.row.at(tid), sp.k.at(tid));
+                        for &(dr, dk) in &sp.offs {
+                            let (r, k) = (r0 + dr, k0 + dk);
+                            assert!(r + width <= tile_rows && k < t.bk, "{t:?} {mode:?}");
+                            assert_eq!((k * srow + 4 * r) % (4 * width), 0);
+                            for e in 0..width {
+                                seen[(k * tile_rows + r + e) as usize] += 1;
+                            }
+                        }
+                    }
+                    assert!(seen.iter().all(|c| *c == 1), "{t:?} {mode:?}");
+                }
+            }
+            assert!(t.shared_bytes() <= 227 * 1024, "{t:?}");
+        }
+    }
+
+    /// A warp's 4-byte copies of a k-contiguous operand hit 32 distinct
+    /// banks (the padding's purpose) and read 32-byte runs of each row.
+    #[test]
+    fn transposing_copies_are_conflict_free() {
+        for t in candidates() {
+            for (tile_rows, srow) in [(t.bm(), t.a_row()), (t.bn(), t.b_row())] {
+                let sp = split(Mode::KFast, tile_rows, t.bk, t.threads());
+                for (i, &(dr, dk)) in sp.offs.iter().enumerate() {
+                    let banks: std::collections::HashSet<u32> = (0..32)
+                        .map(|tid| {
+                            let (r, k) = (sp.row.at(tid) + dr, sp.k.at(tid) + dk);
+                            (k * srow / 4 + r) % 32
+                        })
+                        .collect();
+                    assert_eq!(banks.len(), 32, "{t:?} copy {i}");
+                }
+            }
+        }
+    }
+}
