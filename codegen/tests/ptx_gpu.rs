@@ -335,7 +335,7 @@ fn write_benches(dir: &Path) -> Vec<String> {
         let k = ptx_cases::matmul_layout(1, m, n, kk, elem, layout, false);
         let heuristic = emit(&k, &H100).unwrap();
         let names = if tune_mm {
-            matmul::variants(&k)
+            matmul::variants(&k, &H100)
         } else {
             vec![]
         };

@@ -127,8 +127,9 @@ fn assemble(items: &[Pending]) -> Result<()> {
     Ok(())
 }
 
-/// One module from several: the first header, then every module's body
-/// with its symbols renamed apart (entry names carry only a 32-bit hash).
+/// One module from several: the first header (targeting `sm_90a` if any
+/// module does), then every module's body with its symbols renamed apart
+/// (entry names carry only a 32-bit hash).
 fn combine(modules: &[&str]) -> String {
     let is_header = |l: &str| {
         l.starts_with(".version") || l.starts_with(".target") || l.starts_with(".address_size")
@@ -138,6 +139,9 @@ fn combine(modules: &[&str]) -> String {
         .filter(|l| is_header(l))
         .map(|l| format!("{l}\n"))
         .collect();
+    if modules.iter().any(|m| m.contains(".target sm_90a")) {
+        out = out.replace(".target sm_90\n", ".target sm_90a\n");
+    }
     for (n, m) in modules.iter().enumerate() {
         let body: String = m
             .lines()

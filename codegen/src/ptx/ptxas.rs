@@ -44,8 +44,8 @@ fn locate() -> Option<PathBuf> {
         .find(|p| p.is_file() && runs(p))
 }
 
-/// Assembles `ptx` for `sm_{sm}` with `ptxas -v`. `Ok(None)` when ptxas is
-/// not found, `Ok(Some(info))` with its resource report (registers, spills,
+/// Assembles `ptx` for `sm_{sm}` with `ptxas -v` (for `sm_90a` when the
+/// module targets it: `wgmma` kernels). `Ok(None)` when ptxas is not found, `Ok(Some(info))` with its resource report (registers, spills,
 /// shared memory) on success, `Err(diagnostics)` when it rejects the PTX.
 pub fn assemble(ptx: &str, sm: u32) -> Result<Option<String>, String> {
     let Some(ptxas) = find() else {
@@ -65,7 +65,11 @@ pub fn assemble(ptx: &str, sm: u32) -> Result<Option<String>, String> {
     std::fs::write(&src, ptx).map_err(|e| format!("writing {}: {e}", src.display()))?;
     let out = Command::new(ptxas)
         .arg("-v")
-        .arg(format!("-arch=sm_{sm}"))
+        .arg(if ptx.contains(".target sm_90a") {
+            "-arch=sm_90a".to_string()
+        } else {
+            format!("-arch=sm_{sm}")
+        })
         .arg(&src)
         .arg("-o")
         .arg(&bin)

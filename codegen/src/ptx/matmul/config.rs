@@ -26,6 +26,10 @@ pub struct Tile {
     pub stages: u32,
     /// CTA tiles along M visited together (grouped order, for L2 reuse).
     pub group_m: u32,
+    /// Hopper warpgroup MMAs (`wgmma.rs`): then each warpgroup's four
+    /// warps are `warp_m = 16` rows of its `m64 x warp_n` product and
+    /// `k_bytes` is 128 (the 128-byte swizzle).
+    pub wgmma: bool,
 }
 
 impl Tile {
@@ -54,7 +58,8 @@ impl Tile {
     /// on-disk cache stores it.
     pub fn name(&self) -> String {
         format!(
-            "{}x{}k{}w{}x{}s{}g{}",
+            "{}{}x{}k{}w{}x{}s{}g{}",
+            if self.wgmma { "wg" } else { "" },
             self.bm(),
             self.bn(),
             self.k_bytes,
@@ -101,8 +106,34 @@ pub fn candidates() -> Vec<Tile> {
                     k_bytes,
                     stages,
                     group_m: 8,
+                    wgmma: false,
                 };
                 debug_assert!(t.shared_bytes() <= MAX_SHARED, "{t:?}");
+                out.push(t);
+            }
+        }
+    }
+    out
+}
+
+/// The warpgroup (`wgmma`) configurations worth timing on sm_90: one or
+/// two warpgroups of `m64 x n` with n of 128 or 256, 3 to 5 stages of
+/// 128-byte rows that fit the shared memory.
+pub fn wgmma_candidates() -> Vec<Tile> {
+    let mut out = Vec::new();
+    for (wgs, n) in [(2, 256), (2, 128), (1, 256), (1, 128)] {
+        for stages in [4, 3, 5] {
+            let t = Tile {
+                warps_m: 4 * wgs,
+                warps_n: 1,
+                warp_m: 16,
+                warp_n: n,
+                k_bytes: 128,
+                stages,
+                group_m: 8,
+                wgmma: true,
+            };
+            if t.shared_bytes() <= MAX_SHARED {
                 out.push(t);
             }
         }

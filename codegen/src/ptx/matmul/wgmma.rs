@@ -1,0 +1,232 @@
+//! Hopper matmul (sm_90a): warpgroup MMAs (`wgmma.mma_async`) that read
+//! both operands straight from shared memory, so the register file holds
+//! only accumulators and `ldmatrix` traffic disappears.
+//!
+//! # Mapping
+//! - A CTA of `wgs` warpgroups (128 threads each) computes a `64 wgs x bn`
+//!   tile of C; warpgroup `w` owns rows `64 w ..`, one `m64nBNk16` MMA per
+//!   16 `k`, accumulating in `bn / 2` f32 registers per thread.
+//! - Operands are k-contiguous and 16-byte aligned (both copied with
+//!   `cp.async`, see `load.rs`) into the k-major layout with 128-byte rows
+//!   (64 halves), whose XOR swizzle (`chunk ^ (row & 7)`) is exactly the
+//!   hardware's 128-byte swizzle. A shared-memory matrix descriptor gives
+//!   the start address (the four k16 steps of a row are 32 bytes apart),
+//!   `SBO` = 1024 bytes between groups of 8 rows, and swizzle mode 1.
+//! - Pipeline of `stages` buffers with prefetch distance `stages - 2`: the
+//!   MMAs of tile `kt` run while the CTA waits for tile `kt + 1`
+//!   (`wgmma.wait_group 1`), and the stage refilled at `kt` is the one of
+//!   tile `kt - 2`, whose MMAs every warpgroup has finished before the
+//!   barrier. `cp.async` writes through the generic proxy and `wgmma`
+//!   reads through the async proxy, hence `fence.proxy.async` before the
+//!   barrier.
+//! - Accumulator `j` of a thread (warp `v` of its warpgroup, lane `l`) is
+//!   row `16 v + l / 4 + 8 ((j / 2) % 2)`, column `8 (j / 4) + 2 (l % 4) +
+//!   j % 2` of the warpgroup's tile, as for `mma.sync` C fragments.
+
+use super::config::Tile;
+use super::epilogue;
+use super::load::{OperandLoad, Source};
+use super::shape::{Elem, Shape};
+use super::{batch_offset, tile_origin, unravel_batch};
+use crate::ir::Kernel;
+use crate::ptx::builder::{ins, Builder, Reg, RegKind};
+use crate::ptx::{entry_name, module, prologue, PtxKernel, Target};
+
+/// The descriptor bits that do not depend on the address: leading byte
+/// offset 1 (unused by swizzled k-major layouts), stride byte offset 1024
+/// (in 16-byte units), 128-byte swizzle.
+const DESC: u64 = (1 << 16) | (64 << 32) | (1 << 62);
+
+/// Whether the Hopper emitter can take `s` on `target`: halves, both
+/// operands k-contiguous and aligned for 16-byte copies.
+pub fn applies(s: &Shape, target: &Target) -> bool {
+    target.sm >= 90
+        && matches!(s.elem, Elem::F16 | Elem::BF16)
+        && s.a.vector_ok(s.k, 8)
+        && s.b.vector_ok(s.k, 8)
+}
+
+/// Lowers `kernel` (recognised as `s`, [`applies`]) with the warpgroup
+/// tile `t` (`t.wgmma`).
+pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel {
+    debug_assert!(t.wgmma && t.k_bytes == 128 && t.stages >= 3);
+    let entry = entry_name(kernel);
+    let smem = format!("{entry}_smem");
+    let mut b = Builder::default();
+    let (params, cx) = prologue(kernel, &entry, &mut b);
+    let b = &mut b;
+    let sreg = |b: &mut Builder, name: &str| {
+        let r = b.reg(RegKind::B32);
+        ins!(b, "mov.u32 {r}, {name}");
+        r
+    };
+    let (tid, pid, z) = (sreg(b, "%tid.x"), sreg(b, "%ctaid.x"), sreg(b, "%ctaid.z"));
+    let smem_base = sreg(b, &smem);
+    let (lane, warp) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+    ins!(b, "and.b32 {lane}, {tid}, 31");
+    ins!(b, "shr.u32 {warp}, {tid}, 5");
+    let (m0, n0) = tile_origin(b, s, t, pid);
+    let batch = unravel_batch(b, kernel, s, z);
+    let load = |b: &mut Builder, opnd, row0, rows, tile_rows, tile_off| {
+        let batch_off = batch_offset(b, opnd, &batch);
+        let src = Source {
+            op: opnd,
+            eb: 2,
+            base: cx.inputs[opnd.input],
+            batch_off,
+            row0,
+            rows,
+            tile_rows,
+            k_len: s.k,
+            tile_off,
+        };
+        OperandLoad::new(b, &src, tid, t)
+    };
+    let b_off = t.bm() * t.k_bytes;
+    let la = load(b, &s.a, m0, s.m, t.bm(), 0);
+    let lb = load(b, &s.b, n0, s.n, t.bn(), b_off);
+    let kt_total = (s.k as u64).div_ceil(t.bk(2) as u64) as u32;
+    let stage_addr = |b: &mut Builder, kt: Reg| {
+        let (st, addr) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+        ins!(b, "rem.u32 {st}, {kt}, {}", t.stages);
+        ins!(
+            b,
+            "mad.lo.u32 {addr}, {st}, {}, {smem_base}",
+            t.stage_bytes()
+        );
+        addr
+    };
+    // Byte offset of the warpgroup's 64 rows of A within a stage.
+    let (wg, a_rows) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+    ins!(b, "shr.u32 {wg}, {tid}, 7");
+    ins!(b, "mul.lo.u32 {a_rows}, {wg}, {}", 64 * t.k_bytes);
+    let acc: Vec<Reg> = (0..t.bn() / 2)
+        .map(|_| b.mov(RegKind::F32, "f32", "0f00000000"))
+        .collect();
+    let accumulate = b.reg(RegKind::Pred);
+    ins!(b, "setp.ne.b32 {accumulate}, 1, 0");
+    let distance = t.stages - 2;
+    b.comment("prologue: the first stages - 2 k-tiles in flight");
+    for st in 0..distance {
+        if st < kt_total {
+            let kt = b.mov(RegKind::B32, "u32", st);
+            let addr = stage_addr(b, kt);
+            la.tile(b, addr, kt);
+            lb.tile(b, addr, kt);
+        }
+        ins!(b, "cp.async.commit_group");
+    }
+    b.comment("main loop: wait for tile kt, refill the stage of kt - 2, multiply kt");
+    let kt = b.mov(RegKind::B32, "u32", 0);
+    let top = b.label();
+    b.place(&top);
+    ins!(b, "cp.async.wait_group {}", distance - 1);
+    ins!(b, "fence.proxy.async.shared::cta");
+    ins!(b, "bar.sync 0");
+    let (next, more) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
+    ins!(b, "add.u32 {next}, {kt}, {distance}");
+    ins!(b, "setp.lt.u32 {more}, {next}, {kt_total}");
+    let skip = b.label();
+    ins!(b, "@!{more} bra.uni {skip}");
+    let addr = stage_addr(b, next);
+    la.tile(b, addr, next);
+    lb.tile(b, addr, next);
+    b.place(&skip);
+    ins!(b, "cp.async.commit_group");
+    let stage = stage_addr(b, kt);
+    let (a_tile, b_tile) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+    ins!(b, "add.u32 {a_tile}, {stage}, {a_rows}");
+    ins!(b, "add.u32 {b_tile}, {stage}, {b_off}");
+    let (da, db) = (descriptor(b, a_tile), descriptor(b, b_tile));
+    let ty = if s.elem == Elem::BF16 { "bf16" } else { "f16" };
+    let d = acc
+        .iter()
+        .map(|r| r.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    ins!(b, "wgmma.fence.sync.aligned");
+    for step in 0..t.k_bytes / 32 {
+        // Each k16 step starts 32 bytes (2 descriptor units) further.
+        let (sa, sb) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
+        ins!(b, "add.s64 {sa}, {da}, {}", 2 * step);
+        ins!(b, "add.s64 {sb}, {db}, {}", 2 * step);
+        ins!(
+            b,
+            "wgmma.mma_async.sync.aligned.m64n{}k16.f32.{ty}.{ty} {{{d}}}, {sa}, {sb}, {accumulate}, 1, 1, 0, 0",
+            t.bn()
+        );
+    }
+    ins!(b, "wgmma.commit_group.sync.aligned");
+    ins!(b, "wgmma.wait_group.sync.aligned 1");
+    let again = b.reg(RegKind::Pred);
+    ins!(b, "add.u32 {kt}, {kt}, 1");
+    ins!(b, "setp.lt.u32 {again}, {kt}, {kt_total}");
+    ins!(b, "@{again} bra.uni {top}");
+    ins!(b, "wgmma.wait_group.sync.aligned 0");
+    ins!(b, "cp.async.wait_all");
+    b.comment("epilogue");
+    let (g, tg, om, on) = (
+        b.reg(RegKind::B32),
+        b.reg(RegKind::B32),
+        b.reg(RegKind::B32),
+        b.reg(RegKind::B32),
+    );
+    ins!(b, "shr.u32 {g}, {lane}, 2");
+    ins!(b, "and.b32 {tg}, {lane}, 3");
+    // Warp v of the CTA covers rows 16 v of the CTA tile (warpgroups stack).
+    ins!(b, "mad.lo.u32 {om}, {warp}, 16, {m0}");
+    ins!(b, "add.u32 {om}, {om}, {g}");
+    ins!(b, "mad.lo.u32 {on}, {tg}, 2, {n0}");
+    let items: Vec<epilogue::Item> = acc
+        .iter()
+        .enumerate()
+        .map(|(j, reg)| {
+            let j = j as u32;
+            epilogue::Item {
+                reg: *reg,
+                dm: 8 * ((j / 2) % 2),
+                dn: 8 * (j / 4) + j % 2,
+            }
+        })
+        .collect();
+    let origin = epilogue::Origin {
+        m: om,
+        n: on,
+        batch,
+    };
+    epilogue::emit(b, &cx, s, &items, &origin);
+    ins!(b, "ret");
+    // The 128-byte swizzle repeats every 1024 bytes: stages start there.
+    let decls = format!(".extern .shared .align 1024 .b8 {smem}[];\n\n");
+    let directives = format!(".maxntid {}, 1, 1\n.minnctapersm 1\n", t.threads());
+    let ptx = module(
+        kernel,
+        target,
+        &entry,
+        &params,
+        &decls,
+        &directives,
+        std::mem::take(b),
+    )
+    // wgmma exists only on the architecture-specific target.
+    .replacen(".target sm_90\n", ".target sm_90a\n", 1);
+    let ctas_m = (s.m as u32).div_ceil(t.bm());
+    let ctas_n = (s.n as u32).div_ceil(t.bn());
+    PtxKernel {
+        ptx,
+        entry,
+        grid: (ctas_m * ctas_n, 1, s.batches(kernel) as u32),
+        block: (t.threads(), 1, 1),
+        shared_bytes: t.shared_bytes(),
+    }
+}
+
+/// The shared-memory matrix descriptor of a tile at shared address `addr`
+/// (u32, 1024-byte aligned but for the k16 step).
+fn descriptor(b: &mut Builder, addr: Reg) -> Reg {
+    let (x, d) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
+    ins!(b, "cvt.u64.u32 {x}, {addr}");
+    ins!(b, "shr.u64 {x}, {x}, 4");
+    ins!(b, "or.b64 {d}, {x}, {DESC}");
+    d
+}
