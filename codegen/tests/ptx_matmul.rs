@@ -72,13 +72,22 @@ fn every_tile_configuration_assembles_with_its_resources() {
         kernel(1, 4096, 4096, 4096, Elem::BF16, Layout::Tn, false),
         kernel(1, 4096, 4096, 4096, Elem::Tf32, Layout::Nt, false),
     ];
+    let t = Target::CHECKED[1];
     for k in &ks {
         let s = matmul::recognise(k).expect("recognised");
-        assert_eq!(matmul::variants(k).len(), matmul::candidates().len());
-        for tile in matmul::candidates() {
-            let t = Target::CHECKED[1];
+        // Warpgroup tiles only where both operands are k-contiguous halves.
+        let wgmma = matmul::wgmma_candidates();
+        let expected = matmul::candidates().len()
+            + if s.elem != Elem::Tf32 && s.a.k == 1 && s.b.k == 1 {
+                wgmma.len()
+            } else {
+                0
+            };
+        assert_eq!(matmul::variants(k, &t).len(), expected);
+        for tile in matmul::candidates().into_iter().chain(wgmma).take(expected) {
             let p = matmul::emit_variant(k, &t, &tile.name()).expect("a candidate");
             assert_eq!(p, matmul::emit_with(k, &t, &s, &tile));
+            assert_eq!(p.ptx.contains("wgmma.mma_async"), tile.wgmma);
             match ptxas::assemble(&p.ptx, t.sm) {
                 Ok(Some(info)) => {
                     println!(
@@ -89,6 +98,9 @@ fn every_tile_configuration_assembles_with_its_resources() {
                         info.trim()
                     );
                     assert_eq!(spilled(&info), 0, "{}: {info}", tile.name());
+                    // ptxas serialises the warpgroup MMAs when it cannot
+                    // keep them in flight (a silent 2x loss): never.
+                    assert!(!info.contains("wgmma"), "{}: {info}", tile.name());
                 }
                 Ok(None) => {
                     println!("skipped: ptxas not found");
@@ -127,7 +139,7 @@ fn exact_f32_and_masked_matmuls_stay_off_the_tensor_cores() {
         matmul::recognise(&k).map(|s| s.elem),
         Some(matmul::Elem::F32)
     );
-    let names = matmul::variants(&k);
+    let names = matmul::variants(&k, &Target::CHECKED[1]);
     assert!(!names.is_empty() && names.iter().all(|n| n.starts_with("simt")));
     k.kind = KernelKind::Reduce;
     assert!(matmul::recognise(&k).is_none());
@@ -266,7 +278,7 @@ fn simt_configurations_assemble_without_spills() {
     // other layouts each configuration for one target, alternating (a
     // ptxas run takes about half a second).
     let big = kernel(1, 4096, 4096, 4096, Elem::F32, Layout::Nn, false);
-    let names = matmul::variants(&big);
+    let names = matmul::variants(&big, &Target::CHECKED[1]);
     assert_eq!(names.len(), 16);
     let all: Vec<_> = names
         .iter()
@@ -278,7 +290,7 @@ fn simt_configurations_assemble_without_spills() {
         .filter(|k| k.ranges.iter().all(|r| *r > 1))
         .enumerate()
         .flat_map(|(i, k)| {
-            let names = matmul::variants(k);
+            let names = matmul::variants(k, &Target::CHECKED[1]);
             assert_eq!(names.len(), 16, "{k}");
             names
                 .into_iter()

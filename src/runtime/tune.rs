@@ -126,7 +126,7 @@ impl CudaDevice {
         if !enabled() || flops < MIN_FLOPS {
             return None;
         }
-        let names = matmul::variants(k);
+        let names = matmul::variants(k, self.target());
         if names.is_empty() {
             return None;
         }

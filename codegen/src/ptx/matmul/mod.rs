@@ -31,8 +31,9 @@ mod load;
 mod mma;
 mod shape;
 mod simt;
+mod wgmma;
 
-pub use config::{candidates, Tile};
+pub use config::{candidates, wgmma_candidates, Tile};
 pub use shape::{recognise, Elem, Operand, Shape};
 
 use super::builder::{ins, Builder, Reg, RegKind};
@@ -66,12 +67,22 @@ pub fn emit(kernel: &Kernel, target: &Target) -> Option<PtxKernel> {
 /// Names of the configurations an autotuner may time for `kernel` (empty
 /// when no tuned emitter takes it): tensor-core tiles, or for exact `f32`
 /// the SIMT tiles (named `simt...`); see [`emit_variant`].
-pub fn variants(kernel: &Kernel) -> Vec<String> {
+pub fn variants(kernel: &Kernel, target: &Target) -> Vec<String> {
     match specialised(kernel) {
         Some(s) if s.elem == Elem::F32 => simt::candidates().iter().map(simt::Simt::name).collect(),
-        Some(_) => candidates().iter().map(Tile::name).collect(),
+        Some(s) => tiles(&s, target).iter().map(Tile::name).collect(),
         None => Vec::new(),
     }
+}
+
+/// The tensor-core tiles for `s` on `target`: `mma.sync` ones, and on
+/// sm_90 the warpgroup ones where they apply.
+fn tiles(s: &Shape, target: &Target) -> Vec<Tile> {
+    let mut all = candidates();
+    if wgmma::applies(s, target) {
+        all.extend(wgmma_candidates());
+    }
+    all
 }
 
 /// `kernel` lowered with the configuration named `name` (one of
@@ -83,13 +94,16 @@ pub fn emit_variant(kernel: &Kernel, target: &Target, name: &str) -> Option<PtxK
         let t = simt::candidates().into_iter().find(|t| t.name() == name)?;
         return Some(simt::emit(kernel, target, &s, &t));
     }
-    let tile = candidates().into_iter().find(|t| t.name() == name)?;
+    let tile = tiles(&s, target).into_iter().find(|t| t.name() == name)?;
     Some(emit_with(kernel, target, &s, &tile))
 }
 
 /// Lowers the recognised tensor-core matmul `s` of `kernel` with tile `t`
 /// (any of [`candidates`] is correct).
 pub fn emit_with(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel {
+    if t.wgmma {
+        return wgmma::emit(kernel, target, s, t);
+    }
     let entry = entry_name(kernel);
     let smem = format!("{entry}_smem");
     let mut b = Builder::default();
