@@ -22,10 +22,12 @@
 //!   `wm 64 + lm 4 + {0..3, 32..35}`, columns `wn 32 + ln 4 + {0..3,
 //!   16..19}` (warp `w`: `wm = w % warps_m`, `wn = w / warps_m`). Each `k`
 //!   it reads its 8 A values and 8 B values as two `ld.shared.v4.f32` each
-//!   and issues 64 FMAs. Splitting the 8 rows (columns) into two blocks of
-//!   4 keeps the 4 lanes of a quarter-warp that differ in `ln` (8 in
-//!   `lm`) on consecutive 16-byte words: the vector reads are free of bank
-//!   conflicts (a quarter-warp reads 2 distinct A and 4 distinct B words).
+//!   (one per block of 4) and issues 64 FMAs. The warp's distinct words
+//!   are contiguous: 8 values of `lm` read 128 bytes of A, 4 of `ln` 64
+//!   bytes of B, the other lanes getting broadcasts, so a quarter-warp (8
+//!   lanes, 2 `lm` x 4 `ln`) never has two words on one bank. (8
+//!   consecutive rows per thread would spread the same words over twice
+//!   the bytes.)
 //! - Shared memory: per stage `As[bk][bm + 4]` then `Bs[bk][bn + 4]`, both
 //!   `k`-major (a `k` row holds the tile's `m` or `n` contiguously), so the
 //!   per-`k` reads above are contiguous vectors. The 4 floats of padding
@@ -272,7 +274,7 @@ struct Split {
 /// unit `(tid % units, tid / units)` moved by a constant per `i`, so a
 /// thread needs one address and constant offsets.
 fn split(mode: Mode, tile_rows: u32, bk: u32, threads: u32) -> Split {
-    // (fast-axis units per line, threads per step, line scale, row scale)
+    // (units along the fast axis per line, lanes taking one unit each)
     let (units, lanes) = match mode {
         Mode::Rows4 => (tile_rows / 4, threads),
         Mode::RowFast => (tile_rows, threads),
