@@ -327,6 +327,7 @@ fn write_benches(dir: &Path) -> Vec<String> {
     let shapes = [
         (4096, 4096, 4096, Elem::F16, MatLayout::Nt),
         (4096, 4096, 4096, Elem::F16, MatLayout::Nn),
+        (4096, 4096, 4096, Elem::F16, MatLayout::Tn),
         (8192, 8192, 8192, Elem::BF16, MatLayout::Nt),
         (4096, 4096, 4096, Elem::Tf32, MatLayout::Nt),
         (4096, 4096, 4096, Elem::Tf32, MatLayout::Nn),

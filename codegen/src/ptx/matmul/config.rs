@@ -4,6 +4,7 @@
 //! [`choose`] is the untimed default.
 
 use super::shape::Shape;
+use super::wgmma;
 use crate::ptx::Target;
 
 /// Bytes of `k` one MMA step consumes per row: `k16` of halves, `k8` of
@@ -143,19 +144,30 @@ pub fn wgmma_candidates() -> Vec<Tile> {
 
 /// The first candidate that still gives every SM a CTA (the smallest
 /// when none does): big tiles reuse more, small ones fill small problems.
-/// 128x128 tiles of four 64x64 warps, 64-byte stages 4 deep: the fastest
-/// at 4096^3 (f16, both B layouts) and 8192^3 (bf16) on an H100
-/// (BENCHMARKS.md).
+/// Where warpgroup MMAs apply (sm_90, halves), two warpgroups of 128x256
+/// 4 stages deep, else 128x128: the fastest at 4096^3 and 8192^3 on an
+/// H100; otherwise `mma.sync` tiles of four 64x64 warps, 64-byte stages 4
+/// deep (BENCHMARKS.md).
 pub fn choose(s: &Shape, batches: i64, target: &Target) -> Tile {
     let ctas = |t: &Tile| {
         (s.m as u64).div_ceil(t.bm() as u64) * (s.n as u64).div_ceil(t.bn() as u64) * batches as u64
     };
+    let fills = |t: &Tile| ctas(t) >= target.num_sms as u64;
+    if wgmma::applies(s, target) {
+        let pick = wgmma_candidates()
+            .into_iter()
+            .filter(|t| t.warps_m == 8 && t.stages == if t.bn() == 256 { 4 } else { 3 })
+            .find(fills);
+        if let Some(t) = pick {
+            return t;
+        }
+    }
     let all: Vec<Tile> = candidates()
         .into_iter()
         .filter(|t| t.k_bytes == 64 && t.stages == 4)
         .collect();
     all.iter()
         .copied()
-        .find(|t| ctas(t) >= target.num_sms as u64)
+        .find(fills)
         .unwrap_or(all[all.len() - 1])
 }

@@ -11,6 +11,10 @@
 //!   (`m` of A, `n` of B) contiguous, as a row-major B `[k, n]` or a
 //!   transposed A `[k, m]` is stored. Chunk `c` of k-row `k` lives at
 //!   `k * rows * 2 + ((c ^ (k & 7)) << 4)`. Read by `ldmatrix.trans`.
+//! - [`Layout::MnAtoms`] (halves only, for `wgmma`): the same rows cut
+//!   into atoms of 64 (128 bytes): atom `a = c / 8` holds `bk x 64` at
+//!   `a * bk * 128 + k * 128 + (((c % 8) ^ (k & 7)) << 4)`, the 128-byte
+//!   swizzle of the hardware's MN-major layout.
 //!
 //! A thread owns `chunks / threads` chunks. Where the operand's strides
 //! allow 16-byte copies ([`Operand::vector_ok`], [`Operand::row_vector_ok`])
@@ -29,6 +33,7 @@ use crate::ptx::builder::{ins, Builder, Reg, RegKind};
 pub enum Layout {
     KMajor,
     RowMajor,
+    MnAtoms,
 }
 
 /// One chunk a thread copies every stage.
@@ -78,21 +83,23 @@ pub struct Source<'a> {
     pub tile_rows: u32,
     pub k_len: i64,
     pub tile_off: u32,
+    /// Row-major tiles in 64-row atoms (`wgmma`) rather than whole rows.
+    pub atoms: bool,
 }
 
 impl Source<'_> {
     /// The layout this operand is copied into: row-major where only the
     /// rows are contiguous and the elements are halves (`ldmatrix.trans`
-    /// moves 16-bit elements), k-major otherwise.
+    /// and `wgmma` transpose 16-bit elements only), k-major otherwise.
     pub fn layout(&self) -> Layout {
         let per = (16 / self.eb) as i64;
-        if self.eb == 2
+        let row_major = self.eb == 2
             && !self.op.vector_ok(self.k_len, per)
-            && self.op.row_vector_ok(self.rows, per)
-        {
-            Layout::RowMajor
-        } else {
-            Layout::KMajor
+            && self.op.row_vector_ok(self.rows, per);
+        match (row_major, self.atoms) {
+            (false, _) => Layout::KMajor,
+            (true, false) => Layout::RowMajor,
+            (true, true) => Layout::MnAtoms,
         }
     }
 }
@@ -102,7 +109,7 @@ impl OperandLoad {
         let eb = src.eb;
         let per = 16 / eb;
         let layout = src.layout();
-        let vector = layout == Layout::RowMajor || src.op.vector_ok(src.k_len, per as i64);
+        let vector = layout != Layout::KMajor || src.op.vector_ok(src.k_len, per as i64);
         let bk = t.bk(eb);
         let total = src.tile_rows * t.k_bytes / 16;
         debug_assert_eq!(total % t.threads(), 0, "tile chunks split over threads");
@@ -134,13 +141,22 @@ impl OperandLoad {
                         ins!(b, "mul.lo.u32 {k_in}, {minor}, {per}");
                         (smem, k_in, major)
                     }
-                    Layout::RowMajor => {
+                    Layout::RowMajor | Layout::MnAtoms => {
                         let chunks_per_row = row_bytes / 16;
                         ins!(b, "div.u32 {major}, {c}, {chunks_per_row}");
                         ins!(b, "rem.u32 {minor}, {c}, {chunks_per_row}");
                         let sw = b.reg(RegKind::B32);
                         ins!(b, "and.b32 {sw}, {major}, 7");
-                        let smem = swizzled(b, major, minor, sw, row_bytes);
+                        let smem = if layout == Layout::RowMajor {
+                            swizzled(b, major, minor, sw, row_bytes)
+                        } else {
+                            let (atom, within) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+                            ins!(b, "shr.u32 {atom}, {minor}, 3");
+                            ins!(b, "and.b32 {within}, {minor}, 7");
+                            let off = swizzled(b, major, within, sw, 128);
+                            ins!(b, "mad.lo.u32 {off}, {atom}, {}, {off}", bk * 128);
+                            off
+                        };
                         let first = b.reg(RegKind::B32);
                         ins!(b, "mul.lo.u32 {first}, {minor}, {per}");
                         (smem, major, first)

@@ -206,6 +206,7 @@ fn offsets(
                 rows16: 16 * t.k_bytes,
             }
         }
+        Layout::MnAtoms => unreachable!("64-row atoms are laid out for wgmma only"),
         Layout::RowMajor => {
             // k-row bit and chunk (8-row block) bit of the lane.
             let (k_bit, chunk_bit) = if is_b {

@@ -137,6 +137,7 @@ pub fn emit_with(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKe
             tile_rows,
             k_len: s.k,
             tile_off,
+            atoms: false,
         };
         OperandLoad::new(b, &src, tid, t)
     };

@@ -6,12 +6,17 @@
 //! - A CTA of `wgs` warpgroups (128 threads each) computes a `64 wgs x bn`
 //!   tile of C; warpgroup `w` owns rows `64 w ..`, one `m64nBNk16` MMA per
 //!   16 `k`, accumulating in `bn / 2` f32 registers per thread.
-//! - Operands are k-contiguous and 16-byte aligned (both copied with
-//!   `cp.async`, see `load.rs`) into the k-major layout with 128-byte rows
-//!   (64 halves), whose XOR swizzle (`chunk ^ (row & 7)`) is exactly the
-//!   hardware's 128-byte swizzle. A shared-memory matrix descriptor gives
-//!   the start address (the four k16 steps of a row are 32 bytes apart),
-//!   `SBO` = 1024 bytes between groups of 8 rows, and swizzle mode 1.
+//! - Each operand is contiguous along `k` or along its rows (`m` of A, `n`
+//!   of B: a row-major B, a transposed A), 16-byte aligned, and copied with
+//!   `cp.async` (see `load.rs`) into a layout whose XOR swizzle (`chunk ^
+//!   (row & 7)` within 128-byte rows) is exactly the hardware's 128-byte
+//!   swizzle. A shared-memory matrix descriptor gives the start address,
+//!   the two strides and swizzle mode 1:
+//!   - k-major (rows of 64 `k`): `SBO` = 1024 bytes between groups of 8
+//!     rows, `LBO` unused; the four k16 steps start 32 bytes apart;
+//!   - MN-major (`wgmma`'s transpose flag; atoms of 64 rows x 8 `k`):
+//!     `LBO` = `bk * 128` bytes between atoms along the rows, `SBO` = 1024
+//!     between groups of 8 `k`; k16 steps start 2048 bytes apart.
 //! - Pipeline of `stages` buffers with prefetch distance `stages - 2`: the
 //!   MMAs of tile `kt` run while the CTA waits for tile `kt + 1`
 //!   (`wgmma.wait_group 1`), and the stage refilled at `kt` is the one of
@@ -25,25 +30,33 @@
 
 use super::config::Tile;
 use super::epilogue;
-use super::load::{OperandLoad, Source};
-use super::shape::{Elem, Shape};
+use super::load::{Layout, OperandLoad, Source};
+use super::shape::{Elem, Operand, Shape};
 use super::{batch_offset, tile_origin, unravel_batch};
 use crate::ir::Kernel;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
 use crate::ptx::{entry_name, module, prologue, PtxKernel, Target};
 
-/// The descriptor bits that do not depend on the address: leading byte
-/// offset 1 (unused by swizzled k-major layouts), stride byte offset 1024
-/// (in 16-byte units), 128-byte swizzle.
-const DESC: u64 = (1 << 16) | (64 << 32) | (1 << 62);
+/// Descriptor bits of a tile that do not depend on its address (strides
+/// in 16-byte units, 128-byte swizzle), the descriptor step per k16, and
+/// the transpose flag, for an operand laid out as `layout` with `bk` `k`
+/// per stage.
+fn descriptor_bits(layout: Layout, bk: u32) -> (u64, u32, u32) {
+    let swizzle = 1 << 62;
+    let sbo = (1024 >> 4) << 32;
+    match layout {
+        // LBO 1: unused by swizzled k-major layouts.
+        Layout::KMajor => (swizzle | sbo | (1 << 16), 32 >> 4, 0),
+        _ => (swizzle | sbo | (((bk as u64 * 128) >> 4) << 16), 2048 >> 4, 1),
+    }
+}
 
-/// Whether the Hopper emitter can take `s` on `target`: halves, both
-/// operands k-contiguous and aligned for 16-byte copies.
+/// Whether the Hopper emitter can take `s` on `target`: halves, each
+/// operand contiguous along `k` or along its rows and aligned for 16-byte
+/// copies.
 pub fn applies(s: &Shape, target: &Target) -> bool {
-    target.sm >= 90
-        && matches!(s.elem, Elem::F16 | Elem::BF16)
-        && s.a.vector_ok(s.k, 8)
-        && s.b.vector_ok(s.k, 8)
+    let ok = |op: &Operand, rows: i64| op.vector_ok(s.k, 8) || op.row_vector_ok(rows, 8);
+    target.sm >= 90 && matches!(s.elem, Elem::F16 | Elem::BF16) && ok(&s.a, s.m) && ok(&s.b, s.n)
 }
 
 /// Lowers `kernel` (recognised as `s`, [`applies`]) with the warpgroup
@@ -79,6 +92,7 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel 
             tile_rows,
             k_len: s.k,
             tile_off,
+            atoms: true,
         };
         OperandLoad::new(b, &src, tid, t)
     };
@@ -137,7 +151,9 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel 
     let (a_tile, b_tile) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
     ins!(b, "add.u32 {a_tile}, {stage}, {a_rows}");
     ins!(b, "add.u32 {b_tile}, {stage}, {b_off}");
-    let (da, db) = (descriptor(b, a_tile), descriptor(b, b_tile));
+    let (bits_a, step_a, trans_a) = descriptor_bits(la.layout, t.bk(2));
+    let (bits_b, step_b, trans_b) = descriptor_bits(lb.layout, t.bk(2));
+    let (da, db) = (descriptor(b, a_tile, bits_a), descriptor(b, b_tile, bits_b));
     let ty = if s.elem == Elem::BF16 { "bf16" } else { "f16" };
     let d = acc
         .iter()
@@ -146,13 +162,12 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel 
         .join(", ");
     ins!(b, "wgmma.fence.sync.aligned");
     for step in 0..t.k_bytes / 32 {
-        // Each k16 step starts 32 bytes (2 descriptor units) further.
         let (sa, sb) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
-        ins!(b, "add.s64 {sa}, {da}, {}", 2 * step);
-        ins!(b, "add.s64 {sb}, {db}, {}", 2 * step);
+        ins!(b, "add.s64 {sa}, {da}, {}", step_a * step);
+        ins!(b, "add.s64 {sb}, {db}, {}", step_b * step);
         ins!(
             b,
-            "wgmma.mma_async.sync.aligned.m64n{}k16.f32.{ty}.{ty} {{{d}}}, {sa}, {sb}, {accumulate}, 1, 1, 0, 0",
+            "wgmma.mma_async.sync.aligned.m64n{}k16.f32.{ty}.{ty} {{{d}}}, {sa}, {sb}, {accumulate}, 1, 1, {trans_a}, {trans_b}",
             t.bn()
         );
     }
@@ -222,11 +237,11 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel 
 }
 
 /// The shared-memory matrix descriptor of a tile at shared address `addr`
-/// (u32, 1024-byte aligned but for the k16 step).
-fn descriptor(b: &mut Builder, addr: Reg) -> Reg {
+/// (u32, 1024-byte aligned) with the constant `bits`.
+fn descriptor(b: &mut Builder, addr: Reg, bits: u64) -> Reg {
     let (x, d) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
     ins!(b, "cvt.u64.u32 {x}, {addr}");
     ins!(b, "shr.u64 {x}, {x}, 4");
-    ins!(b, "or.b64 {d}, {x}, {DESC}");
+    ins!(b, "or.b64 {d}, {x}, {bits}");
     d
 }
