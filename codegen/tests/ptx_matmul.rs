@@ -77,12 +77,8 @@ fn every_tile_configuration_assembles_with_its_resources() {
         let s = matmul::recognise(k).expect("recognised");
         // Warpgroup tiles for halves (contiguous along k or the rows).
         let wgmma = matmul::wgmma_candidates();
-        let expected = matmul::candidates().len()
-            + if s.elem != Elem::Tf32 {
-                wgmma.len()
-            } else {
-                0
-            };
+        let expected =
+            matmul::candidates().len() + if s.elem != Elem::Tf32 { wgmma.len() } else { 0 };
         assert_eq!(matmul::variants(k, &t).len(), expected);
         for tile in matmul::candidates().into_iter().chain(wgmma).take(expected) {
             let p = matmul::emit_variant(k, &t, &tile.name()).expect("a candidate");

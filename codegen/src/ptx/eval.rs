@@ -1,8 +1,9 @@
 //! Evaluation of kernel instructions at a *point group*: one value of every
-//! kept and reduced variable, except that the last variable covers `lanes`
-//! consecutive values (the vector width), so that every instruction has
-//! either one value per lane or, when it does not depend on the last
-//! variable, one value shared by all lanes.
+//! kept and reduced variable, except that the lane variable (the last one,
+//! or another chosen with [`Cx::with_lane_var`]) covers `lanes` consecutive
+//! values (the vector width), so that every instruction has either one
+//! value per lane or, when it does not depend on the lane variable, one
+//! value shared by all lanes.
 
 use super::builder::{f32_imm, ins, Builder, Reg, RegKind};
 use super::expr::{self, Width};
@@ -22,7 +23,9 @@ pub struct Cx<'a> {
     pub k: &'a Kernel,
     /// Element-level instructions (see [`Kernel::element_level`]).
     pub level: Vec<bool>,
-    /// Instructions that depend on the last loop variable.
+    /// The variable that a point group's lanes step along, and the
+    /// instructions that depend on it.
+    pub lane_var: usize,
     pub lane_dep: Vec<bool>,
     pub width: Width,
     /// Global addresses of the inputs, then of the outputs.
@@ -30,7 +33,7 @@ pub struct Cx<'a> {
     pub outputs: Vec<Reg>,
 }
 
-/// A point group: registers of the variables with the last variable at its
+/// A point group: registers of the variables with the lane variable at its
 /// first lane, and the predicate under which the point exists.
 pub struct Point {
     pub vars: Vec<Option<Reg>>,
@@ -89,15 +92,25 @@ pub fn needs(k: &Kernel, level: &[bool], roots: &[Val]) -> Vec<Val> {
 }
 
 impl Cx<'_> {
-    fn last_var(&self) -> usize {
-        self.k.ranges.len() - 1
+    /// The same kernel with lanes along variable `var` (a matmul epilogue
+    /// steps along `n`, not along the reduced `k`).
+    pub fn with_lane_var(&self, var: usize) -> Self {
+        Cx {
+            k: self.k,
+            level: self.level.clone(),
+            lane_var: var,
+            lane_dep: depends_on(self.k, var),
+            width: self.width,
+            inputs: self.inputs.clone(),
+            outputs: self.outputs.clone(),
+        }
     }
 
-    /// The point's variables with the last one at lane `lane`.
+    /// The point's variables with the lane variable at lane `lane`.
     fn lane_vars(&self, b: &mut Builder, p: &Point, lane: usize) -> Vec<Option<Reg>> {
         let mut vars = p.vars.clone();
         if lane > 0 {
-            let last = self.last_var();
+            let last = self.lane_var;
             let v = vars[last].expect("last variable computed");
             let r = self.width.reg(b);
             ins!(b, "add.s{} {r}, {v}, {lane}", self.width.bits());
@@ -147,7 +160,7 @@ impl Cx<'_> {
                 valid,
             } => {
                 let (base, arg) = (self.inputs[*input], self.k.inputs[*input]);
-                if lanes > 1 && memory::vector_ok(index, valid, arg.dtype, lanes, self.last_var()) {
+                if lanes > 1 && memory::vector_ok(index, valid, arg.dtype, lanes, self.lane_var) {
                     let idx = expr::eval(b, index, &p.vars, ranges, w);
                     let c = expr::cond(b, valid, &p.vars, ranges, w);
                     let pred = expr::and(b, p.pred, c);
@@ -209,7 +222,7 @@ impl Cx<'_> {
         let ranges = &self.k.ranges;
         let w = self.width;
         let value = vals[s.value].as_ref().expect("stored value evaluated");
-        let index_per_lane = p.lanes > 1 && uses_var(Some(&s.index), None, self.last_var());
+        let index_per_lane = p.lanes > 1 && uses_var(Some(&s.index), None, self.lane_var);
         let lanes = if index_per_lane { p.lanes } else { 1 };
         let vs: Vec<Value> = (0..lanes)
             .map(|l| {
@@ -223,7 +236,7 @@ impl Cx<'_> {
             })
             .collect();
         let always = crate::Cond::always();
-        if lanes > 1 && memory::vector_ok(&s.index, &always, arg.dtype, lanes, self.last_var()) {
+        if lanes > 1 && memory::vector_ok(&s.index, &always, arg.dtype, lanes, self.lane_var) {
             let idx = expr::eval(b, &s.index, &p.vars, ranges, w);
             memory::store_vector(b, base, idx, &vs, p.pred, w);
             return;

@@ -195,6 +195,7 @@ fn prologue<'a>(kernel: &'a Kernel, entry: &str, b: &mut Builder) -> (Vec<String
     let cx = Cx {
         k: kernel,
         level: kernel.element_level(),
+        lane_var: kernel.ranges.len().saturating_sub(1),
         lane_dep: eval::depends_on(kernel, kernel.ranges.len().saturating_sub(1)),
         width: width(kernel),
         inputs: ptrs,

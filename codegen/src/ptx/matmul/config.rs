@@ -76,98 +76,97 @@ impl Tile {
 /// launcher raises the default 48 KiB limit).
 const MAX_SHARED: u32 = 227 * 1024;
 
-/// The configurations worth timing: CTA tiles from 64x64 to 256x128 with
-/// 64x64, 64x32 and 32x32 warp tiles, 64- and 128-byte stages (64 only
-/// for 64x64 warp tiles, whose 128 accumulators leave no registers for
-/// the deeper stage's fragment addresses: TF32 spills), 3 or 4 stages
-/// deep. Any is correct for any shape the tensor-core emitter takes.
-pub fn candidates() -> Vec<Tile> {
-    let mut out = Vec::new();
-    // (warps_m, warps_n, warp_m, warp_n): the best measured default first,
-    // then by CTA tile size.
-    let shapes = [
-        (2, 2, 64, 64),
-        (2, 4, 64, 64),
-        (4, 2, 64, 64),
-        (2, 4, 64, 32),
-        (2, 2, 64, 32),
-        (1, 4, 64, 32),
-        (1, 2, 64, 32),
-        (2, 2, 32, 32),
-    ];
-    for (warps_m, warps_n, warp_m, warp_n) in shapes {
-        let deep: &[u32] = if warp_n == 64 { &[64] } else { &[64, 128] };
-        for &k_bytes in deep {
-            for stages in [4, 3] {
-                let t = Tile {
-                    warps_m,
-                    warps_n,
-                    warp_m,
-                    warp_n,
-                    k_bytes,
-                    stages,
-                    group_m: 8,
-                    wgmma: false,
-                };
-                debug_assert!(t.shared_bytes() <= MAX_SHARED, "{t:?}");
-                out.push(t);
-            }
-        }
-    }
-    out
-}
+/// The `mma.sync` configurations worth timing, as `(warps_m, warps_n,
+/// warp_m, warp_n, k_bytes, stages)`: the eight that were fastest for some
+/// shape among 26 timed on an H100 (f16/bf16/TF32, k-major and row-major B,
+/// 4096^3 and 8192^3; BENCHMARKS.md), the best default first. 64x64 warp
+/// tiles keep 64-byte stages: their 128 accumulators leave no registers
+/// for a deeper stage's fragment addresses (TF32 spills).
+const MMA_SYNC: [(u32, u32, u32, u32, u32, u32); 8] = [
+    (2, 2, 64, 64, 64, 4),
+    (2, 2, 64, 64, 64, 3),
+    (2, 4, 64, 64, 64, 4),
+    (4, 2, 64, 64, 64, 4),
+    (2, 2, 64, 32, 128, 4),
+    (1, 4, 64, 32, 128, 3),
+    (1, 2, 64, 32, 128, 3),
+    (2, 2, 32, 32, 128, 3),
+];
 
-/// The warpgroup (`wgmma`) configurations worth timing on sm_90: one or
-/// two warpgroups of `m64 x n` with n of 128 or 256, 3 to 5 stages of
-/// 128-byte rows that fit the shared memory.
-pub fn wgmma_candidates() -> Vec<Tile> {
-    let mut out = Vec::new();
-    for (wgs, n) in [(2, 256), (2, 128), (1, 256), (1, 128)] {
-        for stages in [4, 3, 5] {
-            let t = Tile {
-                warps_m: 4 * wgs,
-                warps_n: 1,
-                warp_m: 16,
-                warp_n: n,
-                k_bytes: 128,
+/// The `mma.sync` configurations ([`MMA_SYNC`]). Any is correct for any
+/// shape the tensor-core emitter takes.
+pub fn candidates() -> Vec<Tile> {
+    MMA_SYNC
+        .iter()
+        .map(
+            |&(warps_m, warps_n, warp_m, warp_n, k_bytes, stages)| Tile {
+                warps_m,
+                warps_n,
+                warp_m,
+                warp_n,
+                k_bytes,
                 stages,
                 group_m: 8,
-                wgmma: true,
-            };
-            if t.shared_bytes() <= MAX_SHARED {
-                out.push(t);
-            }
-        }
-    }
-    out
+                wgmma: false,
+            },
+        )
+        .inspect(|t| debug_assert!(t.shared_bytes() <= MAX_SHARED, "{t:?}"))
+        .collect()
 }
 
-/// The first candidate that still gives every SM a CTA (the smallest
-/// when none does): big tiles reuse more, small ones fill small problems.
-/// Where warpgroup MMAs apply (sm_90, halves), two warpgroups of 128x256
-/// 4 stages deep, else 128x128: the fastest at 4096^3 and 8192^3 on an
-/// H100; otherwise `mma.sync` tiles of four 64x64 warps, 64-byte stages 4
-/// deep (BENCHMARKS.md).
+/// The warpgroup (`wgmma`) configurations worth timing on sm_90, as
+/// `(warpgroups, n, stages)`: `m64 x n` per warpgroup, 128-byte rows; the
+/// seven fastest of 11 timed on an H100.
+const WGMMA: [(u32, u32, u32); 7] = [
+    (2, 256, 4),
+    (2, 256, 3),
+    (2, 128, 3),
+    (2, 128, 4),
+    (1, 256, 4),
+    (1, 128, 3),
+    (1, 128, 4),
+];
+
+/// The warpgroup configurations ([`WGMMA`]).
+pub fn wgmma_candidates() -> Vec<Tile> {
+    WGMMA
+        .iter()
+        .map(|&(wgs, n, stages)| Tile {
+            warps_m: 4 * wgs,
+            warps_n: 1,
+            warp_m: 16,
+            warp_n: n,
+            k_bytes: 128,
+            stages,
+            group_m: 8,
+            wgmma: true,
+        })
+        .inspect(|t| debug_assert!(t.shared_bytes() <= MAX_SHARED, "{t:?}"))
+        .collect()
+}
+
+/// The first of a preference list that still gives every SM a CTA (the
+/// smallest when none does): big tiles reuse more, small ones fill small
+/// problems. Where warpgroup MMAs apply (sm_90, halves): two warpgroups of
+/// 128x256 4 stages deep, 128x128 3 deep, one warpgroup of 64x128; else
+/// `mma.sync` 128x128 of four 64x64 warps, then 128x64, 64x128, 64x64
+/// (the fastest measured at each size on an H100, BENCHMARKS.md).
 pub fn choose(s: &Shape, batches: i64, target: &Target) -> Tile {
     let ctas = |t: &Tile| {
         (s.m as u64).div_ceil(t.bm() as u64) * (s.n as u64).div_ceil(t.bn() as u64) * batches as u64
     };
     let fills = |t: &Tile| ctas(t) >= target.num_sms as u64;
     if wgmma::applies(s, target) {
-        let pick = wgmma_candidates()
-            .into_iter()
-            .filter(|t| t.warps_m == 8 && t.stages == if t.bn() == 256 { 4 } else { 3 })
-            .find(fills);
-        if let Some(t) = pick {
+        let wg = wgmma_candidates();
+        if let Some(t) = [0, 2, 5].iter().map(|i| wg[*i]).find(fills) {
             return t;
         }
     }
-    let all: Vec<Tile> = candidates()
-        .into_iter()
-        .filter(|t| t.k_bytes == 64 && t.stages == 4)
-        .collect();
-    all.iter()
+    let all = candidates();
+    let prefs: Vec<Tile> = [0, 4, 5, 6, 7].iter().map(|i| all[*i]).collect();
+    prefs
+        .iter()
         .copied()
         .find(fills)
-        .unwrap_or(all[all.len() - 1])
+        .unwrap_or(prefs[prefs.len() - 1])
 }

@@ -2,6 +2,13 @@
 //! point of the kernel's kept domain, the `Reduce` takes its value, and the
 //! kernel's row-level instructions and stores run there through the
 //! generic evaluator, masked to the matrix.
+//!
+//! [`emit`] evaluates each accumulator where its thread holds it. The
+//! tensor-core fragments scatter a thread's accumulators over 8-row
+//! blocks, so stores from there are 2-byte pieces of many rows; [`staged`]
+//! first writes the CTA's tile to shared memory and then gives each thread
+//! runs of consecutive columns of one row: 16-byte loads of bias-like
+//! operands and 16-byte, coalesced stores.
 
 use super::shape::Shape;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
@@ -26,56 +33,207 @@ pub struct Item {
 
 /// Emits the epilogue for every accumulator.
 pub fn emit(b: &mut Builder, cx: &Cx, s: &Shape, items: &[Item], o: &Origin) {
-    let k = cx.k;
+    let insts = row_insts(cx, s);
+    let batch = widened(b, cx, &o.batch);
+    for it in items {
+        let (m, n) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+        ins!(b, "add.u32 {m}, {}, {}", o.m, it.dm);
+        ins!(b, "add.u32 {n}, {}, {}", o.n, it.dn);
+        point(b, cx, s, &insts, &batch, (m, n), &[it.reg]);
+    }
+}
+
+/// Where a CTA stages its tile: shared memory of at least
+/// [`staging_bytes`], the thread and team size, the tile and its origin in
+/// C, and the thread's origin within the tile (what [`Item`] offsets are
+/// relative to).
+pub struct Staging {
+    pub smem: Reg,
+    pub tid: Reg,
+    pub threads: u32,
+    pub bm: u32,
+    pub bn: u32,
+    /// `(m0, n0)`: the tile's first row and column in C.
+    pub origin: (Reg, Reg),
+    /// The thread's first row and column within the tile.
+    pub local: (Reg, Reg),
+}
+
+/// f32 words of padding per staged row: 8 rows of fragments written at
+/// once land on different banks (at most 2-way conflicts).
+const PAD: u32 = 8;
+
+/// Shared bytes the staged tile needs.
+pub fn staging_bytes(bm: u32, bn: u32) -> u32 {
+    bm * (bn + PAD) * 4
+}
+
+/// Columns per thread and run in the second phase: 16 bytes of the widest
+/// output, when every row of C splits into whole runs (else 1).
+fn run_lanes(cx: &Cx, s: &Shape, bn: u32) -> u32 {
+    let widest =
+        cx.k.outputs
+            .iter()
+            .map(|a| a.dtype.size())
+            .max()
+            .unwrap_or(4);
+    let lanes = (16 / widest.max(1)) as u32;
+    let fits = s.n_var.is_some() && s.n % lanes as i64 == 0 && bn % lanes == 0;
+    if fits {
+        lanes
+    } else {
+        1
+    }
+}
+
+/// The epilogue through shared memory: after a barrier (the caller has
+/// waited for its copies and MMAs, so the pipeline's buffers are free),
+/// every thread writes its accumulators to a `bm x bn` f32 tile; after a
+/// second barrier each thread evaluates runs of consecutive columns,
+/// neighbouring threads taking neighbouring runs of a row.
+pub fn staged(b: &mut Builder, cx: &Cx, s: &Shape, items: &[Item], st: &Staging, batch: &[Reg]) {
+    let pitch = (st.bn + PAD) * 4;
+    ins!(b, "bar.sync 0");
+    let base = b.reg(RegKind::B32);
+    ins!(b, "mad.lo.u32 {base}, {}, {pitch}, {}", st.local.0, st.smem);
+    let col = b.reg(RegKind::B32);
+    ins!(b, "shl.b32 {col}, {}, 2", st.local.1);
+    ins!(b, "add.u32 {base}, {base}, {col}");
+    let mut i = 0;
+    while i < items.len() {
+        let it = &items[i];
+        let off = it.dm * pitch + it.dn * 4;
+        // Column pairs (even dn, thread columns even) as one 8-byte store.
+        let pair = items
+            .get(i + 1)
+            .filter(|n| n.dm == it.dm && n.dn == it.dn + 1 && it.dn % 2 == 0);
+        match pair {
+            Some(n) => {
+                ins!(
+                    b,
+                    "st.shared.v2.f32 [{base}+{off}], {{{}, {}}}",
+                    it.reg,
+                    n.reg
+                );
+                i += 2;
+            }
+            None => {
+                ins!(b, "st.shared.f32 [{base}+{off}], {}", it.reg);
+                i += 1;
+            }
+        }
+    }
+    ins!(b, "bar.sync 0");
+    let lanes = run_lanes(cx, s, st.bn);
+    let runs_per_row = st.bn / lanes;
+    let cxl = match s.n_var {
+        Some(v) if lanes > 1 => cx.with_lane_var(v),
+        _ => cx.with_lane_var(cx.lane_var),
+    };
+    let insts = row_insts(&cxl, s);
+    let batch = widened(b, &cxl, batch);
+    for j in 0..st.bm * runs_per_row / st.threads {
+        let (g, row, run, m, n) = (
+            b.reg(RegKind::B32),
+            b.reg(RegKind::B32),
+            b.reg(RegKind::B32),
+            b.reg(RegKind::B32),
+            b.reg(RegKind::B32),
+        );
+        ins!(b, "add.u32 {g}, {}, {}", st.tid, j * st.threads);
+        ins!(b, "div.u32 {row}, {g}, {runs_per_row}");
+        ins!(b, "rem.u32 {run}, {g}, {runs_per_row}");
+        ins!(b, "mul.lo.u32 {run}, {run}, {lanes}");
+        ins!(b, "add.u32 {m}, {}, {row}", st.origin.0);
+        ins!(b, "add.u32 {n}, {}, {run}", st.origin.1);
+        let addr = b.reg(RegKind::B32);
+        ins!(b, "mad.lo.u32 {addr}, {row}, {pitch}, {}", st.smem);
+        ins!(b, "mad.lo.u32 {addr}, {run}, 4, {addr}");
+        let regs: Vec<Reg> = (0..lanes).map(|_| b.reg(RegKind::F32)).collect();
+        for (q, quad) in regs.chunks(4).enumerate() {
+            let list = quad
+                .iter()
+                .map(|r| r.to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            match quad.len() {
+                4 => ins!(b, "ld.shared.v4.f32 {{{list}}}, [{addr}+{}]", 16 * q),
+                _ => ins!(b, "ld.shared.f32 {list}, [{addr}]"),
+            }
+        }
+        point(b, &cxl, s, &insts, &batch, (m, n), &regs);
+    }
+}
+
+/// The row-level instructions the stores need, but for the `Reduce`
+/// (whose value the accumulators give).
+fn row_insts(cx: &Cx, s: &Shape) -> Vec<usize> {
     let row_level: Vec<bool> = cx
         .level
         .iter()
         .enumerate()
         .map(|(i, l)| !l && i != s.reduce)
         .collect();
-    let roots: Vec<usize> = k.stores.iter().map(|st| st.value).collect();
-    let insts = needs(k, &row_level, &roots);
-    let w = cx.width;
-    let widen = |b: &mut Builder, r: Reg| {
-        if w.wide {
-            let x = b.reg(RegKind::B64);
-            ins!(b, "cvt.u64.u32 {x}, {r}");
-            x
-        } else {
-            r
-        }
+    let roots: Vec<usize> = cx.k.stores.iter().map(|st| st.value).collect();
+    needs(cx.k, &row_level, &roots)
+}
+
+/// `r` in the kernel's index width.
+fn widen(b: &mut Builder, cx: &Cx, r: Reg) -> Reg {
+    if cx.width.wide {
+        let x = b.reg(RegKind::B64);
+        ins!(b, "cvt.u64.u32 {x}, {r}");
+        x
+    } else {
+        r
+    }
+}
+
+fn widened(b: &mut Builder, cx: &Cx, regs: &[Reg]) -> Vec<Reg> {
+    regs.iter().map(|r| widen(b, cx, *r)).collect()
+}
+
+/// Evaluates `insts` and the stores at the point group `(m, n)` whose
+/// `Reduce` values (one per lane along `n`) are `acc`, masked to C.
+fn point(
+    b: &mut Builder,
+    cx: &Cx,
+    s: &Shape,
+    insts: &[usize],
+    batch: &[Reg],
+    (m, n): (Reg, Reg),
+    acc: &[Reg],
+) {
+    let k = cx.k;
+    let pred = b.reg(RegKind::Pred);
+    ins!(b, "setp.lt.u32 {pred}, {m}, {}", s.m);
+    ins!(b, "setp.lt.and.u32 {pred}, {n}, {}, {pred}", s.n);
+    let mut vars = vec![None; k.ranges.len()];
+    for (v, r) in s.batch_vars.iter().zip(batch) {
+        vars[*v] = Some(*r);
+    }
+    if let Some(v) = s.m_var {
+        vars[v] = Some(widen(b, cx, m));
+    }
+    if let Some(v) = s.n_var {
+        vars[v] = Some(widen(b, cx, n));
+    }
+    let p = Point {
+        vars,
+        lanes: acc.len(),
+        pred: Some(pred),
     };
-    let batch: Vec<Reg> = o.batch.iter().map(|r| widen(b, *r)).collect();
-    for it in items {
-        let (m, n) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-        ins!(b, "add.u32 {m}, {}, {}", o.m, it.dm);
-        ins!(b, "add.u32 {n}, {}, {}", o.n, it.dn);
-        let pred = b.reg(RegKind::Pred);
-        ins!(b, "setp.lt.u32 {pred}, {m}, {}", s.m);
-        ins!(b, "setp.lt.and.u32 {pred}, {n}, {}, {pred}", s.n);
-        let mut vars = vec![None; k.ranges.len()];
-        for (v, r) in s.batch_vars.iter().zip(&batch) {
-            vars[*v] = Some(*r);
-        }
-        if let Some(v) = s.m_var {
-            vars[v] = Some(widen(b, m));
-        }
-        if let Some(v) = s.n_var {
-            vars[v] = Some(widen(b, n));
-        }
-        let p = Point {
-            vars,
-            lanes: 1,
-            pred: Some(pred),
-        };
-        let mut vals: Vals = vec![None; k.insts.len()];
-        vals[s.reduce] = Some(vec![Value {
-            reg: it.reg,
-            dtype: DType::F32,
-        }]);
-        cx.eval(b, &p, &insts, &mut vals);
-        for st in &k.stores {
-            cx.store(b, &p, st, &vals);
-        }
+    let mut vals: Vals = vec![None; k.insts.len()];
+    vals[s.reduce] = Some(
+        acc.iter()
+            .map(|reg| Value {
+                reg: *reg,
+                dtype: DType::F32,
+            })
+            .collect(),
+    );
+    cx.eval(b, &p, insts, &mut vals);
+    for st in &k.stores {
+        cx.store(b, &p, st, &vals);
     }
 }

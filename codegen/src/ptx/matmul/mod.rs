@@ -195,16 +195,10 @@ pub fn emit_with(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKe
     let (g, tg) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
     ins!(b, "shr.u32 {g}, {lane}, 2");
     ins!(b, "and.b32 {tg}, {lane}, 3");
-    let (om, on) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-    ins!(b, "mad.lo.u32 {om}, {warp_m}, {}, {m0}", t.warp_m);
-    ins!(b, "add.u32 {om}, {om}, {g}");
-    ins!(b, "mad.lo.u32 {on}, {warp_n}, {}, {n0}", t.warp_n);
-    ins!(b, "mad.lo.u32 {on}, {tg}, 2, {on}");
-    let origin = epilogue::Origin {
-        m: om,
-        n: on,
-        batch,
-    };
+    let (lm, ln) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+    ins!(b, "mad.lo.u32 {lm}, {warp_m}, {}, {g}", t.warp_m);
+    ins!(b, "mul.lo.u32 {ln}, {warp_n}, {}", t.warp_n);
+    ins!(b, "mad.lo.u32 {ln}, {tg}, 2, {ln}");
     // Accumulator q of MMA tile (mi, ni) is (row g + 8 (q / 2), column
     // 2t + q % 2) of that 16 x 8 tile.
     let items: Vec<epilogue::Item> = acc
@@ -220,7 +214,16 @@ pub fn emit_with(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKe
             })
         })
         .collect();
-    epilogue::emit(b, &cx, s, &items, &origin);
+    let staging = epilogue::Staging {
+        smem: smem_base,
+        tid,
+        threads: t.threads(),
+        bm: t.bm(),
+        bn: t.bn(),
+        origin: (m0, n0),
+        local: (lm, ln),
+    };
+    epilogue::staged(b, &cx, s, &items, &staging, &batch);
     ins!(b, "ret");
     let decls = format!(".extern .shared .align 128 .b8 {smem}[];\n\n");
     // Without `.minnctapersm 1` ptxas caps 8-warp tiles at 128 registers
@@ -242,7 +245,9 @@ pub fn emit_with(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKe
         entry,
         grid: (ctas_m * ctas_n, 1, s.batches(kernel) as u32),
         block: (t.threads(), 1, 1),
-        shared_bytes: t.shared_bytes(),
+        shared_bytes: t
+            .shared_bytes()
+            .max(epilogue::staging_bytes(t.bm(), t.bn())),
     }
 }
 

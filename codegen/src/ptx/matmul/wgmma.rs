@@ -47,7 +47,11 @@ fn descriptor_bits(layout: Layout, bk: u32) -> (u64, u32, u32) {
     match layout {
         // LBO 1: unused by swizzled k-major layouts.
         Layout::KMajor => (swizzle | sbo | (1 << 16), 32 >> 4, 0),
-        _ => (swizzle | sbo | (((bk as u64 * 128) >> 4) << 16), 2048 >> 4, 1),
+        _ => (
+            swizzle | sbo | (((bk as u64 * 128) >> 4) << 16),
+            2048 >> 4,
+            1,
+        ),
     }
 }
 
@@ -180,7 +184,7 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel 
     ins!(b, "wgmma.wait_group.sync.aligned 0");
     ins!(b, "cp.async.wait_all");
     b.comment("epilogue");
-    let (g, tg, om, on) = (
+    let (g, tg, lm, ln) = (
         b.reg(RegKind::B32),
         b.reg(RegKind::B32),
         b.reg(RegKind::B32),
@@ -188,10 +192,9 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel 
     );
     ins!(b, "shr.u32 {g}, {lane}, 2");
     ins!(b, "and.b32 {tg}, {lane}, 3");
-    // Warp v of the CTA covers rows 16 v of the CTA tile (warpgroups stack).
-    ins!(b, "mad.lo.u32 {om}, {warp}, 16, {m0}");
-    ins!(b, "add.u32 {om}, {om}, {g}");
-    ins!(b, "mad.lo.u32 {on}, {tg}, 2, {n0}");
+    // Warp v of the CTA covers rows 16 v of the tile (warpgroups stack).
+    ins!(b, "mad.lo.u32 {lm}, {warp}, 16, {g}");
+    ins!(b, "shl.b32 {ln}, {tg}, 1");
     let items: Vec<epilogue::Item> = acc
         .iter()
         .enumerate()
@@ -204,12 +207,16 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel 
             }
         })
         .collect();
-    let origin = epilogue::Origin {
-        m: om,
-        n: on,
-        batch,
+    let staging = epilogue::Staging {
+        smem: smem_base,
+        tid,
+        threads: t.threads(),
+        bm: t.bm(),
+        bn: t.bn(),
+        origin: (m0, n0),
+        local: (lm, ln),
     };
-    epilogue::emit(b, &cx, s, &items, &origin);
+    epilogue::staged(b, &cx, s, &items, &staging, &batch);
     ins!(b, "ret");
     // The 128-byte swizzle repeats every 1024 bytes: stages start there.
     let decls = format!(".extern .shared .align 1024 .b8 {smem}[];\n\n");
@@ -232,7 +239,9 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel 
         entry,
         grid: (ctas_m * ctas_n, 1, s.batches(kernel) as u32),
         block: (t.threads(), 1, 1),
-        shared_bytes: t.shared_bytes(),
+        shared_bytes: t
+            .shared_bytes()
+            .max(epilogue::staging_bytes(t.bm(), t.bn())),
     }
 }
 
