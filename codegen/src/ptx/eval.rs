@@ -66,14 +66,21 @@ pub fn row_free_load(k: &Kernel, i: usize) -> bool {
 
 /// Marks the instructions that depend on variable `var`.
 pub fn depends_on(k: &Kernel, var: usize) -> Vec<bool> {
+    depends_on_or(k, var, None)
+}
+
+/// Marks the instructions that depend on variable `var` or on the value
+/// of instruction `also` (a `Reduce` is otherwise constant along a row).
+fn depends_on_or(k: &Kernel, var: usize, also: Option<Val>) -> Vec<bool> {
     let mut dep = vec![false; k.insts.len()];
     for (i, n) in k.insts.iter().enumerate() {
-        dep[i] = match &n.inst {
-            Inst::Load { index, valid, .. } => uses_var(Some(index), Some(valid), var),
-            Inst::Valid(c) => uses_var(None, Some(c), var),
-            Inst::Reduce(..) => false,
-            inst => inst.operands().iter().any(|o| dep[*o]),
-        };
+        dep[i] = Some(i) == also
+            || match &n.inst {
+                Inst::Load { index, valid, .. } => uses_var(Some(index), Some(valid), var),
+                Inst::Valid(c) => uses_var(None, Some(c), var),
+                Inst::Reduce(..) => false,
+                inst => inst.operands().iter().any(|o| dep[*o]),
+            };
     }
     dep
 }
@@ -92,14 +99,15 @@ pub fn needs(k: &Kernel, level: &[bool], roots: &[Val]) -> Vec<Val> {
 }
 
 impl Cx<'_> {
-    /// The same kernel with lanes along variable `var` (a matmul epilogue
-    /// steps along `n`, not along the reduced `k`).
-    pub fn with_lane_var(&self, var: usize) -> Self {
+    /// The same kernel with lanes along kept variable `var`, where the
+    /// value of `reduce` also differs per lane (a matmul epilogue steps
+    /// along `n`, and each lane has its own accumulator).
+    pub fn with_lanes_along(&self, var: usize, reduce: Val) -> Self {
         Cx {
             k: self.k,
             level: self.level.clone(),
             lane_var: var,
-            lane_dep: depends_on(self.k, var),
+            lane_dep: depends_on_or(self.k, var, Some(reduce)),
             width: self.width,
             inputs: self.inputs.clone(),
             outputs: self.outputs.clone(),

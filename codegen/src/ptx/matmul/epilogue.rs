@@ -127,8 +127,8 @@ pub fn staged(b: &mut Builder, cx: &Cx, s: &Shape, items: &[Item], st: &Staging,
     let lanes = run_lanes(cx, s, st.bn);
     let runs_per_row = st.bn / lanes;
     let cxl = match s.n_var {
-        Some(v) if lanes > 1 => cx.with_lane_var(v),
-        _ => cx.with_lane_var(cx.lane_var),
+        Some(v) if lanes > 1 => cx.with_lanes_along(v, s.reduce),
+        _ => cx.with_lanes_along(cx.lane_var, s.reduce),
     };
     let insts = row_insts(&cxl, s);
     let batch = widened(b, &cxl, batch);
