@@ -12,7 +12,9 @@
 //! `cargo bench --bench matmul` (prints `skipped` without a GPU, and
 //! `cuBLAS: not found (...), skipped` without cuBLAS, leaving its columns
 //! empty). Writes a table to stdout and `matmul.json` to `$SMELT_BENCH_OUT`
-//! (default `target/bench`).
+//! (default `target/bench`). `SMELT_BENCH_DTYPES=float16,bfloat16` limits
+//! the dtypes (the first run of each large shape also autotunes, which
+//! makes a full run several minutes long).
 //!
 //! Finding cuBLAS: cudarc opens `libcublas.so` or `libcublas.so.12` (and
 //! older) from the loader's path. When neither opens, the bench finds a
@@ -126,7 +128,11 @@ fn main() -> Result<()> {
     );
     print_header();
     let mut rows = Vec::new();
-    for dt in [DType::F16, DType::BF16, DType::F32] {
+    let wanted = std::env::var("SMELT_BENCH_DTYPES").ok();
+    let dtypes = [DType::F16, DType::BF16, DType::F32]
+        .into_iter()
+        .filter(|dt| wanted.as_ref().is_none_or(|w| w.split(',').any(|x| x == dt.name())));
+    for dt in dtypes {
         for shape in SHAPES {
             let (bs, m, n, k) = shape;
             if dt == DType::F32 && m * n * k > 4096 * 4096 * 4096 {
