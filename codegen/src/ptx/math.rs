@@ -263,9 +263,38 @@ pub fn sincos(b: &mut Builder, x: Reg, which: Trig) -> Reg {
     select(b, nv, v, neg)
 }
 
+/// How accurate a result must be: `F32` results get the accurate [`exp`]
+/// and IEEE division (a few ulp); `Half` results (f16/bf16, whose 11 or 8
+/// bits cannot see the last f32 bits) the plain `ex2.approx` and
+/// `div.full.f32` (2 ulp), several times fewer instructions (a matmul
+/// epilogue's gelu for a half-precision output).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Accuracy {
+    F32,
+    Half,
+}
+
+/// `e^x` at accuracy `r`.
+fn exp_for(b: &mut Builder, x: Reg, r: Accuracy) -> Reg {
+    match r {
+        Accuracy::F32 => exp(b, x),
+        Accuracy::Half => exp_fast(b, x),
+    }
+}
+
+/// `n / d` at accuracy `r`.
+fn div_for(b: &mut Builder, n: impl std::fmt::Display, d: Reg, r: Accuracy) -> Reg {
+    let q = freg(b);
+    match r {
+        Accuracy::F32 => ins!(b, "div.rn.f32 {q}, {n}, {d}"),
+        Accuracy::Half => ins!(b, "div.full.f32 {q}, {n}, {d}"),
+    }
+    q
+}
+
 /// `tanh x`: Cephes' odd polynomial for `|x| < 0.625`, else
-/// `sign(x) * (1 - 2 / (e^(2|x|) + 1))` with the accurate [`exp`].
-pub fn tanh(b: &mut Builder, x: Reg) -> Reg {
+/// `sign(x) * (1 - 2 / (e^(2|x|) + 1))`, at accuracy `r`.
+pub fn tanh(b: &mut Builder, x: Reg, r: Accuracy) -> Reg {
     let a = freg(b);
     ins!(b, "abs.f32 {a}, {x}");
     let small = b.reg(RegKind::Pred);
@@ -285,10 +314,9 @@ pub fn tanh(b: &mut Builder, x: Reg) -> Reg {
     let p = mul(b, p, z);
     let poly = fma(b, p, x, x);
     let a2 = add(b, a, a);
-    let e = exp(b, a2);
+    let e = exp_for(b, a2, r);
     let d = add(b, e, imm(1.0));
-    let q = freg(b);
-    ins!(b, "div.rn.f32 {q}, {}, {d}", imm(2.0));
+    let q = div_for(b, imm(2.0), d, r);
     let one_minus = freg(b);
     ins!(b, "sub.rn.f32 {one_minus}, {}, {q}", imm(1.0));
     let large = freg(b);
@@ -296,24 +324,29 @@ pub fn tanh(b: &mut Builder, x: Reg) -> Reg {
     select(b, poly, large, small)
 }
 
-/// `x / (1 + e^-x)`; with `x = 1` this is the sigmoid.
-pub fn over_one_plus_exp_neg(b: &mut Builder, num: impl std::fmt::Display, x: Reg) -> Reg {
+/// `num / (1 + e^-x)` at accuracy `r`; with `num = 1` the sigmoid, with
+/// `num = x` silu.
+pub fn over_one_plus_exp_neg(
+    b: &mut Builder,
+    num: impl std::fmt::Display,
+    x: Reg,
+    r: Accuracy,
+) -> Reg {
     let nx = freg(b);
     ins!(b, "neg.f32 {nx}, {x}");
-    let e = exp(b, nx);
+    let e = exp_for(b, nx, r);
     let d = add(b, e, imm(1.0));
-    let r = freg(b);
-    ins!(b, "div.rn.f32 {r}, {num}, {d}");
-    r
+    div_for(b, num, d, r)
 }
 
-/// GELU, tanh form: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
-pub fn gelu(b: &mut Builder, x: Reg) -> Reg {
+/// GELU, tanh form: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`, at
+/// accuracy `r`.
+pub fn gelu(b: &mut Builder, x: Reg, r: Accuracy) -> Reg {
     let x2 = mul(b, x, x);
     let x3 = mul(b, x2, x);
     let inner = fma(b, x3, imm(0.044715), x);
     let u = mul(b, inner, imm(0.797_884_560_802_865_4));
-    let t = tanh(b, u);
+    let t = tanh(b, u, r);
     let one_t = add(b, t, imm(1.0));
     let hx = mul(b, x, imm(0.5));
     mul(b, hx, one_t)

@@ -25,7 +25,9 @@
 //!   a half-type result, plain `ex2.approx.f32(x * log2(e))` (up to 2^-17
 //!   relative, invisible after rounding to the half type). `exp2`:
 //!   `ex2.approx.f32`, 2 ulp. `sigmoid`, `silu`, `tanh` (for `|x| >= 0.625`)
-//!   and `gelu` go through the accurate `exp`: a few ulp.
+//!   and `gelu` go through the accurate `exp` and `div.rn`: a few ulp; with
+//!   a half-type result through the plain `ex2.approx` and `div.full.f32`
+//!   (errors up to about 2^-17, invisible after rounding to the half type).
 //! - `/`: `div.rn.f32` (exact) for `f32` results, `div.full.f32` (2 ulp)
 //!   for half-type results.
 //! - `log`, `log2`: own reduction and `atanh` series, about 1-2 ulp

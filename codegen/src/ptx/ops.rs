@@ -178,6 +178,11 @@ pub fn unary(b: &mut Builder, op: UnaryOp, x: Value, out: DType) -> Value {
     }
     let x = convert(b, x, out).reg;
     let f = b.reg(RegKind::F32);
+    let accuracy = if out == DType::F32 {
+        math::Accuracy::F32
+    } else {
+        math::Accuracy::Half
+    };
     let r = match op {
         UnaryOp::Neg => {
             ins!(b, "neg.f32 {f}, {x}");
@@ -215,10 +220,10 @@ pub fn unary(b: &mut Builder, op: UnaryOp, x: Value, out: DType) -> Value {
         }
         UnaryOp::Sin => math::sincos(b, x, Trig::Sin),
         UnaryOp::Cos => math::sincos(b, x, Trig::Cos),
-        UnaryOp::Tanh => math::tanh(b, x),
-        UnaryOp::Sigmoid => math::over_one_plus_exp_neg(b, f32_imm(1.0), x),
-        UnaryOp::Silu => math::over_one_plus_exp_neg(b, x, x),
-        UnaryOp::Gelu => math::gelu(b, x),
+        UnaryOp::Tanh => math::tanh(b, x, accuracy),
+        UnaryOp::Sigmoid => math::over_one_plus_exp_neg(b, f32_imm(1.0), x, accuracy),
+        UnaryOp::Silu => math::over_one_plus_exp_neg(b, x, x, accuracy),
+        UnaryOp::Gelu => math::gelu(b, x, accuracy),
         UnaryOp::Square => math::mul(b, x, x),
         UnaryOp::RoundTf32 => {
             let t = b.reg(RegKind::B32);
