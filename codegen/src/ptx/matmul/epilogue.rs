@@ -78,7 +78,7 @@ fn run_lanes(cx: &Cx, s: &Shape, bn: u32) -> u32 {
             .max()
             .unwrap_or(4);
     let lanes = (16 / widest.max(1)) as u32;
-    let fits = s.n_var.is_some() && s.n % lanes as i64 == 0 && bn % lanes == 0;
+    let fits = s.n_var.is_some() && s.n % lanes as i64 == 0 && bn.is_multiple_of(lanes);
     if fits {
         lanes
     } else {
@@ -106,7 +106,7 @@ pub fn staged(b: &mut Builder, cx: &Cx, s: &Shape, items: &[Item], st: &Staging,
         // Column pairs (even dn, thread columns even) as one 8-byte store.
         let pair = items
             .get(i + 1)
-            .filter(|n| n.dm == it.dm && n.dn == it.dn + 1 && it.dn % 2 == 0);
+            .filter(|n| n.dm == it.dm && n.dn == it.dn + 1 && it.dn.is_multiple_of(2));
         match pair {
             Some(n) => {
                 ins!(

@@ -29,6 +29,7 @@ mod config;
 mod epilogue;
 mod load;
 mod mma;
+mod pipeline;
 mod shape;
 mod simt;
 mod wgmma;
@@ -37,10 +38,11 @@ pub use config::{candidates, wgmma_candidates, Tile};
 pub use shape::{recognise, Elem, Operand, Shape};
 
 use super::builder::{ins, Builder, Reg, RegKind};
+use super::eval::Cx;
 use super::{entry_name, module, prologue, PtxKernel, Target};
 use crate::ir::Kernel;
-use load::{OperandLoad, Source};
 use mma::Frags;
+use pipeline::Pipeline;
 
 /// The matmul's shape when a specialised emitter takes `kernel`: the
 /// tensor-core one for half types and TF32, the SIMT one (`simt.rs`) for
@@ -104,91 +106,31 @@ pub fn emit_with(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKe
     if t.wgmma {
         return wgmma::emit(kernel, target, s, t);
     }
-    let entry = entry_name(kernel);
-    let smem = format!("{entry}_smem");
-    let mut b = Builder::default();
-    let (params, cx) = prologue(kernel, &entry, &mut b);
-    let b = &mut b;
-    let sreg = |b: &mut Builder, name: &str| {
-        let r = b.reg(RegKind::B32);
-        ins!(b, "mov.u32 {r}, {name}");
-        r
-    };
-    let (tid, pid, z) = (sreg(b, "%tid.x"), sreg(b, "%ctaid.x"), sreg(b, "%ctaid.z"));
-    let smem_base = sreg(b, &smem);
-    let (lane, warp) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-    ins!(b, "and.b32 {lane}, {tid}, 31");
-    ins!(b, "shr.u32 {warp}, {tid}, 5");
+    let (mut bld, st) = start(kernel, s, t);
+    let tid = st.tid;
+    let b = &mut bld;
+    let (lane, warp) = lane_and_warp(b, tid);
     let (warp_m, warp_n) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
     ins!(b, "rem.u32 {warp_m}, {warp}, {}", t.warps_m);
     ins!(b, "div.u32 {warp_n}, {warp}, {}", t.warps_m);
-    let (m0, n0) = tile_origin(b, s, t, pid);
-    let batch = unravel_batch(b, kernel, s, z);
-    let eb = s.elem.bytes();
-    let load = |b: &mut Builder, opnd: &Operand, row0, rows, tile_rows, tile_off| {
-        let batch_off = batch_offset(b, opnd, &batch);
-        let src = Source {
-            op: opnd,
-            eb,
-            base: cx.inputs[opnd.input],
-            batch_off,
-            row0,
-            rows,
-            tile_rows,
-            k_len: s.k,
-            tile_off,
-            atoms: false,
-        };
-        OperandLoad::new(b, &src, tid, t)
-    };
-    let la = load(b, &s.a, m0, s.m, t.bm(), 0);
-    let lb = load(b, &s.b, n0, s.n, t.bn(), t.bm() * t.k_bytes);
-    let frags = Frags::new(b, lane, (warp_m, warp_n), t, (la.layout, lb.layout));
+    let p = Pipeline::new(b, &st, s, t, false);
+    let frags = Frags::new(b, lane, (warp_m, warp_n), t, (p.la.layout, p.lb.layout));
     let acc = mma::zero_acc(b, t);
-    let kt_total = (s.k as u64).div_ceil(t.bk(eb) as u64) as u32;
-    let stage_addr = |b: &mut Builder, kt: Reg| {
-        let (st, addr) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-        ins!(b, "rem.u32 {st}, {kt}, {}", t.stages);
-        ins!(
-            b,
-            "mad.lo.u32 {addr}, {st}, {}, {smem_base}",
-            t.stage_bytes()
-        );
-        addr
-    };
-    b.comment("prologue: the first stages - 1 k-tiles in flight");
-    for st in 0..t.stages - 1 {
-        if st < kt_total {
-            let kt = b.mov(RegKind::B32, "u32", st);
-            let addr = stage_addr(b, kt);
-            la.tile(b, addr, kt);
-            lb.tile(b, addr, kt);
-        }
-        ins!(b, "cp.async.commit_group");
-    }
+    p.prologue(b, t.stages - 1);
     b.comment("main loop: wait for tile kt, refill the stage freed by kt - 1, multiply kt");
     let kt = b.mov(RegKind::B32, "u32", 0);
     let top = b.label();
     b.place(&top);
     ins!(b, "cp.async.wait_group {}", t.stages - 2);
     ins!(b, "bar.sync 0");
-    let (next, more) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
-    ins!(b, "add.u32 {next}, {kt}, {}", t.stages - 1);
-    ins!(b, "setp.lt.u32 {more}, {next}, {kt_total}");
-    let skip = b.label();
-    ins!(b, "@!{more} bra.uni {skip}");
-    let addr = stage_addr(b, next);
-    la.tile(b, addr, next);
-    lb.tile(b, addr, next);
-    b.place(&skip);
-    ins!(b, "cp.async.commit_group");
-    let a_tile = stage_addr(b, kt);
+    p.refill(b, kt, t.stages - 1);
+    let a_tile = p.stage(b, kt);
     let b_tile = b.reg(RegKind::B32);
-    ins!(b, "add.u32 {b_tile}, {a_tile}, {}", t.bm() * t.k_bytes);
+    ins!(b, "add.u32 {b_tile}, {a_tile}, {}", p.b_off);
     frags.stage(b, a_tile, b_tile, &acc, s.elem);
     let again = b.reg(RegKind::Pred);
     ins!(b, "add.u32 {kt}, {kt}, 1");
-    ins!(b, "setp.lt.u32 {again}, {kt}, {kt_total}");
+    ins!(b, "setp.lt.u32 {again}, {kt}, {}", p.kt_total);
     ins!(b, "@{again} bra.uni {top}");
     ins!(b, "cp.async.wait_all");
     b.comment("epilogue");
@@ -214,41 +156,133 @@ pub fn emit_with(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKe
             })
         })
         .collect();
-    let staging = epilogue::Staging {
-        smem: smem_base,
-        tid,
-        threads: t.threads(),
-        bm: t.bm(),
-        bn: t.bn(),
-        origin: (m0, n0),
-        local: (lm, ln),
-    };
-    epilogue::staged(b, &cx, s, &items, &staging, &batch);
-    ins!(b, "ret");
-    let decls = format!(".extern .shared .align 128 .b8 {smem}[];\n\n");
+    let shared = st.staged_epilogue(b, s, t, &items, (lm, ln));
     // Without `.minnctapersm 1` ptxas caps 8-warp tiles at 128 registers
     // and spills; with it, up to 255 (one CTA per SM).
-    let directives = format!(".maxntid {}, 1, 1\n.minnctapersm 1\n", t.threads());
-    let ctas_m = (s.m as u32).div_ceil(t.bm());
-    let ctas_n = (s.n as u32).div_ceil(t.bn());
-    let ptx = module(
-        kernel,
-        target,
-        &entry,
-        &params,
-        &decls,
-        &directives,
-        std::mem::take(b),
+    st.finish(bld, kernel, target, s, t, 128, 1, shared)
+}
+
+/// What every matmul emitter starts from: the kernel's parameters and
+/// evaluator, the thread index, the shared base, the CTA tile's origin in
+/// C and the batch variables' values.
+struct Start<'k> {
+    entry: String,
+    smem: String,
+    params: Vec<String>,
+    cx: Cx<'k>,
+    tid: Reg,
+    smem_base: Reg,
+    m0: Reg,
+    n0: Reg,
+    batch: Vec<Reg>,
+}
+
+/// The common start of a matmul kernel with CTA tiles `t`, and the
+/// builder holding its code so far.
+fn start<'k>(kernel: &'k Kernel, s: &Shape, t: &impl CtaTile) -> (Builder, Start<'k>) {
+    let entry = entry_name(kernel);
+    let smem = format!("{entry}_smem");
+    let mut b = Builder::default();
+    let (params, cx) = prologue(kernel, &entry, &mut b);
+    let sreg = |b: &mut Builder, name: &str| {
+        let r = b.reg(RegKind::B32);
+        ins!(b, "mov.u32 {r}, {name}");
+        r
+    };
+    let (tid, pid, z) = (
+        sreg(&mut b, "%tid.x"),
+        sreg(&mut b, "%ctaid.x"),
+        sreg(&mut b, "%ctaid.z"),
     );
-    PtxKernel {
-        ptx,
+    let smem_base = sreg(&mut b, &smem);
+    let (m0, n0) = tile_origin(&mut b, s, t, pid);
+    let batch = unravel_batch(&mut b, kernel, s, z);
+    let start = Start {
         entry,
-        grid: (ctas_m * ctas_n, 1, s.batches(kernel) as u32),
-        block: (t.threads(), 1, 1),
-        shared_bytes: t
-            .shared_bytes()
-            .max(epilogue::staging_bytes(t.bm(), t.bn())),
+        smem,
+        params,
+        cx,
+        tid,
+        smem_base,
+        m0,
+        n0,
+        batch,
+    };
+    (b, start)
+}
+
+impl Start<'_> {
+    /// The staged epilogue (see [`epilogue::staged`]) of a tensor-core
+    /// tile `t` whose thread holds `items` from `local` (row, column within
+    /// the tile); returns the dynamic shared memory the kernel needs.
+    fn staged_epilogue(
+        &self,
+        b: &mut Builder,
+        s: &Shape,
+        t: &Tile,
+        items: &[epilogue::Item],
+        local: (Reg, Reg),
+    ) -> u32 {
+        let staging = epilogue::Staging {
+            smem: self.smem_base,
+            tid: self.tid,
+            threads: t.threads(),
+            bm: t.bm(),
+            bn: t.bn(),
+            origin: (self.m0, self.n0),
+            local,
+        };
+        epilogue::staged(b, &self.cx, s, items, &staging, &self.batch);
+        t.shared_bytes()
+            .max(epilogue::staging_bytes(t.bm(), t.bn()))
     }
+
+    /// The module around the body emitted into `b` (which this ends with
+    /// `ret`), launched as one CTA of `t.threads()` per tile and batch
+    /// with `shared` dynamic shared bytes aligned to `align`; ptxas keeps
+    /// registers low enough for `min_ctas` CTAs per SM.
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        self,
+        mut b: Builder,
+        kernel: &Kernel,
+        target: &Target,
+        s: &Shape,
+        t: &impl CtaTile,
+        align: u32,
+        min_ctas: u32,
+        shared: u32,
+    ) -> PtxKernel {
+        ins!(b, "ret");
+        let decls = format!(".extern .shared .align {align} .b8 {}[];\n\n", self.smem);
+        let directives = format!(".maxntid {}, 1, 1\n.minnctapersm {min_ctas}\n", t.threads());
+        let ctas_m = (s.m as u32).div_ceil(t.bm());
+        let ctas_n = (s.n as u32).div_ceil(t.bn());
+        let ptx = module(
+            kernel,
+            target,
+            &self.entry,
+            &self.params,
+            &decls,
+            &directives,
+            b,
+        );
+        PtxKernel {
+            ptx,
+            entry: self.entry,
+            grid: (ctas_m * ctas_n, 1, s.batches(kernel) as u32),
+            block: (t.threads(), 1, 1),
+            shared_bytes: shared,
+        }
+    }
+}
+
+/// `(lane, warp)` of thread `tid`.
+fn lane_and_warp(b: &mut Builder, tid: Reg) -> (Reg, Reg) {
+    let (lane, warp) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+    ins!(b, "and.b32 {lane}, {tid}, 31");
+    ins!(b, "shr.u32 {warp}, {tid}, 5");
+    (lane, warp)
 }
 
 /// A CTA tile launched in grouped order: both emitters' configurations.
@@ -258,6 +292,8 @@ trait CtaTile {
     fn bn(&self) -> u32;
     /// CTA tiles along M visited together.
     fn group_m(&self) -> u32;
+    /// Threads of a CTA.
+    fn threads(&self) -> u32;
 }
 
 impl CtaTile for Tile {
@@ -269,6 +305,9 @@ impl CtaTile for Tile {
     }
     fn group_m(&self) -> u32 {
         self.group_m
+    }
+    fn threads(&self) -> u32 {
+        Tile::threads(self)
     }
 }
 

@@ -62,10 +62,10 @@
 //!   FMAs.
 
 use super::shape::{Operand, Shape};
-use super::{batch_offset, epilogue, tile_origin, unravel_batch, CtaTile};
+use super::{batch_offset, epilogue, start, CtaTile};
 use crate::ir::Kernel;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
-use crate::ptx::{entry_name, module, prologue, PtxKernel, Target};
+use crate::ptx::{PtxKernel, Target};
 
 /// Rows (m) and columns (n) of C one warp computes: lanes 8 x 4, each 8x8.
 const WARP_M: u32 = 64;
@@ -145,6 +145,9 @@ impl CtaTile for Simt {
     }
     fn group_m(&self) -> u32 {
         self.group_m
+    }
+    fn threads(&self) -> u32 {
+        Simt::threads(self)
     }
 }
 
@@ -478,20 +481,10 @@ impl OperandCopy {
 /// Lowers the recognised exact-`f32` matmul `s` of `kernel` with
 /// configuration `t` (any of [`candidates`] is correct for any shape).
 pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Simt) -> PtxKernel {
-    let entry = entry_name(kernel);
-    let smem = format!("{entry}_smem");
-    let mut b = Builder::default();
-    let (params, cx) = prologue(kernel, &entry, &mut b);
-    let b = &mut b;
-    let sreg = |b: &mut Builder, name: &str| {
-        let r = b.reg(RegKind::B32);
-        ins!(b, "mov.u32 {r}, {name}");
-        r
-    };
-    let (tid, pid, z) = (sreg(b, "%tid.x"), sreg(b, "%ctaid.x"), sreg(b, "%ctaid.z"));
-    let smem_base = sreg(b, &smem);
-    let (m0, n0) = tile_origin(b, s, t, pid);
-    let batch = unravel_batch(b, kernel, s, z);
+    let (mut bld, st) = start(kernel, s, t);
+    let (cx, tid, smem_base, m0, n0) = (&st.cx, st.tid, st.smem_base, st.m0, st.n0);
+    let batch = st.batch.clone();
+    let b = &mut bld;
     let a_src = Source {
         op: &s.a,
         base: cx.inputs[s.a.input],
@@ -644,32 +637,9 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Simt) -> PtxKernel 
             })
         })
         .collect();
-    epilogue::emit(b, &cx, s, &items, &origin);
-    ins!(b, "ret");
-    let decls = format!(".extern .shared .align 16 .b8 {smem}[];\n\n");
-    let directives = format!(
-        ".maxntid {}, 1, 1\n.minnctapersm {}\n",
-        t.threads(),
-        65536 / (REGS * t.threads())
-    );
-    let ctas_m = (s.m as u32).div_ceil(t.bm());
-    let ctas_n = (s.n as u32).div_ceil(t.bn());
-    let ptx = module(
-        kernel,
-        target,
-        &entry,
-        &params,
-        &decls,
-        &directives,
-        std::mem::take(b),
-    );
-    PtxKernel {
-        ptx,
-        entry,
-        grid: (ctas_m * ctas_n, 1, s.batches(kernel) as u32),
-        block: (t.threads(), 1, 1),
-        shared_bytes: t.shared_bytes(),
-    }
+    epilogue::emit(b, cx, s, &items, &origin);
+    let min_ctas = 65536 / (REGS * t.threads());
+    st.finish(bld, kernel, target, s, t, 16, min_ctas, t.shared_bytes())
 }
 
 #[cfg(test)]

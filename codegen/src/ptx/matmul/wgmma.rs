@@ -30,12 +30,13 @@
 
 use super::config::Tile;
 use super::epilogue;
-use super::load::{Layout, OperandLoad, Source};
+use super::load::Layout;
+use super::pipeline::Pipeline;
 use super::shape::{Elem, Operand, Shape};
-use super::{batch_offset, tile_origin, unravel_batch};
+use super::{lane_and_warp, start};
 use crate::ir::Kernel;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
-use crate::ptx::{entry_name, module, prologue, PtxKernel, Target};
+use crate::ptx::{PtxKernel, Target};
 
 /// Descriptor bits of a tile that do not depend on its address (strides
 /// in 16-byte units, 128-byte swizzle), the descriptor step per k16, and
@@ -67,53 +68,11 @@ pub fn applies(s: &Shape, target: &Target) -> bool {
 /// tile `t` (`t.wgmma`).
 pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel {
     debug_assert!(t.wgmma && t.k_bytes == 128 && t.stages >= 3);
-    let entry = entry_name(kernel);
-    let smem = format!("{entry}_smem");
-    let mut b = Builder::default();
-    let (params, cx) = prologue(kernel, &entry, &mut b);
-    let b = &mut b;
-    let sreg = |b: &mut Builder, name: &str| {
-        let r = b.reg(RegKind::B32);
-        ins!(b, "mov.u32 {r}, {name}");
-        r
-    };
-    let (tid, pid, z) = (sreg(b, "%tid.x"), sreg(b, "%ctaid.x"), sreg(b, "%ctaid.z"));
-    let smem_base = sreg(b, &smem);
-    let (lane, warp) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-    ins!(b, "and.b32 {lane}, {tid}, 31");
-    ins!(b, "shr.u32 {warp}, {tid}, 5");
-    let (m0, n0) = tile_origin(b, s, t, pid);
-    let batch = unravel_batch(b, kernel, s, z);
-    let load = |b: &mut Builder, opnd, row0, rows, tile_rows, tile_off| {
-        let batch_off = batch_offset(b, opnd, &batch);
-        let src = Source {
-            op: opnd,
-            eb: 2,
-            base: cx.inputs[opnd.input],
-            batch_off,
-            row0,
-            rows,
-            tile_rows,
-            k_len: s.k,
-            tile_off,
-            atoms: true,
-        };
-        OperandLoad::new(b, &src, tid, t)
-    };
-    let b_off = t.bm() * t.k_bytes;
-    let la = load(b, &s.a, m0, s.m, t.bm(), 0);
-    let lb = load(b, &s.b, n0, s.n, t.bn(), b_off);
-    let kt_total = (s.k as u64).div_ceil(t.bk(2) as u64) as u32;
-    let stage_addr = |b: &mut Builder, kt: Reg| {
-        let (st, addr) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-        ins!(b, "rem.u32 {st}, {kt}, {}", t.stages);
-        ins!(
-            b,
-            "mad.lo.u32 {addr}, {st}, {}, {smem_base}",
-            t.stage_bytes()
-        );
-        addr
-    };
+    let (mut bld, st) = start(kernel, s, t);
+    let tid = st.tid;
+    let b = &mut bld;
+    let (lane, warp) = lane_and_warp(b, tid);
+    let p = Pipeline::new(b, &st, s, t, true);
     // Byte offset of the warpgroup's 64 rows of A within a stage.
     let (wg, a_rows) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
     ins!(b, "shr.u32 {wg}, {tid}, 7");
@@ -124,16 +83,7 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel 
     let accumulate = b.reg(RegKind::Pred);
     ins!(b, "setp.ne.b32 {accumulate}, 1, 0");
     let distance = t.stages - 2;
-    b.comment("prologue: the first stages - 2 k-tiles in flight");
-    for st in 0..distance {
-        if st < kt_total {
-            let kt = b.mov(RegKind::B32, "u32", st);
-            let addr = stage_addr(b, kt);
-            la.tile(b, addr, kt);
-            lb.tile(b, addr, kt);
-        }
-        ins!(b, "cp.async.commit_group");
-    }
+    p.prologue(b, distance);
     b.comment("main loop: wait for tile kt, refill the stage of kt - 2, multiply kt");
     let kt = b.mov(RegKind::B32, "u32", 0);
     let top = b.label();
@@ -141,22 +91,13 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel 
     ins!(b, "cp.async.wait_group {}", distance - 1);
     ins!(b, "fence.proxy.async.shared::cta");
     ins!(b, "bar.sync 0");
-    let (next, more) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
-    ins!(b, "add.u32 {next}, {kt}, {distance}");
-    ins!(b, "setp.lt.u32 {more}, {next}, {kt_total}");
-    let skip = b.label();
-    ins!(b, "@!{more} bra.uni {skip}");
-    let addr = stage_addr(b, next);
-    la.tile(b, addr, next);
-    lb.tile(b, addr, next);
-    b.place(&skip);
-    ins!(b, "cp.async.commit_group");
-    let stage = stage_addr(b, kt);
+    p.refill(b, kt, distance);
+    let stage = p.stage(b, kt);
     let (a_tile, b_tile) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
     ins!(b, "add.u32 {a_tile}, {stage}, {a_rows}");
-    ins!(b, "add.u32 {b_tile}, {stage}, {b_off}");
-    let (bits_a, step_a, trans_a) = descriptor_bits(la.layout, t.bk(2));
-    let (bits_b, step_b, trans_b) = descriptor_bits(lb.layout, t.bk(2));
+    ins!(b, "add.u32 {b_tile}, {stage}, {}", p.b_off);
+    let (bits_a, step_a, trans_a) = descriptor_bits(p.la.layout, t.bk(2));
+    let (bits_b, step_b, trans_b) = descriptor_bits(p.lb.layout, t.bk(2));
     let (da, db) = (descriptor(b, a_tile, bits_a), descriptor(b, b_tile, bits_b));
     let ty = if s.elem == Elem::BF16 { "bf16" } else { "f16" };
     let d = acc
@@ -179,7 +120,7 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel 
     ins!(b, "wgmma.wait_group.sync.aligned 1");
     let again = b.reg(RegKind::Pred);
     ins!(b, "add.u32 {kt}, {kt}, 1");
-    ins!(b, "setp.lt.u32 {again}, {kt}, {kt_total}");
+    ins!(b, "setp.lt.u32 {again}, {kt}, {}", p.kt_total);
     ins!(b, "@{again} bra.uni {top}");
     ins!(b, "wgmma.wait_group.sync.aligned 0");
     ins!(b, "cp.async.wait_all");
@@ -207,42 +148,12 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel 
             }
         })
         .collect();
-    let staging = epilogue::Staging {
-        smem: smem_base,
-        tid,
-        threads: t.threads(),
-        bm: t.bm(),
-        bn: t.bn(),
-        origin: (m0, n0),
-        local: (lm, ln),
-    };
-    epilogue::staged(b, &cx, s, &items, &staging, &batch);
-    ins!(b, "ret");
     // The 128-byte swizzle repeats every 1024 bytes: stages start there.
-    let decls = format!(".extern .shared .align 1024 .b8 {smem}[];\n\n");
-    let directives = format!(".maxntid {}, 1, 1\n.minnctapersm 1\n", t.threads());
-    let ptx = module(
-        kernel,
-        target,
-        &entry,
-        &params,
-        &decls,
-        &directives,
-        std::mem::take(b),
-    )
+    let shared = st.staged_epilogue(b, s, t, &items, (lm, ln));
+    let mut k = st.finish(bld, kernel, target, s, t, 1024, 1, shared);
     // wgmma exists only on the architecture-specific target.
-    .replacen(".target sm_90\n", ".target sm_90a\n", 1);
-    let ctas_m = (s.m as u32).div_ceil(t.bm());
-    let ctas_n = (s.n as u32).div_ceil(t.bn());
-    PtxKernel {
-        ptx,
-        entry,
-        grid: (ctas_m * ctas_n, 1, s.batches(kernel) as u32),
-        block: (t.threads(), 1, 1),
-        shared_bytes: t
-            .shared_bytes()
-            .max(epilogue::staging_bytes(t.bm(), t.bn())),
-    }
+    k.ptx = k.ptx.replacen(".target sm_90\n", ".target sm_90a\n", 1);
+    k
 }
 
 /// The shared-memory matrix descriptor of a tile at shared address `addr`

@@ -1,0 +1,102 @@
+//! The `cp.async` pipeline the tensor-core emitters share: both operands'
+//! tiles copied into `stages` rotating shared buffers of a [`Tile`], A's
+//! tile first in each stage, then B's.
+
+use super::config::Tile;
+use super::load::{OperandLoad, Source};
+use super::shape::Shape;
+use super::{batch_offset, Start};
+use crate::ptx::builder::{ins, Builder, Reg, RegKind};
+
+pub struct Pipeline {
+    pub la: OperandLoad,
+    pub lb: OperandLoad,
+    /// Offset of B's tile within a stage.
+    pub b_off: u32,
+    /// k-tiles of the whole product.
+    pub kt_total: u32,
+    smem_base: Reg,
+    stages: u32,
+    stage_bytes: u32,
+}
+
+impl Pipeline {
+    /// The per-thread copy state of the CTA at `st` (row-major operands in
+    /// 64-row atoms when `atoms`, for `wgmma`).
+    pub fn new(b: &mut Builder, st: &Start, s: &Shape, t: &Tile, atoms: bool) -> Pipeline {
+        let eb = s.elem.bytes();
+        let b_off = t.bm() * t.k_bytes;
+        let mut load = |op, row0, rows, tile_rows, tile_off| {
+            let batch_off = batch_offset(b, op, &st.batch);
+            let src = Source {
+                op,
+                eb,
+                base: st.cx.inputs[op.input],
+                batch_off,
+                row0,
+                rows,
+                tile_rows,
+                k_len: s.k,
+                tile_off,
+                atoms,
+            };
+            OperandLoad::new(b, &src, st.tid, t)
+        };
+        let la = load(&s.a, st.m0, s.m, t.bm(), 0);
+        let lb = load(&s.b, st.n0, s.n, t.bn(), b_off);
+        Pipeline {
+            la,
+            lb,
+            b_off,
+            kt_total: (s.k as u64).div_ceil(t.bk(eb) as u64) as u32,
+            smem_base: st.smem_base,
+            stages: t.stages,
+            stage_bytes: t.stage_bytes(),
+        }
+    }
+
+    /// Shared address of the stage of k-tile `kt`.
+    pub fn stage(&self, b: &mut Builder, kt: Reg) -> Reg {
+        let (st, addr) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+        ins!(b, "rem.u32 {st}, {kt}, {}", self.stages);
+        ins!(
+            b,
+            "mad.lo.u32 {addr}, {st}, {}, {}",
+            self.stage_bytes,
+            self.smem_base
+        );
+        addr
+    }
+
+    /// Starts the copies of the first `n` k-tiles, one commit group each
+    /// (empty past the last tile, so group counts stay fixed).
+    pub fn prologue(&self, b: &mut Builder, n: u32) {
+        b.comment("pipeline prologue");
+        for kt in 0..n {
+            if kt < self.kt_total {
+                let kt = b.mov(RegKind::B32, "u32", kt);
+                self.copy(b, kt);
+            }
+            ins!(b, "cp.async.commit_group");
+        }
+    }
+
+    /// Starts the copy of k-tile `kt + ahead` if it exists, and commits a
+    /// group either way.
+    pub fn refill(&self, b: &mut Builder, kt: Reg, ahead: u32) {
+        let (next, more) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
+        ins!(b, "add.u32 {next}, {kt}, {ahead}");
+        ins!(b, "setp.lt.u32 {more}, {next}, {}", self.kt_total);
+        let skip = b.label();
+        ins!(b, "@!{more} bra.uni {skip}");
+        self.copy(b, next);
+        b.place(&skip);
+        ins!(b, "cp.async.commit_group");
+    }
+
+    fn copy(&self, b: &mut Builder, kt: Reg) {
+        let addr = self.stage(b, kt);
+        self.la.tile(b, addr, kt);
+        self.lb.tile(b, addr, kt);
+    }
+}
