@@ -131,7 +131,11 @@ fn main() -> Result<()> {
     let wanted = std::env::var("SMELT_BENCH_DTYPES").ok();
     let dtypes = [DType::F16, DType::BF16, DType::F32]
         .into_iter()
-        .filter(|dt| wanted.as_ref().is_none_or(|w| w.split(',').any(|x| x == dt.name())));
+        .filter(|dt| {
+            wanted
+                .as_ref()
+                .is_none_or(|w| w.split(',').any(|x| x == dt.name()))
+        });
     for dt in dtypes {
         for shape in SHAPES {
             let (bs, m, n, k) = shape;
