@@ -307,8 +307,9 @@ fn square_1024_is_fast() {
 }
 
 /// Every operand layout the tensor-core kernels read differently (A and B
-/// k-contiguous, B row-major, A transposed: 16-byte copies, `ldmatrix` and
-/// `ldmatrix.trans`) in f16, bf16 and TF32, at sizes that span several CTA
+/// k-contiguous, B row-major, A transposed: 16-byte copies, `ldmatrix`,
+/// `ldmatrix.trans`, `wgmma` with and without its transpose flag) in f16,
+/// bf16, TF32 and exact f32 (FMA tiles), at sizes that span several CTA
 /// tiles and pipeline stages, and 4097 in each dimension.
 #[test]
 fn tensor_core_layouts_and_precisions() {
@@ -323,6 +324,7 @@ fn tensor_core_layouts_and_precisions() {
         (DType::F16, Precision::Highest, 1e-2),
         (DType::BF16, Precision::Highest, 1e-2),
         (DType::F32, Precision::Tf32, 5e-3),
+        (DType::F32, Precision::Highest, 1e-5),
     ] {
         for (ci, &(m, n, k)) in cases.iter().enumerate() {
             let a = Host::random(&[m, k], dt, 11 + ci as u64);
