@@ -11,7 +11,8 @@ use smelt::KernelKind::{Elementwise, Matmul, MultiReduce, Reduce};
 mod common;
 
 use smelt::{
-    realize_all, s, DType, Device, Fusion, Kernel, KernelKind, ReduceOp, Schedule, Tensor,
+    realize_all, s, DType, Device, Fusion, Kernel, KernelKind, Precision, ReduceOp, Schedule,
+    Tensor,
 };
 use smelt_codegen::Inst;
 
@@ -1141,6 +1142,32 @@ fn matmul_with_bias_and_gelu_is_one_kernel() {
         || (a.tensor().matmul(&b.tensor().t()) + bias.tensor()).gelu(),
         &[(Matmul, F * (m * k + n * k + n), F * m * n)],
         Some(&want),
+    );
+}
+
+#[test]
+fn computed_matmul_operands_are_materialized_views_are_not() {
+    // The matmul kernels read operands through views with one load; an
+    // operand computed by elementwise ops gets its own kernel first.
+    let (m, n, k) = MM;
+    let a = Host::rand(&[m, k], 115, -1.0, 1.0);
+    let b = Host::rand(&[k, n], 116, -1.0, 1.0);
+    let want = Host::from_fn(&[m, n], |i| matmul_ref(&a, &b).at(i) * 0.5);
+    check(
+        "(a * 0.5) @ b",
+        || (a.tensor() * 0.5).matmul(&b.tensor()),
+        &[
+            (Elementwise, F * m * k, F * m * k),
+            (Matmul, F * (m * k + k * n), F * m * n),
+        ],
+        Some(&want),
+    );
+    // TF32 rounding is read by the matmul kernel itself: still one kernel.
+    check(
+        "a @ b with TF32",
+        || a.tensor().matmul_with(&b.tensor(), Precision::Tf32),
+        &[(Matmul, F * (m * k + k * n), F * m * n)],
+        None,
     );
 }
 

@@ -17,18 +17,22 @@
 //!   is materialized;
 //! - kernels over equal domains merge, so tensors realized together share
 //!   one kernel; an elementwise output joins a reduction over its shape as
-//!   an element-level store.
+//!   an element-level store;
+//! - an operand of a matmul computed by elementwise ops is materialized
+//!   (see [`matmul_operand_producers`]).
 
 use crate::fxhash::{FxMap, FxSet};
 use crate::graph::{NodeRef, Op};
 use crate::lower::{matmul_domain, Domain, Failure, Source, Trackers};
 use crate::schedule::{is_compute, lower_plans, plan_unfused, single_kernel, KernelPlan, Schedule};
 use crate::view::{contiguous_strides, ShapeTracker};
+use smelt_codegen::UnaryOp;
 
 /// Groups `order` (sources first) into kernels that materialize `targets`
 /// and lowers them.
 pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
     let mut materialized: FxSet<u64> = targets.iter().map(|t| t.id()).collect();
+    materialized.extend(matmul_operand_producers(order));
     // Outputs that may not join a kernel they read from (joining made that
     // kernel read one of its own outputs at the wrong row).
     let mut no_merge: FxSet<u64> = FxSet::default();
@@ -81,6 +85,34 @@ pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
             return lower_plans(&plan_unfused(order), targets, &mut trackers).0;
         }
     }
+}
+
+/// The nodes that compute matmul operands, below the views and TF32
+/// rounding a matmul kernel reads them through. The GPU's matmul kernels
+/// load each operand with one strided load (a cast from a half type and
+/// `RoundTf32` included); an operand computed in the kernel (`(x * 0.5) @
+/// w`) would send the whole product to the generic reduce kernel, many
+/// times slower than one more pass over the operand through memory.
+fn matmul_operand_producers(order: &[NodeRef]) -> Vec<u64> {
+    let root = |x: &NodeRef| {
+        let mut n = x.clone();
+        loop {
+            n = match n.op() {
+                Op::View(src, _) | Op::Unary(UnaryOp::RoundTf32, src) => src,
+                _ => return n,
+            };
+        }
+    };
+    order
+        .iter()
+        .filter_map(|n| match n.op() {
+            Op::Matmul(a, b) => Some([root(&a), root(&b)]),
+            _ => None,
+        })
+        .flatten()
+        .filter(|r| is_compute(&r.op()))
+        .map(|r| r.id())
+        .collect()
 }
 
 /// The domain a reduction or matmul is computed in.
