@@ -126,10 +126,8 @@ pub fn staged(b: &mut Builder, cx: &Cx, s: &Shape, items: &[Item], st: &Staging,
     ins!(b, "bar.sync 0");
     let lanes = run_lanes(cx, s, st.bn);
     let runs_per_row = st.bn / lanes;
-    let cxl = match s.n_var {
-        Some(v) if lanes > 1 => cx.with_lanes_along(v, s.reduce),
-        _ => cx.with_lanes_along(cx.lane_var, s.reduce),
-    };
+    // Lanes step along n (with one lane, the lane variable is unused).
+    let cxl = cx.with_lanes_along(s.n_var.unwrap_or(cx.lane_var), s.reduce);
     let insts = row_insts(&cxl, s);
     let batch = widened(b, &cxl, batch);
     for j in 0..st.bm * runs_per_row / st.threads {

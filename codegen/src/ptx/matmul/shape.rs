@@ -54,21 +54,23 @@ impl Operand {
     /// multiples of `per` (buffers are 16-byte aligned), and `K % per == 0`
     /// so a chunk is wholly inside or outside the matrix.
     pub fn vector_ok(&self, k_len: i64, per: i64) -> bool {
-        self.k == 1
-            && k_len % per == 0
-            && self.konst % per == 0
-            && self.row % per == 0
-            && self.batch.iter().all(|c| c % per == 0)
+        self.chunks_along(self.k, k_len, self.row, per)
     }
 
     /// Whether 16-byte copies of `per` consecutive rows (`m` or `n`) are
     /// legal: the same with the roles of `k` and the row swapped (B stored
     /// `[k, n]`, A stored `[k, m]`).
     pub fn row_vector_ok(&self, rows: i64, per: i64) -> bool {
-        self.row == 1
-            && rows % per == 0
+        self.chunks_along(self.row, rows, self.k, per)
+    }
+
+    /// Chunks of `per` elements along the axis of stride `unit` and length
+    /// `len`, the other matrix axis having stride `other`.
+    fn chunks_along(&self, unit: i64, len: i64, other: i64, per: i64) -> bool {
+        unit == 1
+            && len % per == 0
             && self.konst % per == 0
-            && self.k % per == 0
+            && other % per == 0
             && self.batch.iter().all(|c| c % per == 0)
     }
 }
