@@ -9,7 +9,6 @@
 
 use half::{bf16, f16};
 use smelt::{DType, Device, Fusion, Precision, Tensor};
-use std::time::Instant;
 
 /// The first CUDA GPU unless `SMELT_TEST_DEVICE=cpu`, else the CPU; with
 /// `SMELT_REQUIRE_CUDA=1` a missing GPU fails.
@@ -277,23 +276,17 @@ fn integer_matmul_takes_the_generic_path() {
     }
 }
 
+/// A large product on the default device, spot-checked. That the CPU takes
+/// its blocked GEMM here rather than the interpreter is asserted by
+/// `codegen/tests/cpu_matmul.rs`, not by timing this test.
 #[test]
-fn square_1024_is_fast() {
+fn square_1024_matches_reference() {
     let dev = device();
     let n = 1024;
     let a = Host::random(&[n, n], DType::F32, 8);
     let b = Host::random(&[n, n], DType::F32, 9);
     let (ta, tb) = (a.tensor(DType::F32, &dev), b.tensor(DType::F32, &dev));
-    ta.realize().unwrap();
-    tb.realize().unwrap();
-    let t0 = Instant::now();
     let c = ta.matmul(&tb);
-    c.realize().unwrap();
-    let secs = t0.elapsed().as_secs_f64();
-    eprintln!("1024^3 f32 matmul on {dev:?}: {secs:.3} s");
-    // The generic interpreter takes about a minute; the blocked path well
-    // under a second even unoptimised by the test profile's other crates.
-    assert!(secs < 10.0, "1024^3 matmul took {secs:.1} s");
     // Spot-check a few entries against the reference.
     let got = c.to_vec::<f32>().unwrap();
     for (i, j) in [(0, 0), (17, 1000), (1023, 1023), (512, 3)] {
