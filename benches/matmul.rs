@@ -11,8 +11,11 @@
 //!
 //! `cargo bench --bench matmul` (prints `skipped` without a GPU, and
 //! `cuBLAS: not found (...), skipped` without cuBLAS, leaving its columns
-//! empty). Writes a table to stdout and `matmul.json` to `$SMELT_BENCH_OUT`
-//! (default `target/bench`). `SMELT_BENCH_DTYPES=float16,bfloat16` limits
+//! empty). Writes a table to stdout, and `matmul.json` and
+//! `matmul_square.svg` (TFLOP/s against the square size, smelt and cuBLAS
+//! per dtype) to `$SMELT_BENCH_OUT` (default `target/bench`).
+//! `cargo bench --bench matmul -- --replot FILE` redraws the plot from a
+//! saved `matmul.json`, without a GPU. `SMELT_BENCH_DTYPES=float16,bfloat16` limits
 //! the dtypes (the first run of each large shape also autotunes, which
 //! makes a full run several minutes long).
 //!
@@ -30,7 +33,7 @@
 mod common;
 mod cublas;
 
-use common::{gpu, kernel_ms, out_dir, today};
+use common::{gpu, kernel_ms, out_dir, svg, today, Point};
 use cublas::{device_ptr, BLayout, Blas, Gemm, Math};
 use smelt::runtime::cuda::CudaDevice;
 use smelt::{DType, Device, Precision, Result, Tensor};
@@ -96,7 +99,14 @@ struct Operands {
 }
 
 fn main() -> Result<()> {
-    // First: finding cuBLAS may re-run the process.
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--replot") {
+        let file = args
+            .get(i + 1)
+            .ok_or_else(|| smelt::Error::Runtime("--replot needs a matmul.json path".into()))?;
+        return replot(std::path::Path::new(file));
+    }
+    // Finding cuBLAS may re-run the process, so it comes before any work.
     let loadable = cublas::make_loadable();
     let Some(dev) = gpu() else { return Ok(()) };
     // `cublas` describes the cuBLAS columns' source, for the table and JSON.
@@ -159,11 +169,110 @@ fn main() -> Result<()> {
             rows.push(row);
         }
     }
-    let path = out_dir().join("matmul.json");
-    std::fs::write(&path, json(&rows, &device, &today(), &cublas))
+    let date = today();
+    write_report("matmul.json", &json(&rows, &device, &date, &cublas))?;
+    write_report("matmul_square.svg", &square_svg(&rows, &device, &date))
+}
+
+/// Writes `text` to `file` under [`out_dir`] and says where.
+fn write_report(file: &str, text: &str) -> Result<()> {
+    let path = out_dir().join(file);
+    std::fs::write(&path, text)
         .map_err(|e| smelt::Error::Runtime(format!("writing {}: {e}", path.display())))?;
     println!("report in {}", path.display());
     Ok(())
+}
+
+/// TFLOP/s against the size of square products (B^T layout): smelt's
+/// kernel and cuBLAS, one line each per dtype.
+fn square_svg(rows: &[Row], device: &str, date: &str) -> String {
+    let mut points = Vec::new();
+    for r in rows {
+        let (bs, m, n, k) = r.shape;
+        if bs != 1 || m != n || n != k {
+            continue;
+        }
+        for (i, who) in [(0, "smelt"), (1, "cuBLAS")] {
+            if let (Some(ms), Some(y)) = (r.ms[i], r.tflops(i)) {
+                points.push(Point {
+                    series: format!("{who} {}", r.dtype.name()),
+                    x: n as f64,
+                    y,
+                    ms,
+                });
+            }
+        }
+    }
+    svg(
+        &points,
+        &format!("matmul, square, B^T: {device} ({date})"),
+        "m = n = k",
+        "TFLOP/s",
+    )
+}
+
+/// Redraws `matmul_square.svg` from a `matmul.json` this bench wrote (one
+/// point per line, as [`json`] writes it).
+fn replot(file: &std::path::Path) -> Result<()> {
+    let bad = |what: &str| smelt::Error::Runtime(format!("{}: {what}", file.display()));
+    let text = std::fs::read_to_string(file).map_err(|e| bad(&e.to_string()))?;
+    let header = text.lines().next().ok_or_else(|| bad("empty"))?;
+    let (device, date) = (
+        json_field(header, "device").ok_or_else(|| bad("no device"))?,
+        json_field(header, "date").ok_or_else(|| bad("no date"))?,
+    );
+    let mut rows: Vec<Row> = Vec::new();
+    for line in text.lines().filter(|l| l.contains("\"series\"")) {
+        let field =
+            |key: &str| json_field(line, key).ok_or_else(|| bad(&format!("no {key} in {line}")));
+        let num = |key: &str| {
+            field(key)?
+                .parse::<f64>()
+                .map_err(|e| bad(&format!("{key} in {line}: {e}")))
+        };
+        let (series, dtype) = (field("series")?, field("dtype")?);
+        let column = COLUMNS
+            .iter()
+            .position(|c| *c == series)
+            .ok_or_else(|| bad(&format!("unknown series in {line}")))?;
+        let dtype = [DType::F16, DType::BF16, DType::F32]
+            .into_iter()
+            .find(|d| d.name() == dtype)
+            .ok_or_else(|| bad(&format!("unknown dtype in {line}")))?;
+        let shape = (
+            num("batch")? as usize,
+            num("m")? as usize,
+            num("n")? as usize,
+            num("k")? as usize,
+        );
+        let at = match rows
+            .iter()
+            .position(|r| r.shape == shape && r.dtype == dtype)
+        {
+            Some(at) => at,
+            None => {
+                rows.push(Row {
+                    shape,
+                    dtype,
+                    ms: [None; 8],
+                });
+                rows.len() - 1
+            }
+        };
+        rows[at].ms[column] = Some(num("ms")?);
+    }
+    write_report("matmul_square.svg", &square_svg(&rows, &device, &date))
+}
+
+/// The value of `"key": ...` in one line of this bench's JSON: a string's
+/// contents (no escapes: the bench writes none in these fields) or a
+/// number's text.
+fn json_field(line: &str, key: &str) -> Option<String> {
+    let rest = &line[line.find(&format!("\"{key}\": "))? + key.len() + 4..];
+    match rest.strip_prefix('"') {
+        Some(s) => Some(s[..s.find('"')?].to_string()),
+        None => Some(rest.split([',', '}']).next()?.trim().to_string()),
+    }
 }
 
 /// Random operands of `shape` in `dt`, realized on GPU 0.

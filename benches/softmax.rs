@@ -73,13 +73,13 @@ fn main() -> Result<()> {
         points.push(Point {
             series: "vector add".into(),
             x: n as f64,
-            gbps,
+            y: gbps,
             ms,
         });
         points.push(Point {
             series: "copy (same bytes)".into(),
             x: n as f64,
-            gbps: same,
+            y: same,
             ms: 0.0,
         });
     }
@@ -129,25 +129,25 @@ fn main() -> Result<()> {
                 points.push(Point {
                     series: series("naive"),
                     x: n as f64,
-                    gbps: gb(naive),
+                    y: gb(naive),
                     ms: naive,
                 });
                 points.push(Point {
                     series: series("fused"),
                     x: n as f64,
-                    gbps: gb(fused),
+                    y: gb(fused),
                     ms: fused,
                 });
                 points.push(Point {
                     series: series("copy (same bytes)"),
                     x: n as f64,
-                    gbps: same,
+                    y: same,
                     ms: 0.0,
                 });
                 points.push(Point {
                     series: series("copy ceiling (1 GiB)"),
                     x: n as f64,
-                    gbps: ceiling,
+                    y: ceiling,
                     ms: 0.0,
                 });
             }
@@ -228,12 +228,15 @@ fn main() -> Result<()> {
             .map(|p| Point {
                 series: p.series.clone(),
                 x: p.x,
-                gbps: p.gbps,
+                y: p.y,
                 ms: p.ms,
             })
             .collect();
-        std::fs::write(dir.join(file), svg(&sel, &format!("{title} ({date})"), xl))
-            .map_err(|e| smelt::Error::Runtime(e.to_string()))?;
+        std::fs::write(
+            dir.join(file),
+            svg(&sel, &format!("{title} ({date})"), xl, "GB/s"),
+        )
+        .map_err(|e| smelt::Error::Runtime(e.to_string()))?;
     }
     println!("reports in {}", dir.display());
     Ok(())

@@ -103,15 +103,16 @@ pub fn rotation(bytes: usize) -> usize {
     (100_000_000 / bytes.max(1)).clamp(1, 64)
 }
 
-/// One measured point of a series.
+/// One measured point of a series: `y` is GB/s for the bandwidth benches,
+/// TFLOP/s for matmul.
 pub struct Point {
     pub series: String,
     pub x: f64,
-    pub gbps: f64,
+    pub y: f64,
     pub ms: f64,
 }
 
-/// Appends `points` as a JSON array to `out`.
+/// The bandwidth benches' report: `points` (their `y` in GB/s) as JSON.
 pub fn json(points: &[Point], device: &str, date: &str) -> String {
     let mut s = format!("{{\"device\": \"{device}\", \"date\": \"{date}\", \"points\": [\n");
     for (i, p) in points.iter().enumerate() {
@@ -119,22 +120,23 @@ pub fn json(points: &[Point], device: &str, date: &str) -> String {
         let _ = writeln!(
             s,
             "  {{\"series\": \"{}\", \"x\": {}, \"gbps\": {:.1}, \"ms\": {:.5}}}{sep}",
-            p.series, p.x, p.gbps, p.ms
+            p.series, p.x, p.y, p.ms
         );
     }
     s.push_str("]}\n");
     s
 }
 
-/// A line chart of GB/s against x (log2 axis), one line per series.
-pub fn svg(points: &[Point], title: &str, xlabel: &str) -> String {
+/// A line chart of `y` (labelled `ylabel`) against x (log2 axis), one line
+/// per series.
+pub fn svg(points: &[Point], title: &str, xlabel: &str, ylabel: &str) -> String {
     let (w, h, l, r, t, b) = (760.0, 440.0, 70.0, 190.0, 40.0, 50.0);
     let xs: Vec<f64> = points.iter().map(|p| p.x.log2()).collect();
     let (x0, x1) = (
         xs.iter().cloned().fold(f64::MAX, f64::min),
         xs.iter().cloned().fold(f64::MIN, f64::max),
     );
-    let ymax = points.iter().map(|p| p.gbps).fold(0.0, f64::max) * 1.1;
+    let ymax = points.iter().map(|p| p.y).fold(0.0, f64::max) * 1.1;
     let px = |x: f64| l + (x.log2() - x0) / (x1 - x0).max(1e-9) * (w - l - r);
     let py = |y: f64| h - b - y / ymax.max(1e-9) * (h - t - b);
     let mut s = format!(
@@ -171,7 +173,7 @@ pub fn svg(points: &[Point], title: &str, xlabel: &str) -> String {
         (l + w - r) / 2.0,
         h - 12.0
     );
-    let _ = writeln!(s, "<text x=\"16\" y=\"{}\" transform=\"rotate(-90 16 {0})\" text-anchor=\"middle\">GB/s</text>", (t + h - b) / 2.0);
+    let _ = writeln!(s, "<text x=\"16\" y=\"{}\" transform=\"rotate(-90 16 {0})\" text-anchor=\"middle\">{ylabel}</text>", (t + h - b) / 2.0);
     let colors = [
         "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f",
     ];
@@ -187,7 +189,7 @@ pub fn svg(points: &[Point], title: &str, xlabel: &str) -> String {
         pts.sort_by(|a, b| a.x.total_cmp(&b.x));
         let path: Vec<String> = pts
             .iter()
-            .map(|p| format!("{:.1},{:.1}", px(p.x), py(p.gbps)))
+            .map(|p| format!("{:.1},{:.1}", px(p.x), py(p.y)))
             .collect();
         let _ = writeln!(
             s,
