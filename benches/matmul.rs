@@ -33,7 +33,7 @@
 mod common;
 mod cublas;
 
-use common::{gpu, kernel_ms, out_dir, svg, today, Point};
+use common::{gpu, kernel_ms, svg, today, write_report, Point};
 use cublas::{device_ptr, BLayout, Blas, Gemm, Math};
 use smelt::runtime::cuda::CudaDevice;
 use smelt::{DType, Device, Precision, Result, Tensor};
@@ -170,16 +170,13 @@ fn main() -> Result<()> {
         }
     }
     let date = today();
-    write_report("matmul.json", &json(&rows, &device, &date, &cublas))?;
-    write_report("matmul_square.svg", &square_svg(&rows, &device, &date))
+    report("matmul.json", &json(&rows, &device, &date, &cublas))?;
+    report("matmul_square.svg", &square_svg(&rows, &device, &date))
 }
 
-/// Writes `text` to `file` under [`out_dir`] and says where.
-fn write_report(file: &str, text: &str) -> Result<()> {
-    let path = out_dir().join(file);
-    std::fs::write(&path, text)
-        .map_err(|e| smelt::Error::Runtime(format!("writing {}: {e}", path.display())))?;
-    println!("report in {}", path.display());
+/// Writes one report file (see [`write_report`]) and says where.
+fn report(file: &str, text: &str) -> Result<()> {
+    println!("report in {}", write_report(file, text)?.display());
     Ok(())
 }
 
@@ -261,7 +258,7 @@ fn replot(file: &std::path::Path) -> Result<()> {
         };
         rows[at].ms[column] = Some(num("ms")?);
     }
-    write_report("matmul_square.svg", &square_svg(&rows, &device, &date))
+    report("matmul_square.svg", &square_svg(&rows, &device, &date))
 }
 
 /// The value of `"key": ...` in one line of this bench's JSON: a string's

@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::{copy_gbps, gpu, json, kernel_ms, out_dir, rotation, svg, today, Point};
+use common::{copy_gbps, gpu, json, kernel_ms, out_dir, rotation, svg, today, write_report, Point};
 use smelt::{DType, Device, Fusion, Result, Tensor};
 use std::time::Instant;
 
@@ -177,7 +177,6 @@ fn main() -> Result<()> {
         host.len()
     );
 
-    let dir = out_dir();
     let date = today();
     let device = format!(
         "{} (sm_{}, {} SMs)",
@@ -185,8 +184,7 @@ fn main() -> Result<()> {
         dev.target().sm,
         dev.target().num_sms
     );
-    std::fs::write(dir.join("softmax.json"), json(&points, &device, &date))
-        .map_err(|e| smelt::Error::Runtime(e.to_string()))?;
+    write_report("softmax.json", &json(&points, &device, &date))?;
     for (file, prefix, title, xl) in [
         (
             "vector_add.svg",
@@ -232,12 +230,8 @@ fn main() -> Result<()> {
                 ms: p.ms,
             })
             .collect();
-        std::fs::write(
-            dir.join(file),
-            svg(&sel, &format!("{title} ({date})"), xl, "GB/s"),
-        )
-        .map_err(|e| smelt::Error::Runtime(e.to_string()))?;
+        write_report(file, &svg(&sel, &format!("{title} ({date})"), xl, "GB/s"))?;
     }
-    println!("reports in {}", dir.display());
+    println!("reports in {}", out_dir().display());
     Ok(())
 }

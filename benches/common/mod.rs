@@ -220,6 +220,14 @@ pub fn out_dir() -> std::path::PathBuf {
     d
 }
 
+/// Writes `text` to `file` under [`out_dir`]; returns its path.
+pub fn write_report(file: &str, text: &str) -> Result<std::path::PathBuf> {
+    let path = out_dir().join(file);
+    std::fs::write(&path, text)
+        .map_err(|e| smelt::Error::Runtime(format!("writing {}: {e}", path.display())))?;
+    Ok(path)
+}
+
 /// Today's date as YYYY-MM-DD (UTC), from the system clock.
 pub fn today() -> String {
     let days = std::time::SystemTime::now()

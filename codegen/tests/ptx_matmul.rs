@@ -8,7 +8,7 @@
 #[allow(dead_code)] // shared with the other PTX tests, which use the rest
 mod ptx_cases;
 
-use ptx_cases::{lin, matmul_layout as kernel, Kb, MatLayout as Layout};
+use ptx_cases::{lin, matmul_domain, matmul_layout as kernel, Kb, MatLayout as Layout};
 use smelt_codegen::ptx::matmul::Elem;
 use smelt_codegen::ptx::{matmul, ptxas, Target};
 use smelt_codegen::{BinaryOp, DType, Kernel, KernelKind, ReduceOp};
@@ -146,21 +146,10 @@ fn exact_f32_and_masked_matmuls_stay_off_the_tensor_cores() {
 /// no 16-byte copies), or with `strided` no unit stride anywhere. Domain
 /// `[batch?, m, n | k]`.
 fn f32_odd_layout(batch: i64, m: i64, n: i64, k: i64, strided: bool) -> Kernel {
-    let batched = batch > 1;
-    let (vm, vn, vk) = if batched { (1, 2, 3) } else { (0, 1, 2) };
-    let mut ranges = vec![m, n, k];
-    if batched {
-        ranges.insert(0, batch);
-    }
-    let kept = ranges.len() - 1;
+    let (mut kb, d) = matmul_domain("matmul_f32_odd", batch, m, n, k);
+    let (vm, vn, vk) = (d.m, d.n, d.k);
     // (terms, elements per batch, offset)
-    let index = |t: &[(usize, i64)], per: i64, konst: i64| {
-        let mut t = t.to_vec();
-        if batched {
-            t.push((0, per));
-        }
-        lin(&t, konst)
-    };
+    let index = |t: &[(usize, i64)], per: i64, konst: i64| d.index(t, per, konst);
     let (ia, la, ib, lb) = if strided {
         let (la, lb) = (3 * m * k, 2 * k * n);
         let ia = index(&[(vm, 3), (vk, 3 * m)], la, 0);
@@ -170,7 +159,6 @@ fn f32_odd_layout(batch: i64, m: i64, n: i64, k: i64, strided: bool) -> Kernel {
         let ia = index(&[(vm, k), (vk, 1)], la, 0);
         (ia, la, index(&[(vk, n + 3), (vn, 1)], lb, 1), lb)
     };
-    let mut kb = Kb::new("matmul_f32_odd", KernelKind::Matmul, &ranges, kept);
     let a = kb.load(DType::F32, (batch * la) as usize, ia);
     let b = kb.load(DType::F32, (batch * lb) as usize, ib);
     let p = kb.bin(BinaryOp::Mul, a, b);

@@ -410,6 +410,46 @@ fn factor(kb: &mut Kb, elem: Elem, len: usize, index: Expr) -> Val {
     }
 }
 
+/// The variables of a matmul kernel's domain `[batch?, m, n | k]` (the
+/// batch axis only when `batch > 1`).
+pub struct MatDomain {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    batched: bool,
+}
+
+impl MatDomain {
+    /// `sum(var * stride over terms) + konst`, plus `batch * per` when
+    /// batched.
+    pub fn index(&self, terms: &[(usize, i64)], per: i64, konst: i64) -> Expr {
+        let mut t = terms.to_vec();
+        if self.batched {
+            t.push((0, per));
+        }
+        lin(&t, konst)
+    }
+}
+
+/// A matmul kernel builder named `name` over `[batch?, m, n | k]`, and its
+/// variables.
+pub fn matmul_domain(name: &str, batch: i64, m: i64, n: i64, k: i64) -> (Kb, MatDomain) {
+    let batched = batch > 1;
+    let mut ranges = vec![m, n, k];
+    if batched {
+        ranges.insert(0, batch);
+    }
+    let kept = ranges.len() - 1;
+    let first = usize::from(batched);
+    let d = MatDomain {
+        m: first,
+        n: first + 1,
+        k: first + 2,
+        batched,
+    };
+    (Kb::new(name, KernelKind::Matmul, &ranges, kept), d)
+}
+
 /// `batch x [m, k] @ [k, n]` of `elem` operands, optionally `gelu(c +
 /// bias[n])`, stored in the operands' dtype. Domain `[batch?, m, n | k]`.
 pub fn matmul_layout(
@@ -422,21 +462,9 @@ pub fn matmul_layout(
     epilogue: bool,
 ) -> Kernel {
     let dt = elem.dtype();
-    let batched = batch > 1;
-    let (vm, vn, vk) = if batched { (1, 2, 3) } else { (0, 1, 2) };
-    let mut ranges = vec![m, n, k];
-    if batched {
-        ranges.insert(0, batch);
-    }
-    let kept = ranges.len() - 1;
-    let mut kb = Kb::new("matmul", KernelKind::Matmul, &ranges, kept);
-    let bt = |t: &[(usize, i64)], per: i64| {
-        let mut t = t.to_vec();
-        if batched {
-            t.push((0, per));
-        }
-        lin(&t, 0)
-    };
+    let (mut kb, d) = matmul_domain("matmul", batch, m, n, k);
+    let (vm, vn, vk) = (d.m, d.n, d.k);
+    let bt = |t: &[(usize, i64)], per: i64| d.index(t, per, 0);
     let (ia, ib) = match layout {
         MatLayout::Nn => (
             bt(&[(vm, k), (vk, 1)], m * k),
