@@ -1,8 +1,14 @@
 //! Composite ops built from primitives only: no special kernels. The fusion
 //! pass turns each into few (usually one) kernels.
+//!
+//! As in PyTorch, every intermediate is `F32` whatever the input's float
+//! type, and only the result is cast to it: f16 rows whose sums pass 65504
+//! stay finite. The casts fuse into the loads and stores, so a half tensor
+//! is still read and written as halves.
 
 use crate::shape::IntoAxes;
 use crate::{DType, Tensor};
+use smelt_codegen::ReduceOp;
 
 impl Tensor {
     /// `exp(x - max) / sum(exp(x - max))` along `axis`. A row of all `-inf`
@@ -16,33 +22,38 @@ impl Tensor {
     /// ```
     pub fn softmax(&self, ax: isize) -> Tensor {
         // Checked here so an error names softmax, not the max inside it.
-        crate::shape::axis("softmax", ax, self.shape());
-        let x = self.cast(self.dtype().to_float());
-        let e = (&x - x.max_keepdim(ax)).exp();
-        &e / e.sum_keepdim(ax)
+        let a = crate::shape::axes("softmax", ax, self.shape());
+        let x = self.cast(DType::F32);
+        let e = (&x - x.reduce_axes(ReduceOp::Max, &a, true)).exp();
+        (&e / e.sum_keepdim(a)).cast(self.float_dtype())
     }
 
     /// `log(softmax(x))` along `axis`, computed stably.
     pub fn log_softmax(&self, ax: isize) -> Tensor {
-        crate::shape::axis("log_softmax", ax, self.shape());
-        let x = self.cast(self.dtype().to_float());
-        let s = &x - x.max_keepdim(ax);
-        &s - s.exp().sum_keepdim(ax).log()
+        let a = crate::shape::axes("log_softmax", ax, self.shape());
+        let x = self.cast(DType::F32);
+        let s = &x - x.reduce_axes(ReduceOp::Max, &a, true);
+        (&s - s.exp().sum_keepdim(a).log()).cast(self.float_dtype())
     }
 
     /// `log(sum(exp(x)))` over `axes`, computed stably (an infinite maximum
     /// is not subtracted, so all `-inf` gives `-inf`).
     pub fn logsumexp(&self, ax: impl IntoAxes + Clone, keepdim: bool) -> Tensor {
         let a = crate::shape::axes("logsumexp", ax, self.shape());
-        let x = self.cast(self.dtype().to_float());
-        let m = x.max_keepdim(a.clone());
+        self.logsumexp_f32(&a, keepdim).cast(self.float_dtype())
+    }
+
+    /// [`Tensor::logsumexp`] over normalised axes, in `F32`.
+    fn logsumexp_f32(&self, a: &[usize], keepdim: bool) -> Tensor {
+        let x = self.cast(DType::F32);
+        let m = x.reduce_axes(ReduceOp::Max, a, true);
         let finite = m.abs().lt(f64::INFINITY);
         let m = finite.where_(&m, 0.0);
-        let s = (&x - &m).exp().sum_keepdim(a.clone()).log() + &m;
+        let s = (&x - &m).exp().sum_keepdim(a.to_vec()).log() + &m;
         if keepdim {
             s
         } else {
-            s.squeeze(a)
+            s.squeeze(a.to_vec())
         }
     }
 
@@ -50,16 +61,31 @@ impl Tensor {
     /// PyTorch's default; 0 for NumPy's).
     pub fn var(&self, ax: impl IntoAxes + Clone, correction: usize, keepdim: bool) -> Tensor {
         let a = crate::shape::axes("var", ax, self.shape());
-        let n: usize = a.iter().map(|d| self.shape()[*d]).product();
-        let x = self.cast(self.dtype().to_float());
-        let xc = &x - x.mean_keepdim(a.clone());
-        let denom = n.saturating_sub(correction) as f64;
-        xc.square().reduce(smelt_codegen::ReduceOp::Sum, a, keepdim) / denom
+        self.var_f32(&a, correction, keepdim)
+            .cast(self.float_dtype())
     }
 
     /// Standard deviation: `sqrt(var)`.
     pub fn std(&self, ax: impl IntoAxes + Clone, correction: usize, keepdim: bool) -> Tensor {
-        self.var(ax, correction, keepdim).sqrt()
+        let a = crate::shape::axes("std", ax, self.shape());
+        self.var_f32(&a, correction, keepdim)
+            .sqrt()
+            .cast(self.float_dtype())
+    }
+
+    /// [`Tensor::var`] over normalised axes, in `F32`.
+    fn var_f32(&self, a: &[usize], correction: usize, keepdim: bool) -> Tensor {
+        let n: usize = a.iter().map(|d| self.shape()[*d]).product();
+        let x = self.cast(DType::F32);
+        let xc = &x - x.mean_keepdim(a.to_vec());
+        let denom = n.saturating_sub(correction) as f64;
+        xc.square().reduce_axes(ReduceOp::Sum, a, keepdim) / denom
+    }
+
+    /// The float dtype of a composite's result: the input's, integers and
+    /// bools as `F32`.
+    fn float_dtype(&self) -> DType {
+        self.dtype().to_float()
     }
 
     /// Layer normalisation over `axes`: `(x - mean) / sqrt(var + eps)`
@@ -73,19 +99,19 @@ impl Tensor {
         eps: f64,
     ) -> Tensor {
         let a = crate::shape::axes("layer_norm", ax, self.shape());
-        let x = self.cast(self.dtype().to_float());
+        let x = self.cast(DType::F32);
         let xc = &x - x.mean_keepdim(a.clone());
         let y = &xc * (xc.square().mean_keepdim(a) + eps).rsqrt();
-        affine(y, weight, bias)
+        affine(self.float_dtype(), y, weight, bias)
     }
 
     /// RMS normalisation over `axes`: `x / sqrt(mean(x^2) + eps)`, then
     /// `* weight` when given.
     pub fn rms_norm(&self, ax: impl IntoAxes + Clone, weight: Option<&Tensor>, eps: f64) -> Tensor {
         let a = crate::shape::axes("rms_norm", ax, self.shape());
-        let x = self.cast(self.dtype().to_float());
+        let x = self.cast(DType::F32);
         let y = &x * (x.square().mean_keepdim(a) + eps).rsqrt();
-        affine(y, weight, None)
+        affine(self.float_dtype(), y, weight, None)
     }
 
     /// Cross-entropy of logits `[N, C]` (or `[C]`) against class indices
@@ -108,11 +134,12 @@ impl Tensor {
             target.shape()
         );
         let c = x.shape()[1];
-        let x = x.cast(x.dtype().to_float());
+        let out = self.float_dtype();
+        let x = x.cast(DType::F32);
         let classes = Tensor::arange(0.0, c as f64, 1.0, DType::I32, &x.device()).reshape([1, c]);
         let onehot = classes.eq(t.cast(DType::I32).unsqueeze(1));
         let picked = onehot.where_(&x, 0.0).sum(1);
-        let loss = x.logsumexp(1, false) - picked;
+        let loss = (x.logsumexp_f32(&[1], false) - picked).cast(out);
         if self.ndim() == 1 {
             loss.reshape([0usize; 0])
         } else {
@@ -121,13 +148,23 @@ impl Tensor {
     }
 }
 
-fn affine(y: Tensor, weight: Option<&Tensor>, bias: Option<&Tensor>) -> Tensor {
+/// `y * weight + bias` in `F32`, cast to `x_dtype` promoted with the
+/// dtypes of `weight` and `bias` (what the op would give in that dtype).
+fn affine(x_dtype: DType, y: Tensor, weight: Option<&Tensor>, bias: Option<&Tensor>) -> Tensor {
+    let mut out = x_dtype;
     let y = match weight {
-        Some(w) => y * w,
+        Some(w) => {
+            out = out.promote(w.dtype());
+            y * w.cast(DType::F32)
+        }
         None => y,
     };
-    match bias {
-        Some(b) => y + b,
+    let y = match bias {
+        Some(b) => {
+            out = out.promote(b.dtype());
+            y + b.cast(DType::F32)
+        }
         None => y,
-    }
+    };
+    y.cast(out)
 }

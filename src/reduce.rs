@@ -12,7 +12,8 @@ macro_rules! reductions {
                 $(#[$doc])*
                 ///
                 /// # Panics
-                /// On an out-of-range or repeated axis.
+                /// On an out-of-range or repeated axis, and for `max` and
+                /// `min` on an empty axis (no identity is a right answer).
                 pub fn $name(&self, ax: impl IntoAxes) -> Tensor {
                     self.reduce(ReduceOp::$op, ax, false)
                 }
@@ -76,8 +77,29 @@ fn split_reduce(x: &Tensor, op: ReduceOp, axes_: &[usize]) -> Tensor {
 
 impl Tensor {
     /// Reduces with `op` over `axes`; `keepdim` keeps them with size 1.
+    ///
+    /// # Panics
+    /// On an out-of-range or repeated axis, and for `Max` / `Min` over an
+    /// empty axis, as PyTorch raises.
     pub fn reduce(&self, op: ReduceOp, ax: impl IntoAxes, keepdim: bool) -> Tensor {
         let a = axes(op.name(), ax, self.shape());
+        if matches!(op, ReduceOp::Max | ReduceOp::Min) {
+            if let Some(d) = a.iter().find(|d| self.shape()[**d] == 0) {
+                panic!(
+                    "{}: axis {d} of shape {:?} is empty (the {} of no elements is undefined)",
+                    op.name(),
+                    self.shape(),
+                    op.name()
+                );
+            }
+        }
+        self.reduce_axes(op, &a, keepdim)
+    }
+
+    /// [`Tensor::reduce`] over normalised axes `a`; an empty axis gives the
+    /// op's identity (what composites such as `logsumexp` build on).
+    pub(crate) fn reduce_axes(&self, op: ReduceOp, a: &[usize], keepdim: bool) -> Tensor {
+        let a = a.to_vec();
         let shape = self.shape().to_vec();
         let out_dt = op.out_dtype(self.dtype());
         // Sums and products of half floats accumulate in f32, as PyTorch does.
@@ -120,11 +142,15 @@ impl Tensor {
         self.mean_impl(ax, true)
     }
 
+    /// Sums in `F32` and divides before the cast to the result dtype, so
+    /// a half mean is finite whenever the mean itself is.
     fn mean_impl(&self, ax: impl IntoAxes, keepdim: bool) -> Tensor {
         let a = axes("mean", ax, self.shape());
         let count: usize = a.iter().map(|d| self.shape()[*d]).product();
-        let x = self.cast(self.dtype().to_float());
-        x.reduce(ReduceOp::Sum, a, keepdim) / count as f64
+        let sum = self
+            .cast(DType::F32)
+            .reduce_axes(ReduceOp::Sum, &a, keepdim);
+        (sum / count as f64).cast(self.dtype().to_float())
     }
 
     /// Index of the maximum along `axis` (first one on ties, the first NaN
@@ -157,6 +183,11 @@ impl Tensor {
         } else {
             "argmin"
         };
+        if self.ndim() == 0 {
+            // A scalar's only element is at index 0, as in PyTorch.
+            axes(name, ax, self.shape());
+            return Tensor::full([0usize; 0], 0.0, DType::I32, &self.device());
+        }
         let d = axis(name, ax, self.shape());
         let n = self.shape()[d];
         assert!(

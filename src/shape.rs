@@ -105,6 +105,17 @@ pub(crate) fn axis(op: &str, a: isize, shape: &[usize]) -> usize {
 pub(crate) fn axes(op: &str, a: impl IntoAxes, shape: &[usize]) -> Vec<usize> {
     match a.into_axes() {
         None => (0..shape.len()).collect(),
+        // As in PyTorch, a 0-d tensor takes axis 0 or -1 and has no axis
+        // to reduce: `sum(0)` of a scalar is the scalar.
+        Some(list) if shape.is_empty() => {
+            for x in &list {
+                assert!(
+                    *x == 0 || *x == -1,
+                    "{op}: axis {x} is out of range for a tensor of shape [] (rank 0 takes 0 or -1)"
+                );
+            }
+            Vec::new()
+        }
         Some(list) => {
             let mut out: Vec<usize> = list.iter().map(|x| axis(op, *x, shape)).collect();
             out.sort_unstable();

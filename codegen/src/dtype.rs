@@ -60,15 +60,18 @@ impl DType {
         }
     }
 
-    /// Rounds an `f64` to the nearest value representable in this type
-    /// (wrapping for `I32`, `!= 0` for `Bool`).
+    /// Converts an `f64` to this type by smelt's one conversion rule, the
+    /// rule of Rust's `as` (and of `cast()` on every backend): floats round
+    /// to nearest even (once, from the exact value), float to `I32`
+    /// truncates toward zero and saturates with NaN giving 0, `Bool` is
+    /// `!= 0` (NaN is true).
     #[inline]
     pub fn round(self, v: f64) -> f64 {
         match self {
             DType::F32 => v as f32 as f64,
-            DType::F16 => half::f16::from_f64(v).to_f64(),
-            DType::BF16 => half::bf16::from_f64(v).to_f64(),
-            DType::I32 => wrap_i32(v) as f64,
+            DType::F16 => to_f16(v).to_f64(),
+            DType::BF16 => to_bf16(v).to_f64(),
+            DType::I32 => v as i32 as f64,
             DType::Bool => (v != 0.0) as u8 as f64,
         }
     }
@@ -94,13 +97,9 @@ impl DType {
     pub fn write(self, bytes: &mut [u8], i: usize, v: f64) {
         match self {
             DType::F32 => bytes[4 * i..4 * i + 4].copy_from_slice(&(v as f32).to_le_bytes()),
-            DType::I32 => bytes[4 * i..4 * i + 4].copy_from_slice(&wrap_i32(v).to_le_bytes()),
-            DType::F16 => {
-                bytes[2 * i..2 * i + 2].copy_from_slice(&half::f16::from_f64(v).to_le_bytes())
-            }
-            DType::BF16 => {
-                bytes[2 * i..2 * i + 2].copy_from_slice(&half::bf16::from_f64(v).to_le_bytes())
-            }
+            DType::I32 => bytes[4 * i..4 * i + 4].copy_from_slice(&(v as i32).to_le_bytes()),
+            DType::F16 => bytes[2 * i..2 * i + 2].copy_from_slice(&to_f16(v).to_le_bytes()),
+            DType::BF16 => bytes[2 * i..2 * i + 2].copy_from_slice(&to_bf16(v).to_le_bytes()),
             DType::Bool => bytes[i] = (v != 0.0) as u8,
         }
     }
@@ -117,17 +116,35 @@ impl DType {
     }
 }
 
-/// Converts to `i32` the way a C cast of an integral `f64` wraps: NaN gives
-/// 0, fractions truncate toward zero, out-of-range values wrap modulo 2^32.
+/// `v` as an `f32` rounded to odd: exact when representable, else the
+/// truncation with its last bit set. A later rounding to a half type (11 or
+/// 8 significant bits, far fewer than f32's 24) then rounds once, correctly;
+/// `half`'s own `from_f64` drops the low mantissa bits and can round wrong.
 #[inline]
-fn wrap_i32(v: f64) -> i32 {
-    if v.is_nan() {
-        0
-    } else if v.abs() < 2147483648.0 {
-        v as i32
-    } else {
-        (v.trunc().rem_euclid(4294967296.0) as u64) as u32 as i32
+fn to_f32_odd(v: f64) -> f32 {
+    let f = v as f32;
+    if !v.is_finite() || f as f64 == v {
+        return f;
     }
+    // Round-to-nearest went away from zero: step back toward zero first.
+    let bits = if (f as f64).abs() > v.abs() {
+        f.to_bits() - 1
+    } else {
+        f.to_bits()
+    };
+    f32::from_bits(bits | 1)
+}
+
+/// `v` rounded once to the nearest `f16` (ties to even).
+#[inline]
+pub fn to_f16(v: f64) -> half::f16 {
+    half::f16::from_f32(to_f32_odd(v))
+}
+
+/// `v` rounded once to the nearest `bf16` (ties to even).
+#[inline]
+pub fn to_bf16(v: f64) -> half::bf16 {
+    half::bf16::from_f32(to_f32_odd(v))
 }
 
 impl fmt::Display for DType {
@@ -159,8 +176,26 @@ mod tests {
             dt.write(&mut buf, 1, 3.0);
             assert_eq!(dt.read(&buf, 1), dt.round(3.0));
         }
-        assert_eq!(DType::I32.round(2147483648.0), -2147483648.0);
+        // Float to int saturates like Rust's `as` and PTX `cvt.rzi.s32.f32`.
+        assert_eq!(DType::I32.round(2147483648.0), 2147483647.0);
+        assert_eq!(DType::I32.round(f64::NAN), 0.0);
         assert_eq!(DType::I32.round(-2.7), -2.0);
         assert_eq!(DType::F16.round(1.0 + 1e-4), 1.0);
+    }
+
+    #[test]
+    fn halves_round_once_to_nearest_even() {
+        // Above the tie between 1 and 1 + 2^-7 by 2^-23: rounds up.
+        let x = 1.0 + 2f64.powi(-8) + 2f64.powi(-23);
+        assert_eq!(DType::BF16.round(x), 1.0 + 2f64.powi(-7));
+        // An exact tie rounds to even (down), a hair above it rounds up.
+        assert_eq!(DType::BF16.round(1.0 + 2f64.powi(-8)), 1.0);
+        assert_eq!(
+            DType::F16.round(1.0 + 2f64.powi(-11) + 2f64.powi(-40)),
+            1.0 + 2f64.powi(-10)
+        );
+        assert_eq!(DType::F16.round(1.0 + 2f64.powi(-11)), 1.0);
+        assert_eq!(DType::F16.round(1e6), f64::INFINITY);
+        assert!(DType::BF16.round(f64::NAN).is_nan());
     }
 }

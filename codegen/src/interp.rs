@@ -8,7 +8,7 @@
 
 use crate::expr::Expr;
 use crate::ir::{Inst, Kernel, Val};
-use crate::DType;
+use crate::{DType, ReduceOp};
 
 /// Points per tile: enough to amortise the per-instruction dispatch.
 const TILE: usize = 4096;
@@ -198,9 +198,8 @@ impl State {
                         &self.elem[a]
                     };
                     for (r, acc) in acc.iter_mut().enumerate() {
-                        for v in &src[r * nc..(r + 1) * nc] {
-                            *acc = n.dtype.round(op.combine(*acc, *v));
-                        }
+                        let part = tree_fold(op, n.dtype, &src[r * nc..(r + 1) * nc]);
+                        *acc = op.fold(n.dtype, *acc, part);
                     }
                     c0 += nc;
                 }
@@ -336,6 +335,17 @@ impl State {
     }
 }
 
+/// `op` over `vals` in dtype `dt`, pairwise (the halves folded separately,
+/// then together): rounding error grows with the log of the length, as on
+/// the GPU's tree reductions, instead of linearly as a running sum's does.
+fn tree_fold(op: ReduceOp, dt: DType, vals: &[f64]) -> f64 {
+    if vals.len() <= 8 {
+        return vals.iter().fold(op.identity(dt), |a, v| op.fold(dt, a, *v));
+    }
+    let (l, r) = vals.split_at(vals.len() / 2);
+    op.fold(dt, tree_fold(op, dt, l), tree_fold(op, dt, r))
+}
+
 /// Values of loop variables with sizes `ranges` at linear positions
 /// `start..start + n`.
 fn unravel(ranges: &[i64], start: usize, n: usize, out: &mut Vec<Vec<i64>>) {
@@ -397,14 +407,14 @@ fn compute(
             Some(m) => m.iter().map(|b| *b as u8 as f64).collect(),
         },
         Inst::Cast(a) => vals[*a].iter().map(|v| dt.round(*v)).collect(),
+        Inst::Unary(op, a) if dt == DType::I32 && k.insts[*a].dtype == DType::I32 => {
+            vals[*a].iter().map(|v| op.eval_i32(*v)).collect()
+        }
         Inst::Unary(op, a) => vals[*a].iter().map(|v| dt.round(op.eval(*v))).collect(),
         Inst::Binary(op, a, b) => {
             let (a, b) = (&vals[*a], &vals[*b]);
             if dt == DType::I32 {
-                a.iter()
-                    .zip(b)
-                    .map(|(x, y)| dt.round(op.eval_i32(*x, *y)))
-                    .collect()
+                a.iter().zip(b).map(|(x, y)| op.eval_i32(*x, *y)).collect()
             } else {
                 a.iter()
                     .zip(b)

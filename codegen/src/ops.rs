@@ -73,6 +73,29 @@ pub fn round_tf32(x: f32) -> f32 {
     f32::from_bits((x.to_bits() + 0x1000) & !0x1fff)
 }
 
+/// `a^b` in wrapping `i32` arithmetic (square and multiply). A negative
+/// exponent gives the truncated real power: 1 for `a = 1`, +-1 for
+/// `a = -1`, else 0 (PyTorch raises instead; a kernel cannot).
+pub fn pow_i32(a: i32, b: i32) -> i32 {
+    if b < 0 {
+        return match a {
+            1 => 1,
+            -1 if b % 2 != 0 => -1,
+            -1 => 1,
+            _ => 0,
+        };
+    }
+    let (mut r, mut base, mut e) = (1i32, a, b as u32);
+    while e != 0 {
+        if e & 1 != 0 {
+            r = r.wrapping_mul(base);
+        }
+        base = base.wrapping_mul(base);
+        e >>= 1;
+    }
+    r
+}
+
 const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
 
 impl UnaryOp {
@@ -128,6 +151,19 @@ impl UnaryOp {
             UnaryOp::Square => x * x,
             UnaryOp::Not => (x == 0.0) as u8 as f64,
             UnaryOp::RoundTf32 => round_tf32(x as f32) as f64,
+        }
+    }
+
+    /// The op on an `i32` with an `i32` result, wrapping like PTX
+    /// (`neg.s32`, `abs.s32`, `mul.lo.s32`).
+    #[inline]
+    pub fn eval_i32(self, x: f64) -> f64 {
+        let v = x as i32;
+        match self {
+            UnaryOp::Neg => v.wrapping_neg() as f64,
+            UnaryOp::Abs => v.wrapping_abs() as f64,
+            UnaryOp::Square => v.wrapping_mul(v) as f64,
+            _ => self.eval(x),
         }
     }
 
@@ -208,11 +244,17 @@ impl BinaryOp {
         }
     }
 
-    /// Exact `i32` semantics where `f64` arithmetic would lose bits.
+    /// The op on `i32` operands with an `i32` result: two's complement,
+    /// wrapping, as PTX `add.s32` / `mul.lo.s32` compute it. `Pow` is
+    /// [`pow_i32`].
     #[inline]
     pub fn eval_i32(self, a: f64, b: f64) -> f64 {
+        let (x, y) = (a as i32, b as i32);
         match self {
-            BinaryOp::Mul => (a as i32).wrapping_mul(b as i32) as f64,
+            BinaryOp::Add => x.wrapping_add(y) as f64,
+            BinaryOp::Sub => x.wrapping_sub(y) as f64,
+            BinaryOp::Mul => x.wrapping_mul(y) as f64,
+            BinaryOp::Pow => pow_i32(x, y) as f64,
             _ => self.eval(a, b),
         }
     }
@@ -238,9 +280,9 @@ impl BinaryOp {
         match self {
             BinaryOp::Div => p.to_float(),
             BinaryOp::And | BinaryOp::Or => DType::Bool,
-            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Pow if p == DType::Bool => {
-                DType::I32
-            }
+            // As in PyTorch, bool + bool and bool * bool stay bool (logical
+            // or / and: the sum or product rounded by `!= 0`).
+            BinaryOp::Sub | BinaryOp::Pow if p == DType::Bool => DType::I32,
             _ => p,
         }
     }
@@ -302,6 +344,18 @@ impl ReduceOp {
         }
     }
 
+    /// Folds `x` into `acc` with the result rounded to `dtype`: wrapping
+    /// two's complement for `I32` (as the GPU adds and multiplies),
+    /// [`DType::round`] of the exact value otherwise.
+    #[inline]
+    pub fn fold(self, dtype: DType, acc: f64, x: f64) -> f64 {
+        match (self, dtype) {
+            (ReduceOp::Sum, DType::I32) => BinaryOp::Add.eval_i32(acc, x),
+            (ReduceOp::Prod, DType::I32) => BinaryOp::Mul.eval_i32(acc, x),
+            _ => dtype.round(self.combine(acc, x)),
+        }
+    }
+
     /// Dtype of the result for an input dtype (sums of ints and bools are `I32`).
     pub fn out_dtype(self, x: DType) -> DType {
         match (self, x) {
@@ -348,6 +402,22 @@ mod tests {
         assert_eq!(BinaryOp::Lt.out_dtype(DType::F32), DType::Bool);
         assert_eq!(UnaryOp::Exp.out_dtype(DType::I32), DType::F32);
         assert_eq!(ReduceOp::Sum.out_dtype(DType::Bool), DType::I32);
+        assert_eq!(
+            BinaryOp::Add.operand_dtype(DType::Bool, DType::Bool),
+            DType::Bool
+        );
         assert_eq!(BinaryOp::Mul.eval_i32(65536.0, 65536.0), 0.0);
+    }
+
+    #[test]
+    fn i32_ops_wrap_exactly() {
+        let max = i32::MAX as f64;
+        assert_eq!(UnaryOp::Square.eval_i32(max), 1.0);
+        assert_eq!(UnaryOp::Neg.eval_i32(i32::MIN as f64), i32::MIN as f64);
+        assert_eq!(BinaryOp::Add.eval_i32(max, 1.0), i32::MIN as f64);
+        assert_eq!(pow_i32(3, 40), 3i32.wrapping_pow(40));
+        assert_eq!(pow_i32(-1, -3), -1);
+        assert_eq!(pow_i32(2, -1), 0);
+        assert_eq!(ReduceOp::Prod.fold(DType::I32, max, max), 1.0);
     }
 }

@@ -72,20 +72,12 @@ fn i32_to_f32_odd(b: &mut Builder, v: Reg) -> Reg {
     r
 }
 
-/// `f32` to `i32` as the interpreter does: truncation, NaN to 0, values
-/// beyond `i32` wrapping modulo 2^32 (through `s64`; `|v| >= 2^63` and
-/// infinities, all multiples of 2^32 or undefined, give 0).
+/// `f32` to `i32` by the one conversion rule ([`DType::round`], Rust's
+/// `as`): truncation toward zero, saturating, NaN to 0.
 fn f32_to_i32(b: &mut Builder, f: Reg) -> Reg {
-    let d = b.reg(RegKind::B64);
-    ins!(b, "cvt.rzi.s64.f32 {d}, {f}");
-    let lo = b.reg(RegKind::B32);
-    ins!(b, "cvt.u32.u64 {lo}, {d}");
-    let a = b.reg(RegKind::F32);
-    ins!(b, "abs.f32 {a}, {f}");
-    let big = b.reg(RegKind::Pred);
-    ins!(b, "setp.ge.f32 {big}, {a}, 0f5F000000");
-    ins!(b, "selp.b32 {lo}, 0, {lo}, {big}");
-    lo
+    let r = b.reg(RegKind::B32);
+    ins!(b, "cvt.rzi.s32.f32 {r}, {f}");
+    r
 }
 
 /// `v` converted to `to` with the interpreter's rounding.
