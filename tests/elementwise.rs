@@ -438,21 +438,19 @@ fn promotion_of_every_dtype_pair() {
             let (ha, hb) = (a.host(), b.host());
             let p = torch_promote(da, db);
             let what = format!("{da} with {db}");
-            // Arithmetic on two bools counts in I32 (smelt's rule: PyTorch
-            // has no bool subtraction).
-            let arith = if p == DType::Bool { DType::I32 } else { p };
-            let t = tol(arith).times(2.0);
+            // Two bools add and multiply as bools (or / and), as in PyTorch.
+            let t = tol(p).times(2.0);
             check_dt(
                 &format!("add {what}"),
                 || &a.tensor() + &b.tensor(),
-                arith,
-                &ha.zip(&hb, |x, y| x + y),
+                p,
+                &ha.zip(&hb, |x, y| p.round(x + y)),
                 t,
             );
             check_dt(
                 &format!("mul {what}"),
                 || &a.tensor() * &b.tensor(),
-                arith,
+                p,
                 &ha.zip(&hb, |x, y| x * y),
                 t,
             );

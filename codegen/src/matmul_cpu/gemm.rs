@@ -6,9 +6,9 @@
 //! `MR x NR` register-blocked micro-kernel the compiler vectorises.
 //!
 //! Every `C[i][j]` is accumulated in ascending `k` as `c = c + a * b` with
-//! both operations rounded to f32 (Rust never contracts into an FMA), which
-//! is exactly what the interpreter's sequential f32 `Reduce` computes, so the
-//! fast path is bit-identical to it.
+//! both operations rounded to f32 (Rust never contracts into an FMA): the
+//! order of a GPU's k loop. The generic interpreter sums pairwise instead,
+//! so the two agree to f32 rounding, not bit for bit.
 
 /// Rows of the micro-kernel's register tile.
 const MR: usize = 4;

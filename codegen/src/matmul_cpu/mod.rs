@@ -15,8 +15,8 @@
 //! 3. the epilogue (everything the stores need, the `Reduce` replaced by a
 //!    load of those row values) runs through the interpreter.
 //!
-//! The GEMM accumulates in the same order and precision as the
-//! interpreter's `Reduce`, so both paths give identical bits. Kernels of
+//! The GEMM accumulates in f32 in ascending k (the generic interpreter's
+//! `Reduce` sums pairwise: both agree to f32 rounding). Kernels of
 //! another shape (integer matmuls, several reductions, element-level
 //! stores, empty dimensions) return `None` and take the generic path.
 
