@@ -294,7 +294,9 @@ fn f32_to_bf16_rounds_once_from_the_f32_bits() {
 fn f32_sums_of_long_rows_are_accurate() {
     let n = 1 << 18;
     let mut rng = Rng::new(3);
-    let vals: Vec<f64> = (0..n).map(|_| rng.uniform(-1.0, 3.0)).collect();
+    // Nearly equal terms: a running f32 sum rounds each one the same way
+    // once it is large, so its error grows linearly with the length.
+    let vals: Vec<f64> = (0..n).map(|_| rng.uniform(0.0, 0.01)).collect();
     let x32: Vec<f32> = vals.iter().map(|v| *v as f32).collect();
     let xr: Vec<f64> = x32.iter().map(|v| *v as f64).collect();
     let x = Tensor::from_vec(x32, [1, n], &test_device());
@@ -302,7 +304,7 @@ fn f32_sums_of_long_rows_are_accurate() {
     let z: f64 = xr.iter().map(|v| (v - m).exp()).sum();
     let want: Vec<f64> = xr.iter().map(|v| (v - m).exp() / z).collect();
     let got = x.softmax(-1).to_vec::<f64>().unwrap();
-    assert_close("softmax 2^18", &got, &want, 2e-5, 0.0);
+    assert_close("softmax 2^18", &got, &want, 1e-5, 0.0);
     let s = x.sum(..).to_scalar::<f64>().unwrap();
     let want: f64 = xr.iter().sum();
     assert!((s - want).abs() <= 1e-5 * want.abs(), "sum {s} vs {want}");
