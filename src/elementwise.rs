@@ -140,7 +140,9 @@ macro_rules! binary_methods {
 }
 
 binary_methods! {
-    /// `x ^ y` elementwise.
+    /// `x ^ y` elementwise. On `I32` it is exact, wrapping like `*`; a
+    /// negative integer exponent gives the truncated real power (1 for
+    /// `x = 1`, +-1 for `x = -1`, else 0) where PyTorch raises.
     pow => Pow;
     /// Elementwise maximum (NaN propagates).
     maximum => Max;
@@ -165,8 +167,9 @@ binary_methods! {
 }
 
 impl Tensor {
-    /// Converts to `dtype` (floats to ints truncate toward zero; nonzero is
-    /// `true`).
+    /// Converts to `dtype` by Rust's `as` rule, identical on every device
+    /// and in `to_vec`: floats round to nearest even, floats to `I32`
+    /// truncate toward zero and saturate (NaN gives 0), nonzero is `true`.
     pub fn cast(&self, dtype: DType) -> Tensor {
         if dtype == self.dtype() {
             return self.clone();
