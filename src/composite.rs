@@ -1,6 +1,7 @@
 //! Composite ops built from primitives only: no special kernels. The fusion
 //! pass turns each into few (usually one) kernels.
 
+use crate::device::same_device;
 use crate::shape::IntoAxes;
 use crate::{DType, Tensor};
 
@@ -14,6 +15,7 @@ impl Tensor {
     /// let s: f32 = x.softmax(-1).sum(..).to_scalar().unwrap();
     /// assert!((s - 1.0).abs() < 1e-6);
     /// ```
+    #[track_caller]
     pub fn softmax(&self, ax: isize) -> Tensor {
         // Checked here so an error names softmax, not the max inside it.
         crate::shape::axis("softmax", ax, self.shape());
@@ -23,6 +25,7 @@ impl Tensor {
     }
 
     /// `log(softmax(x))` along `axis`, computed stably.
+    #[track_caller]
     pub fn log_softmax(&self, ax: isize) -> Tensor {
         crate::shape::axis("log_softmax", ax, self.shape());
         let x = self.cast(self.dtype().to_float());
@@ -32,6 +35,7 @@ impl Tensor {
 
     /// `log(sum(exp(x)))` over `axes`, computed stably (an infinite maximum
     /// is not subtracted, so all `-inf` gives `-inf`).
+    #[track_caller]
     pub fn logsumexp(&self, ax: impl IntoAxes + Clone, keepdim: bool) -> Tensor {
         let a = crate::shape::axes("logsumexp", ax, self.shape());
         let x = self.cast(self.dtype().to_float());
@@ -65,6 +69,7 @@ impl Tensor {
     /// Layer normalisation over `axes`: `(x - mean) / sqrt(var + eps)`
     /// (biased variance), then `* weight + bias` when given (they broadcast
     /// against `x`).
+    #[track_caller]
     pub fn layer_norm(
         &self,
         ax: impl IntoAxes + Clone,
@@ -76,16 +81,17 @@ impl Tensor {
         let x = self.cast(self.dtype().to_float());
         let xc = &x - x.mean_keepdim(a.clone());
         let y = &xc * (xc.square().mean_keepdim(a) + eps).rsqrt();
-        affine(y, weight, bias)
+        affine("layer_norm", y, weight, bias)
     }
 
     /// RMS normalisation over `axes`: `x / sqrt(mean(x^2) + eps)`, then
     /// `* weight` when given.
+    #[track_caller]
     pub fn rms_norm(&self, ax: impl IntoAxes + Clone, weight: Option<&Tensor>, eps: f64) -> Tensor {
         let a = crate::shape::axes("rms_norm", ax, self.shape());
         let x = self.cast(self.dtype().to_float());
         let y = &x * (x.square().mean_keepdim(a) + eps).rsqrt();
-        affine(y, weight, None)
+        affine("rms_norm", y, weight, None)
     }
 
     /// Cross-entropy of logits `[N, C]` (or `[C]`) against class indices
@@ -95,7 +101,9 @@ impl Tensor {
     ///
     /// # Panics
     /// If the shapes do not match.
+    #[track_caller]
     pub fn cross_entropy(&self, target: &Tensor) -> Tensor {
+        same_device("cross_entropy", &[self.device(), target.device()]);
         let (x, t) = if self.ndim() == 1 {
             (self.unsqueeze(0), target.reshape([1usize]))
         } else {
@@ -121,7 +129,16 @@ impl Tensor {
     }
 }
 
-fn affine(y: Tensor, weight: Option<&Tensor>, bias: Option<&Tensor>) -> Tensor {
+/// `y * weight + bias`, the optional parameters of `op` (checked for device
+/// here so the message names `op`, not `mul`).
+#[track_caller]
+fn affine(op: &str, y: Tensor, weight: Option<&Tensor>, bias: Option<&Tensor>) -> Tensor {
+    let devices: Vec<_> = [Some(&y), weight, bias]
+        .into_iter()
+        .flatten()
+        .map(Tensor::device)
+        .collect();
+    same_device(op, &devices);
     let y = match weight {
         Some(w) => y * w,
         None => y,

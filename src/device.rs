@@ -2,6 +2,19 @@
 
 use std::fmt;
 
+/// The one device of an op's operands, given in operand order.
+///
+/// # Panics
+/// If they differ, naming the op and both devices (at the caller's line).
+#[track_caller]
+pub(crate) fn same_device(op: &str, devices: &[Device]) -> Device {
+    let first = devices[0];
+    if let Some(other) = devices.iter().find(|d| **d != first) {
+        panic!("{op}: tensors on {first} and {other}; move one with to_device");
+    }
+    first
+}
+
 /// Where a tensor's data lives and its kernels run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Device {
