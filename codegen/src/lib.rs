@@ -3,6 +3,7 @@
 //! interpreter; PTX for NVIDIA GPUs).
 
 pub mod dtype;
+pub mod env;
 pub mod expr;
 pub mod interp;
 pub mod ir;

@@ -34,10 +34,7 @@ pub(crate) fn count_kernel() {
 pub fn debug_level() -> u8 {
     static LEVEL: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
     *LEVEL.get_or_init(|| {
-        std::env::var("SMELT_DEBUG")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
+        smelt_codegen::env::var("SMELT_DEBUG", smelt_codegen::env::parse_debug).unwrap_or(0)
     })
 }
 
