@@ -27,8 +27,7 @@ pub enum Device {
 
 impl Device {
     /// The device picked by `SMELT_DEVICE` (`cpu`, `cuda[:N]`, `gpu[:N]`),
-    /// else the best
-    /// available one.
+    /// else the best available one.
     pub fn default_device() -> Device {
         match env::var("SMELT_DEVICE", env::parse_device) {
             Some(env::DeviceVar::Cpu) => Device::Cpu,

@@ -91,14 +91,14 @@ fn matmul_on_two_devices_panics() {
 #[should_panic(expected = "where: tensors on")]
 fn where_on_two_devices_panics() {
     let c = Tensor::zeros([2], DType::Bool, &test_device());
-    let _ = c.where_(&t(&[2]), &other(&[2]));
+    let _ = c.where_(t(&[2]), other(&[2]));
 }
 
 #[test]
 #[should_panic(expected = "where: tensors on")]
 fn where_condition_on_other_device_panics() {
     let c = Tensor::zeros([2], DType::Bool, &other_device());
-    let _ = c.where_(&t(&[2]), 0.0);
+    let _ = c.where_(t(&[2]), 0.0);
 }
 
 #[test]
@@ -140,11 +140,14 @@ fn panic_file(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
     file
 }
 
+/// An op call expected to panic.
+type Case = Box<dyn FnOnce() + std::panic::UnwindSafe>;
+
 /// One test, so the global panic hook is not swapped by parallel tests.
 #[test]
 fn shape_panics_point_at_the_callers_line() {
     let here = file!();
-    let cases: Vec<(&str, Box<dyn FnOnce() + std::panic::UnwindSafe>)> = vec![
+    let cases: Vec<(&str, Case)> = vec![
         ("reshape", Box::new(|| drop(t(&[2, 3]).reshape([4, 2])))),
         ("reshape -1", Box::new(|| drop(t(&[2, 3]).reshape([4, -1])))),
         (
@@ -152,7 +155,7 @@ fn shape_panics_point_at_the_callers_line() {
             Box::new(|| drop(t(&[2, 3]).broadcast_to([3]))),
         ),
         ("add", Box::new(|| drop(t(&[2, 3]) + t(&[4])))),
-        ("maximum", Box::new(|| drop(t(&[2, 3]).maximum(&t(&[4]))))),
+        ("maximum", Box::new(|| drop(t(&[2, 3]).maximum(t(&[4]))))),
         ("matmul", Box::new(|| drop(t(&[2, 3]).matmul(&t(&[4, 2]))))),
         (
             "matmul device",
@@ -174,7 +177,7 @@ fn shape_panics_point_at_the_callers_line() {
             "layer_norm weight",
             Box::new(|| drop(t(&[2, 3]).layer_norm(-1, Some(&t(&[4])), None, 1e-5))),
         ),
-        ("where", Box::new(|| drop(t(&[2]).where_(&t(&[3]), 0.0)))),
+        ("where", Box::new(|| drop(t(&[2]).where_(t(&[3]), 0.0)))),
         (
             "zeros",
             Box::new(|| drop(Tensor::full([2, -1], 0.0, DType::F32, &test_device()))),
