@@ -59,6 +59,10 @@ pub(crate) fn report_kernel(k: &smelt_codegen::Kernel, time: Duration) {
 /// Runs `schedule` on `device`; returns the buffers of its results, in the
 /// order of `schedule.results`.
 pub(crate) fn execute(schedule: &Schedule, device: Device) -> Result<Vec<BufferHandle>> {
+    // Both runtimes refuse a kernel that would read or write out of bounds.
+    for item in schedule.items.iter() {
+        item.kernel.check_bounds().map_err(crate::Error::Launch)?;
+    }
     match device {
         Device::Cpu => cpu::execute(schedule),
         Device::Cuda(n) => cuda::execute(n, schedule),
