@@ -149,6 +149,7 @@ impl Tensor {
     /// The `n x n` identity matrix.
     #[track_caller]
     pub fn eye(n: usize, dtype: DType, device: &Device) -> Tensor {
+        crate::shape::numel("eye", &[n, n]);
         let vals = (0..n * n).map(move |i| (i / n == i % n) as u8 as f64);
         Tensor::from_f64_iter(vals, vec![n, n], dtype, device)
     }
@@ -175,6 +176,7 @@ impl Tensor {
     }
 
     /// A buffer whose element `i` (row-major) is `value(i)`.
+    #[track_caller]
     fn random(
         op: &str,
         shape: impl IntoShape,

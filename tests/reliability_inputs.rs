@@ -79,6 +79,18 @@ fn slice_with_extreme_steps_takes_one_element() {
     assert_eq!(mid.to_vec::<f32>().unwrap(), vec![2.0]);
 }
 
+#[test]
+#[should_panic(expected = "eye: shape [4294967296, 4294967296] has more than isize::MAX elements")]
+fn huge_eye_panics() {
+    let _ = Tensor::eye(1 << 32, DType::F32, &test_device());
+}
+
+#[test]
+#[should_panic(expected = "randn: shape [4294967296, 4294967296] has more than isize::MAX")]
+fn huge_randn_panics() {
+    let _ = Tensor::randn([1usize << 32, 1 << 32], DType::F32, 0, &test_device());
+}
+
 // Item 7: operands on different devices -------------------------------------
 
 #[test]
