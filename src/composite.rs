@@ -6,6 +6,7 @@
 //! stay finite. The casts fuse into the loads and stores, so a half tensor
 //! is still read and written as halves.
 
+use crate::device::same_device;
 use crate::shape::IntoAxes;
 use crate::{DType, Tensor};
 use smelt_codegen::ReduceOp;
@@ -20,6 +21,7 @@ impl Tensor {
     /// let s: f32 = x.softmax(-1).sum(..).to_scalar().unwrap();
     /// assert!((s - 1.0).abs() < 1e-6);
     /// ```
+    #[track_caller]
     pub fn softmax(&self, ax: isize) -> Tensor {
         // Checked here so an error names softmax, not the max inside it.
         let a = crate::shape::axes("softmax", ax, self.shape());
@@ -29,6 +31,7 @@ impl Tensor {
     }
 
     /// `log(softmax(x))` along `axis`, computed stably.
+    #[track_caller]
     pub fn log_softmax(&self, ax: isize) -> Tensor {
         let a = crate::shape::axes("log_softmax", ax, self.shape());
         let x = self.cast(DType::F32);
@@ -38,6 +41,7 @@ impl Tensor {
 
     /// `log(sum(exp(x)))` over `axes`, computed stably (an infinite maximum
     /// is not subtracted, so all `-inf` gives `-inf`).
+    #[track_caller]
     pub fn logsumexp(&self, ax: impl IntoAxes + Clone, keepdim: bool) -> Tensor {
         let a = crate::shape::axes("logsumexp", ax, self.shape());
         self.logsumexp_f32(&a, keepdim).cast(self.float_dtype())
@@ -91,6 +95,7 @@ impl Tensor {
     /// Layer normalisation over `axes`: `(x - mean) / sqrt(var + eps)`
     /// (biased variance), then `* weight + bias` when given (they broadcast
     /// against `x`).
+    #[track_caller]
     pub fn layer_norm(
         &self,
         ax: impl IntoAxes + Clone,
@@ -102,16 +107,17 @@ impl Tensor {
         let x = self.cast(DType::F32);
         let xc = &x - x.mean_keepdim(a.clone());
         let y = &xc * (xc.square().mean_keepdim(a) + eps).rsqrt();
-        affine(self.float_dtype(), y, weight, bias)
+        affine("layer_norm", self.float_dtype(), y, weight, bias)
     }
 
     /// RMS normalisation over `axes`: `x / sqrt(mean(x^2) + eps)`, then
     /// `* weight` when given.
+    #[track_caller]
     pub fn rms_norm(&self, ax: impl IntoAxes + Clone, weight: Option<&Tensor>, eps: f64) -> Tensor {
         let a = crate::shape::axes("rms_norm", ax, self.shape());
         let x = self.cast(DType::F32);
         let y = &x * (x.square().mean_keepdim(a) + eps).rsqrt();
-        affine(self.float_dtype(), y, weight, None)
+        affine("rms_norm", self.float_dtype(), y, weight, None)
     }
 
     /// Cross-entropy of logits `[N, C]` (or `[C]`) against class indices
@@ -121,7 +127,9 @@ impl Tensor {
     ///
     /// # Panics
     /// If the shapes do not match.
+    #[track_caller]
     pub fn cross_entropy(&self, target: &Tensor) -> Tensor {
+        same_device("cross_entropy", &[self.device(), target.device()]);
         let (x, t) = if self.ndim() == 1 {
             (self.unsqueeze(0), target.reshape([1usize]))
         } else {
@@ -150,7 +158,22 @@ impl Tensor {
 
 /// `y * weight + bias` in `F32`, cast to `x_dtype` promoted with the
 /// dtypes of `weight` and `bias` (what the op would give in that dtype).
-fn affine(x_dtype: DType, y: Tensor, weight: Option<&Tensor>, bias: Option<&Tensor>) -> Tensor {
+/// The optional parameters of `op` are checked for device here so the
+/// message names `op`, not `mul`.
+#[track_caller]
+fn affine(
+    op: &str,
+    x_dtype: DType,
+    y: Tensor,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+) -> Tensor {
+    let devices: Vec<_> = [Some(&y), weight, bias]
+        .into_iter()
+        .flatten()
+        .map(Tensor::device)
+        .collect();
+    same_device(op, &devices);
     let mut out = x_dtype;
     let y = match weight {
         Some(w) => {

@@ -16,11 +16,13 @@ impl Tensor {
     /// let t = Tensor::from_vec(vec![1i32, 2, 3, 4, 5, 6], [2, 3], &Device::Cpu);
     /// assert_eq!(t.shape(), &[2, 3]);
     /// ```
+    #[track_caller]
     pub fn from_vec<T: Element>(data: Vec<T>, shape: impl IntoShape, device: &Device) -> Tensor {
         Tensor::from_slice(&data, shape, device)
     }
 
     /// Like [`Tensor::from_vec`], copying from a slice.
+    #[track_caller]
     pub fn from_slice<T: Element>(data: &[T], shape: impl IntoShape, device: &Device) -> Tensor {
         let shape = dims("from_slice", shape);
         let n: usize = shape.iter().product();
@@ -33,6 +35,7 @@ impl Tensor {
     }
 
     /// Builds a buffer from values rounded to `dtype`.
+    #[track_caller]
     pub(crate) fn from_f64_iter(
         values: impl Iterator<Item = f64>,
         shape: Vec<usize>,
@@ -50,12 +53,14 @@ impl Tensor {
     }
 
     /// A rank-0 tensor.
+    #[track_caller]
     pub fn scalar<T: Element>(value: T, device: &Device) -> Tensor {
         Tensor::full([0usize; 0], value.to_f64(), T::DTYPE, device)
     }
 
     /// A tensor of `shape` filled with `value` (a broadcast constant: no
     /// memory until a kernel writes it out).
+    #[track_caller]
     pub fn full(shape: impl IntoShape, value: f64, dtype: DType, device: &Device) -> Tensor {
         let shape = dims("full", shape);
         let c = Node::new(Op::Const(dtype.round(value)), vec![], dtype);
@@ -68,26 +73,31 @@ impl Tensor {
     }
 
     /// Zeros of `shape`.
+    #[track_caller]
     pub fn zeros(shape: impl IntoShape, dtype: DType, device: &Device) -> Tensor {
         Tensor::full(shape, 0.0, dtype, device)
     }
 
     /// Ones of `shape`.
+    #[track_caller]
     pub fn ones(shape: impl IntoShape, dtype: DType, device: &Device) -> Tensor {
         Tensor::full(shape, 1.0, dtype, device)
     }
 
     /// Zeros with this tensor's shape, dtype and device.
+    #[track_caller]
     pub fn zeros_like(&self) -> Tensor {
         Tensor::zeros(self.shape(), self.dtype(), &self.device())
     }
 
     /// Ones with this tensor's shape, dtype and device.
+    #[track_caller]
     pub fn ones_like(&self) -> Tensor {
         Tensor::ones(self.shape(), self.dtype(), &self.device())
     }
 
     /// `value` with this tensor's shape, dtype and device.
+    #[track_caller]
     pub fn full_like(&self, value: f64) -> Tensor {
         Tensor::full(self.shape(), value, self.dtype(), &self.device())
     }
@@ -103,6 +113,7 @@ impl Tensor {
     /// let t = Tensor::arange(0.0, 5.0, 2.0, DType::I32, &Device::Cpu);
     /// assert_eq!(t.to_vec::<i32>().unwrap(), vec![0, 2, 4]);
     /// ```
+    #[track_caller]
     pub fn arange(start: f64, end: f64, step: f64, dtype: DType, device: &Device) -> Tensor {
         assert!(
             step != 0.0 && step.is_finite(),
@@ -118,6 +129,7 @@ impl Tensor {
     }
 
     /// `n` evenly spaced values from `start` to `end` inclusive.
+    #[track_caller]
     pub fn linspace(start: f64, end: f64, n: usize, dtype: DType, device: &Device) -> Tensor {
         let step = if n > 1 {
             (end - start) / (n - 1) as f64
@@ -135,13 +147,16 @@ impl Tensor {
     }
 
     /// The `n x n` identity matrix.
+    #[track_caller]
     pub fn eye(n: usize, dtype: DType, device: &Device) -> Tensor {
+        crate::shape::numel("eye", &[n, n]);
         let vals = (0..n * n).map(move |i| (i / n == i % n) as u8 as f64);
         Tensor::from_f64_iter(vals, vec![n, n], dtype, device)
     }
 
     /// Uniform random values in `[0, 1)`; the same `seed` gives the same
     /// values on every device.
+    #[track_caller]
     pub fn rand(shape: impl IntoShape, dtype: DType, seed: u64, device: &Device) -> Tensor {
         Tensor::random("rand", shape, dtype, device, move |i| rng::uniform(seed, i))
     }
@@ -155,11 +170,13 @@ impl Tensor {
     /// let b = Tensor::randn([3], DType::F32, 42, &Device::Cpu);
     /// assert_eq!(a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
     /// ```
+    #[track_caller]
     pub fn randn(shape: impl IntoShape, dtype: DType, seed: u64, device: &Device) -> Tensor {
         Tensor::random("randn", shape, dtype, device, move |i| rng::normal(seed, i))
     }
 
     /// A buffer whose element `i` (row-major) is `value(i)`.
+    #[track_caller]
     fn random(
         op: &str,
         shape: impl IntoShape,

@@ -1,6 +1,20 @@
 //! Devices a tensor can live on.
 
+use smelt_codegen::env;
 use std::fmt;
+
+/// The one device of an op's operands, given in operand order.
+///
+/// # Panics
+/// If they differ, naming the op and both devices (at the caller's line).
+#[track_caller]
+pub(crate) fn same_device(op: &str, devices: &[Device]) -> Device {
+    let first = devices[0];
+    if let Some(other) = devices.iter().find(|d| **d != first) {
+        panic!("{op}: tensors on {first} and {other}; move one with to_device");
+    }
+    first
+}
 
 /// Where a tensor's data lives and its kernels run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -12,15 +26,13 @@ pub enum Device {
 }
 
 impl Device {
-    /// The device picked by `SMELT_DEVICE` (`cpu` or `cuda`), else the best
-    /// available one.
+    /// The device picked by `SMELT_DEVICE` (`cpu`, `cuda[:N]`, `gpu[:N]`),
+    /// else the best available one.
     pub fn default_device() -> Device {
-        match std::env::var("SMELT_DEVICE").as_deref() {
-            Ok("cpu") => Device::Cpu,
-            Ok(s) if s.starts_with("cuda") => {
-                Device::Cuda(s[4..].trim_start_matches(':').parse().unwrap_or(0))
-            }
-            _ => Device::best(),
+        match env::var("SMELT_DEVICE", env::parse_device) {
+            Some(env::DeviceVar::Cpu) => Device::Cpu,
+            Some(env::DeviceVar::Cuda(n)) => Device::Cuda(n),
+            None => Device::best(),
         }
     }
 

@@ -1,6 +1,7 @@
 //! Elementwise ops: unary math, broadcasting binary ops with dtype
 //! promotion, comparisons, `where_` and casts.
 
+use crate::device::same_device;
 use crate::shape::broadcast_shapes;
 use crate::{DType, Tensor};
 use smelt_codegen::{BinaryOp, UnaryOp};
@@ -132,7 +133,7 @@ unary_methods! {
 macro_rules! binary_methods {
     ($($(#[$doc:meta])* $name:ident => $op:ident;)*) => {
         impl Tensor {
-            $($(#[$doc])* pub fn $name(&self, other: impl Operand) -> Tensor {
+            $($(#[$doc])* #[track_caller] pub fn $name(&self, other: impl Operand) -> Tensor {
                 self.binary(BinaryOp::$op, other)
             })*
         }
@@ -195,15 +196,11 @@ impl Tensor {
     /// # Panics
     /// If the shapes do not broadcast or the tensors are on different
     /// devices.
+    #[track_caller]
     pub fn binary(&self, op: BinaryOp, other: impl Operand) -> Tensor {
         let other = other.into_operand(self);
         let name = op.name();
-        assert!(
-            self.device() == other.device(),
-            "{name}: tensors on {} and {}",
-            self.device(),
-            other.device()
-        );
+        same_device(name, &[self.device(), other.device()]);
         let shape = broadcast_shapes(name, self.shape(), other.shape());
         let dt = op.operand_dtype(self.dtype(), other.dtype());
         let a = self.cast(dt).broadcast_to(&shape);
@@ -218,6 +215,7 @@ impl Tensor {
     /// `self ? a : b` elementwise, broadcasting all three; the result has
     /// the promoted dtype of `a` and `b` (a scalar branch follows the other
     /// branch's dtype, as in PyTorch). Same as [`where_`].
+    #[track_caller]
     pub fn where_(&self, a: impl Operand, b: impl Operand) -> Tensor {
         // A scalar takes its dtype from the other branch, not the condition.
         let (a, b) = match (a.is_scalar(), b.is_scalar()) {
@@ -232,6 +230,7 @@ impl Tensor {
             }
             _ => (a.into_operand(self), b.into_operand(self)),
         };
+        same_device("where", &[self.device(), a.device(), b.device()]);
         let s1 = broadcast_shapes("where", self.shape(), a.shape());
         let shape = broadcast_shapes("where", &s1, b.shape());
         let dt = a.dtype().promote(b.dtype());
@@ -259,6 +258,7 @@ impl Tensor {
 /// let y = where_(&x.gt(0.0), &x, 0.0);
 /// assert_eq!(y.to_vec::<f32>().unwrap(), vec![0.0, 2.0]);
 /// ```
+#[track_caller]
 pub fn where_(cond: &Tensor, a: impl Operand, b: impl Operand) -> Tensor {
     cond.where_(a, b)
 }

@@ -1,5 +1,6 @@
 //! Matrix products.
 
+use crate::device::same_device;
 use crate::shape::broadcast_shapes;
 use crate::{DType, Tensor};
 use smelt_fusion::Op;
@@ -33,6 +34,7 @@ impl Tensor {
     /// let v = Tensor::from_vec(vec![1.0f32, 1.0], [2], &Device::Cpu);
     /// assert_eq!(a.matmul(&v).to_vec::<f32>().unwrap(), vec![3.0, 7.0]);
     /// ```
+    #[track_caller]
     pub fn matmul(&self, other: &Tensor) -> Tensor {
         self.matmul_with(other, Precision::Highest)
     }
@@ -49,7 +51,9 @@ impl Tensor {
     /// let c = a.matmul_with(&a, Precision::Tf32);
     /// assert_eq!(c.to_vec::<f32>().unwrap(), vec![7.0, 10.0, 15.0, 22.0]);
     /// ```
+    #[track_caller]
     pub fn matmul_with(&self, other: &Tensor, precision: Precision) -> Tensor {
+        same_device("matmul", &[self.device(), other.device()]);
         assert!(
             self.ndim() >= 1 && other.ndim() >= 1,
             "matmul: operands must have at least 1 dimension, got shapes {:?} and {:?}",

@@ -1,7 +1,7 @@
 //! Movement ops: every one only changes a view; none copies or runs a
 //! kernel.
 
-use crate::shape::{axes, axis, dims, IntoAxes, IntoShape};
+use crate::shape::{axes, axis, dims, numel, IntoAxes, IntoShape};
 use crate::Tensor;
 
 /// One entry of a NumPy-style index: see [`s!`](crate::s).
@@ -25,6 +25,7 @@ impl SliceArg {
     ///
     /// # Panics
     /// On an index (which has no step).
+    #[track_caller]
     pub fn step(self, step: isize) -> SliceArg {
         match self {
             SliceArg::Range { start, end, .. } => SliceArg::Range { start, end, step },
@@ -103,9 +104,10 @@ impl From<NewAxis> for SliceArg {
 
 /// Python's `slice.indices`: (start, count, step) for an axis of `n`.
 fn resolve(start: Option<isize>, end: Option<isize>, step: isize, n: usize) -> (usize, usize) {
-    let n = n as isize;
-    let clamp = |v: isize, lo: isize, hi: isize| v.max(lo).min(hi);
-    let norm = |v: isize| if v < 0 { v + n } else { v };
+    // i128: `isize::MIN` steps and `end - start + step` cannot overflow.
+    let (n, step) = (n as i128, step as i128);
+    let clamp = |v: i128, lo: i128, hi: i128| v.max(lo).min(hi);
+    let norm = |v: isize| if v < 0 { v as i128 + n } else { v as i128 };
     let (lo_d, hi_d) = if step > 0 { (0, n) } else { (-1, n - 1) };
     let s = start.map_or(if step > 0 { lo_d } else { hi_d }, |v| {
         clamp(norm(v), lo_d, hi_d)
@@ -118,6 +120,7 @@ fn resolve(start: Option<isize>, end: Option<isize>, step: isize, n: usize) -> (
     } else {
         (s - e - step - 1).max(0) / -step
     };
+    // Both lie in 0..=n, so they fit in usize.
     (s.max(0) as usize, count as usize)
 }
 
@@ -127,33 +130,33 @@ impl Tensor {
     ///
     /// # Panics
     /// If the element counts differ or more than one dim is `-1`.
+    #[track_caller]
     pub fn reshape(&self, shape: impl IntoShape) -> Tensor {
         let d = shape.into_dims();
         let n = self.numel();
-        let known: usize = d.iter().filter(|x| **x >= 0).map(|x| *x as usize).product();
         let infer = d.iter().filter(|x| **x == -1).count();
         assert!(
             infer <= 1 && d.iter().all(|x| *x >= -1),
             "reshape: invalid shape {d:?} for a tensor of shape {:?}",
             self.shape()
         );
-        let new: Vec<usize> = d
-            .iter()
-            .map(|x| {
-                if *x == -1 {
-                    assert!(
-                        known != 0 && n.is_multiple_of(known),
-                        "reshape: cannot infer -1 in {d:?} for a tensor of shape {:?}",
-                        self.shape()
-                    );
-                    n / known
-                } else {
-                    *x as usize
-                }
-            })
-            .collect();
+        let given: Vec<usize> = d.iter().filter(|x| **x >= 0).map(|x| *x as usize).collect();
+        let known = numel("reshape", &given);
+        let mut new = Vec::with_capacity(d.len());
+        for x in &d {
+            if *x == -1 {
+                assert!(
+                    known != 0 && n.is_multiple_of(known),
+                    "reshape: cannot infer -1 in {d:?} for a tensor of shape {:?}",
+                    self.shape()
+                );
+                new.push(n / known);
+            } else {
+                new.push(*x as usize);
+            }
+        }
         assert!(
-            new.iter().product::<usize>() == n,
+            numel("reshape", &new) == n,
             "reshape: shape {:?} ({n} elements) cannot become {new:?}",
             self.shape()
         );
@@ -167,6 +170,7 @@ impl Tensor {
     ///
     /// # Panics
     /// If `axes` is not a permutation of the tensor's axes.
+    #[track_caller]
     pub fn permute(&self, perm: impl IntoAxes) -> Tensor {
         let shape = self.shape().to_vec();
         let list = perm
@@ -183,6 +187,7 @@ impl Tensor {
     }
 
     /// Swaps two axes.
+    #[track_caller]
     pub fn transpose(&self, a: isize, b: isize) -> Tensor {
         let (a, b) = (
             axis("transpose", a, self.shape()),
@@ -198,6 +203,7 @@ impl Tensor {
     ///
     /// # Panics
     /// For more than 2 dimensions.
+    #[track_caller]
     pub fn t(&self) -> Tensor {
         assert!(
             self.ndim() <= 2,
@@ -216,6 +222,7 @@ impl Tensor {
     ///
     /// # Panics
     /// On too many indices, an index out of range or a zero step.
+    #[track_caller]
     pub fn slice(&self, args: Vec<SliceArg>) -> Tensor {
         let shape = self.shape().to_vec();
         let consumed = args
@@ -273,7 +280,8 @@ impl Tensor {
                         (s + 1 - span, s + 1)
                     };
                     st_ranges.push(range);
-                    steps.push(step);
+                    // One element needs no step; a huge step would overflow its stride.
+                    steps.push(if count > 1 { step } else { 1 });
                     out_shape.push(count);
                     d += 1;
                 }
@@ -303,13 +311,19 @@ impl Tensor {
     ///
     /// # Panics
     /// If the range exceeds the axis.
+    #[track_caller]
     pub fn narrow(&self, axis_: isize, start: usize, len: usize) -> Tensor {
         let a = axis("narrow", axis_, self.shape());
         let n = self.shape()[a];
+        let Some(end) = start.checked_add(len) else {
+            panic!(
+                "narrow: start {start} + length {len} overflows (axis {a}, shape {:?})",
+                self.shape()
+            )
+        };
         assert!(
-            start + len <= n,
-            "narrow: range {start}..{} exceeds axis {a} of size {n} (shape {:?})",
-            start + len,
+            end <= n,
+            "narrow: range {start}..{end} exceeds axis {a} of size {n} (shape {:?})",
             self.shape()
         );
         let ranges: Vec<(usize, usize)> = self
@@ -328,6 +342,7 @@ impl Tensor {
     }
 
     /// Reverses the order of elements along `axes`.
+    #[track_caller]
     pub fn flip(&self, ax: impl IntoAxes) -> Tensor {
         let a = axes("flip", ax, self.shape());
         self.view_with(|st| st.flip(&a))
@@ -338,6 +353,7 @@ impl Tensor {
     ///
     /// # Panics
     /// If the shapes are not compatible.
+    #[track_caller]
     pub fn broadcast_to(&self, shape: impl IntoShape) -> Tensor {
         let target = dims("broadcast_to", shape);
         let s = self.shape();
@@ -357,6 +373,7 @@ impl Tensor {
     }
 
     /// Same as [`Tensor::broadcast_to`] (PyTorch's name).
+    #[track_caller]
     pub fn expand(&self, shape: impl IntoShape) -> Tensor {
         self.broadcast_to(shape)
     }
@@ -365,6 +382,7 @@ impl Tensor {
     ///
     /// # Panics
     /// If one of them does not have size 1.
+    #[track_caller]
     pub fn squeeze(&self, ax: impl IntoAxes) -> Tensor {
         let a = axes("squeeze", ax, self.shape());
         let s = self.shape();
@@ -383,6 +401,7 @@ impl Tensor {
     }
 
     /// Removes every size-1 axis.
+    #[track_caller]
     pub fn squeeze_all(&self) -> Tensor {
         let new: Vec<usize> = self.shape().iter().copied().filter(|n| *n != 1).collect();
         self.reshape(new)
@@ -392,6 +411,7 @@ impl Tensor {
     ///
     /// # Panics
     /// If `axis` is outside `-(ndim + 1)..=ndim`.
+    #[track_caller]
     pub fn unsqueeze(&self, axis_: isize) -> Tensor {
         let mut s = self.shape().to_vec();
         let r = s.len() as isize + 1;
@@ -407,11 +427,13 @@ impl Tensor {
     }
 
     /// All axes into one.
+    #[track_caller]
     pub fn flatten(&self) -> Tensor {
         self.reshape([self.numel()])
     }
 
     /// Axes `start..=end` into one (PyTorch's `flatten(start_dim, end_dim)`).
+    #[track_caller]
     pub fn flatten_dims(&self, start: isize, end: isize) -> Tensor {
         if self.ndim() == 0 {
             return self.reshape([1usize]);
@@ -434,6 +456,7 @@ impl Tensor {
     ///
     /// # Panics
     /// If `pads` does not have one pair per axis.
+    #[track_caller]
     pub fn pad(&self, pads: &[(usize, usize)], value: f64) -> Tensor {
         assert!(
             pads.len() == self.ndim(),
@@ -441,6 +464,19 @@ impl Tensor {
             pads.len(),
             self.shape()
         );
+        let padded_shape: Option<Vec<usize>> = self
+            .shape()
+            .iter()
+            .zip(pads)
+            .map(|(n, (b, a))| n.checked_add(*b)?.checked_add(*a))
+            .collect();
+        match padded_shape {
+            Some(s) => numel("pad", &s),
+            None => panic!(
+                "pad: pads {pads:?} overflow for a tensor of shape {:?}",
+                self.shape()
+            ),
+        };
         let padded = self.view_with(|st| st.pad(pads));
         if value == 0.0 {
             return padded;

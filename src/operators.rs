@@ -9,11 +9,11 @@ macro_rules! tensor_ops {
     ($($tr:ident $method:ident $op:ident),*) => {$(
         impl<R: Operand> $tr<R> for Tensor {
             type Output = Tensor;
-            fn $method(self, rhs: R) -> Tensor { self.binary(BinaryOp::$op, rhs) }
+            #[track_caller] fn $method(self, rhs: R) -> Tensor { self.binary(BinaryOp::$op, rhs) }
         }
         impl<R: Operand> $tr<R> for &Tensor {
             type Output = Tensor;
-            fn $method(self, rhs: R) -> Tensor { self.binary(BinaryOp::$op, rhs) }
+            #[track_caller] fn $method(self, rhs: R) -> Tensor { self.binary(BinaryOp::$op, rhs) }
         }
         scalar_lhs!($tr $method $op; f64, f32, i32);
     )*};
@@ -24,11 +24,11 @@ macro_rules! scalar_lhs {
     ($tr:ident $method:ident $op:ident; $($s:ty),*) => {$(
         impl $tr<Tensor> for $s {
             type Output = Tensor;
-            fn $method(self, rhs: Tensor) -> Tensor { self.into_operand(&rhs).binary(BinaryOp::$op, &rhs) }
+            #[track_caller] fn $method(self, rhs: Tensor) -> Tensor { self.into_operand(&rhs).binary(BinaryOp::$op, &rhs) }
         }
         impl $tr<&Tensor> for $s {
             type Output = Tensor;
-            fn $method(self, rhs: &Tensor) -> Tensor { self.into_operand(rhs).binary(BinaryOp::$op, rhs) }
+            #[track_caller] fn $method(self, rhs: &Tensor) -> Tensor { self.into_operand(rhs).binary(BinaryOp::$op, rhs) }
         }
     )*};
 }

@@ -14,10 +14,12 @@ macro_rules! reductions {
                 /// # Panics
                 /// On an out-of-range or repeated axis, and for `max` and
                 /// `min` on an empty axis (no identity is a right answer).
+                #[track_caller]
                 pub fn $name(&self, ax: impl IntoAxes) -> Tensor {
                     self.reduce(ReduceOp::$op, ax, false)
                 }
                 /// Like the method without `_keepdim`, keeping reduced axes with size 1.
+                #[track_caller]
                 pub fn $keep(&self, ax: impl IntoAxes) -> Tensor {
                     self.reduce(ReduceOp::$op, ax, true)
                 }
@@ -81,6 +83,7 @@ impl Tensor {
     /// # Panics
     /// On an out-of-range or repeated axis, and for `Max` / `Min` over an
     /// empty axis, as PyTorch raises.
+    #[track_caller]
     pub fn reduce(&self, op: ReduceOp, ax: impl IntoAxes, keepdim: bool) -> Tensor {
         let a = axes(op.name(), ax, self.shape());
         if matches!(op, ReduceOp::Max | ReduceOp::Min) {
@@ -133,11 +136,13 @@ impl Tensor {
     }
 
     /// Mean over `axes` (integers are averaged as `F32`).
+    #[track_caller]
     pub fn mean(&self, ax: impl IntoAxes) -> Tensor {
         self.mean_impl(ax, false)
     }
 
     /// Mean keeping reduced axes with size 1.
+    #[track_caller]
     pub fn mean_keepdim(&self, ax: impl IntoAxes) -> Tensor {
         self.mean_impl(ax, true)
     }
@@ -155,22 +160,26 @@ impl Tensor {
 
     /// Index of the maximum along `axis` (first one on ties, the first NaN
     /// if any), as `I32`.
+    #[track_caller]
     pub fn argmax(&self, ax: isize) -> Tensor {
         self.arg_reduce(ReduceOp::Max, ax, false)
     }
 
     /// [`Tensor::argmax`] keeping the axis with size 1.
+    #[track_caller]
     pub fn argmax_keepdim(&self, ax: isize) -> Tensor {
         self.arg_reduce(ReduceOp::Max, ax, true)
     }
 
     /// Index of the minimum along `axis` (first one on ties, the first NaN
     /// if any), as `I32`.
+    #[track_caller]
     pub fn argmin(&self, ax: isize) -> Tensor {
         self.arg_reduce(ReduceOp::Min, ax, false)
     }
 
     /// [`Tensor::argmin`] keeping the axis with size 1.
+    #[track_caller]
     pub fn argmin_keepdim(&self, ax: isize) -> Tensor {
         self.arg_reduce(ReduceOp::Min, ax, true)
     }

@@ -35,15 +35,36 @@ into_shape!(usize, i32, i64, isize);
 /// The dims as sizes.
 ///
 /// # Panics
-/// If a dim is negative.
+/// If a dim is negative or the element count overflows.
+#[track_caller]
 pub(crate) fn dims(op: &str, s: impl IntoShape) -> Vec<usize> {
     let d = s.into_dims();
-    d.iter()
-        .map(|x| {
-            usize::try_from(*x)
-                .unwrap_or_else(|_| panic!("{op}: negative dimension in shape {d:?}"))
-        })
-        .collect()
+    let mut out = Vec::with_capacity(d.len());
+    for x in &d {
+        match usize::try_from(*x) {
+            Ok(n) => out.push(n),
+            Err(_) => panic!("{op}: negative dimension in shape {d:?}"),
+        }
+    }
+    numel(op, &out);
+    out
+}
+
+/// The element count of `shape`. Views index with `isize` strides, so the
+/// count must fit in `isize`.
+///
+/// # Panics
+/// If it overflows, naming the op and the shape.
+#[track_caller]
+pub(crate) fn numel(op: &str, shape: &[usize]) -> usize {
+    match shape
+        .iter()
+        .try_fold(1usize, |acc, d| acc.checked_mul(*d))
+        .filter(|n| isize::try_from(*n).is_ok())
+    {
+        Some(n) => n,
+        None => panic!("{op}: shape {shape:?} has more than isize::MAX elements"),
+    }
 }
 
 /// One or several axes, possibly negative; `..` means every axis.
@@ -88,6 +109,7 @@ impl IntoAxes for std::ops::RangeFull {
 ///
 /// # Panics
 /// If the axis is out of range, naming the op and shape.
+#[track_caller]
 pub(crate) fn axis(op: &str, a: isize, shape: &[usize]) -> usize {
     let r = shape.len() as isize;
     let n = if a < 0 { a + r } else { a };
@@ -102,6 +124,7 @@ pub(crate) fn axis(op: &str, a: isize, shape: &[usize]) -> usize {
 ///
 /// # Panics
 /// On an out-of-range or repeated axis.
+#[track_caller]
 pub(crate) fn axes(op: &str, a: impl IntoAxes, shape: &[usize]) -> Vec<usize> {
     match a.into_axes() {
         None => (0..shape.len()).collect(),
@@ -117,7 +140,10 @@ pub(crate) fn axes(op: &str, a: impl IntoAxes, shape: &[usize]) -> Vec<usize> {
             Vec::new()
         }
         Some(list) => {
-            let mut out: Vec<usize> = list.iter().map(|x| axis(op, *x, shape)).collect();
+            let mut out = Vec::with_capacity(list.len());
+            for x in &list {
+                out.push(axis(op, *x, shape));
+            }
             out.sort_unstable();
             let n = out.len();
             out.dedup();
@@ -134,21 +160,31 @@ pub(crate) fn axes(op: &str, a: impl IntoAxes, shape: &[usize]) -> Vec<usize> {
 ///
 /// # Panics
 /// If they do not broadcast, naming the op, both shapes and the axis.
+#[track_caller]
 pub(crate) fn broadcast_shapes(op: &str, a: &[usize], b: &[usize]) -> Vec<usize> {
     let r = a.len().max(b.len());
-    (0..r)
-        .map(|i| {
-            let da = if i + a.len() >= r { a[i + a.len() - r] } else { 1 };
-            let db = if i + b.len() >= r { b[i + b.len() - r] } else { 1 };
-            match (da, db) {
-                (x, y) if x == y => x,
-                (1, y) => y,
-                (x, 1) => x,
-                _ => panic!(
-                    "{op}: shapes {a:?} and {b:?} do not broadcast (axis {} of the result: {da} vs {db})",
-                    i as isize - r as isize
-                ),
-            }
-        })
-        .collect()
+    let mut out = Vec::with_capacity(r);
+    // A loop, not a closure: the panic keeps the caller's location.
+    for i in 0..r {
+        let da = if i + a.len() >= r {
+            a[i + a.len() - r]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= r {
+            b[i + b.len() - r]
+        } else {
+            1
+        };
+        out.push(match (da, db) {
+            (x, y) if x == y => x,
+            (1, y) => y,
+            (x, 1) => x,
+            _ => panic!(
+                "{op}: shapes {a:?} and {b:?} do not broadcast (axis {} of the result: {da} vs {db})",
+                i as isize - r as isize
+            ),
+        });
+    }
+    out
 }

@@ -2,7 +2,9 @@
 //! backends that turn a kernel into something that runs (the CPU
 //! interpreter; PTX for NVIDIA GPUs).
 
+pub mod bounds;
 pub mod dtype;
+pub mod env;
 pub mod expr;
 pub mod interp;
 pub mod ir;

@@ -18,11 +18,13 @@ pub enum Fusion {
 }
 
 impl Fusion {
-    /// `Off` when the environment sets `SMELT_FUSION=0`, else `On`.
+    /// `Off` when the environment sets `SMELT_FUSION` off (`0`, `off`,
+    /// `false`, `no`), else `On`.
     pub fn from_env() -> Fusion {
-        match std::env::var("SMELT_FUSION").as_deref() {
-            Ok("0") | Ok("off") => Fusion::Off,
-            _ => Fusion::On,
+        if smelt_codegen::env::flag("SMELT_FUSION", true) {
+            Fusion::On
+        } else {
+            Fusion::Off
         }
     }
 }

@@ -645,7 +645,7 @@ mod tests {
         for sm in [80, 90] {
             match smelt_codegen::ptx::ptxas::assemble(&super::spin_kernel().ptx, sm) {
                 Ok(Some(_)) => {}
-                Ok(None) if std::env::var("SMELT_REQUIRE_PTXAS").is_ok_and(|v| v == "1") => {
+                Ok(None) if smelt_codegen::env::flag("SMELT_REQUIRE_PTXAS", false) => {
                     panic!("SMELT_REQUIRE_PTXAS=1 but ptxas was not found")
                 }
                 Ok(None) => println!("skipped: ptxas not found"),

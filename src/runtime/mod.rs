@@ -34,10 +34,7 @@ pub(crate) fn count_kernel() {
 pub fn debug_level() -> u8 {
     static LEVEL: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
     *LEVEL.get_or_init(|| {
-        std::env::var("SMELT_DEBUG")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
+        smelt_codegen::env::var("SMELT_DEBUG", smelt_codegen::env::parse_debug).unwrap_or(0)
     })
 }
 
@@ -62,6 +59,10 @@ pub(crate) fn report_kernel(k: &smelt_codegen::Kernel, time: Duration) {
 /// Runs `schedule` on `device`; returns the buffers of its results, in the
 /// order of `schedule.results`.
 pub(crate) fn execute(schedule: &Schedule, device: Device) -> Result<Vec<BufferHandle>> {
+    // Both runtimes refuse a kernel that would read or write out of bounds.
+    for item in schedule.items.iter() {
+        item.kernel.check_bounds().map_err(crate::Error::Launch)?;
+    }
     match device {
         Device::Cpu => cpu::execute(schedule),
         Device::Cuda(n) => cuda::execute(n, schedule),

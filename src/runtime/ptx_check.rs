@@ -28,7 +28,7 @@ struct Pending {
 
 fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("SMELT_CHECK_PTX").is_ok_and(|v| v == "1"))
+    *ON.get_or_init(|| smelt_codegen::env::flag("SMELT_CHECK_PTX", false))
 }
 
 fn pending() -> &'static Mutex<Vec<Pending>> {
@@ -101,7 +101,7 @@ fn assemble(items: &[Pending]) -> Result<()> {
         let modules: Vec<&str> = items.iter().map(|i| i.ptx[t].as_str()).collect();
         match ptxas::assemble(&combine(&modules), target.sm) {
             Ok(Some(_)) => {}
-            Ok(None) if std::env::var("SMELT_REQUIRE_PTXAS").is_ok_and(|v| v == "1") => {
+            Ok(None) if smelt_codegen::env::flag("SMELT_REQUIRE_PTXAS", false) => {
                 return Err(Error::Compile(
                     "SMELT_REQUIRE_PTXAS=1 but ptxas was not found".into(),
                 ));

@@ -54,7 +54,7 @@ pub fn tunings() -> u64 {
 /// False when `SMELT_TUNE=0`.
 fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| !std::env::var("SMELT_TUNE").is_ok_and(|v| v == "0"))
+    *ON.get_or_init(|| smelt_codegen::env::flag("SMELT_TUNE", true))
 }
 
 /// The chosen variant per key (the key mixes in the target, so devices of

@@ -8,7 +8,7 @@ use smelt_codegen::{
 
 /// True when `SMELT_REQUIRE_PTXAS=1` makes a missing `ptxas` a failure.
 pub fn ptxas_required() -> bool {
-    std::env::var("SMELT_REQUIRE_PTXAS").is_ok_and(|v| v == "1")
+    smelt_codegen::env::flag("SMELT_REQUIRE_PTXAS", false)
 }
 
 /// Emits every kernel for [`Target::CHECKED`], runs `check` on each

@@ -48,7 +48,7 @@ use pipeline::Pipeline;
 /// tensor-core one for half types and TF32, the SIMT one (`simt.rs`) for
 /// exact `f32`.
 fn specialised(kernel: &Kernel) -> Option<Shape> {
-    if std::env::var("SMELT_MATMUL_MMA").is_ok_and(|v| v == "0") {
+    if !crate::env::flag("SMELT_MATMUL_MMA", true) {
         return None;
     }
     recognise(kernel)

@@ -1,0 +1,132 @@
+//! Pre-launch check that a kernel's loads and stores stay inside their
+//! buffers: a second line of defence behind the shape checks at the ops,
+//! so a view bug becomes an `Err` instead of an out-of-bounds GPU read.
+
+use crate::expr::{Atom, Expr};
+use crate::ir::{Inst, Kernel};
+
+impl Kernel {
+    /// Checks every unmasked load and every store against its buffer's
+    /// length.
+    ///
+    /// Only indices whose extremes are exact are judged: affine in distinct
+    /// loop variables (the bounds of divisions and remainders may exceed the
+    /// values they really take, and a false alarm would fail a correct
+    /// kernel). Masked loads are skipped: padding reads outside the buffer
+    /// where the mask is false.
+    ///
+    /// # Errors
+    /// A message naming the kernel, the buffer and the index range.
+    pub fn check_bounds(&self) -> Result<(), String> {
+        if self.ranges.contains(&0) {
+            return Ok(()); // nothing runs
+        }
+        let loads = self.insts.iter().filter_map(|n| match &n.inst {
+            Inst::Load {
+                input,
+                index,
+                valid,
+            } if valid.is_always() => Some(("input", *input, index, self.inputs[*input].len)),
+            _ => None,
+        });
+        let stores = self
+            .stores
+            .iter()
+            .map(|s| ("output", s.output, &s.index, self.outputs[s.output].len));
+        for (what, buf, index, len) in loads.chain(stores) {
+            let Some((lo, hi)) = exact_bounds(index, &self.ranges) else {
+                continue;
+            };
+            if lo < 0 || hi >= len as i64 {
+                return Err(format!(
+                    "kernel {}: {what} {buf} is indexed in {lo}..={hi} but has {len} elements",
+                    self.name
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `index`'s (min, max) over the domain when both are attained.
+fn exact_bounds(index: &Expr, ranges: &[i64]) -> Option<(i64, i64)> {
+    let (atoms, _) = index.parts();
+    let mut seen = Vec::with_capacity(atoms.len());
+    for (atom, _) in atoms {
+        match atom {
+            Atom::Var(v) if !seen.contains(v) => seen.push(*v),
+            _ => return None,
+        }
+    }
+    Some(index.bounds(ranges))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::expr::Cond;
+    use crate::ir::{Arg, Inst, Kernel, KernelKind, Node, Store};
+    use crate::{DType, Expr};
+
+    /// A copy `out[i] = in[i + offset]` over `n` elements of an input of
+    /// `len` elements.
+    fn copy(n: i64, offset: i64, len: usize, valid: Cond) -> Kernel {
+        Kernel {
+            name: "copy".into(),
+            kind: KernelKind::Elementwise,
+            ranges: vec![n],
+            n_kept: 1,
+            inputs: vec![Arg {
+                dtype: DType::F32,
+                len,
+            }],
+            outputs: vec![Arg {
+                dtype: DType::F32,
+                len: n as usize,
+            }],
+            insts: vec![Node {
+                inst: Inst::Load {
+                    input: 0,
+                    index: Expr::var(0).add_const(offset),
+                    valid,
+                },
+                dtype: DType::F32,
+            }],
+            stores: vec![Store {
+                output: 0,
+                index: Expr::var(0),
+                value: 0,
+            }],
+        }
+    }
+
+    #[test]
+    fn in_range_loads_pass() {
+        assert_eq!(copy(4, 0, 4, Cond::always()).check_bounds(), Ok(()));
+        assert_eq!(copy(2, 2, 4, Cond::always()).check_bounds(), Ok(()));
+    }
+
+    #[test]
+    fn wrapped_offset_is_an_error() {
+        // What a wrapped `narrow(0, usize::MAX, 2)` would have produced.
+        let e = copy(2, -1, 4, Cond::always()).check_bounds().unwrap_err();
+        assert!(
+            e.contains("input 0 is indexed in -1..=0 but has 4 elements"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn read_past_the_end_is_an_error() {
+        let e = copy(4, 1, 4, Cond::always()).check_bounds().unwrap_err();
+        assert!(
+            e.contains("input 0 is indexed in 1..=4 but has 4 elements"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn masked_loads_are_not_judged() {
+        let pad = Cond::always().and_range(Expr::var(0).add_const(-1), 0, 4, &[6]);
+        assert_eq!(copy(6, -1, 4, pad).check_bounds(), Ok(()));
+    }
+}

@@ -1,0 +1,128 @@
+//! Every `SMELT_*` environment variable is parsed here, so the accepted
+//! spellings live in one place. The parsers are pure (value -> parsed or
+//! the accepted values); [`var`] reads a variable and warns once on stderr
+//! about a value it cannot parse, which then counts as unset.
+//! `SMELT_CACHE_DIR` and `SMELT_PTXAS` are paths and are read directly.
+
+use std::collections::HashSet;
+use std::sync::{Mutex, OnceLock};
+
+/// A device named by `SMELT_DEVICE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceVar {
+    /// `cpu`.
+    Cpu,
+    /// `cuda`, `cuda:N`, `gpu` or `gpu:N` (ordinal 0 when not given).
+    Cuda(usize),
+}
+
+const FLAG_VALUES: &str = "0/1, off/on, false/true, no/yes";
+
+/// An on/off switch (`SMELT_FUSION`, `SMELT_TUNE`, `SMELT_CHECK_PTX`, ...).
+///
+/// # Errors
+/// The accepted values, for anything else.
+pub fn parse_flag(value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "on" | "true" | "yes" => Ok(true),
+        "0" | "off" | "false" | "no" => Ok(false),
+        _ => Err(FLAG_VALUES.to_string()),
+    }
+}
+
+/// `SMELT_DEBUG`: a level from 0 to 4.
+///
+/// # Errors
+/// The accepted values, for anything else.
+pub fn parse_debug(value: &str) -> Result<u8, String> {
+    match value.trim().parse::<u8>() {
+        Ok(n) if n <= 4 => Ok(n),
+        _ => Err("a level 0 to 4".to_string()),
+    }
+}
+
+/// `SMELT_DEVICE`: `cpu`, `cuda`, `cuda:N`, `gpu` or `gpu:N`.
+///
+/// # Errors
+/// The accepted values, for anything else.
+pub fn parse_device(value: &str) -> Result<DeviceVar, String> {
+    let v = value.trim().to_ascii_lowercase();
+    let bad = || "cpu, cuda, cuda:N, gpu, gpu:N".to_string();
+    if v == "cpu" {
+        return Ok(DeviceVar::Cpu);
+    }
+    let rest = v
+        .strip_prefix("cuda")
+        .or_else(|| v.strip_prefix("gpu"))
+        .ok_or_else(bad)?;
+    match rest.strip_prefix(':') {
+        None if rest.is_empty() => Ok(DeviceVar::Cuda(0)),
+        Some(n) => n.parse().map(DeviceVar::Cuda).map_err(|_| bad()),
+        None => Err(bad()),
+    }
+}
+
+/// The parsed value of `name`; `None` when unset or unparsable (the latter
+/// warns on stderr once per variable, naming the accepted values).
+pub fn var<T>(name: &'static str, parse: fn(&str) -> Result<T, String>) -> Option<T> {
+    let raw = std::env::var(name).ok()?;
+    match parse(&raw) {
+        Ok(v) => Some(v),
+        Err(accepted) => {
+            static WARNED: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+            let first = WARNED
+                .get_or_init(|| Mutex::new(HashSet::new()))
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(name);
+            if first {
+                eprintln!("smelt: ignoring {name}={raw:?}: expected {accepted}");
+            }
+            None
+        }
+    }
+}
+
+/// The switch `name`, `default` when unset or unparsable.
+pub fn flag(name: &'static str, default: bool) -> bool {
+    var(name, parse_flag).unwrap_or(default)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags() {
+        for v in ["1", "on", "TRUE", "yes", " Yes "] {
+            assert_eq!(parse_flag(v), Ok(true), "{v}");
+        }
+        for v in ["0", "off", "false", "No"] {
+            assert_eq!(parse_flag(v), Ok(false), "{v}");
+        }
+        for v in ["", "2", "abc", "enable"] {
+            assert!(parse_flag(v).unwrap_err().contains("off/on"), "{v}");
+        }
+    }
+
+    #[test]
+    fn debug_levels() {
+        assert_eq!(parse_debug("0"), Ok(0));
+        assert_eq!(parse_debug("4"), Ok(4));
+        for v in ["5", "-1", "abc", ""] {
+            assert!(parse_debug(v).unwrap_err().contains("0 to 4"), "{v}");
+        }
+    }
+
+    #[test]
+    fn devices() {
+        assert_eq!(parse_device("cpu"), Ok(DeviceVar::Cpu));
+        assert_eq!(parse_device("CUDA"), Ok(DeviceVar::Cuda(0)));
+        assert_eq!(parse_device("cuda:1"), Ok(DeviceVar::Cuda(1)));
+        assert_eq!(parse_device("gpu"), Ok(DeviceVar::Cuda(0)));
+        assert_eq!(parse_device("gpu:2"), Ok(DeviceVar::Cuda(2)));
+        for v in ["cuda:abc", "cuda1", "tpu", "", "gpu:"] {
+            assert!(parse_device(v).unwrap_err().contains("cuda:N"), "{v}");
+        }
+    }
+}
