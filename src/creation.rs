@@ -40,7 +40,10 @@ impl Tensor {
         device: &Device,
     ) -> Tensor {
         let n: usize = shape.iter().product();
-        let mut bytes = vec![0u8; n * dtype.size()];
+        // Creation is eager and infallible: a failed host allocation panics
+        // here with the size (never the allocator's abort).
+        let mut bytes = smelt_codegen::host_alloc::zeroed_bytes(n, dtype.size())
+            .unwrap_or_else(|e| panic!("from_slice: shape {shape:?} of {dtype}: {e}"));
         for (i, v) in values.take(n).enumerate() {
             dtype.write(&mut bytes, i, v);
         }
@@ -108,7 +111,14 @@ impl Tensor {
             step != 0.0 && step.is_finite(),
             "arange: step must be non-zero and finite, got {step}"
         );
-        let n = ((end - start) / step).ceil().max(0.0) as usize;
+        let count = ((end - start) / step).ceil().max(0.0);
+        // A count no buffer can hold is a user error, not a failed
+        // allocation (`as usize` would saturate into a capacity overflow).
+        assert!(
+            count <= (isize::MAX as usize / dtype.size()) as f64,
+            "arange: [{start}, {end}) with step {step} has {count} elements, more than a buffer can hold"
+        );
+        let n = count as usize;
         Tensor::from_f64_iter(
             (0..n).map(|i| start + i as f64 * step),
             vec![n],

@@ -1,0 +1,110 @@
+//! Issue 10, items 6 and 12: memory failures are `Err` (or a clear panic at
+//! the op for sizes that cannot exist), and reads realize the tensor itself.
+
+mod common;
+
+use common::test_device;
+use smelt::runtime::kernels_run;
+use smelt::{DType, Device, Error, Fusion, Tensor};
+
+#[test]
+fn a_read_realizes_the_tensor_itself() {
+    let dev = test_device();
+    let x = Tensor::from_vec((0..24).map(|i| i as f32 / 8.0).collect(), [4, 6], &dev);
+    let y = (&x * 2.0 + 1.0).exp();
+    let want: Vec<f64> = (0..24).map(|i| (i as f64 / 4.0 + 1.0).exp()).collect();
+    let got = y.to_vec::<f32>().unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        assert!((*g as f64 - w).abs() <= 1e-5 * w, "{g} vs {w}");
+    }
+    assert!(y.is_realized(), "to_vec left the tensor unrealized");
+    let k0 = kernels_run();
+    assert_eq!(y.to_vec::<f32>().unwrap(), got);
+    assert_eq!(kernels_run(), k0, "a second read ran kernels");
+
+    let s = y.sum(..);
+    let total = s.to_scalar::<f32>().unwrap();
+    assert!((total as f64 - want.iter().sum::<f64>()).abs() <= 1e-4 * total as f64);
+    assert!(s.is_realized(), "to_scalar left the tensor unrealized");
+
+    let z = &x - 1.0;
+    let _ = format!("{z}");
+    assert!(z.is_realized(), "Display left the tensor unrealized");
+}
+
+#[test]
+fn a_view_of_a_lazy_tensor_read_twice_computes_the_graph_once() {
+    let dev = test_device();
+    let (m, k, n) = (8usize, 5usize, 6usize);
+    let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 - 3.0).collect();
+    let b: Vec<f32> = (0..k * n).map(|i| (i % 5) as f32 - 2.0).collect();
+    let ta = Tensor::from_vec(a.clone(), [m, k], &dev);
+    let tb = Tensor::from_vec(b.clone(), [k, n], &dev);
+    let y = ta.matmul(&tb).exp().sum_keepdim(1) + ta.matmul(&tb);
+    let v = y.t();
+    let mut want = vec![0f64; n * m];
+    for i in 0..m {
+        let row: Vec<f64> = (0..n)
+            .map(|j| {
+                (0..k)
+                    .map(|p| a[i * k + p] as f64 * b[p * n + j] as f64)
+                    .sum()
+            })
+            .collect();
+        let se: f64 = row.iter().map(|x| x.exp()).sum();
+        for j in 0..n {
+            want[j * m + i] = se + row[j];
+        }
+    }
+    let k0 = kernels_run();
+    let first = v.to_vec::<f32>().unwrap();
+    let k1 = kernels_run();
+    assert!(y.is_realized(), "reading a view left its tensor unrealized");
+    let second = v.to_vec::<f32>().unwrap();
+    let k2 = kernels_run();
+    assert_eq!(first, second);
+    for (g, w) in first.iter().zip(&want) {
+        assert!(
+            (*g as f64 - w).abs() <= 1e-4 * w.abs().max(1.0),
+            "{g} vs {w}"
+        );
+    }
+    assert!(
+        k2 - k1 <= 1 && k2 - k1 < k1 - k0,
+        "the second read ran {} kernel(s), the first {}",
+        k2 - k1,
+        k1 - k0
+    );
+}
+
+#[test]
+fn a_failed_host_allocation_is_an_err() {
+    // 2^60 bytes: the element count and the byte size fit, no allocator can
+    // give it. The copy kernel's output allocation must fail with `Err`.
+    let x = Tensor::zeros([1usize << 58], DType::F32, &Device::Cpu);
+    match x.contiguous().realize_with(Fusion::On) {
+        Err(Error::OutOfMemory(m)) => assert!(m.contains("bytes"), "{m}"),
+        Err(e) => panic!("expected out of memory, got {e}"),
+        Ok(_) => panic!("a 2^60-byte buffer was allocated"),
+    }
+    // The same on the test device (device memory when it is a GPU).
+    let y = Tensor::ones([1usize << 58], DType::F32, &test_device()) + 1.0;
+    assert!(matches!(y.realize(), Err(Error::OutOfMemory(_))));
+    // And a small op still works afterwards.
+    let z = Tensor::ones([3], DType::F32, &test_device()) + 1.0;
+    assert_eq!(z.to_vec::<f32>().unwrap(), vec![2.0; 3]);
+}
+
+#[test]
+#[should_panic(expected = "arange: [0, 1000000000000000000000000000000) with step 1")]
+fn arange_with_more_elements_than_a_buffer_holds_panics_at_the_op() {
+    let _ = Tensor::arange(0.0, 1e30, 1.0, DType::F32, &Device::Cpu);
+}
+
+#[test]
+fn arange_still_counts_its_elements() {
+    let t = Tensor::arange(0.5, 3.0, 0.5, DType::F32, &test_device());
+    assert_eq!(t.to_vec::<f32>().unwrap(), vec![0.5, 1.0, 1.5, 2.0, 2.5]);
+    let e = Tensor::arange(3.0, 0.0, 1.0, DType::I32, &test_device());
+    assert_eq!(e.numel(), 0);
+}
