@@ -108,3 +108,30 @@ fn arange_still_counts_its_elements() {
     let e = Tensor::arange(3.0, 0.0, 1.0, DType::I32, &test_device());
     assert_eq!(e.numel(), 0);
 }
+
+#[test]
+fn display_computes_and_reads_only_the_corners() {
+    let dev = test_device();
+    // 2^48 f32 elements (1 PiB): neither computable nor storable, so the
+    // printed corners prove nothing else was computed or downloaded.
+    let big = Tensor::full([1usize << 24, 1usize << 24], 1.5, DType::F32, &dev) * 2.0;
+    let k0 = kernels_run();
+    let s = format!("{big}");
+    assert!(kernels_run() - k0 <= 4, "{} kernels", kernels_run() - k0);
+    assert!(!s.contains("not computed"), "{s}");
+    assert_eq!(s.matches("3.").count(), 36, "{s}");
+    assert!(s.contains("..."), "{s}");
+    // The corners sit where they belong: row r, column c of a realized
+    // tensor prints r * 1000 + c.
+    let (r, c) = (9usize, 11usize);
+    let data: Vec<i32> = (0..r * c)
+        .map(|i| ((i / c) * 1000 + i % c) as i32)
+        .collect();
+    let t = Tensor::from_vec(data, [r, c], &dev);
+    let wide = t.reshape([1, r, c]).expand([120, r, c]);
+    let s = format!("{wide}");
+    for want in ["0,", "2,", "8,", "10]", "1000", "8010]", "2002"] {
+        assert!(s.contains(want), "{want} missing from {s}");
+    }
+    assert!(!s.contains("3003") && !s.contains(" 5,"), "{s}");
+}
