@@ -205,6 +205,17 @@ pub fn realize_all(tensors: &[&Tensor], fusion: Fusion) -> Result<()> {
             t.device
         );
     }
+    // Created data is placed on its device by the first realize that
+    // reaches it (here for the targets, in the runtimes for inputs).
+    for t in tensors {
+        let base = smelt_fusion::schedule::base(&t.node);
+        if let Some(buf) = base.realized() {
+            let placed = runtime::host::resolve(&buf, device)?;
+            if !std::sync::Arc::ptr_eq(&placed, &buf) {
+                base.set_realized(placed);
+            }
+        }
+    }
     let nodes: Vec<NodeRef> = tensors.iter().map(|t| t.node.clone()).collect();
     let t0 = Instant::now();
     let schedule = Schedule::new(&nodes, fusion);

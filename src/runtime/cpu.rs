@@ -40,14 +40,18 @@ impl Slot {
 /// Runs a schedule on the host.
 pub fn execute(schedule: &Schedule) -> Result<Vec<BufferHandle>> {
     let last_use = schedule.last_uses();
-    let mut slots: Vec<Slot> = schedule
+    let slots: Result<Vec<Slot>> = schedule
         .buffers
         .iter()
         .map(|b| match b {
-            BufferSpec::Realized { data, .. } => Slot::Shared(data.clone()),
-            BufferSpec::New { .. } => Slot::Empty,
+            BufferSpec::Realized { data, .. } => Ok(Slot::Shared(super::host::resolve(
+                data,
+                crate::Device::Cpu,
+            )?)),
+            BufferSpec::New { .. } => Ok(Slot::Empty),
         })
         .collect();
+    let mut slots = slots?;
     for (i, it) in schedule.items.iter().enumerate() {
         let outs: Result<Vec<Vec<u8>>> = it
             .outputs

@@ -572,14 +572,17 @@ pub fn buffer(h: &BufferHandle) -> Result<&CudaBuffer> {
 pub fn execute(n: usize, schedule: &Schedule) -> Result<Vec<BufferHandle>> {
     let dev = device(n)?;
     let last_use = schedule.last_uses();
-    let mut slots: Vec<Option<BufferHandle>> = schedule
+    let slots: Result<Vec<Option<BufferHandle>>> = schedule
         .buffers
         .iter()
         .map(|b| match b {
-            BufferSpec::Realized { data, .. } => Some(data.clone()),
-            BufferSpec::New { .. } => None,
+            BufferSpec::Realized { data, .. } => {
+                super::host::resolve(data, crate::Device::Cuda(n)).map(Some)
+            }
+            BufferSpec::New { .. } => Ok(None),
         })
         .collect();
+    let mut slots = slots?;
     let debug_timing = super::debug_level() >= 2;
     let profiling = PROFILE.with(|p| p.borrow().is_some());
     for (i, it) in schedule.items.iter().enumerate() {

@@ -2,6 +2,7 @@
 
 pub mod cpu;
 pub mod cuda;
+pub(crate) mod host;
 mod ptx_check;
 mod tune;
 
