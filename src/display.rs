@@ -66,12 +66,16 @@ fn shown_len(n: usize, summarize: bool) -> usize {
     }
 }
 
+/// A printed range of an axis: start, length, and position in the shown
+/// axis.
+type Part = (usize, usize, usize);
+
 /// The printed elements of a summarised tensor, row-major over the shown
 /// shape: each corner block is a view computed by one realize (the rest of
 /// the tensor is neither computed nor downloaded).
 fn corners(t: &Tensor) -> crate::Result<Vec<f64>> {
-    // Per axis, the (start, len, position in the shown axis) of each part.
-    let parts: Vec<Vec<(usize, usize, usize)>> = t
+    // Per axis, the parts of it that are printed.
+    let parts: Vec<Vec<Part>> = t
         .shape()
         .iter()
         .map(|&n| {
@@ -82,7 +86,7 @@ fn corners(t: &Tensor) -> crate::Result<Vec<f64>> {
             }
         })
         .collect();
-    let mut blocks: Vec<(Vec<(usize, usize, usize)>, Tensor)> = vec![(Vec::new(), t.clone())];
+    let mut blocks: Vec<(Vec<Part>, Tensor)> = vec![(Vec::new(), t.clone())];
     for (ax, ps) in parts.iter().enumerate() {
         blocks = blocks
             .into_iter()
