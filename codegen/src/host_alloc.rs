@@ -21,6 +21,12 @@ impl fmt::Display for AllocError {
 
 impl std::error::Error for AllocError {}
 
+impl From<AllocError> for crate::interp::InterpError {
+    fn from(e: AllocError) -> Self {
+        crate::interp::InterpError(e.to_string())
+    }
+}
+
 /// An empty vector with room for `len` elements.
 pub fn vec_with_capacity<T>(len: usize) -> Result<Vec<T>, AllocError> {
     let mut v = Vec::new();
