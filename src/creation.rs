@@ -1,15 +1,19 @@
 //! Creating tensors: from host data, constants, ranges and random numbers.
 
+use crate::runtime::host::{self, Source};
 use crate::shape::{dims, IntoShape};
-use crate::{rng, runtime, DType, Device, Element, Tensor};
+use crate::{rng, DType, Device, Element, Tensor};
+use smelt_codegen::host_alloc::zeroed_bytes;
 use smelt_fusion::{Node, Op, ShapeTracker};
 
 impl Tensor {
     /// A tensor holding `data` with `shape` on `device`.
     ///
+    /// The data is placed on the device when the tensor is first realized
+    /// (or read): a missing device or a full memory is an `Err` there.
+    ///
     /// # Panics
-    /// If `data.len()` differs from the shape's element count, or the
-    /// device is not available (use [`Device::best`] to pick one that is).
+    /// If `data.len()` differs from the shape's element count.
     ///
     /// ```
     /// use smelt::{Device, Tensor};
@@ -31,24 +35,35 @@ impl Tensor {
             "from_slice: {} elements do not fill shape {shape:?} ({n} elements)",
             data.len()
         );
-        Tensor::from_f64_iter(data.iter().map(|x| x.to_f64()), shape, T::DTYPE, device)
+        let dtype = T::DTYPE;
+        // A host copy that cannot be allocated is reported by the realize.
+        let source = match zeroed_bytes(n, dtype.size()) {
+            Ok(mut bytes) => {
+                for (i, x) in data.iter().enumerate() {
+                    dtype.write(&mut bytes, i, x.to_f64());
+                }
+                Source::Bytes(bytes)
+            }
+            Err(e) => Source::Failed(e.into()),
+        };
+        Tensor::from_source(source, shape, dtype, device)
     }
 
-    /// Builds a buffer from values rounded to `dtype`.
+    /// A tensor whose element `i` (row-major) is `value(i)` rounded to
+    /// `dtype`, computed when the tensor is placed on its device.
     #[track_caller]
-    pub(crate) fn from_f64_iter(
-        values: impl Iterator<Item = f64>,
+    fn generated(
+        value: impl Fn(usize) -> f64 + Send + Sync + 'static,
         shape: Vec<usize>,
         dtype: DType,
         device: &Device,
     ) -> Tensor {
-        let n: usize = shape.iter().product();
-        let mut bytes = vec![0u8; n * dtype.size()];
-        for (i, v) in values.take(n).enumerate() {
-            dtype.write(&mut bytes, i, v);
-        }
-        let buf = runtime::upload(bytes, *device)
-            .unwrap_or_else(|e| panic!("from_slice: cannot place data on {device}: {e}"));
+        Tensor::from_source(Source::Gen(Box::new(value)), shape, dtype, device)
+    }
+
+    fn from_source(source: Source, shape: Vec<usize>, dtype: DType, device: &Device) -> Tensor {
+        let n = shape.iter().product();
+        let buf = host::pending(source, dtype, n);
         Tensor::from_node(Node::buffer(buf, shape, dtype), *device)
     }
 
@@ -119,13 +134,15 @@ impl Tensor {
             step != 0.0 && step.is_finite(),
             "arange: step must be non-zero and finite, got {step}"
         );
-        let n = ((end - start) / step).ceil().max(0.0) as usize;
-        Tensor::from_f64_iter(
-            (0..n).map(|i| start + i as f64 * step),
-            vec![n],
-            dtype,
-            device,
-        )
+        let count = ((end - start) / step).ceil().max(0.0);
+        // A count no buffer can hold is a user error, not a failed
+        // allocation (`as usize` would saturate into a capacity overflow).
+        assert!(
+            count <= (isize::MAX as usize / dtype.size()) as f64,
+            "arange: [{start}, {end}) with step {step} has {count} elements, more than a buffer can hold"
+        );
+        let n = count as usize;
+        Tensor::generated(move |i| start + i as f64 * step, vec![n], dtype, device)
     }
 
     /// `n` evenly spaced values from `start` to `end` inclusive.
@@ -136,22 +153,29 @@ impl Tensor {
         } else {
             0.0
         };
-        let vals = (0..n).map(move |i| {
+        let value = move |i| {
             if i + 1 == n && n > 1 {
                 end
             } else {
                 start + i as f64 * step
             }
-        });
-        Tensor::from_f64_iter(vals, vec![n], dtype, device)
+        };
+        Tensor::generated(value, vec![n], dtype, device)
     }
 
     /// The `n x n` identity matrix.
+    ///
+    /// # Panics
+    /// If `n * n` elements cannot exist (more than `isize::MAX`).
     #[track_caller]
     pub fn eye(n: usize, dtype: DType, device: &Device) -> Tensor {
         crate::shape::numel("eye", &[n, n]);
-        let vals = (0..n * n).map(move |i| (i / n == i % n) as u8 as f64);
-        Tensor::from_f64_iter(vals, vec![n, n], dtype, device)
+        Tensor::generated(
+            move |i| (i / n == i % n) as u8 as f64,
+            vec![n, n],
+            dtype,
+            device,
+        )
     }
 
     /// Uniform random values in `[0, 1)`; the same `seed` gives the same
@@ -182,8 +206,8 @@ impl Tensor {
         shape: impl IntoShape,
         dtype: DType,
         device: &Device,
-        value: impl Fn(u64) -> f64,
+        value: impl Fn(u64) -> f64 + Send + Sync + 'static,
     ) -> Tensor {
-        Tensor::from_f64_iter((0..).map(value), dims(op, shape), dtype, device)
+        Tensor::generated(move |i| value(i as u64), dims(op, shape), dtype, device)
     }
 }

@@ -39,5 +39,11 @@ impl From<smelt_codegen::interp::InterpError> for Error {
     }
 }
 
+impl From<smelt_codegen::host_alloc::AllocError> for Error {
+    fn from(e: smelt_codegen::host_alloc::AllocError) -> Self {
+        Error::OutOfMemory(e.to_string())
+    }
+}
+
 /// `Result` with [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;

@@ -106,13 +106,14 @@ impl Tensor {
 
     /// The elements in row-major order, converted to `T`.
     ///
-    /// Realizes the tensor first (and a contiguous copy if it is a view).
+    /// Realizes the tensor itself, so later reads and graphs reuse the
+    /// result (a view realizes the tensor below it, then copies the view).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         let dt = self.dtype();
         let bytes = self.contiguous_bytes()?;
-        Ok((0..self.numel())
-            .map(|i| T::from_f64(dt.read(&bytes, i)))
-            .collect())
+        let mut out = smelt_codegen::host_alloc::vec_with_capacity(self.numel())?;
+        out.extend((0..self.numel()).map(|i| T::from_f64(dt.read(&bytes, i))));
+        Ok(out)
     }
 
     /// The single element of a tensor with one element.
@@ -130,23 +131,32 @@ impl Tensor {
     }
 
     /// Host bytes of the tensor in row-major order.
+    ///
+    /// Realizes the tensor itself (so a second read computes nothing),
+    /// then downloads its buffer, or for a view that is not a plain prefix
+    /// of its buffer, a contiguous copy of the view (one copy kernel over
+    /// realized data).
     pub(crate) fn contiguous_bytes(&self) -> Result<Vec<u8>> {
-        let plain = match self.node.op() {
-            Op::Buffer => true,
-            Op::View(src, st) => {
-                st.is_plain() && matches!(src.op(), Op::Buffer) && src.numel() == self.numel()
+        realize_all(&[self], Fusion::from_env())?;
+        let plain = match self.node.op_and_data() {
+            (_, Some(buf)) => Some(buf),
+            (Op::View(src, st), None) if st.is_plain() && src.numel() == self.numel() => {
+                src.realized()
             }
-            _ => false,
+            _ => None,
         };
-        let t = if plain {
-            self.clone()
-        } else {
-            self.contiguous()
+        let buf = match plain {
+            Some(buf) => buf,
+            None => {
+                let copy = self.contiguous();
+                copy.realize()?;
+                copy.node.realized().ok_or_else(|| {
+                    crate::Error::Runtime("a realized copy holds no buffer".into())
+                })?
+            }
         };
-        t.realize()?;
-        let base = smelt_fusion::schedule::base(&t.node);
-        let buf = base.realized().expect("realized above");
-        runtime::download(&buf, self.numel() * self.dtype().size(), self.device)
+        let len = self.numel() * self.dtype().size();
+        runtime::download(&buf, len, self.device)
     }
 
     /// Moves the tensor to `device` (realizing it first).
@@ -194,6 +204,17 @@ pub fn realize_all(tensors: &[&Tensor], fusion: Fusion) -> Result<()> {
             device,
             t.device
         );
+    }
+    // Created data is placed on its device by the first realize that
+    // reaches it (here for the targets, in the runtimes for inputs).
+    for t in tensors {
+        let base = smelt_fusion::schedule::base(&t.node);
+        if let Some(buf) = base.realized() {
+            let placed = runtime::host::resolve(&buf, device)?;
+            if !std::sync::Arc::ptr_eq(&placed, &buf) {
+                base.set_realized(placed);
+            }
+        }
     }
     let nodes: Vec<NodeRef> = tensors.iter().map(|t| t.node.clone()).collect();
     let t0 = Instant::now();

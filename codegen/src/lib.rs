@@ -6,6 +6,7 @@ pub mod bounds;
 pub mod dtype;
 pub mod env;
 pub mod expr;
+pub mod host_alloc;
 pub mod interp;
 pub mod ir;
 pub mod matmul_cpu;

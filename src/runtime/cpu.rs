@@ -1,6 +1,7 @@
 //! The CPU runtime: host buffers and the kernel interpreter.
 
 use crate::Result;
+use smelt_codegen::host_alloc::zeroed_bytes;
 use smelt_fusion::{BufferHandle, BufferSpec, Schedule};
 use std::sync::Arc;
 use std::time::Instant;
@@ -39,23 +40,29 @@ impl Slot {
 /// Runs a schedule on the host.
 pub fn execute(schedule: &Schedule) -> Result<Vec<BufferHandle>> {
     let last_use = schedule.last_uses();
-    let mut slots: Vec<Slot> = schedule
+    let slots: Result<Vec<Slot>> = schedule
         .buffers
         .iter()
         .map(|b| match b {
-            BufferSpec::Realized { data, .. } => Slot::Shared(data.clone()),
-            BufferSpec::New { .. } => Slot::Empty,
+            BufferSpec::Realized { data, .. } => Ok(Slot::Shared(super::host::resolve(
+                data,
+                crate::Device::Cpu,
+            )?)),
+            BufferSpec::New { .. } => Ok(Slot::Empty),
         })
         .collect();
+    let mut slots = slots?;
     for (i, it) in schedule.items.iter().enumerate() {
-        let mut outs: Vec<Vec<u8>> = it
+        let outs: Result<Vec<Vec<u8>>> = it
             .outputs
             .iter()
             .map(|b| match &schedule.buffers[*b] {
-                BufferSpec::New { dtype, len } => vec![0u8; dtype.size() * len],
+                // Sized by user data: a failure is an `Err`, not an abort.
+                BufferSpec::New { dtype, len } => Ok(zeroed_bytes(*len, dtype.size())?),
                 BufferSpec::Realized { .. } => unreachable!("kernels write new buffers"),
             })
             .collect();
+        let mut outs = outs?;
         let ins: Vec<&[u8]> = it.inputs.iter().map(|b| slots[*b].bytes()).collect();
         let mut out_refs: Vec<&mut [u8]> = outs.iter_mut().map(|o| o.as_mut_slice()).collect();
         super::ptx_check::check(&it.kernel)?;

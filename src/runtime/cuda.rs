@@ -192,6 +192,10 @@ impl CudaDevice {
     /// pool is emptied and the allocation retried once when memory runs
     /// out).
     pub fn alloc(self: &Arc<Self>, bytes: usize) -> Result<CudaBuffer> {
+        // No allocation can be this large; the size class would overflow.
+        if bytes > isize::MAX as usize {
+            return Err(Error::OutOfMemory(format!("allocating {bytes} bytes")));
+        }
         let class = size_class(bytes);
         let reused = self
             .pool
@@ -261,7 +265,7 @@ impl CudaDevice {
 
     /// Copies the first `len` bytes of a buffer to the host.
     pub fn download(&self, b: &CudaBuffer, len: usize) -> Result<Vec<u8>> {
-        let mut out = vec![0u8; len];
+        let mut out = smelt_codegen::host_alloc::filled(len, 0u8)?;
         if len > 0 {
             self.sync()?;
             // SAFETY: the block holds at least `len` bytes (callers pass the
@@ -568,20 +572,26 @@ pub fn buffer(h: &BufferHandle) -> Result<&CudaBuffer> {
 pub fn execute(n: usize, schedule: &Schedule) -> Result<Vec<BufferHandle>> {
     let dev = device(n)?;
     let last_use = schedule.last_uses();
-    let mut slots: Vec<Option<BufferHandle>> = schedule
+    let slots: Result<Vec<Option<BufferHandle>>> = schedule
         .buffers
         .iter()
         .map(|b| match b {
-            BufferSpec::Realized { data, .. } => Some(data.clone()),
-            BufferSpec::New { .. } => None,
+            BufferSpec::Realized { data, .. } => {
+                super::host::resolve(data, crate::Device::Cuda(n)).map(Some)
+            }
+            BufferSpec::New { .. } => Ok(None),
         })
         .collect();
+    let mut slots = slots?;
     let debug_timing = super::debug_level() >= 2;
     let profiling = PROFILE.with(|p| p.borrow().is_some());
     for (i, it) in schedule.items.iter().enumerate() {
         for &b in &it.outputs {
             if let BufferSpec::New { dtype, len } = schedule.buffers[b] {
-                slots[b] = Some(Arc::new(dev.alloc(dtype.size() * len)?));
+                let bytes = len.checked_mul(dtype.size()).ok_or_else(|| {
+                    Error::OutOfMemory(format!("a buffer of {len} x {dtype} overflows usize"))
+                })?;
+                slots[b] = Some(Arc::new(dev.alloc(bytes)?));
             }
         }
         let mut args = Vec::with_capacity(it.inputs.len() + it.outputs.len());

@@ -2,6 +2,7 @@
 
 pub mod cpu;
 pub mod cuda;
+pub(crate) mod host;
 mod ptx_check;
 mod tune;
 
@@ -80,7 +81,7 @@ pub(crate) fn upload(bytes: Vec<u8>, device: Device) -> Result<BufferHandle> {
 /// Copies the first `len` bytes of a buffer to the host.
 pub(crate) fn download(buf: &BufferHandle, len: usize, device: Device) -> Result<Vec<u8>> {
     match device {
-        Device::Cpu => Ok(cpu::bytes(buf)[..len].to_vec()),
+        Device::Cpu => Ok(smelt_codegen::host_alloc::copy(&cpu::bytes(buf)[..len])?),
         Device::Cuda(n) => cuda::device(n)?.download(cuda::buffer(buf)?, len),
     }
 }

@@ -24,6 +24,7 @@ mod extract;
 mod gemm;
 
 use crate::expr::{Cond, Expr};
+use crate::host_alloc::{filled, vec_with_capacity, zeroed_bytes, AllocError};
 use crate::interp::{self, InterpError};
 use crate::ir::{Arg, Inst, Kernel, KernelKind, Node, Store, Val};
 use crate::DType;
@@ -45,7 +46,7 @@ pub fn try_run(
     Some((|| {
         let x = eval_f32(&xk, inputs)?;
         let y = eval_f32(&yk, inputs)?;
-        let sums = mm.product(kernel, &x, &y);
+        let sums = mm.product(kernel, &x, &y)?;
         let mut ins = inputs.to_vec();
         ins.push(&sums);
         interp::run(&epilogue, &ins, outputs)
@@ -186,7 +187,7 @@ impl Matmul {
 
     /// Multiplies the packed factors per batch; returns the row sums as f32
     /// bytes in row-major order of the kept variables.
-    fn product(&self, k: &Kernel, x: &[f32], y: &[f32]) -> Vec<u8> {
+    fn product(&self, k: &Kernel, x: &[f32], y: &[f32]) -> Result<Vec<u8>, InterpError> {
         let size = |vs: &[usize]| vs.iter().map(|v| k.ranges[*v] as usize).product::<usize>();
         let (m, n, kk) = (size(&self.m), size(&self.n), size(&self.k));
         // Row offset of each batch / m / n position: the kept variables'
@@ -209,8 +210,9 @@ impl Matmul {
             offs
         };
         let (boffs, moffs, noffs) = (offsets(&self.batch), offsets(&self.m), offsets(&self.n));
-        let mut sums = vec![0f32; k.rows()];
-        let mut c = vec![0f32; m * n];
+        // Sized by the user's matrices: a failure is an error, not an abort.
+        let mut sums = filled(k.rows(), 0f32)?;
+        let mut c = filled(m.checked_mul(n).ok_or(AllocError { bytes: None })?, 0f32)?;
         for (b, boff) in boffs.iter().enumerate() {
             c.fill(0.0);
             let g = gemm::Gemm {
@@ -227,16 +229,20 @@ impl Matmul {
                 }
             }
         }
-        sums.iter().flat_map(|v| v.to_le_bytes()).collect()
+        let mut bytes = vec_with_capacity(sums.len() * 4)?;
+        bytes.extend(sums.iter().flat_map(|v| v.to_le_bytes()));
+        Ok(bytes)
     }
 }
 
 /// Runs a one-output f32 kernel and returns its output.
 fn eval_f32(k: &Kernel, inputs: &[&[u8]]) -> Result<Vec<f32>, InterpError> {
-    let mut out = vec![0u8; k.outputs[0].len * 4];
+    let mut out = zeroed_bytes(k.outputs[0].len, 4)?;
     interp::run(k, inputs, &mut [&mut out])?;
-    Ok(out
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-        .collect())
+    let mut vals = vec_with_capacity(k.outputs[0].len)?;
+    vals.extend(
+        out.chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap())),
+    );
+    Ok(vals)
 }

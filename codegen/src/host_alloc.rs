@@ -1,0 +1,70 @@
+//! Host allocations sized by user data: a failure is an error value, not
+//! the process abort of `vec![0; n]` (the allocator's default on failure).
+
+use std::fmt;
+
+/// A host allocation of `bytes` bytes failed (or its size overflowed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllocError {
+    /// The requested size; `None` when it overflowed `usize`.
+    pub bytes: Option<usize>,
+}
+
+impl fmt::Display for AllocError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.bytes {
+            Some(b) => write!(f, "cannot allocate {b} bytes of host memory"),
+            None => f.write_str("host allocation size overflows usize"),
+        }
+    }
+}
+
+impl std::error::Error for AllocError {}
+
+impl From<AllocError> for crate::interp::InterpError {
+    fn from(e: AllocError) -> Self {
+        crate::interp::InterpError(e.to_string())
+    }
+}
+
+/// An empty vector with room for `len` elements.
+pub fn vec_with_capacity<T>(len: usize) -> Result<Vec<T>, AllocError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| AllocError {
+        bytes: len.checked_mul(std::mem::size_of::<T>()),
+    })?;
+    Ok(v)
+}
+
+/// `len` copies of `value`.
+pub fn filled<T: Clone>(len: usize, value: T) -> Result<Vec<T>, AllocError> {
+    let mut v = vec_with_capacity(len)?;
+    v.resize(len, value);
+    Ok(v)
+}
+
+/// `count` elements of `size` bytes each, zeroed (the size is checked).
+pub fn zeroed_bytes(count: usize, size: usize) -> Result<Vec<u8>, AllocError> {
+    let bytes = count.checked_mul(size).ok_or(AllocError { bytes: None })?;
+    filled(bytes, 0u8)
+}
+
+/// A copy of `data`.
+pub fn copy(data: &[u8]) -> Result<Vec<u8>, AllocError> {
+    let mut v = vec_with_capacity(data.len())?;
+    v.extend_from_slice(data);
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn impossible_sizes_are_errors() {
+        assert!(super::zeroed_bytes(1 << 58, 4).is_err());
+        assert_eq!(
+            super::zeroed_bytes(usize::MAX, 2),
+            Err(super::AllocError { bytes: None })
+        );
+        assert_eq!(super::zeroed_bytes(3, 2).unwrap(), vec![0u8; 6]);
+    }
+}
