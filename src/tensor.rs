@@ -201,10 +201,9 @@ pub fn realize_all(tensors: &[&Tensor], fusion: Fusion) -> Result<()> {
     if schedule.items.is_empty() {
         return Ok(());
     }
+    // Planned under the graph lock, run outside it, committed under it.
     let bufs = runtime::execute(&schedule, device)?;
-    for ((node, _), buf) in schedule.results.iter().zip(bufs) {
-        node.set_realized(buf);
-    }
+    schedule.commit(bufs);
     if runtime::debug_level() >= 1 {
         eprintln!(
             "smelt: realize {} kernel(s) on {} in {:.3} ms",
