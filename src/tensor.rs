@@ -180,6 +180,10 @@ impl Tensor {
 
 /// Realizes several tensors in one schedule, so they share kernels.
 ///
+/// Safe to call from several threads on overlapping graphs: each plans
+/// from a consistent graph, and a tensor another thread realized first
+/// keeps that thread's result.
+///
 /// # Panics
 /// If the tensors are on different devices.
 pub fn realize_all(tensors: &[&Tensor], fusion: Fusion) -> Result<()> {
