@@ -236,6 +236,14 @@ struct Pending {
     srcs: Vec<(NodeRef, usize)>,
 }
 
+/// What visiting a node found.
+enum Visited {
+    /// Its value (it reads no source values).
+    Done(Val),
+    /// The sources to evaluate before it.
+    Needs(Pending),
+}
+
 /// A step of [`Lowerer::value`]'s walk.
 enum Task {
     /// Evaluate a node at a tracker (unless memoised).
@@ -381,10 +389,10 @@ impl<'a> Lowerer<'a> {
                         continue;
                     }
                     match self.visit(&n, tid) {
-                        Ok(v) => {
+                        Visited::Done(v) => {
                             self.memo.insert((n.id(), tid), v);
                         }
-                        Err(p) => {
+                        Visited::Needs(p) => {
                             // Sources on top, first source first.
                             let visits: Vec<Task> = p
                                 .srcs
@@ -418,7 +426,7 @@ impl<'a> Lowerer<'a> {
     /// The value of `node` at tracker `tid` if it needs no source values
     /// (a load, a constant, a reduction this kernel cannot compute), else
     /// the sources to evaluate first.
-    fn visit(&mut self, node: &NodeRef, tid: usize) -> Result<Val, Pending> {
+    fn visit(&mut self, node: &NodeRef, tid: usize) -> Visited {
         let dt = node.dtype();
         let (op, data) = node.op_and_data();
         let leaf = match self.leaf(node) {
@@ -435,9 +443,9 @@ impl<'a> Lowerer<'a> {
             );
             let (index, valid) = self.tracker_expr(tid);
             if valid.is_never() {
-                return Ok(self.constant(0.0, dt));
+                return Visited::Done(self.constant(0.0, dt));
             }
-            return Ok(self.push(
+            return Visited::Done(self.push(
                 Inst::Load {
                     input,
                     index,
@@ -451,7 +459,7 @@ impl<'a> Lowerer<'a> {
             Op::Const(c) => {
                 let v = self.constant(*c, dt);
                 let (_, valid) = self.tracker_expr(tid);
-                return Ok(self.masked(valid, v, dt));
+                return Visited::Done(self.masked(valid, v, dt));
             }
             Op::View(src, st) => vec![(src.clone(), self.trackers.compose(st, tid))],
             Op::Reduce(_, a, axes) => {
@@ -462,7 +470,7 @@ impl<'a> Lowerer<'a> {
                         .get(tid)
                         .equivalent(&own.reduce_result(a.shape(), axes))
                 {
-                    return Ok(self.fail_op(node, &op));
+                    return Visited::Done(self.fail_op(node, &op));
                 }
                 self.inlined.push(node.id());
                 let src_t = self.domain.reduce_source(a.shape(), axes);
@@ -476,7 +484,7 @@ impl<'a> Lowerer<'a> {
                         .get(tid)
                         .equivalent(&own.matmul_result(node.shape()))
                 {
-                    return Ok(self.fail_op(node, &op));
+                    return Visited::Done(self.fail_op(node, &op));
                 }
                 self.inlined.push(node.id());
                 self.matmul = true;
@@ -489,7 +497,7 @@ impl<'a> Lowerer<'a> {
             }
             op => op.srcs().into_iter().map(|s| (s.clone(), tid)).collect(),
         };
-        Err(Pending {
+        Visited::Needs(Pending {
             node: node.clone(),
             tid,
             op,
