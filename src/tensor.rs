@@ -190,6 +190,10 @@ impl Tensor {
 
 /// Realizes several tensors in one schedule, so they share kernels.
 ///
+/// Safe to call from several threads on overlapping graphs: each plans
+/// from a consistent graph, and a tensor another thread realized first
+/// keeps that thread's result.
+///
 /// # Panics
 /// If the tensors are on different devices.
 pub fn realize_all(tensors: &[&Tensor], fusion: Fusion) -> Result<()> {
@@ -222,10 +226,9 @@ pub fn realize_all(tensors: &[&Tensor], fusion: Fusion) -> Result<()> {
     if schedule.items.is_empty() {
         return Ok(());
     }
+    // Planned under the graph lock, run outside it, committed under it.
     let bufs = runtime::execute(&schedule, device)?;
-    for ((node, _), buf) in schedule.results.iter().zip(bufs) {
-        node.set_realized(buf);
-    }
+    schedule.commit(bufs);
     if runtime::debug_level() >= 1 {
         eprintln!(
             "smelt: realize {} kernel(s) on {} in {:.3} ms",

@@ -149,10 +149,70 @@ impl Node {
     }
 
     /// Stores the realized data and drops the sources, so buffers that only
-    /// this node used can be freed.
-    pub fn set_realized(&self, buf: BufferHandle) {
-        let mut st = self.lock();
-        st.buffer = Some(buf);
-        st.op = Op::Buffer;
+    /// this node used can be freed. Only under the graph lock (see
+    /// [`GraphLock`]), so no planner sees a node change state mid-plan; a
+    /// node that is already realized keeps its buffer (another thread
+    /// computed the same values first), so committing twice is harmless.
+    pub fn set_realized(&self, buf: BufferHandle, _lock: &GraphLock) {
+        let old = {
+            let mut st = self.lock();
+            if st.buffer.is_some() {
+                return;
+            }
+            st.buffer = Some(buf);
+            std::mem::replace(&mut st.op, Op::Buffer)
+        };
+        // Sources are dropped outside the node's lock.
+        drop(old);
+    }
+}
+
+impl Drop for Node {
+    /// Drops the sources that this node owns alone through a work list: the
+    /// default recursive drop of `Arc<Node>` chains would overflow the stack
+    /// on a deep unrealized graph.
+    fn drop(&mut self) {
+        let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        let mut work = Vec::new();
+        take_srcs(&mut st.op, &mut work);
+        while let Some(mut n) = work.pop() {
+            // Shared nodes are only released here; whoever drops the last
+            // reference runs this loop for them.
+            if let Some(node) = Arc::get_mut(&mut n) {
+                let st = node.state.get_mut().unwrap_or_else(|e| e.into_inner());
+                take_srcs(&mut st.op, &mut work);
+            }
+        }
+    }
+}
+
+/// Moves `op`'s sources into `out`, leaving `Op::Buffer`.
+fn take_srcs(op: &mut Op, out: &mut Vec<NodeRef>) {
+    match std::mem::replace(op, Op::Buffer) {
+        Op::Buffer | Op::Const(_) => {}
+        Op::View(a, _) | Op::Unary(_, a) | Op::Cast(a) | Op::Reduce(_, a, _) => out.push(a),
+        Op::Binary(_, a, b) | Op::Matmul(a, b) => out.extend([a, b]),
+        Op::Where(c, a, b) => out.extend([c, a, b]),
+    }
+}
+
+/// The graph lock: held while a schedule is planned from the graph and
+/// while its results are committed, so a planner reads one consistent
+/// graph (no node becomes realized between hashing, planning and lowering)
+/// while kernels run outside it, in parallel.
+pub struct GraphLock {
+    _guard: MutexGuard<'static, ()>,
+}
+
+impl GraphLock {
+    /// Waits for the graph lock. Not reentrant: planning code below it
+    /// must not take it again.
+    pub fn acquire() -> GraphLock {
+        static LOCK: Mutex<()> = Mutex::new(());
+        // A panic while planning leaves no graph state half-written (nodes
+        // change only in `set_realized`), so a poisoned lock is usable.
+        GraphLock {
+            _guard: LOCK.lock().unwrap_or_else(|e| e.into_inner()),
+        }
     }
 }

@@ -10,6 +10,6 @@ pub mod lower;
 pub mod schedule;
 pub mod view;
 
-pub use graph::{BufferHandle, Node, NodeRef, Op};
+pub use graph::{BufferHandle, GraphLock, Node, NodeRef, Op};
 pub use schedule::{BufferSpec, Fusion, Schedule, ScheduleItem};
 pub use view::{ShapeTracker, View};

@@ -227,6 +227,31 @@ impl Hash for InstKey {
     }
 }
 
+/// A node whose sources are evaluated before it.
+struct Pending {
+    node: NodeRef,
+    tid: usize,
+    op: Op,
+    /// Each source with the tracker it is read through.
+    srcs: Vec<(NodeRef, usize)>,
+}
+
+/// What visiting a node found.
+enum Visited {
+    /// Its value (it reads no source values).
+    Done(Val),
+    /// The sources to evaluate before it.
+    Needs(Pending),
+}
+
+/// A step of [`Lowerer::value`]'s walk.
+enum Task {
+    /// Evaluate a node at a tracker (unless memoised).
+    Visit(NodeRef, usize),
+    /// Combine the values of a node's sources.
+    Finish(Pending),
+}
+
 /// Builds one kernel's IR.
 pub struct Lowerer<'a> {
     domain: &'a Domain,
@@ -246,7 +271,7 @@ pub struct Lowerer<'a> {
     stores: Vec<Store>,
     /// Names of the graph ops computed, in order.
     pub op_names: Vec<String>,
-    /// Path from the stored node to the node being lowered.
+    /// Path from the stored node to the node being visited (exclusive).
     stack: Vec<NodeRef>,
     /// Reductions and matmuls this kernel could not compute in its domain,
     /// with the path that reached them.
@@ -289,7 +314,7 @@ impl<'a> Lowerer<'a> {
     /// records it for the planner, which decides what to materialize.
     fn fail(&mut self, node: &NodeRef) -> Val {
         if !self.failed.iter().any(|f| f.node.id() == node.id()) {
-            let path = self.stack[..self.stack.len().saturating_sub(1)].to_vec();
+            let path = self.stack.clone();
             self.failed.push(Failure {
                 node: node.clone(),
                 path,
@@ -350,32 +375,58 @@ impl<'a> Lowerer<'a> {
 
     /// The value of `node` at the domain point whose linear index into
     /// `node`'s contiguous shape is given by `t`.
+    ///
+    /// The graph is walked with an explicit stack (sources first, in
+    /// order), not by recursion: a chain of a million ops must not overflow
+    /// the thread's stack.
     pub fn value(&mut self, node: &NodeRef, t: &ShapeTracker) -> Val {
-        let tid = self.intern(t);
-        self.value_at(node, tid)
-    }
-
-    fn intern(&mut self, t: &ShapeTracker) -> usize {
-        self.trackers.intern(t)
+        let tid = self.trackers.intern(t);
+        let mut tasks = vec![Task::Visit(node.clone(), tid)];
+        while let Some(task) = tasks.pop() {
+            match task {
+                Task::Visit(n, tid) => {
+                    if self.memo.contains_key(&(n.id(), tid)) {
+                        continue;
+                    }
+                    match self.visit(&n, tid) {
+                        Visited::Done(v) => {
+                            self.memo.insert((n.id(), tid), v);
+                        }
+                        Visited::Needs(p) => {
+                            // Sources on top, first source first.
+                            let visits: Vec<Task> = p
+                                .srcs
+                                .iter()
+                                .rev()
+                                .map(|(s, t)| Task::Visit(s.clone(), *t))
+                                .collect();
+                            tasks.push(Task::Finish(p));
+                            tasks.extend(visits);
+                            self.stack.push(n);
+                        }
+                    }
+                }
+                Task::Finish(p) => {
+                    let v = self.finish_op(&p);
+                    if is_compute(&p.op) {
+                        self.op_names.push(p.op.name());
+                    }
+                    self.stack.pop();
+                    self.memo.insert((p.node.id(), p.tid), v);
+                }
+            }
+        }
+        self.memo[&(node.id(), tid)]
     }
 
     fn tracker_expr(&mut self, tid: usize) -> (Expr, Cond) {
         self.trackers.expr(tid)
     }
 
-    fn value_at(&mut self, node: &NodeRef, tid: usize) -> Val {
-        let key = (node.id(), tid);
-        if let Some(v) = self.memo.get(&key) {
-            return *v;
-        }
-        self.stack.push(node.clone());
-        let v = self.compute(node, tid);
-        self.stack.pop();
-        self.memo.insert(key, v);
-        v
-    }
-
-    fn compute(&mut self, node: &NodeRef, tid: usize) -> Val {
+    /// The value of `node` at tracker `tid` if it needs no source values
+    /// (a load, a constant, a reduction this kernel cannot compute), else
+    /// the sources to evaluate first.
+    fn visit(&mut self, node: &NodeRef, tid: usize) -> Visited {
         let dt = node.dtype();
         let (op, data) = node.op_and_data();
         let leaf = match self.leaf(node) {
@@ -392,85 +443,38 @@ impl<'a> Lowerer<'a> {
             );
             let (index, valid) = self.tracker_expr(tid);
             if valid.is_never() {
-                return self.constant(0.0, dt);
+                return Visited::Done(self.constant(0.0, dt));
             }
-            return self.push(
+            return Visited::Done(self.push(
                 Inst::Load {
                     input,
                     index,
                     valid,
                 },
                 dt,
-            );
+            ));
         }
-        // Names read in data-flow order: this node after its sources.
-        let name = is_compute(&op).then(|| op.name());
-        let v = self.compute_op(node, op, tid, dt);
-        if let Some(name) = name {
-            self.op_names.push(name);
-        }
-        v
-    }
-
-    /// The value of a node that is not a leaf, by its op.
-    fn compute_op(&mut self, node: &NodeRef, op: Op, tid: usize, dt: DType) -> Val {
-        match op {
+        let srcs = match &op {
             Op::Buffer => unreachable!("realized nodes are leaves"),
             Op::Const(c) => {
-                let v = self.constant(c, dt);
+                let v = self.constant(*c, dt);
                 let (_, valid) = self.tracker_expr(tid);
-                self.masked(valid, v, dt)
+                return Visited::Done(self.masked(valid, v, dt));
             }
-            Op::View(src, st) => {
-                let composed = self.trackers.compose(&st, tid);
-                let v = self.value_at(&src, composed);
-                if st.has_mask() && self.leaf(&src).is_none() && src.realized().is_none() {
-                    // Padding of a computed value: zero outside the mask
-                    // (a load already reads 0 there).
-                    let (_, valid) = self.tracker_expr(composed);
-                    self.masked(valid, v, dt)
-                } else {
-                    v
-                }
-            }
-            Op::Unary(op, a) => {
-                let a = self.value_at(&a, tid);
-                self.push(Inst::Unary(op, a), dt)
-            }
-            Op::Binary(op, a, b) => {
-                let a = self.value_at(&a, tid);
-                let b = self.value_at(&b, tid);
-                self.push(Inst::Binary(op, a, b), dt)
-            }
-            Op::Where(c, a, b) => {
-                let c = self.value_at(&c, tid);
-                let a = self.value_at(&a, tid);
-                let b = self.value_at(&b, tid);
-                self.push(Inst::Where(c, a, b), dt)
-            }
-            Op::Cast(a) => {
-                let a_dt = a.dtype();
-                let a = self.value_at(&a, tid);
-                if a_dt == dt {
-                    a
-                } else {
-                    self.push(Inst::Cast(a), dt)
-                }
-            }
-            Op::Reduce(op, a, axes) => {
-                let own = Domain::reduce(a.shape(), &axes);
+            Op::View(src, st) => vec![(src.clone(), self.trackers.compose(st, tid))],
+            Op::Reduce(_, a, axes) => {
+                let own = Domain::reduce(a.shape(), axes);
                 if own != *self.domain
                     || !self
                         .trackers
                         .get(tid)
-                        .equivalent(&own.reduce_result(a.shape(), &axes))
+                        .equivalent(&own.reduce_result(a.shape(), axes))
                 {
-                    return self.fail(node);
+                    return Visited::Done(self.fail_op(node, &op));
                 }
                 self.inlined.push(node.id());
-                let src_t = self.domain.reduce_source(a.shape(), &axes);
-                let v = self.value(&a, &src_t);
-                self.push(Inst::Reduce(op, v), dt)
+                let src_t = self.domain.reduce_source(a.shape(), axes);
+                vec![(a.clone(), self.trackers.intern(&src_t))]
             }
             Op::Matmul(a, b) => {
                 let own = matmul_domain(a.shape(), b.shape());
@@ -480,22 +484,73 @@ impl<'a> Lowerer<'a> {
                         .get(tid)
                         .equivalent(&own.matmul_result(node.shape()))
                 {
-                    return self.fail(node);
+                    return Visited::Done(self.fail_op(node, &op));
                 }
                 self.inlined.push(node.id());
                 self.matmul = true;
                 let (ta, tb) = matmul_operands(a.shape(), b.shape());
-                let acc = if dt.is_float() { DType::F32 } else { dt };
-                let a_dt = a.dtype();
                 let (ta, tb) = (self.domain.tracker(ta), self.domain.tracker(tb));
-                let va = self.value(&a, &ta);
-                let vb = self.value(&b, &tb);
-                let (va, vb) = if a_dt == acc {
-                    (va, vb)
+                vec![
+                    (a.clone(), self.trackers.intern(&ta)),
+                    (b.clone(), self.trackers.intern(&tb)),
+                ]
+            }
+            op => op.srcs().into_iter().map(|s| (s.clone(), tid)).collect(),
+        };
+        Visited::Needs(Pending {
+            node: node.clone(),
+            tid,
+            op,
+            srcs,
+        })
+    }
+
+    /// [`Lowerer::fail`], naming the op like a computed one.
+    fn fail_op(&mut self, node: &NodeRef, op: &Op) -> Val {
+        let v = self.fail(node);
+        self.op_names.push(op.name());
+        v
+    }
+
+    /// The value of a pending node once its sources have values.
+    fn finish_op(&mut self, p: &Pending) -> Val {
+        let dt = p.node.dtype();
+        let vals: Vec<Val> = p
+            .srcs
+            .iter()
+            .map(|(s, t)| self.memo[&(s.id(), *t)])
+            .collect();
+        match &p.op {
+            Op::View(src, st) => {
+                let (v, composed) = (vals[0], p.srcs[0].1);
+                if st.has_mask() && self.leaf(src).is_none() && src.realized().is_none() {
+                    // Padding of a computed value: zero outside the mask
+                    // (a load already reads 0 there).
+                    let (_, valid) = self.tracker_expr(composed);
+                    self.masked(valid, v, dt)
+                } else {
+                    v
+                }
+            }
+            Op::Unary(op, _) => self.push(Inst::Unary(*op, vals[0]), dt),
+            Op::Binary(op, ..) => self.push(Inst::Binary(*op, vals[0], vals[1]), dt),
+            Op::Where(..) => self.push(Inst::Where(vals[0], vals[1], vals[2]), dt),
+            Op::Cast(a) => {
+                if a.dtype() == dt {
+                    vals[0]
+                } else {
+                    self.push(Inst::Cast(vals[0]), dt)
+                }
+            }
+            Op::Reduce(op, ..) => self.push(Inst::Reduce(*op, vals[0]), dt),
+            Op::Matmul(a, _) => {
+                let acc = if dt.is_float() { DType::F32 } else { dt };
+                let (va, vb) = if a.dtype() == acc {
+                    (vals[0], vals[1])
                 } else {
                     (
-                        self.push(Inst::Cast(va), acc),
-                        self.push(Inst::Cast(vb), acc),
+                        self.push(Inst::Cast(vals[0]), acc),
+                        self.push(Inst::Cast(vals[1]), acc),
                     )
                 };
                 let prod = self.push(Inst::Binary(BinaryOp::Mul, va, vb), acc);
@@ -506,6 +561,7 @@ impl<'a> Lowerer<'a> {
                     self.push(Inst::Cast(sum), dt)
                 }
             }
+            Op::Buffer | Op::Const(_) => unreachable!("visited without sources"),
         }
     }
 

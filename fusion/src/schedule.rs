@@ -1,7 +1,7 @@
 //! Scheduling: which kernels a realize runs, over which buffers.
 
 use crate::fxhash::{FxMap, FxSet};
-use crate::graph::{BufferHandle, NodeRef, Op};
+use crate::graph::{BufferHandle, GraphLock, NodeRef, Op};
 use crate::lower::{matmul_domain, Domain, Input, Lowerer, Trackers};
 use crate::view::ShapeTracker;
 use smelt_codegen::{Arg, DType, Kernel};
@@ -139,8 +139,11 @@ pub fn plan_unfused(order: &[NodeRef]) -> Vec<KernelPlan> {
 impl Schedule {
     /// Plans the kernels that realize `targets`, reusing the plan of an
     /// earlier graph of the same structure (same ops, shapes and constants;
-    /// other data) from the schedule cache.
+    /// other data) from the schedule cache. Holds the graph lock, so the
+    /// hash, the plan and the cache entry all see the same graph even while
+    /// other threads realize parts of it.
     pub fn new(targets: &[NodeRef], fusion: Fusion) -> Schedule {
+        let lock = GraphLock::acquire();
         let mut seen = FxSet::default();
         let bases: Vec<NodeRef> = targets
             .iter()
@@ -151,13 +154,18 @@ impl Schedule {
         if let Some(s) = crate::cache::lookup(&fp, &bases) {
             return s;
         }
-        let s = Schedule::plan(&bases, fusion);
+        let s = Schedule::plan_locked(&bases, fusion, &lock);
         crate::cache::store(&fp, &s);
         s
     }
 
-    /// Plans without the cache.
+    /// Plans without the cache (under the graph lock).
     pub fn plan(bases: &[NodeRef], fusion: Fusion) -> Schedule {
+        let lock = GraphLock::acquire();
+        Schedule::plan_locked(bases, fusion, &lock)
+    }
+
+    fn plan_locked(bases: &[NodeRef], fusion: Fusion, _lock: &GraphLock) -> Schedule {
         let order = topo_order(bases);
         let mut s = match fusion {
             Fusion::Off => lower_plans(&plan_unfused(&order), bases, &mut Trackers::default()).0,
@@ -169,6 +177,18 @@ impl Schedule {
         }
         s
     }
+
+    /// Stores the results' buffers (`bufs`, in the order of `results`) in
+    /// their nodes under the graph lock. A node that another thread
+    /// realized since this schedule was planned keeps its buffer (same
+    /// values), so concurrent realizes of one graph agree.
+    pub fn commit(&self, bufs: Vec<BufferHandle>) {
+        let lock = GraphLock::acquire();
+        for ((node, _), buf) in self.results.iter().zip(bufs) {
+            node.set_realized(buf, &lock);
+        }
+    }
+
     /// For every buffer, the index of the last kernel that uses it
     /// (`usize::MAX` for results and unused buffers): runtimes free a buffer
     /// after that kernel.
