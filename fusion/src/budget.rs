@@ -41,6 +41,15 @@ impl Cost {
     pub fn fits(&self, outputs: usize) -> bool {
         self.insts + outputs <= INST_BUDGET && self.loads.len() + outputs <= MAX_BUFFERS
     }
+
+    /// Whether a kernel computing both `self` and `other` with `outputs`
+    /// stores fits both budgets (without building the union: merging asks
+    /// this for every candidate kernel).
+    pub fn fits_with(&self, other: &Cost, outputs: usize) -> bool {
+        let new_loads = other.loads.iter().filter(|l| !self.loads.contains(l));
+        self.insts.saturating_add(other.insts) + outputs <= INST_BUDGET
+            && self.loads.len() + new_loads.count() + outputs <= MAX_BUFFERS
+    }
 }
 
 /// Walks `order` (sources first) and adds to `materialized` the nodes

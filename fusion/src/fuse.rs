@@ -310,6 +310,9 @@ fn merge(
 ) -> Vec<KernelPlan> {
     let mut out: Vec<KernelPlan> = Vec::new();
     let mut out_costs: Vec<Cost> = Vec::new();
+    // Whether each kernel of `out` only stores compute nodes (kept per
+    // kernel: checking all outputs per candidate was quadratic).
+    let mut out_compute: Vec<bool> = Vec::new();
     // Which kernel of `out` stores each node (keeps merging linear).
     let mut kernel_of: FxMap<u64, usize> = FxMap::default();
     for mut p in plans {
@@ -328,23 +331,24 @@ fn merge(
             cost.add(costs.get(&n.id()).unwrap_or(&Cost::default()));
         }
         let target = (start..out.len()).find(|i| {
-            let mut merged = out_costs[*i].clone();
-            merged.add(&cost);
             let q = &mut out[*i];
-            is_compute_plan(q)
-                && merged.fits(q.outputs.len() + p.outputs.len())
+            out_compute[*i]
+                && out_costs[*i].fits_with(&cost, q.outputs.len() + p.outputs.len())
                 && (q.domain == p.domain || adopt(&mut p, &q.domain) || adopt(q, &p.domain))
         });
         let ids: Vec<u64> = p.outputs.iter().map(|(n, _)| n.id()).collect();
+        let compute = is_compute_plan(&p);
         let i = match target {
             Some(i) => {
                 out[i].outputs.extend(p.outputs);
                 out_costs[i].add(&cost);
+                out_compute[i] &= compute;
                 i
             }
             None => {
                 out.push(p);
                 out_costs.push(cost);
+                out_compute.push(compute);
                 out.len() - 1
             }
         };
