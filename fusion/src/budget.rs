@@ -2,8 +2,8 @@
 //! exceeds the instruction budget or the driver's parameter space
 //! ([`smelt_codegen::INST_BUDGET`], [`smelt_codegen::PARAM_BYTES_LIMIT`]).
 //!
-//! Estimates are upper bounds: a node inlined twice in a kernel is counted
-//! twice, so the planner may split a little early, never too late.
+//! Costs are sets of node ids, so a node reached along two paths (`x - max(x)`)
+//! counts once; a set never grows past the budget, as the node is cut first.
 
 use crate::fxhash::{FxMap, FxSet};
 use crate::graph::{NodeRef, Op};
@@ -13,42 +13,49 @@ use smelt_codegen::{INST_BUDGET, PARAM_BYTES_LIMIT, POINTER_PARAM_BYTES};
 /// The most buffers (inputs and outputs) one kernel may bind.
 pub const MAX_BUFFERS: usize = PARAM_BYTES_LIMIT / POINTER_PARAM_BYTES;
 
-/// What computing a node inside a kernel costs: instructions, and the
-/// nodes whose data the kernel loads (buffers, materialized nodes and
-/// constants, which become kernel parameters too).
+/// What computing a node inside a kernel costs: the compute nodes it
+/// inlines (an instruction each), and the nodes whose data it loads (an
+/// instruction each; buffers, materialized nodes and constants, which
+/// become kernel parameters too).
 #[derive(Clone, Default)]
 pub struct Cost {
-    pub insts: usize,
+    pub nodes: FxSet<u64>,
     pub loads: FxSet<u64>,
 }
 
 impl Cost {
     fn load(id: u64) -> Cost {
         Cost {
-            insts: 1,
+            nodes: FxSet::default(),
             loads: FxSet::from_iter([id]),
         }
     }
 
+    /// Estimated instructions.
+    pub fn insts(&self) -> usize {
+        self.nodes.len() + self.loads.len()
+    }
+
     /// Adds `other` (a second cone in the same kernel).
     pub fn add(&mut self, other: &Cost) {
-        self.insts = self.insts.saturating_add(other.insts);
+        self.nodes.extend(other.nodes.iter().copied());
         self.loads.extend(other.loads.iter().copied());
     }
 
     /// Whether a kernel with this cost and `outputs` stores fits both
     /// budgets.
     pub fn fits(&self, outputs: usize) -> bool {
-        self.insts + outputs <= INST_BUDGET && self.loads.len() + outputs <= MAX_BUFFERS
+        self.fits_with(&Cost::default(), outputs)
     }
 
     /// Whether a kernel computing both `self` and `other` with `outputs`
     /// stores fits both budgets (without building the union: merging asks
     /// this for every candidate kernel).
     pub fn fits_with(&self, other: &Cost, outputs: usize) -> bool {
-        let new_loads = other.loads.iter().filter(|l| !self.loads.contains(l));
-        self.insts.saturating_add(other.insts) + outputs <= INST_BUDGET
-            && self.loads.len() + new_loads.count() + outputs <= MAX_BUFFERS
+        let new = |a: &FxSet<u64>, b: &FxSet<u64>| b.iter().filter(|x| !a.contains(x)).count();
+        let nodes = self.nodes.len() + new(&self.nodes, &other.nodes);
+        let loads = self.loads.len() + new(&self.loads, &other.loads);
+        nodes + loads + outputs <= INST_BUDGET && loads + outputs <= MAX_BUFFERS
     }
 }
 
@@ -68,21 +75,22 @@ pub fn split(order: &[NodeRef], materialized: &mut FxSet<u64>) -> FxMap<u64, Cos
                     .iter()
                     .map(|s| inline(s, &costs, materialized))
                     .collect();
+                let mut cost = total(&parts);
                 // Materialize the costliest inlined sources until it fits.
                 let mut order: Vec<usize> = (0..srcs.len()).collect();
-                order.sort_by_key(|i| std::cmp::Reverse(parts[*i].insts));
+                order.sort_by_key(|i| std::cmp::Reverse(parts[*i].insts()));
                 for i in order {
-                    if total(&parts).fits(1) {
+                    if cost.fits(1) {
                         break;
                     }
                     let b = base(&srcs[i]);
                     if is_compute(&b.op()) && b.realized().is_none() {
                         materialized.insert(b.id());
                         parts[i] = Cost::load(b.id());
+                        cost = total(&parts);
                     }
                 }
-                let mut cost = total(&parts);
-                cost.insts += 1;
+                cost.nodes.insert(n.id());
                 cost
             }
         };
@@ -91,10 +99,16 @@ pub fn split(order: &[NodeRef], materialized: &mut FxSet<u64>) -> FxMap<u64, Cos
     costs
 }
 
+/// The union of `parts`, grown from the largest.
 fn total(parts: &[Cost]) -> Cost {
-    let mut t = Cost::default();
-    for p in parts {
-        t.add(p);
+    let Some(big) = (0..parts.len()).max_by_key(|i| parts[*i].insts()) else {
+        return Cost::default();
+    };
+    let mut t = parts[big].clone();
+    for (i, p) in parts.iter().enumerate() {
+        if i != big {
+            t.add(p);
+        }
     }
     t
 }
