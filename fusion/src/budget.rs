@@ -19,7 +19,9 @@ pub const MAX_BUFFERS: usize = PARAM_BYTES_LIMIT / POINTER_PARAM_BYTES;
 /// become kernel parameters too).
 #[derive(Clone, Default)]
 pub struct Cost {
+    /// Ids of the compute nodes inlined.
     pub nodes: FxSet<u64>,
+    /// Ids of the nodes loaded.
     pub loads: FxSet<u64>,
 }
 
