@@ -15,5 +15,8 @@ pub mod ptx;
 
 pub use dtype::DType;
 pub use expr::{Cond, Expr};
-pub use ir::{Arg, Inst, Kernel, KernelKind, Node, Store, Val};
+pub use ir::{
+    Arg, Inst, Kernel, KernelKind, Node, Store, Val, INST_BUDGET, PARAM_BYTES_LIMIT,
+    POINTER_PARAM_BYTES,
+};
 pub use ops::{BinaryOp, ReduceOp, UnaryOp};

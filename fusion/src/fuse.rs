@@ -19,8 +19,12 @@
 //!   one kernel; an elementwise output joins a reduction over its shape as
 //!   an element-level store;
 //! - an operand of a matmul computed by elementwise ops is materialized
-//!   (see [`matmul_operand_producers`]).
+//!   (see [`matmul_operand_producers`]);
+//! - no kernel outgrows the instruction budget or the parameter space: long
+//!   chains and wide sums are cut ([`crate::budget::split`]) and merging
+//!   stops where a kernel would be full.
 
+use crate::budget::{split, Cost};
 use crate::fxhash::{FxMap, FxSet};
 use crate::graph::{NodeRef, Op};
 use crate::lower::{matmul_domain, Domain, Failure, Source, Trackers};
@@ -33,6 +37,7 @@ use smelt_codegen::UnaryOp;
 pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
     let mut materialized: FxSet<u64> = targets.iter().map(|t| t.id()).collect();
     materialized.extend(matmul_operand_producers(order));
+    let costs = split(order, &mut materialized);
     // Outputs that may not join a kernel they read from (joining made that
     // kernel read one of its own outputs at the wrong row).
     let mut no_merge: FxSet<u64> = FxSet::default();
@@ -45,7 +50,7 @@ pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
         let nodes = order.iter().filter(|n| materialized.contains(&n.id()));
         let plans: Vec<KernelPlan> = nodes.map(|n| plan_for(n, &materialized)).collect();
         let plans = if merging {
-            merge(plans, &materialized, &no_merge)
+            merge(plans, &materialized, &no_merge, &costs)
         } else {
             plans
         };
@@ -293,37 +298,61 @@ fn permuted_store(
 }
 
 /// Merges plans over equal domains when neither reads what the other
-/// writes through a kernel in between (plans are in dependency order). An
+/// writes through a kernel in between (plans are in dependency order) and
+/// the merged kernel stays within budget (`costs`: each output's cost). An
 /// elementwise plan over the input shape of a reduction plan joins it as
 /// an element-level store (in either order).
 fn merge(
     plans: Vec<KernelPlan>,
     materialized: &FxSet<u64>,
     no_merge: &FxSet<u64>,
+    costs: &FxMap<u64, Cost>,
 ) -> Vec<KernelPlan> {
     let mut out: Vec<KernelPlan> = Vec::new();
+    let mut out_costs: Vec<Cost> = Vec::new();
+    // Whether each kernel of `out` only stores compute nodes (kept per
+    // kernel: checking all outputs per candidate was quadratic).
+    let mut out_compute: Vec<bool> = Vec::new();
+    // Which kernel of `out` stores each node (keeps merging linear).
+    let mut kernel_of: FxMap<u64, usize> = FxMap::default();
     for mut p in plans {
         let deps = loads(&p, materialized);
         // The latest earlier kernel p depends on: p can only join a kernel
         // at or after it (joining it computes that value inline).
-        let first_ok = out
-            .iter()
-            .rposition(|q| q.outputs.iter().any(|(n, _)| deps.contains(&n.id())));
+        let first_ok = deps.iter().filter_map(|d| kernel_of.get(d)).max().copied();
         let strict = p.outputs.iter().any(|(n, _)| no_merge.contains(&n.id()));
         let start = match first_ok {
             Some(i) if strict => i + 1,
             Some(i) => i,
             None => 0,
         };
+        let mut cost = Cost::default();
+        for (n, _) in &p.outputs {
+            cost.add(costs.get(&n.id()).unwrap_or(&Cost::default()));
+        }
         let target = (start..out.len()).find(|i| {
             let q = &mut out[*i];
-            is_compute_plan(q)
+            out_compute[*i]
+                && out_costs[*i].fits_with(&cost, q.outputs.len() + p.outputs.len())
                 && (q.domain == p.domain || adopt(&mut p, &q.domain) || adopt(q, &p.domain))
         });
-        match target {
-            Some(i) => out[i].outputs.extend(p.outputs),
-            None => out.push(p),
-        }
+        let ids: Vec<u64> = p.outputs.iter().map(|(n, _)| n.id()).collect();
+        let compute = is_compute_plan(&p);
+        let i = match target {
+            Some(i) => {
+                out[i].outputs.extend(p.outputs);
+                out_costs[i].add(&cost);
+                out_compute[i] &= compute;
+                i
+            }
+            None => {
+                out.push(p);
+                out_costs.push(cost);
+                out_compute.push(compute);
+                out.len() - 1
+            }
+        };
+        kernel_of.extend(ids.into_iter().map(|id| (id, i)));
     }
     out
 }

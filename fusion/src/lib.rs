@@ -1,6 +1,7 @@
 //! smelt-fusion: the lazy graph, views and shape algebra, and the scheduler
 //! that groups graph nodes into kernels and lowers them to kernel IR.
 
+pub mod budget;
 pub mod cache;
 pub mod collapse;
 pub mod fuse;
