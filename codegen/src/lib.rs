@@ -4,6 +4,7 @@
 
 pub mod dtype;
 pub mod expr;
+pub mod fnv;
 pub mod interp;
 pub mod ir;
 pub mod matmul_cpu;
