@@ -11,6 +11,11 @@ pub mod matmul_cpu;
 pub mod ops;
 pub mod ptx;
 
+/// Hash of this crate's sources (FNV-1a 64, from `build.rs`): keys caches
+/// of generated code, so any change to the IR, simplifier or emitter
+/// makes them miss instead of reusing stale code.
+pub const CODEGEN_HASH: &str = env!("SMELT_CODEGEN_HASH");
+
 pub use dtype::DType;
 pub use expr::{Cond, Expr};
 pub use ir::{Arg, Inst, Kernel, KernelKind, Node, Store, Val};

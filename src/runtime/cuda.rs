@@ -494,8 +494,13 @@ pub(super) mod disk {
                         std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/smelt"))
                     })
             })?;
-        // The crate version keys the cache so an upgrade never reuses old code.
-        Some(base.join(concat!("ptx-", env!("CARGO_PKG_VERSION"))))
+        // The crate version and the hash of codegen's sources key the
+        // cache, so neither an upgrade nor an emitter change reuses old code.
+        Some(base.join(format!(
+            "ptx-{}-{}",
+            env!("CARGO_PKG_VERSION"),
+            smelt_codegen::CODEGEN_HASH
+        )))
     }
 
     fn path(key: u64) -> Option<PathBuf> {
@@ -714,6 +719,17 @@ mod tests {
         ];
         for b in bad {
             assert!(parse(&b).is_none(), "accepted {b:?}");
+        }
+    }
+
+    /// The cache directory is keyed by the hash of codegen's sources, so
+    /// an emitter change never reuses PTX cached by an older emitter.
+    #[test]
+    fn disk_cache_dir_is_keyed_by_the_codegen_sources() {
+        let h = smelt_codegen::CODEGEN_HASH;
+        assert!(h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+        if let Some(d) = super::disk::dir() {
+            assert!(d.to_string_lossy().ends_with(h), "{d:?}");
         }
     }
 
