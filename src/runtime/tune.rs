@@ -98,11 +98,6 @@ fn last_lines(text: &str) -> Vec<(u64, String, &str)> {
     out
 }
 
-/// The choices in a tune file's text (see `last_lines`).
-fn parse(text: &str) -> HashMap<u64, String> {
-    to_choices(last_lines(text))
-}
-
 /// The choice map of `last_lines`' result.
 fn to_choices(lines: Vec<(u64, String, &str)>) -> HashMap<u64, String> {
     lines
@@ -260,7 +255,7 @@ impl CudaDevice {
 
 #[cfg(test)]
 mod tests {
-    use super::{append, parse, read};
+    use super::{append, last_lines, read, to_choices};
     use std::path::PathBuf;
 
     /// A fresh directory for one test (removed by the test).
@@ -329,7 +324,7 @@ zz name 1.0
 
 0000000000000006 torn 0.12300000000000000007 other 1.0
 0000000000000008 also-good 2";
-        let c = parse(text);
+        let c = to_choices(last_lines(text));
         assert_eq!(c.len(), 2, "{c:?}");
         assert_eq!(c[&0xff], "good");
         assert_eq!(c[&8], "also-good");
@@ -366,7 +361,7 @@ zz name 1.0
         });
         let text = std::fs::read_to_string(&p).unwrap();
         assert_eq!(text.lines().count() as u64, threads * per);
-        let c = parse(&text);
+        let c = to_choices(last_lines(&text));
         assert_eq!(c.len() as u64, threads * per);
         for t in 0..threads {
             for i in 0..per {
