@@ -216,7 +216,7 @@ pub fn realize_all(tensors: &[&Tensor], fusion: Fusion) -> Result<()> {
         if let Some(buf) = base.realized() {
             let placed = runtime::host::resolve(&buf, device)?;
             if !std::sync::Arc::ptr_eq(&placed, &buf) {
-                base.set_realized(placed);
+                base.replace_realized(placed, &smelt_fusion::GraphLock::acquire());
             }
         }
     }

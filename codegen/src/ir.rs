@@ -258,9 +258,10 @@ impl Kernel {
         self.outputs.iter().map(|a| a.len * a.dtype.size()).sum()
     }
 
-    /// A stable hash of everything that defines the kernel's code.
+    /// A stable hash of everything that defines the kernel's code, with a
+    /// fixed algorithm (FNV-1a) since it keys the on-disk PTX cache.
     pub fn code_hash(&self) -> u64 {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let mut h = crate::fnv::Fnv1a::default();
         self.kind.hash(&mut h);
         self.ranges.hash(&mut h);
         self.n_kept.hash(&mut h);

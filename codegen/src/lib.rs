@@ -6,12 +6,18 @@ pub mod bounds;
 pub mod dtype;
 pub mod env;
 pub mod expr;
+pub mod fnv;
 pub mod host_alloc;
 pub mod interp;
 pub mod ir;
 pub mod matmul_cpu;
 pub mod ops;
 pub mod ptx;
+
+/// Hash of this crate's sources (FNV-1a 64, from `build.rs`): keys caches
+/// of generated code, so any change to the IR, simplifier or emitter
+/// makes them miss instead of reusing stale code.
+pub const CODEGEN_HASH: &str = env!("SMELT_CODEGEN_HASH");
 
 pub use dtype::DType;
 pub use expr::{Cond, Expr};

@@ -165,6 +165,16 @@ impl Node {
         // Sources are dropped outside the node's lock.
         drop(old);
     }
+
+    /// Replaces a realized node's buffer with one holding the same values
+    /// in another place (created host data once it is on its device), under
+    /// the graph lock like every other change of node state.
+    pub fn replace_realized(&self, buf: BufferHandle, _lock: &GraphLock) {
+        let mut st = self.lock();
+        if st.buffer.is_some() {
+            st.buffer = Some(buf);
+        }
+    }
 }
 
 impl Drop for Node {

@@ -292,15 +292,21 @@ impl CudaDevice {
         if let Some(l) = self.tuned(k, key, args) {
             return Ok(self.remember(key, l));
         }
-        let launch = match disk::load(key) {
-            Some(l) => l,
-            None => {
-                let l = ptx::emit(k, &self.target)
-                    .map_err(|e| Error::Compile(format!("kernel {}: {e}", k.name)))?;
-                disk::store(key, &l);
-                l
-            }
+        let emit = || -> Result<PtxKernel> {
+            let l = ptx::emit(k, &self.target)
+                .map_err(|e| Error::Compile(format!("kernel {}: {e}", k.name)))?;
+            disk::store(key, &l);
+            Ok(l)
         };
+        if let Some(cached) = disk::load(key) {
+            match self.load(key, cached, &k.name) {
+                Ok(l) => return Ok(l),
+                // A damaged or stale cache file must not fail every run:
+                // drop it and emit the kernel afresh.
+                Err(_) => disk::evict(key),
+            }
+        }
+        let launch = emit()?;
         if super::debug_level() >= 4 {
             eprintln!("{}", launch.ptx);
         }
@@ -492,32 +498,67 @@ pub(super) mod disk {
                         std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/smelt"))
                     })
             })?;
-        // The crate version keys the cache so an upgrade never reuses old code.
-        Some(base.join(concat!("ptx-", env!("CARGO_PKG_VERSION"))))
+        // The crate version and the hash of codegen's sources key the
+        // cache, so neither an upgrade nor an emitter change reuses old code.
+        Some(base.join(format!(
+            "ptx-{}-{}",
+            env!("CARGO_PKG_VERSION"),
+            smelt_codegen::CODEGEN_HASH
+        )))
     }
 
     fn path(key: u64) -> Option<PathBuf> {
         dir().map(|d| d.join(format!("{key:016x}.ptx")))
     }
 
+    /// First word of every cache file: a file without it (truncated,
+    /// foreign, an older format) is not trusted.
+    const MAGIC: &str = "smelt-ptx-1";
+
+    /// The cached launch of `key`, or `None` (and the file removed) when
+    /// it is missing or its header does not validate.
     pub fn load(key: u64) -> Option<PtxKernel> {
         let text = std::fs::read_to_string(path(key)?).ok()?;
+        let k = parse(&text);
+        if k.is_none() {
+            evict(key);
+        }
+        k
+    }
+
+    /// Parses a cache file: the magic, the launch line, then PTX that
+    /// declares the entry it names.
+    pub(in crate::runtime) fn parse(text: &str) -> Option<PtxKernel> {
         let (head, ptx) = text.split_once('\n')?;
         let f: Vec<&str> = head.split(' ').collect();
+        if f.len() != 9 || f[0] != MAGIC {
+            return None;
+        }
         let n = |i: usize| f.get(i)?.parse::<u32>().ok();
+        let entry = f[1];
+        if entry.is_empty() || !ptx.contains(&format!(".entry {entry}(")) {
+            return None;
+        }
         Some(PtxKernel {
-            entry: f.first()?.to_string(),
-            grid: (n(1)?, n(2)?, n(3)?),
-            block: (n(4)?, n(5)?, n(6)?),
-            shared_bytes: n(7)?,
+            entry: entry.to_string(),
+            grid: (n(2)?, n(3)?, n(4)?),
+            block: (n(5)?, n(6)?, n(7)?),
+            shared_bytes: n(8)?,
             ptx: ptx.to_string(),
         })
+    }
+
+    /// Removes the cache file of `key` (best effort).
+    pub fn evict(key: u64) {
+        if let Some(p) = path(key) {
+            let _ = std::fs::remove_file(p);
+        }
     }
 
     pub fn store(key: u64, k: &PtxKernel) {
         let Some(p) = path(key) else { return };
         let head = format!(
-            "{} {} {} {} {} {} {} {}",
+            "{MAGIC} {} {} {} {} {} {} {} {}",
             k.entry, k.grid.0, k.grid.1, k.grid.2, k.block.0, k.block.1, k.block.2, k.shared_bytes
         );
         // Write then rename, so a concurrent reader never sees half a file.
@@ -661,6 +702,44 @@ mod tests {
                 Ok(None) => println!("skipped: ptxas not found"),
                 Err(e) => panic!("ptxas rejected the spin kernel: {e}"),
             }
+        }
+    }
+
+    /// A cache file is trusted only with the magic, a full launch line and
+    /// PTX declaring the named entry (truncated, garbage or old-format
+    /// files are rejected, so `disk::load` evicts them).
+    #[test]
+    fn disk_cache_header_is_validated() {
+        use super::disk::parse;
+        let ptx = ".visible .entry smelt_k_1(\n)\n{\nret;\n}\n";
+        let good = format!("smelt-ptx-1 smelt_k_1 4 1 1 256 1 1 0\n{ptx}");
+        let k = parse(&good).expect("a valid file parses");
+        assert_eq!(
+            (k.entry.as_str(), k.grid, k.block, k.shared_bytes),
+            ("smelt_k_1", (4, 1, 1), (256, 1, 1), 0)
+        );
+        // The pre-magic format, garbage, a truncated file, a wrong entry.
+        let bad = [
+            format!("smelt_k_1 4 1 1 256 1 1 0\n{ptx}"),
+            "\u{0}\u{1}garbage\nmore".to_string(),
+            "smelt-ptx-1 smelt_k_1 4 1 1 256 1 1".to_string(),
+            format!("smelt-ptx-1 smelt_k_1 4 1 1 256 1 1 0\n{}", &ptx[..10]),
+            format!("smelt-ptx-1 smelt_k_2 4 1 1 256 1 1 0\n{ptx}"),
+            format!("smelt-ptx-1 smelt_k_1 4 x 1 256 1 1 0\n{ptx}"),
+        ];
+        for b in bad {
+            assert!(parse(&b).is_none(), "accepted {b:?}");
+        }
+    }
+
+    /// The cache directory is keyed by the hash of codegen's sources, so
+    /// an emitter change never reuses PTX cached by an older emitter.
+    #[test]
+    fn disk_cache_dir_is_keyed_by_the_codegen_sources() {
+        let h = smelt_codegen::CODEGEN_HASH;
+        assert!(h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+        if let Some(d) = super::disk::dir() {
+            assert!(d.to_string_lossy().ends_with(h), "{d:?}");
         }
     }
 

@@ -73,26 +73,58 @@ fn file() -> Option<PathBuf> {
     disk::dir().map(|d| d.join(FILE))
 }
 
-/// The choices in a tune file's text: lines `<key hex> <variant> <ms>`.
-/// Malformed lines (torn by a crash, edited by hand) are ignored; for a key
-/// listed twice (two processes tuned it at once) the last line wins.
-fn parse(text: &str) -> HashMap<u64, String> {
-    text.lines()
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            let [key, name, ms] = f[..] else { return None };
-            let key = u64::from_str_radix(key, 16).ok()?;
-            let ms: f64 = ms.parse().ok()?;
-            (ms.is_finite() && ms >= 0.0).then(|| (key, name.to_string()))
-        })
+/// The well-formed lines of a tune file's text, `<key hex> <variant> <ms>`,
+/// the last per key (two processes may tune one key at once), in file
+/// order. Malformed lines (torn by a crash, edited by hand) are dropped.
+fn last_lines(text: &str) -> Vec<(u64, String, &str)> {
+    let mut last: HashMap<u64, usize> = HashMap::new();
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let [key, name, ms] = f[..] else { continue };
+        let (Ok(key), Ok(v)) = (u64::from_str_radix(key, 16), ms.parse::<f64>()) else {
+            continue;
+        };
+        if v.is_finite() && v >= 0.0 {
+            last.insert(key, out.len());
+            out.push((key, name.to_string(), line));
+        }
+    }
+    let mut i = 0;
+    out.retain(|(key, _, _)| {
+        i += 1;
+        last[key] == i - 1
+    });
+    out
+}
+
+/// The choice map of `last_lines`' result.
+fn to_choices(lines: Vec<(u64, String, &str)>) -> HashMap<u64, String> {
+    lines
+        .into_iter()
+        .map(|(key, name, _)| (key, name))
         .collect()
 }
 
-/// The choices in the file at `path` (none when it cannot be read).
+/// The choices in the file at `path` (none when it cannot be read). A
+/// file mostly made of superseded or malformed lines is rewritten with one
+/// line per key, so appends from many processes do not grow it forever.
 fn read(path: &Path) -> HashMap<u64, String> {
-    std::fs::read_to_string(path)
-        .map(|t| parse(&t))
-        .unwrap_or_default()
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return HashMap::new();
+    };
+    let kept = last_lines(&text);
+    if text.lines().count() > 2 * kept.len() + 16 {
+        let compact: String = kept.iter().map(|(_, _, l)| format!("{l}\n")).collect();
+        // Write then rename, so a concurrent reader never sees half a file
+        // (a line another process appends meanwhile may be lost: it is
+        // only a cached choice, tuned again when missing).
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        if std::fs::write(&tmp, compact).is_ok() {
+            let _ = std::fs::rename(&tmp, path);
+        }
+    }
+    to_choices(kept)
 }
 
 /// Appends a choice to the file at `path`, creating it (and its directory)
@@ -223,7 +255,7 @@ impl CudaDevice {
 
 #[cfg(test)]
 mod tests {
-    use super::{append, parse, read};
+    use super::{append, last_lines, read, to_choices};
     use std::path::PathBuf;
 
     /// A fresh directory for one test (removed by the test).
@@ -231,6 +263,28 @@ mod tests {
         let d = std::env::temp_dir().join(format!("smelt-tune-{}-{test}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         d
+    }
+
+    /// Superseded and malformed lines are dropped from the file when they
+    /// outnumber the live ones, keeping the last choice per key.
+    #[test]
+    fn a_file_of_superseded_lines_is_compacted() {
+        let dir = scratch("compact");
+        let p = dir.join("tune.txt");
+        for i in 0..200u32 {
+            append(&p, u64::from(i % 3), &format!("v{i}"), 1.0);
+        }
+        std::fs::write(&p, std::fs::read_to_string(&p).unwrap() + "torn line\n").unwrap();
+        let c = read(&p);
+        assert_eq!(c.len(), 3);
+        assert_eq!(
+            (&c[&0][..], &c[&1][..], &c[&2][..]),
+            ("v198", "v199", "v197")
+        );
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert_eq!(text.lines().count(), 3, "{text}");
+        assert_eq!(read(&p), c);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -270,7 +324,7 @@ zz name 1.0
 
 0000000000000006 torn 0.12300000000000000007 other 1.0
 0000000000000008 also-good 2";
-        let c = parse(text);
+        let c = to_choices(last_lines(text));
         assert_eq!(c.len(), 2, "{c:?}");
         assert_eq!(c[&0xff], "good");
         assert_eq!(c[&8], "also-good");
@@ -307,7 +361,7 @@ zz name 1.0
         });
         let text = std::fs::read_to_string(&p).unwrap();
         assert_eq!(text.lines().count() as u64, threads * per);
-        let c = parse(&text);
+        let c = to_choices(last_lines(&text));
         assert_eq!(c.len() as u64, threads * per);
         for t in 0..threads {
             for i in 0..per {
