@@ -118,6 +118,9 @@ impl Tensor {
         let len: usize = a.iter().map(|d| shape[*d]).product();
         let r = if a.is_empty() {
             x
+        } else if len == 0 {
+            // No kernel reduces an empty row: the result is the identity.
+            Tensor::full(kept.clone(), op.identity(acc), acc, &self.device())
         } else if rows <= SPLIT_MAX_ROWS && len >= SPLIT_MIN_LEN {
             split_reduce(&x, op, &a).reshape(kept.clone())
         } else {
