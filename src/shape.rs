@@ -156,6 +156,11 @@ pub(crate) fn axes(op: &str, a: impl IntoAxes, shape: &[usize]) -> Vec<usize> {
     }
 }
 
+/// Axis `i` of `shape` right-aligned to rank `r` (1 where it has none).
+fn aligned(shape: &[usize], i: usize, r: usize) -> usize {
+    (i + shape.len()).checked_sub(r).map_or(1, |j| shape[j])
+}
+
 /// NumPy broadcasting of two shapes.
 ///
 /// # Panics
@@ -166,16 +171,7 @@ pub(crate) fn broadcast_shapes(op: &str, a: &[usize], b: &[usize]) -> Vec<usize>
     let mut out = Vec::with_capacity(r);
     // A loop, not a closure: the panic keeps the caller's location.
     for i in 0..r {
-        let da = if i + a.len() >= r {
-            a[i + a.len() - r]
-        } else {
-            1
-        };
-        let db = if i + b.len() >= r {
-            b[i + b.len() - r]
-        } else {
-            1
-        };
+        let (da, db) = (aligned(a, i, r), aligned(b, i, r));
         out.push(match (da, db) {
             (x, y) if x == y => x,
             (1, y) => y,
