@@ -3,8 +3,7 @@
 //! kernel and target and passes its pick to [`super::emit_with`];
 //! [`choose`] is the untimed default.
 
-use super::shape::Shape;
-use super::wgmma;
+use super::shape::{Elem, Operand, Shape};
 use crate::ptx::Target;
 
 /// Bytes of `k` one MMA step consumes per row: `k16` of halves, `k8` of
@@ -156,7 +155,7 @@ pub fn choose(s: &Shape, batches: i64, target: &Target) -> Tile {
         (s.m as u64).div_ceil(t.bm() as u64) * (s.n as u64).div_ceil(t.bn() as u64) * batches as u64
     };
     let fills = |t: &Tile| ctas(t) >= target.num_sms as u64;
-    if wgmma::applies(s, target) {
+    if wgmma_applies(s, target) {
         let wg = wgmma_candidates();
         if let Some(t) = [0, 2, 5].iter().map(|i| wg[*i]).find(fills) {
             return t;
@@ -169,4 +168,12 @@ pub fn choose(s: &Shape, batches: i64, target: &Target) -> Tile {
         .copied()
         .find(fills)
         .unwrap_or(prefs[prefs.len() - 1])
+}
+
+/// Whether the Hopper emitter can take `s` on `target`: halves, each
+/// operand contiguous along `k` or along its rows and aligned for 16-byte
+/// copies.
+pub fn wgmma_applies(s: &Shape, target: &Target) -> bool {
+    let ok = |op: &Operand, rows: i64| op.vector_ok(s.k, 8) || op.row_vector_ok(rows, 8);
+    target.sm >= 90 && matches!(s.elem, Elem::F16 | Elem::BF16) && ok(&s.a, s.m) && ok(&s.b, s.n)
 }

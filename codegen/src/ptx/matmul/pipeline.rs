@@ -5,7 +5,7 @@
 use super::config::Tile;
 use super::load::{OperandLoad, Source};
 use super::shape::Shape;
-use super::{batch_offset, Start};
+use super::start::{batch_offset, Start};
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
 
 pub struct Pipeline {

@@ -61,8 +61,9 @@
 //!   256-thread CTAs, so one CTA's barrier wait hides behind the other's
 //!   FMAs.
 
+use super::epilogue;
 use super::shape::{Operand, Shape};
-use super::{batch_offset, epilogue, start, CtaTile};
+use super::start::{batch_offset, start, CtaTile};
 use crate::ir::Kernel;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
 use crate::ptx::{PtxKernel, Target};

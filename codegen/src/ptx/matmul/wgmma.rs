@@ -32,8 +32,8 @@ use super::config::Tile;
 use super::epilogue;
 use super::load::Layout;
 use super::pipeline::Pipeline;
-use super::shape::{Elem, Operand, Shape};
-use super::{lane_and_warp, start};
+use super::shape::{Elem, Shape};
+use super::start::{lane_and_warp, start};
 use crate::ir::Kernel;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
 use crate::ptx::{PtxKernel, Target};
@@ -56,15 +56,7 @@ fn descriptor_bits(layout: Layout, bk: u32) -> (u64, u32, u32) {
     }
 }
 
-/// Whether the Hopper emitter can take `s` on `target`: halves, each
-/// operand contiguous along `k` or along its rows and aligned for 16-byte
-/// copies.
-pub fn applies(s: &Shape, target: &Target) -> bool {
-    let ok = |op: &Operand, rows: i64| op.vector_ok(s.k, 8) || op.row_vector_ok(rows, 8);
-    target.sm >= 90 && matches!(s.elem, Elem::F16 | Elem::BF16) && ok(&s.a, s.m) && ok(&s.b, s.n)
-}
-
-/// Lowers `kernel` (recognised as `s`, [`applies`]) with the warpgroup
+/// Lowers `kernel` (recognised as `s`, [`super::config::wgmma_applies`]) with the warpgroup
 /// tile `t` (`t.wgmma`).
 pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel {
     debug_assert!(t.wgmma && t.k_bytes == 128 && t.stages >= 3);
