@@ -4,7 +4,7 @@
 
 use super::eval::row_free_load;
 use super::memory::vector_ok;
-use super::Target;
+use super::target::Target;
 use crate::ir::{Inst, Kernel};
 use crate::{Cond, Expr};
 

@@ -58,36 +58,14 @@ mod online;
 mod ops;
 pub mod ptxas;
 mod reduce;
+mod target;
 
 use crate::ir::{Inst, Kernel};
 use builder::{ins, Builder, RegKind};
 use eval::Cx;
 use expr::Width;
 pub use launch::Plan;
-
-/// The GPU the PTX is for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Target {
-    /// Compute capability times ten (80 for A100, 90 for H100/H200).
-    pub sm: u32,
-    /// Number of streaming multiprocessors (sizes persistent grids).
-    pub num_sms: u32,
-}
-
-impl Target {
-    /// The targets every generated kernel is assembled for in CI: an A100
-    /// (sm_80, 108 SMs) and an H100 (sm_90, 132 SMs).
-    pub const CHECKED: [Target; 2] = [
-        Target {
-            sm: 80,
-            num_sms: 108,
-        },
-        Target {
-            sm: 90,
-            num_sms: 132,
-        },
-    ];
-}
+pub use target::Target;
 
 /// A kernel lowered to PTX, with its launch configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
