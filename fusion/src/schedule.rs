@@ -165,6 +165,16 @@ impl Schedule {
             .map(base)
             .filter(|b| b.realized().is_none() && is_compute(&b.op()) && seen.insert(b.id()))
             .collect();
+        if bases.is_empty() {
+            // Everything is computed (a read of a realized tensor): no plan
+            // to make or reuse, and none counted.
+            return Schedule {
+                items: Arc::new(Vec::new()),
+                buffers: Vec::new(),
+                scalars: Vec::new(),
+                results: Vec::new(),
+            };
+        }
         let fp = crate::cache::Fingerprint::new(&bases, fusion);
         if let Some(s) = crate::cache::lookup(&fp, &bases) {
             return s;
