@@ -33,12 +33,16 @@ impl CompileStats {
     /// and `self`.
     pub fn since(&self, earlier: &CompileStats) -> CompileStats {
         CompileStats {
-            schedules_planned: self.schedules_planned - earlier.schedules_planned,
-            schedule_cache_hits: self.schedule_cache_hits - earlier.schedule_cache_hits,
-            ptx_emitted: self.ptx_emitted - earlier.ptx_emitted,
-            ptx_disk_hits: self.ptx_disk_hits - earlier.ptx_disk_hits,
-            modules_loaded: self.modules_loaded - earlier.modules_loaded,
-            modules_evicted: self.modules_evicted - earlier.modules_evicted,
+            schedules_planned: self
+                .schedules_planned
+                .saturating_sub(earlier.schedules_planned),
+            schedule_cache_hits: self
+                .schedule_cache_hits
+                .saturating_sub(earlier.schedule_cache_hits),
+            ptx_emitted: self.ptx_emitted.saturating_sub(earlier.ptx_emitted),
+            ptx_disk_hits: self.ptx_disk_hits.saturating_sub(earlier.ptx_disk_hits),
+            modules_loaded: self.modules_loaded.saturating_sub(earlier.modules_loaded),
+            modules_evicted: self.modules_evicted.saturating_sub(earlier.modules_evicted),
         }
     }
 }

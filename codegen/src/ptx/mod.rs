@@ -60,6 +60,7 @@ pub mod ptxas;
 mod reduce;
 
 use crate::ir::{Inst, Kernel, PARAM_BYTES};
+use crate::DType;
 use builder::{ins, Builder, RegKind};
 use eval::Cx;
 use expr::Width;
@@ -183,15 +184,15 @@ pub fn emit_plan(kernel: &Kernel, target: &Target, plan: &Plan) -> Result<PtxKer
 
 /// The 8 bytes a launch passes for a scalar parameter of dtype `dt` holding
 /// `value`, as a little-endian `u64`. The value is rounded to `dt` by
-/// [`crate::DType::round`], as the interpreter does, and passed as the
+/// [`DType::round`], as the interpreter does, and passed as the
 /// kernel's registers hold it: the bits of an `f32` for every float type
 /// (halves compute in `f32`; a half value is exact there, and the kernel
 /// then needs no conversion), of an `i32`, or 0/1 for a bool.
-pub fn scalar_param(dt: crate::DType, value: f64) -> u64 {
+pub fn scalar_param(dt: DType, value: f64) -> u64 {
     let v = dt.round(value);
     match dt {
-        crate::DType::Bool => u64::from(v != 0.0),
-        crate::DType::I32 => u64::from(v as i32 as u32),
+        DType::Bool => u64::from(v != 0.0),
+        DType::I32 => u64::from(v as i32 as u32),
         _ => u64::from((v as f32).to_bits()),
     }
 }
@@ -331,4 +332,29 @@ fn validate(k: &Kernel, target: &Target) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scalar_param;
+    use crate::DType;
+
+    /// Scalars travel rounded to their dtype (as the interpreter rounds
+    /// them), in the register form the kernel reads.
+    #[test]
+    fn scalar_params_are_rounded_and_encoded() {
+        let f32_bits = |v: f64| u64::from((v as f32).to_bits());
+        assert_eq!(scalar_param(DType::F32, 0.1), f32_bits(0.1));
+        // Halves: the half value, exact as an f32.
+        let h = half::f16::from_f64(0.1).to_f64();
+        assert_ne!(h, 0.1f32 as f64);
+        assert_eq!(scalar_param(DType::F16, 0.1), f32_bits(h));
+        let b = half::bf16::from_f64(-3.3).to_f64();
+        assert_eq!(scalar_param(DType::BF16, -3.3), f32_bits(b));
+        // Integers truncate, saturate, and travel as two's complement bits.
+        assert_eq!(scalar_param(DType::I32, -7.9), u64::from((-7i32) as u32));
+        assert_eq!(scalar_param(DType::I32, 1e20), u64::from(i32::MAX as u32));
+        assert_eq!(scalar_param(DType::Bool, 0.5), 1);
+        assert_eq!(scalar_param(DType::Bool, 0.0), 0);
+    }
 }
