@@ -7,7 +7,8 @@ use crate::ir::{Inst, Kernel};
 
 impl Kernel {
     /// Checks every unmasked load and every store against its buffer's
-    /// length.
+    /// length, and every scalar read against the scalar parameters
+    /// ([`Kernel::check_scalars`]).
     ///
     /// Only indices whose extremes are exact are judged: affine in distinct
     /// loop variables (the bounds of divisions and remainders may exceed the
@@ -18,6 +19,7 @@ impl Kernel {
     /// # Errors
     /// A message naming the kernel, the buffer and the index range.
     pub fn check_bounds(&self) -> Result<(), String> {
+        self.check_scalars()?;
         if self.ranges.contains(&0) {
             return Ok(()); // nothing runs
         }
@@ -83,6 +85,7 @@ mod tests {
                 dtype: DType::F32,
                 len: n as usize,
             }],
+            scalars: vec![],
             insts: vec![Node {
                 inst: Inst::Load {
                     input: 0,

@@ -41,6 +41,17 @@ pub fn parse_debug(value: &str) -> Result<u8, String> {
     }
 }
 
+/// A positive count (`SMELT_MAX_MODULES`).
+///
+/// # Errors
+/// The accepted values, for anything else.
+pub fn parse_count(value: &str) -> Result<usize, String> {
+    match value.trim().parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err("a positive integer".to_string()),
+    }
+}
+
 /// `SMELT_DEVICE`: `cpu`, `cuda`, `cuda:N`, `gpu` or `gpu:N`.
 ///
 /// # Errors
@@ -111,6 +122,15 @@ mod tests {
         assert_eq!(parse_debug("4"), Ok(4));
         for v in ["5", "-1", "abc", ""] {
             assert!(parse_debug(v).unwrap_err().contains("0 to 4"), "{v}");
+        }
+    }
+
+    #[test]
+    fn counts() {
+        assert_eq!(parse_count("1"), Ok(1));
+        assert_eq!(parse_count(" 256 "), Ok(256));
+        for v in ["0", "-3", "1.5", "many", ""] {
+            assert!(parse_count(v).unwrap_err().contains("positive"), "{v}");
         }
     }
 

@@ -24,18 +24,30 @@ impl std::fmt::Display for InterpError {
     }
 }
 
+/// What a kernel reads besides its loop variables: its input buffers and
+/// the values of its scalar parameters.
+#[derive(Clone, Copy)]
+struct Args<'a> {
+    inputs: &'a [&'a [u8]],
+    scalars: &'a [f64],
+}
+
 /// Runs `kernel` reading `inputs` and writing `outputs` (byte buffers in the
-/// dtypes and lengths of the kernel's parameters). Matmul kernels take the
-/// blocked fast path of [`crate::matmul_cpu`] when they fit it.
+/// dtypes and lengths of the kernel's parameters), with `scalars` the values
+/// of its scalar parameters by slot (each rounded to its dtype here, as the
+/// PTX backend's `ptx::scalar_param` does). Matmul kernels take the blocked
+/// fast path of [`crate::matmul_cpu`] when they fit it.
 pub fn run(
     kernel: &Kernel,
     inputs: &[&[u8]],
+    scalars: &[f64],
     outputs: &mut [&mut [u8]],
 ) -> Result<(), InterpError> {
-    check_args(kernel, inputs, outputs)?;
-    if let Some(done) = crate::matmul_cpu::try_run(kernel, inputs, outputs) {
+    check_args(kernel, inputs, scalars, outputs)?;
+    if let Some(done) = crate::matmul_cpu::try_run(kernel, inputs, scalars, outputs) {
         return done;
     }
+    let args = Args { inputs, scalars };
     let rows = kernel.rows();
     let row_len = kernel.row_len();
     let (tile_rows, chunk) = if row_len == 0 {
@@ -51,13 +63,18 @@ pub fn run(
     let mut r0 = 0;
     while r0 < rows {
         let nr = tile_rows.min(rows - r0);
-        st.run_rows(kernel, &plan, inputs, outputs, r0, nr, row_len, chunk)?;
+        st.run_rows(kernel, &plan, args, outputs, r0, nr, row_len, chunk)?;
         r0 += nr;
     }
     Ok(())
 }
 
-fn check_args(kernel: &Kernel, inputs: &[&[u8]], outputs: &[&mut [u8]]) -> Result<(), InterpError> {
+fn check_args(
+    kernel: &Kernel,
+    inputs: &[&[u8]],
+    scalars: &[f64],
+    outputs: &[&mut [u8]],
+) -> Result<(), InterpError> {
     let ok_in = inputs.len() == kernel.inputs.len()
         && inputs
             .iter()
@@ -68,11 +85,11 @@ fn check_args(kernel: &Kernel, inputs: &[&[u8]], outputs: &[&mut [u8]]) -> Resul
             .iter()
             .zip(&kernel.outputs)
             .all(|(b, a)| b.len() >= a.len * a.dtype.size());
-    if ok_in && ok_out {
+    if ok_in && ok_out && scalars.len() == kernel.scalars.len() {
         Ok(())
     } else {
         Err(InterpError(format!(
-            "kernel {}: buffers do not match its parameters",
+            "kernel {}: buffers or scalars do not match its parameters",
             kernel.name
         )))
     }
@@ -165,7 +182,7 @@ impl State {
         &mut self,
         k: &Kernel,
         plan: &Plan,
-        inputs: &[&[u8]],
+        args: Args,
         outputs: &mut [&mut [u8]],
         r0: usize,
         nr: usize,
@@ -189,7 +206,7 @@ impl State {
                 let mut c0 = 0;
                 while c0 < row_len {
                     let nc = chunk.min(row_len - c0);
-                    self.eval_elements(k, plan, &plan.reduce_needs[i], inputs, nr, c0, nc)?;
+                    self.eval_elements(k, plan, &plan.reduce_needs[i], args, nr, c0, nc)?;
                     let src = if plan.level[a] {
                         &self.elem[a]
                     } else {
@@ -211,7 +228,7 @@ impl State {
                     i,
                     &self.row,
                     &vars,
-                    inputs,
+                    args,
                     nr,
                     &mut self.idx,
                     &mut self.tmp,
@@ -236,7 +253,7 @@ impl State {
             let mut c0 = 0;
             while c0 < row_len {
                 let nc = chunk.min(row_len - c0);
-                self.eval_elements(k, plan, &plan.store_needs, inputs, nr, c0, nc)?;
+                self.eval_elements(k, plan, &plan.store_needs, args, nr, c0, nc)?;
                 for &s in &plan.element_stores {
                     let st = &k.stores[s];
                     if !plan.level[st.value] {
@@ -278,7 +295,7 @@ impl State {
         k: &Kernel,
         plan: &Plan,
         needs: &[Val],
-        inputs: &[&[u8]],
+        args: Args,
         nr: usize,
         c0: usize,
         nc: usize,
@@ -324,7 +341,7 @@ impl State {
                 i,
                 &self.elem,
                 &vars,
-                inputs,
+                args,
                 n,
                 &mut self.idx,
                 &mut self.tmp,
@@ -369,7 +386,7 @@ fn compute(
     i: Val,
     vals: &[Vec<f64>],
     vars: &[&[i64]],
-    inputs: &[&[u8]],
+    args: Args,
     n: usize,
     idx: &mut Vec<i64>,
     tmp: &mut Vec<i64>,
@@ -386,7 +403,7 @@ fn compute(
             idx.resize(n, 0);
             index.eval_many(vars, idx);
             let mask = eval_cond(valid, vars, n, tmp);
-            let buf = inputs[*input];
+            let buf = args.inputs[*input];
             let mut out = Vec::with_capacity(n);
             for p in 0..n {
                 if mask.as_ref().is_some_and(|m| !m[p]) {
@@ -402,6 +419,7 @@ fn compute(
             out
         }
         Inst::Const(c) => vec![dt.round(*c); n],
+        Inst::Scalar(slot) => vec![dt.round(args.scalars[*slot]); n],
         Inst::Valid(c) => match eval_cond(c, vars, n, tmp) {
             None => vec![1.0; n],
             Some(m) => m.iter().map(|b| *b as u8 as f64).collect(),

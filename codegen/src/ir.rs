@@ -56,8 +56,14 @@ pub enum Inst {
         index: Expr,
         valid: Cond,
     },
-    /// A constant of the instruction's dtype.
+    /// A constant of the instruction's dtype, part of the kernel's code
+    /// (the zero of a mask, a placeholder the lowerer itself needs).
     Const(f64),
+    /// The value of the kernel's scalar parameter `slot` (dtype
+    /// `Kernel::scalars[slot]`, the instruction's dtype): a value the graph
+    /// holds (`x * 0.5`, a learning rate), bound at each launch, so a new
+    /// value reuses the compiled kernel.
+    Scalar(usize),
     /// `Bool`: whether the point lies inside a padded view's valid region.
     Valid(Cond),
     /// Conversion of the operand to the instruction's dtype.
@@ -74,7 +80,7 @@ impl Inst {
     /// Operands of the instruction.
     pub fn operands(&self) -> Vec<Val> {
         match self {
-            Inst::Load { .. } | Inst::Const(_) | Inst::Valid(_) => vec![],
+            Inst::Load { .. } | Inst::Const(_) | Inst::Scalar(_) | Inst::Valid(_) => vec![],
             Inst::Cast(a) | Inst::Unary(_, a) | Inst::Reduce(_, a) => vec![*a],
             Inst::Binary(_, a, b) => vec![*a, *b],
             Inst::Where(c, a, b) => vec![*c, *a, *b],
@@ -116,13 +122,20 @@ pub struct Kernel {
     pub n_kept: usize,
     pub inputs: Vec<Arg>,
     pub outputs: Vec<Arg>,
+    /// The dtype of each scalar parameter (read by [`Inst::Scalar`]), by
+    /// slot. The values are not part of the kernel: kernels are shared
+    /// through the schedule, module and disk caches, and each launch binds
+    /// its own values.
+    pub scalars: Vec<DType>,
     pub insts: Vec<Node>,
     pub stores: Vec<Store>,
 }
 
-/// Bytes of kernel parameter space one buffer takes: the emitter declares
-/// one `.u64` global pointer per input and per output.
-pub const POINTER_PARAM_BYTES: usize = 8;
+/// Bytes of kernel parameter space every parameter takes: the emitter
+/// declares one 8-byte parameter per input and output (a `.u64` global
+/// pointer) and per scalar (8 bytes holding the value, see
+/// `ptx::scalar_param`).
+pub const PARAM_BYTES: usize = 8;
 
 /// The CUDA driver's limit on a kernel's parameter space (4 KiB; launches
 /// with more are rejected). The scheduler splits kernels to stay within it.
@@ -142,7 +155,26 @@ impl Kernel {
     /// accounting of kernel parameters (the PTX emitter declares exactly
     /// these; a new kind of parameter must be added here).
     pub fn param_bytes(&self) -> usize {
-        (self.inputs.len() + self.outputs.len()) * POINTER_PARAM_BYTES
+        (self.inputs.len() + self.outputs.len() + self.scalars.len()) * PARAM_BYTES
+    }
+
+    /// Checks that every [`Inst::Scalar`] reads a declared scalar parameter
+    /// of its own dtype.
+    ///
+    /// # Errors
+    /// A message naming the kernel, the instruction and the slot.
+    pub fn check_scalars(&self) -> Result<(), String> {
+        for (i, n) in self.insts.iter().enumerate() {
+            if let Inst::Scalar(slot) = n.inst {
+                if self.scalars.get(slot) != Some(&n.dtype) {
+                    return Err(format!(
+                        "kernel {}: instruction {i} reads scalar s{slot} as {}, but the kernel declares {:?}",
+                        self.name, n.dtype, self.scalars
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// For a matmul kernel, its one `Reduce(Sum)` in f32 over a `Mul(x, y)`:
@@ -259,7 +291,9 @@ impl Kernel {
     }
 
     /// A stable hash of everything that defines the kernel's code, with a
-    /// fixed algorithm (FNV-1a) since it keys the on-disk PTX cache.
+    /// fixed algorithm (FNV-1a) since it keys the on-disk PTX cache. Scalar
+    /// parameters count by slot and dtype, not by value: kernels that
+    /// differ only in their scalars' values share one compiled module.
     pub fn code_hash(&self) -> u64 {
         let mut h = crate::fnv::Fnv1a::default();
         self.kind.hash(&mut h);
@@ -267,6 +301,7 @@ impl Kernel {
         self.n_kept.hash(&mut h);
         self.inputs.hash(&mut h);
         self.outputs.hash(&mut h);
+        self.scalars.hash(&mut h);
         for n in &self.insts {
             n.dtype.hash(&mut h);
             match &n.inst {
@@ -282,6 +317,7 @@ impl Kernel {
                 Inst::Where(c, a, b) => (5u8, c, a, b).hash(&mut h),
                 Inst::Reduce(op, a) => (6u8, op, a).hash(&mut h),
                 Inst::Valid(c) => (7u8, c).hash(&mut h),
+                Inst::Scalar(slot) => (8u8, slot).hash(&mut h),
             }
         }
         self.stores.hash(&mut h);
@@ -305,6 +341,9 @@ impl fmt::Display for Kernel {
         for (i, a) in self.outputs.iter().enumerate() {
             writeln!(f, "  out{i}: {}[{}]", a.dtype, a.len)?;
         }
+        for (i, dt) in self.scalars.iter().enumerate() {
+            writeln!(f, "  s{i}: {dt}")?;
+        }
         for (i, n) in self.insts.iter().enumerate() {
             write!(f, "  %{i}: {} = ", n.dtype)?;
             match &n.inst {
@@ -319,6 +358,7 @@ impl fmt::Display for Kernel {
                     }
                 }
                 Inst::Const(c) => write!(f, "const {c}")?,
+                Inst::Scalar(slot) => write!(f, "scalar s{slot}")?,
                 Inst::Valid(c) => write!(f, "valid {c}")?,
                 Inst::Cast(a) => write!(f, "cast %{a}")?,
                 Inst::Unary(op, a) => write!(f, "{} %{a}", op.name())?,

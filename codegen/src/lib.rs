@@ -22,7 +22,6 @@ pub const CODEGEN_HASH: &str = env!("SMELT_CODEGEN_HASH");
 pub use dtype::DType;
 pub use expr::{Cond, Expr};
 pub use ir::{
-    Arg, Inst, Kernel, KernelKind, Node, Store, Val, INST_BUDGET, PARAM_BYTES_LIMIT,
-    POINTER_PARAM_BYTES,
+    Arg, Inst, Kernel, KernelKind, Node, Store, Val, INST_BUDGET, PARAM_BYTES, PARAM_BYTES_LIMIT,
 };
 pub use ops::{BinaryOp, ReduceOp, UnaryOp};

@@ -8,7 +8,7 @@
 #[allow(dead_code)] // shared with the PTX tests, which use the rest
 mod ptx_cases;
 
-use ptx_cases::{matmul_layout, MatLayout};
+use ptx_cases::{matmul_layout, matmul_scaled, MatLayout};
 use smelt_codegen::matmul_cpu::try_run;
 use smelt_codegen::ptx::matmul::Elem;
 use smelt_codegen::{DType, Kernel};
@@ -41,12 +41,13 @@ fn f32s(b: &[u8]) -> Vec<f32> {
         .collect()
 }
 
-/// Runs `k` through the fast path; panics if the path declines it.
-fn run_fast(k: &Kernel, inputs: &[Vec<u8>]) -> Vec<u8> {
+/// Runs `k` with scalar parameters `scalars` through the fast path;
+/// panics if the path declines it.
+fn run_fast(k: &Kernel, inputs: &[Vec<u8>], scalars: &[f64]) -> Vec<u8> {
     let ins: Vec<&[u8]> = inputs.iter().map(|v| v.as_slice()).collect();
     let out = &k.outputs[0];
     let mut buf = vec![0u8; out.len * out.dtype.size()];
-    try_run(k, &ins, &mut [&mut buf])
+    try_run(k, &ins, scalars, &mut [&mut buf])
         .unwrap_or_else(|| panic!("fast path declined {k}"))
         .expect("fast path runs");
     buf
@@ -104,6 +105,7 @@ fn f32_products_of_every_layout_take_the_fast_path() {
             let got = f32s(&run_fast(
                 &kernel,
                 &[bytes(&a, DType::F32), bytes(&b, DType::F32)],
+                &[],
             ));
             let want = reference(&a, &b, dims, layout);
             for (idx, (g, w)) in got.iter().zip(&want).enumerate() {
@@ -127,7 +129,11 @@ fn half_operands_and_epilogues_take_the_fast_path() {
             values((k * n) as usize, 4),
             values(n as usize, 5),
         );
-        let out = run_fast(&kernel, &[bytes(&a, dt), bytes(&b, dt), bytes(&bias, dt)]);
+        let out = run_fast(
+            &kernel,
+            &[bytes(&a, dt), bytes(&b, dt), bytes(&bias, dt)],
+            &[],
+        );
         assert_eq!(out.len(), (m * n) as usize * dt.size(), "{elem:?}");
         let want = reference(
             &a,
@@ -150,6 +156,28 @@ fn half_operands_and_epilogues_take_the_fast_path() {
             assert!(
                 (g - w).abs() <= 2e-2 * (1.0 + w.abs()),
                 "{elem:?} at {idx}: {g} vs {w}"
+            );
+        }
+    }
+}
+
+/// A scalar parameter in the epilogue (`(a @ b) * s`) keeps the fast path,
+/// which binds each launch's value: two values, one kernel.
+#[test]
+fn scalar_epilogues_take_the_fast_path() {
+    let (m, n, k) = (9, 12, 20);
+    let kernel = matmul_scaled(m, n, k, Elem::F32);
+    let (a, b) = (values((m * k) as usize, 6), values((k * n) as usize, 7));
+    let dims = (1, m as usize, n as usize, k as usize);
+    let want = reference(&a, &b, dims, MatLayout::Nn);
+    for s in [0.5, -3.0] {
+        let inputs = [bytes(&a, DType::F32), bytes(&b, DType::F32)];
+        let got = f32s(&run_fast(&kernel, &inputs, &[s]));
+        for (idx, (g, w)) in got.iter().zip(&want).enumerate() {
+            let w = w * s;
+            assert!(
+                (*g as f64 - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                "scale {s} at {idx}: {g} vs {w}"
             );
         }
     }

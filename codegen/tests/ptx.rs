@@ -5,7 +5,7 @@
 mod ptx_cases;
 
 use smelt_codegen::ptx::{emit, launch, ptxas, Target};
-use smelt_codegen::DType;
+use smelt_codegen::{DType, PARAM_BYTES};
 
 const H100: Target = Target {
     sm: 90,
@@ -15,10 +15,14 @@ const H100: Target = Target {
 #[test]
 fn every_case_emits_and_assembles() {
     let cases = ptx_cases::all();
-    let assembled = ptx_cases::assemble_all(&cases, |_, p| {
+    let assembled = ptx_cases::assemble_all(&cases, |k, p| {
         assert!(!p.ptx.contains('\0'));
         assert!(p.ptx.contains(&format!(".entry {}(", p.entry)));
         assert!(p.grid.0 >= 1 && p.block.0 >= 32 && p.block.0 <= 1024);
+        // `param_bytes` is the one accounting of what the entry declares
+        // (the budget planner splits kernels by it).
+        let declared = p.ptx.matches("\t.param .").count();
+        assert_eq!(declared * PARAM_BYTES, k.param_bytes(), "{}", k.name);
     });
     println!("{assembled} of {} assembled", 2 * cases.len());
 }

@@ -12,7 +12,7 @@
 mod ptx_cases;
 
 use smelt_codegen::ptx::launch::{self, Elementwise, Plan, Rows};
-use smelt_codegen::ptx::{emit, emit_plan, Target};
+use smelt_codegen::ptx::{emit, emit_plan, scalar_param, Target};
 use smelt_codegen::{interp, DType, Kernel};
 use std::fmt::Write;
 use std::path::Path;
@@ -102,6 +102,16 @@ fn input(k: &Kernel, i: usize, rng: &mut Rng) -> Vec<u8> {
     buf
 }
 
+/// The value a check passes for scalar parameter `slot` of dtype `dt`
+/// (numbers other than 0 and 1, so a kernel that ignores them fails).
+fn scalar_value(dt: DType, slot: usize) -> f64 {
+    match dt {
+        DType::Bool => (slot % 2) as f64,
+        DType::I32 => [3.0, -7.0][slot % 2],
+        _ => [0.75, -1.5][slot % 2],
+    }
+}
+
 fn dtype_name(dt: DType) -> &'static str {
     match dt {
         DType::Bool => "bool",
@@ -149,11 +159,23 @@ fn write_checks(dir: &Path, rng: &mut Rng) -> Vec<String> {
             .iter()
             .map(|a| vec![0u8; a.len * a.dtype.size()])
             .collect();
+        let scalars: Vec<f64> = k
+            .scalars
+            .iter()
+            .enumerate()
+            .map(|(slot, dt)| scalar_value(*dt, slot))
+            .collect();
         {
             let in_refs: Vec<&[u8]> = ins.iter().map(|v| v.as_slice()).collect();
             let mut out_refs: Vec<&mut [u8]> = outs.iter_mut().map(|v| v.as_mut_slice()).collect();
-            interp::run(&k, &in_refs, &mut out_refs).unwrap();
+            interp::run(&k, &in_refs, &scalars, &mut out_refs).unwrap();
         }
+        let scalar_params: Vec<String> = k
+            .scalars
+            .iter()
+            .zip(&scalars)
+            .map(|(dt, v)| scalar_param(*dt, *v).to_string())
+            .collect();
         std::fs::write(dir.join(format!("k{n}.ptx")), &p.ptx).unwrap();
         let mut args = Vec::new();
         for (i, (a, data)) in k.inputs.iter().zip(&ins).enumerate() {
@@ -176,11 +198,12 @@ fn write_checks(dir: &Path, rng: &mut Rng) -> Vec<String> {
             ));
         }
         entries.push(format!(
-            "{{\"name\": \"{} {:?}\", \"ptx\": \"k{n}.ptx\", {}, \"args\": [{}]}}",
+            "{{\"name\": \"{} {:?}\", \"ptx\": \"k{n}.ptx\", {}, \"args\": [{}], \"scalars\": [{}]}}",
             k.name,
             k.ranges,
             launch_json(&p),
-            args.join(", ")
+            args.join(", "),
+            scalar_params.join(", ")
         ));
     }
     entries
@@ -465,7 +488,7 @@ def checks():
             bufs.append(dev)
             if a["out"]:
                 outs.append((a, dev, host))
-        launch(fn, e, [b.data_ptr() for b in bufs])
+        launch(fn, e, [b.data_ptr() for b in bufs] + e["scalars"])
         torch.cuda.synchronize()
         msgs = []
         for a, dev, host in outs:

@@ -8,15 +8,15 @@
 use crate::fxhash::{FxMap, FxSet};
 use crate::graph::{NodeRef, Op};
 use crate::schedule::{base, is_compute};
-use smelt_codegen::{INST_BUDGET, PARAM_BYTES_LIMIT, POINTER_PARAM_BYTES};
+use smelt_codegen::{INST_BUDGET, PARAM_BYTES, PARAM_BYTES_LIMIT};
 
-/// The most buffers (inputs and outputs) one kernel may bind.
-pub const MAX_BUFFERS: usize = PARAM_BYTES_LIMIT / POINTER_PARAM_BYTES;
+/// The most parameters (buffers and scalars) one kernel may take.
+pub const MAX_PARAMS: usize = PARAM_BYTES_LIMIT / PARAM_BYTES;
 
 /// What computing a node inside a kernel costs: the compute nodes it
 /// inlines (an instruction each), and the nodes whose data it loads (an
-/// instruction each; buffers, materialized nodes and constants, which
-/// become kernel parameters too).
+/// instruction and a kernel parameter each: buffers, materialized nodes,
+/// and constants, which become scalar parameters).
 #[derive(Clone, Default)]
 pub struct Cost {
     /// Ids of the compute nodes inlined.
@@ -57,7 +57,7 @@ impl Cost {
         let new = |a: &FxSet<u64>, b: &FxSet<u64>| b.iter().filter(|x| !a.contains(x)).count();
         let nodes = self.nodes.len() + new(&self.nodes, &other.nodes);
         let loads = self.loads.len() + new(&self.loads, &other.loads);
-        nodes + loads + outputs <= INST_BUDGET && loads + outputs <= MAX_BUFFERS
+        nodes + loads + outputs <= INST_BUDGET && loads + outputs <= MAX_PARAMS
     }
 }
 

@@ -1,10 +1,14 @@
 //! The schedule cache: a graph with the same structure as an earlier one
-//! (same ops, shapes, dtypes, views and constants; other data) reuses its
-//! kernels, so a realize in a loop costs a hash of the graph, not a plan.
+//! (same ops, shapes, dtypes and views; other data, other values of its
+//! constants) reuses its kernels, so a realize in a loop costs a hash of
+//! the graph, not a plan. Constants are kernel parameters
+//! ([`ScalarSpec`]): a loop that changes a learning rate or a temperature
+//! plans and compiles once.
 
 use crate::fxhash::FxMap;
 use crate::graph::{BufferHandle, NodeRef, Op};
-use crate::schedule::{BufferSpec, Fusion, Schedule, ScheduleItem};
+use crate::schedule::{BufferSpec, Fusion, ScalarSpec, Schedule, ScheduleItem};
+use std::cell::Cell;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -13,11 +17,46 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// Plans kept at most; the cache is cleared when full (fuzzers make many).
 const CAPACITY: usize = 4096;
 
-/// A graph's structural hash and its realized inputs in visiting order.
+/// How many schedules a thread planned and took from the cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlanCounts {
+    /// Schedules planned from scratch (cache misses).
+    pub planned: u64,
+    /// Schedules reused from the cache (hits).
+    pub reused: u64,
+}
+
+thread_local! {
+    static COUNTS: Cell<PlanCounts> = const {
+        Cell::new(PlanCounts {
+            planned: 0,
+            reused: 0,
+        })
+    };
+}
+
+/// This thread's schedule cache misses and hits so far. Per thread, so a
+/// measurement is not disturbed by realizes on other threads.
+pub fn counts() -> PlanCounts {
+    COUNTS.with(Cell::get)
+}
+
+fn count(f: impl FnOnce(&mut PlanCounts)) {
+    COUNTS.with(|c| {
+        let mut n = c.get();
+        f(&mut n);
+        c.set(n);
+    });
+}
+
+/// A graph's structural hash and, in visiting order, its realized inputs
+/// and its constants' values.
 pub struct Fingerprint {
     key: u64,
     /// `(node id, data)` of every realized leaf, in visiting order.
     leaves: Vec<(u64, BufferHandle)>,
+    /// `(node id, value)` of every constant, in visiting order.
+    consts: Vec<(u64, f64)>,
 }
 
 enum Buf {
@@ -28,6 +67,8 @@ enum Buf {
 struct Template {
     items: Arc<Vec<ScheduleItem>>,
     buffers: Vec<Buf>,
+    /// The fingerprint position of each schedule scalar's constant.
+    scalars: Vec<usize>,
     /// `(index into the targets, buffer)`.
     results: Vec<(usize, usize)>,
 }
@@ -44,6 +85,7 @@ impl Fingerprint {
         fusion.hash(&mut h);
         let mut pos: FxMap<u64, usize> = FxMap::default();
         let mut leaves = Vec::new();
+        let mut consts = Vec::new();
         let mut stack: Vec<(NodeRef, bool)> =
             targets.iter().rev().map(|t| (t.clone(), false)).collect();
         while let Some((n, expanded)) = stack.pop() {
@@ -66,6 +108,9 @@ impl Fingerprint {
                     leaves.push((n.id(), d));
                 }
                 None => {
+                    if let Op::Const(c) = op {
+                        consts.push((n.id(), c));
+                    }
                     hash_op(&op, &mut h);
                     for s in op.srcs() {
                         pos[&s.id()].hash(&mut h);
@@ -80,14 +125,17 @@ impl Fingerprint {
         Fingerprint {
             key: h.finish(),
             leaves,
+            consts,
         }
     }
 }
 
+/// Hashes what `op` is, not its sources; a constant without its value
+/// (bound per realize, see [`Fingerprint::consts`]).
 fn hash_op(op: &Op, h: &mut DefaultHasher) {
     match op {
         Op::Buffer => 1u8.hash(h),
-        Op::Const(c) => (2u8, c.to_bits()).hash(h),
+        Op::Const(_) => 2u8.hash(h),
         Op::View(_, st) => (3u8, st).hash(h),
         Op::Unary(o, _) => (4u8, o).hash(h),
         Op::Binary(o, _, _) => (5u8, o).hash(h),
@@ -98,13 +146,14 @@ fn hash_op(op: &Op, h: &mut DefaultHasher) {
     }
 }
 
-/// The cached schedule for `fp`, bound to this graph's data.
+/// The cached schedule for `fp`, bound to this graph's data and constants.
 pub fn lookup(fp: &Fingerprint, targets: &[NodeRef]) -> Option<Schedule> {
     let t = cache()
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .get(&fp.key)?
         .clone();
+    count(|c| c.reused += 1);
     let buffers = t
         .buffers
         .iter()
@@ -116,6 +165,14 @@ pub fn lookup(fp: &Fingerprint, targets: &[NodeRef]) -> Option<Schedule> {
             Buf::New(spec) => spec.clone(),
         })
         .collect();
+    let scalars = t
+        .scalars
+        .iter()
+        .map(|i| ScalarSpec {
+            node: fp.consts[*i].0,
+            value: fp.consts[*i].1,
+        })
+        .collect();
     let results = t
         .results
         .iter()
@@ -124,12 +181,14 @@ pub fn lookup(fp: &Fingerprint, targets: &[NodeRef]) -> Option<Schedule> {
     Some(Schedule {
         items: t.items.clone(),
         buffers,
+        scalars,
         results,
     })
 }
 
 /// Remembers `s`, planned for the graph of `fp`.
 pub fn store(fp: &Fingerprint, s: &Schedule) {
+    count(|c| c.planned += 1);
     let leaf_pos: FxMap<u64, usize> = fp
         .leaves
         .iter()
@@ -144,6 +203,13 @@ pub fn store(fp: &Fingerprint, s: &Schedule) {
             spec => Buf::New(spec.clone()),
         })
         .collect();
+    let const_pos: FxMap<u64, usize> = fp
+        .consts
+        .iter()
+        .enumerate()
+        .map(|(i, (id, _))| (*id, i))
+        .collect();
+    let scalars = s.scalars.iter().map(|c| const_pos[&c.node]).collect();
     let results = s
         .results
         .iter()
@@ -159,6 +225,7 @@ pub fn store(fp: &Fingerprint, s: &Schedule) {
         Arc::new(Template {
             items: s.items.clone(),
             buffers,
+            scalars,
             results,
         }),
     );

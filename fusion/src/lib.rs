@@ -12,5 +12,5 @@ pub mod schedule;
 pub mod view;
 
 pub use graph::{BufferHandle, GraphLock, Node, NodeRef, Op};
-pub use schedule::{BufferSpec, Fusion, Schedule, ScheduleItem};
+pub use schedule::{BufferSpec, Fusion, ScalarSpec, Schedule, ScheduleItem};
 pub use view::{ShapeTracker, View};

@@ -4,7 +4,7 @@
 
 use crate::fxhash::{FxMap, FxSet};
 use crate::graph::{BufferHandle, NodeRef, Op};
-use crate::schedule::is_compute;
+use crate::schedule::{is_compute, ScalarSpec};
 use crate::view::{contiguous_strides, ShapeTracker, View};
 use smelt_codegen::{
     Arg, BinaryOp, Cond, DType, Expr, Inst, Kernel, KernelKind, Node, ReduceOp, Store, Val,
@@ -217,6 +217,7 @@ impl Hash for InstKey {
                 valid,
             } => (input, index, valid).hash(h),
             Inst::Const(c) => c.to_bits().hash(h),
+            Inst::Scalar(slot) => slot.hash(h),
             Inst::Valid(c) => c.hash(h),
             Inst::Cast(a) => a.hash(h),
             Inst::Unary(op, a) => (op, a).hash(h),
@@ -267,6 +268,12 @@ pub struct Lowerer<'a> {
     /// What each kernel input reads, in order.
     pub inputs: Vec<Input>,
     input_args: Vec<Arg>,
+    /// The graph constant each scalar parameter holds, by slot, and the
+    /// slots' dtypes.
+    pub scalars: Vec<ScalarSpec>,
+    scalar_dtypes: Vec<DType>,
+    /// Slot of each graph constant read, by node id.
+    scalar_slot: FxMap<u64, usize>,
     outputs: Vec<Arg>,
     stores: Vec<Store>,
     /// Names of the graph ops computed, in order.
@@ -300,6 +307,9 @@ impl<'a> Lowerer<'a> {
             trackers,
             inputs: Vec::new(),
             input_args: Vec::new(),
+            scalars: Vec::new(),
+            scalar_dtypes: Vec::new(),
+            scalar_slot: FxMap::default(),
             outputs: Vec::new(),
             stores: Vec::new(),
             op_names: Vec::new(),
@@ -345,8 +355,30 @@ impl<'a> Lowerer<'a> {
         v
     }
 
+    /// A constant of the kernel's code (a mask's zero): never a graph
+    /// constant, whose value is a parameter ([`Lowerer::scalar`]).
     fn constant(&mut self, c: f64, dtype: DType) -> Val {
         self.push(Inst::Const(dtype.round(c)), dtype)
+    }
+
+    /// The value of graph constant `node` (holding `value`): a scalar
+    /// parameter, so kernels that differ only in constants' values share
+    /// their code. One slot per node, never shared by equal values: the
+    /// kernel is cached for later graphs, where the two may differ.
+    fn scalar(&mut self, node: &NodeRef, value: f64) -> Val {
+        let slot = match self.scalar_slot.get(&node.id()) {
+            Some(slot) => *slot,
+            None => {
+                self.scalars.push(ScalarSpec {
+                    node: node.id(),
+                    value,
+                });
+                self.scalar_dtypes.push(node.dtype());
+                self.scalar_slot.insert(node.id(), self.scalars.len() - 1);
+                self.scalars.len() - 1
+            }
+        };
+        self.push(Inst::Scalar(slot), node.dtype())
     }
 
     /// `value` where `valid` holds, else 0.
@@ -457,7 +489,7 @@ impl<'a> Lowerer<'a> {
         let srcs = match &op {
             Op::Buffer => unreachable!("realized nodes are leaves"),
             Op::Const(c) => {
-                let v = self.constant(*c, dt);
+                let v = self.scalar(node, *c);
                 let (_, valid) = self.tracker_expr(tid);
                 return Visited::Done(self.masked(valid, v, dt));
             }
@@ -586,6 +618,7 @@ impl<'a> Lowerer<'a> {
             n_kept: self.domain.n_kept,
             inputs: self.input_args,
             outputs: self.outputs,
+            scalars: self.scalar_dtypes,
             insts: self.insts,
             stores: self.stores,
         };

@@ -38,6 +38,17 @@ pub enum BufferSpec {
     New { dtype: DType, len: usize },
 }
 
+/// A scalar a schedule passes to its kernels: the value of a graph
+/// constant (`Op::Const`), bound per realize like a buffer, since the
+/// kernels are shared by graphs that differ in these values.
+#[derive(Clone, Copy, Debug)]
+pub struct ScalarSpec {
+    /// Id of the constant's node.
+    pub node: u64,
+    /// Its value, in the node's dtype.
+    pub value: f64,
+}
+
 /// One kernel launch.
 pub struct ScheduleItem {
     pub kernel: Kernel,
@@ -46,6 +57,8 @@ pub struct ScheduleItem {
     /// Schedule buffers bound to the kernel's inputs and outputs.
     pub inputs: Vec<usize>,
     pub outputs: Vec<usize>,
+    /// Schedule scalars bound to the kernel's scalar parameters, by slot.
+    pub scalars: Vec<usize>,
 }
 
 /// Everything a realize runs.
@@ -53,6 +66,8 @@ pub struct Schedule {
     /// The kernels, shared with the schedule cache.
     pub items: Arc<Vec<ScheduleItem>>,
     pub buffers: Vec<BufferSpec>,
+    /// The values of this graph's constants that the kernels read.
+    pub scalars: Vec<ScalarSpec>,
     /// Nodes that receive a buffer once the schedule has run.
     pub results: Vec<(NodeRef, usize)>,
 }
@@ -138,8 +153,8 @@ pub fn plan_unfused(order: &[NodeRef]) -> Vec<KernelPlan> {
 
 impl Schedule {
     /// Plans the kernels that realize `targets`, reusing the plan of an
-    /// earlier graph of the same structure (same ops, shapes and constants;
-    /// other data) from the schedule cache. Holds the graph lock, so the
+    /// earlier graph of the same structure (same ops, shapes and dtypes;
+    /// other data and other constants' values) from the schedule cache. Holds the graph lock, so the
     /// hash, the plan and the cache entry all see the same graph even while
     /// other threads realize parts of it.
     pub fn new(targets: &[NodeRef], fusion: Fusion) -> Schedule {
@@ -150,6 +165,16 @@ impl Schedule {
             .map(base)
             .filter(|b| b.realized().is_none() && is_compute(&b.op()) && seen.insert(b.id()))
             .collect();
+        if bases.is_empty() {
+            // Everything is computed (a read of a realized tensor): no plan
+            // to make or reuse, and none counted.
+            return Schedule {
+                items: Arc::new(Vec::new()),
+                buffers: Vec::new(),
+                scalars: Vec::new(),
+                results: Vec::new(),
+            };
+        }
         let fp = crate::cache::Fingerprint::new(&bases, fusion);
         if let Some(s) = crate::cache::lookup(&fp, &bases) {
             return s;
@@ -205,6 +230,15 @@ impl Schedule {
         last
     }
 
+    /// The values of `item`'s scalar parameters, by slot (the backends
+    /// round each to its slot's dtype, `item.kernel.scalars`).
+    pub fn scalar_values(&self, item: &ScheduleItem) -> Vec<f64> {
+        item.scalars
+            .iter()
+            .map(|s| self.scalars[*s].value)
+            .collect()
+    }
+
     /// Total bytes read by all kernels.
     pub fn bytes_read(&self) -> usize {
         self.items.iter().map(|i| i.kernel.bytes_read()).sum()
@@ -245,6 +279,8 @@ pub fn lower_plans(
     let mut items = Vec::new();
     let mut reports = Vec::new();
     let mut realized_buf: FxMap<u64, usize> = FxMap::default();
+    let mut scalars: Vec<ScalarSpec> = Vec::new();
+    let mut scalar_of: FxMap<u64, usize> = FxMap::default();
     for p in plans {
         let own = p.outputs.iter().map(|(n, _)| n.id()).collect();
         let mut low = Lowerer::new(&p.domain, &buf_of, own, trackers);
@@ -274,6 +310,16 @@ pub fn lower_plans(
                 }),
             })
             .collect();
+        let item_scalars = low
+            .scalars
+            .iter()
+            .map(|c| {
+                *scalar_of.entry(c.node).or_insert_with(|| {
+                    scalars.push(*c);
+                    scalars.len() - 1
+                })
+            })
+            .collect();
         reports.push(LowerReport {
             failed: std::mem::take(&mut low.failed),
             inlined: std::mem::take(&mut low.inlined),
@@ -283,12 +329,14 @@ pub fn lower_plans(
             kernel: low.finish(),
             inputs,
             outputs,
+            scalars: item_scalars,
         });
     }
     let results = bases.iter().map(|b| (b.clone(), buf_of[&b.id()])).collect();
     let s = Schedule {
         items: Arc::new(items),
         buffers,
+        scalars,
         results,
     };
     (s, reports)

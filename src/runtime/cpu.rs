@@ -67,7 +67,8 @@ pub fn execute(schedule: &Schedule) -> Result<Vec<BufferHandle>> {
         let mut out_refs: Vec<&mut [u8]> = outs.iter_mut().map(|o| o.as_mut_slice()).collect();
         super::ptx_check::check(&it.kernel)?;
         let t0 = Instant::now();
-        smelt_codegen::interp::run(&it.kernel, &ins, &mut out_refs)?;
+        let scalars = schedule.scalar_values(it);
+        smelt_codegen::interp::run(&it.kernel, &ins, &scalars, &mut out_refs)?;
         super::count_kernel();
         super::report_kernel(&it.kernel, t0.elapsed());
         for (b, o) in it.outputs.iter().zip(outs) {

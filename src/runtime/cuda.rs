@@ -1,8 +1,13 @@
 //! The CUDA runtime: device buffers with a caching allocator, a module
 //! cache keyed by kernel hash and target (autotuned matmul variants first,
-//! see `tune.rs`), launches on one stream, and event timing. Every driver failure becomes a [`crate::Error`]; nothing here
-//! panics when no driver is installed (the library is probed first).
+//! see `tune.rs`; PTX from the on-disk cache, `disk.rs`, next), bounded to
+//! the [`max_modules`] most recently used, launches on one stream, and
+//! event timing. Every driver failure becomes a [`crate::Error`]; nothing
+//! here panics when no driver is installed (the library is probed first).
 
+use super::disk::DiskCache;
+use super::lru::Lru;
+use super::stats;
 use crate::{Error, Result};
 use cudarc::driver::result as cu;
 use cudarc::driver::safe::{CudaContext, CudaEvent, CudaStream};
@@ -12,6 +17,7 @@ use smelt_codegen::Kernel;
 use smelt_fusion::{BufferHandle, BufferSpec, Schedule};
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 pub use super::tune::tunings;
@@ -58,20 +64,49 @@ fn driver_err(what: &str, e: cu::DriverError) -> Error {
     }
 }
 
+/// Loaded modules kept per device by default: each holds device memory
+/// for its code, and a process that keeps meeting new kernels (new shapes)
+/// would otherwise hold every module it ever loaded. 256 covers the
+/// kernels of a training step many times over; `SMELT_MAX_MODULES`
+/// overrides it.
+const MAX_MODULES: usize = 256;
+
+/// The bound of each device's module cache: `SMELT_MAX_MODULES`, else 256.
+/// Beyond it the least recently used module is unloaded (and reloaded from
+/// the on-disk PTX cache, one JIT, if it is needed again).
+pub fn max_modules() -> usize {
+    static N: OnceLock<usize> = OnceLock::new();
+    *N.get_or_init(|| {
+        smelt_codegen::env::var("SMELT_MAX_MODULES", smelt_codegen::env::parse_count)
+            .unwrap_or(MAX_MODULES)
+    })
+}
+
 /// A loaded kernel. Driver handles are plain pointers owned by the
-/// context; the module is unloaded when the last `Arc` goes, which only
-/// happens to the autotuner's losing variants (after it waited for their
-/// launches): the module cache keeps the rest for the process.
+/// context; the module is unloaded when the last `Arc` goes: when the
+/// module cache evicts it and no schedule still holds it, or for the
+/// autotuner's losing variants.
 pub(super) struct Loaded {
     module: sys::CUmodule,
     func: sys::CUfunction,
     launch: PtxKernel,
+    ctx: Arc<CudaContext>,
+    /// Whether a launch was queued: the unload must then wait for it.
+    launched: AtomicBool,
 }
 
 impl Drop for Loaded {
     fn drop(&mut self) {
+        // Launches are asynchronous: a module evicted right after its
+        // launch may still run. Waiting is rare (an eviction past the
+        // cache's bound, which comes with a JIT anyway).
+        if *self.launched.get_mut() {
+            let _ = self.ctx.synchronize();
+        } else {
+            let _ = self.ctx.bind_to_thread();
+        }
         // SAFETY: the module was loaded once and nothing launches it any
-        // more; a failure (no context bound) only leaks its code.
+        // more; a failure only leaks its code.
         let _ = unsafe { cu::module::unload(self.module) };
     }
 }
@@ -86,7 +121,8 @@ pub struct CudaDevice {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     target: Target,
-    modules: Mutex<HashMap<u64, Arc<Loaded>>>,
+    /// Loaded modules by key, the [`max_modules`] most recently used.
+    modules: Mutex<Lru<u64, Arc<Loaded>>>,
     pool: Mutex<HashMap<usize, Vec<sys::CUdeviceptr>>>,
 }
 
@@ -162,7 +198,7 @@ pub fn device(n: usize) -> Result<Arc<CudaDevice>> {
             sm,
             num_sms: sms.max(1) as u32,
         },
-        modules: Mutex::new(HashMap::new()),
+        modules: Mutex::new(Lru::new(max_modules())),
         pool: Mutex::new(HashMap::new()),
     });
     devs.insert(n, d.clone());
@@ -278,8 +314,9 @@ impl CudaDevice {
 
     /// The loaded kernel for `k`, emitting and loading it on first use:
     /// the autotuned variant when there is one (`tune.rs`; timed on
-    /// `args`, the launch's inputs then outputs, if not chosen yet), else
-    /// the heuristic kernel.
+    /// `args`, the launch's parameters, if not chosen yet), else the
+    /// heuristic kernel. The key is the kernel's code hash, which leaves
+    /// out its scalars' values: one module serves every value.
     fn kernel(&self, k: &Kernel, args: &[u64]) -> Result<Arc<Loaded>> {
         let key = k.code_hash()
             ^ (self.target.sm as u64).rotate_left(48)
@@ -292,35 +329,39 @@ impl CudaDevice {
         if let Some(l) = self.tuned(k, key, args) {
             return Ok(self.remember(key, l));
         }
-        let emit = || -> Result<PtxKernel> {
-            let l = ptx::emit(k, &self.target)
-                .map_err(|e| Error::Compile(format!("kernel {}: {e}", k.name)))?;
-            disk::store(key, &l);
-            Ok(l)
-        };
-        if let Some(cached) = disk::load(key) {
-            match self.load(key, cached, &k.name) {
-                Ok(l) => return Ok(l),
-                // A damaged or stale cache file must not fail every run:
-                // drop it and emit the kernel afresh.
-                Err(_) => disk::evict(key),
+        let disk = DiskCache::open();
+        if let Some(d) = &disk {
+            if let Some(cached) = d.load(key) {
+                match self.load(key, cached, &k.name) {
+                    Ok(l) => {
+                        stats::count(|s| s.ptx_disk_hits += 1);
+                        return Ok(l);
+                    }
+                    // A damaged or stale cache file must not fail every
+                    // run: drop it and emit the kernel afresh.
+                    Err(_) => d.evict(key),
+                }
             }
         }
-        let launch = emit()?;
+        let launch = ptx::emit(k, &self.target)
+            .map_err(|e| Error::Compile(format!("kernel {}: {e}", k.name)))?;
+        stats::count(|s| s.ptx_emitted += 1);
+        if let Some(d) = &disk {
+            d.store(key, &launch);
+        }
         if super::debug_level() >= 4 {
             eprintln!("{}", launch.ptx);
         }
         self.load(key, launch, &k.name)
     }
 
-    /// The module already loaded under `key` (the map's lock is released
-    /// on return, so a caller may go on to `load`).
+    /// The module already loaded under `key`, marked as just used (the
+    /// map's lock is released on return, so a caller may go on to `load`).
     pub(super) fn loaded(&self, key: u64) -> Option<Arc<Loaded>> {
         self.modules
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&key)
-            .cloned()
     }
 
     /// Loads the module of `launch` and remembers it under `key`.
@@ -329,15 +370,18 @@ impl CudaDevice {
     }
 
     /// Makes `l` the module launched for `key` and returns it, or the one
-    /// another thread remembered first (then `l`, never launched, goes:
-    /// a module that was launched must stay loaded).
+    /// another thread remembered first (then `l`, never launched, goes).
+    /// Past the cache's bound the least recently used modules are let go;
+    /// each is unloaded once no schedule holds it and its launches are
+    /// done (see [`Loaded`]'s drop), outside the cache's lock.
     pub(super) fn remember(&self, key: u64, l: Arc<Loaded>) -> Arc<Loaded> {
-        self.modules
+        let (l, evicted) = self
+            .modules
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .entry(key)
-            .or_insert(l)
-            .clone()
+            .get_or_insert(key, l);
+        stats::count(|s| s.modules_evicted += evicted.len() as u64);
+        l
     }
 
     /// Loads the module of `launch` (kernel `name`, for messages) without
@@ -357,12 +401,15 @@ impl CudaDevice {
                 .map_err(|e| driver_err(&format!("finding kernel {name}"), e))?;
             (module, func)
         };
+        stats::count(|s| s.modules_loaded += 1);
         // Owned from here, so the module is unloaded if the device cannot
         // give it the shared memory it asks for (an autotuner variant).
         let l = Loaded {
             module,
             func,
             launch,
+            ctx: self.ctx.clone(),
+            launched: AtomicBool::new(false),
         };
         if l.launch.shared_bytes > 48 * 1024 {
             // SAFETY: raises the dynamic shared-memory limit of a valid function.
@@ -391,20 +438,23 @@ impl CudaDevice {
         self.launch_loaded(&l, &[u64::from(micros) * 1000], "smelt_spin")
     }
 
-    /// Queues a loaded kernel over its `.u64` parameters.
+    /// Queues a loaded kernel over its parameters, 8 bytes each (see
+    /// [`launch_args`] for an IR kernel's).
     pub(super) fn launch_loaded(&self, l: &Loaded, args: &[u64], name: &str) -> Result<()> {
-        let mut ptrs: Vec<u64> = args.to_vec();
-        let mut params: Vec<*mut c_void> = ptrs
+        let mut vals: Vec<u64> = args.to_vec();
+        let mut params: Vec<*mut c_void> = vals
             .iter_mut()
             .map(|p| p as *mut u64 as *mut c_void)
             .collect();
         let g = l.launch.grid;
         let b = l.launch.block;
         self.bind()?;
-        // SAFETY: the parameters are the `.u64` values the kernel declares,
-        // in order: for an IR kernel the device pointers it was emitted
-        // for, each backing the lengths in its IR; for the spin kernel a
-        // duration.
+        l.launched.store(true, Ordering::Relaxed);
+        // SAFETY: the parameters are the 8-byte values the kernel declares,
+        // in order (the driver copies each parameter's declared size from
+        // its pointer): for an IR kernel the device pointers it was emitted
+        // for, each backing the lengths in its IR, then its scalars; for
+        // the spin kernel a duration.
         unsafe {
             cu::launch_kernel(
                 l.func,
@@ -480,99 +530,6 @@ SPIN:
     }
 }
 
-/// The on-disk PTX cache: `$SMELT_CACHE_DIR`, else `$XDG_CACHE_HOME/smelt`,
-/// else `~/.cache/smelt`, one file per kernel and target holding its launch
-/// line and PTX. Best effort: an unreadable or unwritable cache is skipped.
-pub(super) mod disk {
-    use super::PtxKernel;
-    use std::path::PathBuf;
-
-    /// The versioned cache directory (also home of the autotuner's choices).
-    pub(in crate::runtime) fn dir() -> Option<PathBuf> {
-        let base = std::env::var_os("SMELT_CACHE_DIR")
-            .map(PathBuf::from)
-            .or_else(|| {
-                std::env::var_os("XDG_CACHE_HOME")
-                    .map(|d| PathBuf::from(d).join("smelt"))
-                    .or_else(|| {
-                        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/smelt"))
-                    })
-            })?;
-        // The crate version and the hash of codegen's sources key the
-        // cache, so neither an upgrade nor an emitter change reuses old code.
-        Some(base.join(format!(
-            "ptx-{}-{}",
-            env!("CARGO_PKG_VERSION"),
-            smelt_codegen::CODEGEN_HASH
-        )))
-    }
-
-    fn path(key: u64) -> Option<PathBuf> {
-        dir().map(|d| d.join(format!("{key:016x}.ptx")))
-    }
-
-    /// First word of every cache file: a file without it (truncated,
-    /// foreign, an older format) is not trusted.
-    const MAGIC: &str = "smelt-ptx-1";
-
-    /// The cached launch of `key`, or `None` (and the file removed) when
-    /// it is missing or its header does not validate.
-    pub fn load(key: u64) -> Option<PtxKernel> {
-        let text = std::fs::read_to_string(path(key)?).ok()?;
-        let k = parse(&text);
-        if k.is_none() {
-            evict(key);
-        }
-        k
-    }
-
-    /// Parses a cache file: the magic, the launch line, then PTX that
-    /// declares the entry it names.
-    pub(in crate::runtime) fn parse(text: &str) -> Option<PtxKernel> {
-        let (head, ptx) = text.split_once('\n')?;
-        let f: Vec<&str> = head.split(' ').collect();
-        if f.len() != 9 || f[0] != MAGIC {
-            return None;
-        }
-        let n = |i: usize| f.get(i)?.parse::<u32>().ok();
-        let entry = f[1];
-        if entry.is_empty() || !ptx.contains(&format!(".entry {entry}(")) {
-            return None;
-        }
-        Some(PtxKernel {
-            entry: entry.to_string(),
-            grid: (n(2)?, n(3)?, n(4)?),
-            block: (n(5)?, n(6)?, n(7)?),
-            shared_bytes: n(8)?,
-            ptx: ptx.to_string(),
-        })
-    }
-
-    /// Removes the cache file of `key` (best effort).
-    pub fn evict(key: u64) {
-        if let Some(p) = path(key) {
-            let _ = std::fs::remove_file(p);
-        }
-    }
-
-    pub fn store(key: u64, k: &PtxKernel) {
-        let Some(p) = path(key) else { return };
-        let head = format!(
-            "{MAGIC} {} {} {} {} {} {} {} {}",
-            k.entry, k.grid.0, k.grid.1, k.grid.2, k.block.0, k.block.1, k.block.2, k.shared_bytes
-        );
-        // Write then rename, so a concurrent reader never sees half a file.
-        let tmp = p.with_extension(format!("tmp{}", std::process::id()));
-        let ok = p
-            .parent()
-            .is_some_and(|d| std::fs::create_dir_all(d).is_ok())
-            && std::fs::write(&tmp, format!("{head}\n{}", k.ptx)).is_ok();
-        if ok {
-            let _ = std::fs::rename(&tmp, &p);
-        }
-    }
-}
-
 thread_local! {
     /// Event pairs around every kernel this thread launches while
     /// profiling is on.
@@ -609,6 +566,20 @@ pub fn buffer(h: &BufferHandle) -> Result<&CudaBuffer> {
         .ok_or_else(|| Error::Runtime("a CUDA tensor holds a buffer of another device".into()))
 }
 
+/// The parameters of a launch of IR kernel `k`, 8 bytes each as
+/// `ptx::emit` declares them: the device pointers `ptrs` of its inputs
+/// then outputs, then each of its scalars' `values` encoded by
+/// [`ptx::scalar_param`] (rounded to the slot's dtype, as the CPU does).
+fn launch_args(k: &Kernel, mut ptrs: Vec<u64>, values: &[f64]) -> Vec<u64> {
+    ptrs.extend(
+        k.scalars
+            .iter()
+            .zip(values)
+            .map(|(dt, v)| ptx::scalar_param(*dt, *v)),
+    );
+    ptrs
+}
+
 /// Runs a schedule on GPU `n`.
 pub fn execute(n: usize, schedule: &Schedule) -> Result<Vec<BufferHandle>> {
     let dev = device(n)?;
@@ -635,13 +606,14 @@ pub fn execute(n: usize, schedule: &Schedule) -> Result<Vec<BufferHandle>> {
                 slots[b] = Some(Arc::new(dev.alloc(bytes)?));
             }
         }
-        let mut args = Vec::with_capacity(it.inputs.len() + it.outputs.len());
+        let mut ptrs = Vec::with_capacity(it.inputs.len() + it.outputs.len());
         for &b in it.inputs.iter().chain(&it.outputs) {
             let h = slots[b]
                 .as_ref()
                 .ok_or_else(|| Error::Runtime("buffer used before it was written".into()))?;
-            args.push(buffer(h)?.ptr);
+            ptrs.push(buffer(h)?.ptr);
         }
+        let args = launch_args(&it.kernel, ptrs, &schedule.scalar_values(it));
         // Loaded (and tuned) before the first event, so a kernel's first
         // timing holds neither the JIT nor the autotuner.
         let loaded = match it.kernel.rows() {
@@ -702,44 +674,6 @@ mod tests {
                 Ok(None) => println!("skipped: ptxas not found"),
                 Err(e) => panic!("ptxas rejected the spin kernel: {e}"),
             }
-        }
-    }
-
-    /// A cache file is trusted only with the magic, a full launch line and
-    /// PTX declaring the named entry (truncated, garbage or old-format
-    /// files are rejected, so `disk::load` evicts them).
-    #[test]
-    fn disk_cache_header_is_validated() {
-        use super::disk::parse;
-        let ptx = ".visible .entry smelt_k_1(\n)\n{\nret;\n}\n";
-        let good = format!("smelt-ptx-1 smelt_k_1 4 1 1 256 1 1 0\n{ptx}");
-        let k = parse(&good).expect("a valid file parses");
-        assert_eq!(
-            (k.entry.as_str(), k.grid, k.block, k.shared_bytes),
-            ("smelt_k_1", (4, 1, 1), (256, 1, 1), 0)
-        );
-        // The pre-magic format, garbage, a truncated file, a wrong entry.
-        let bad = [
-            format!("smelt_k_1 4 1 1 256 1 1 0\n{ptx}"),
-            "\u{0}\u{1}garbage\nmore".to_string(),
-            "smelt-ptx-1 smelt_k_1 4 1 1 256 1 1".to_string(),
-            format!("smelt-ptx-1 smelt_k_1 4 1 1 256 1 1 0\n{}", &ptx[..10]),
-            format!("smelt-ptx-1 smelt_k_2 4 1 1 256 1 1 0\n{ptx}"),
-            format!("smelt-ptx-1 smelt_k_1 4 x 1 256 1 1 0\n{ptx}"),
-        ];
-        for b in bad {
-            assert!(parse(&b).is_none(), "accepted {b:?}");
-        }
-    }
-
-    /// The cache directory is keyed by the hash of codegen's sources, so
-    /// an emitter change never reuses PTX cached by an older emitter.
-    #[test]
-    fn disk_cache_dir_is_keyed_by_the_codegen_sources() {
-        let h = smelt_codegen::CODEGEN_HASH;
-        assert!(h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()));
-        if let Some(d) = super::disk::dir() {
-            assert!(d.to_string_lossy().ends_with(h), "{d:?}");
         }
     }
 

@@ -2,9 +2,14 @@
 
 pub mod cpu;
 pub mod cuda;
+mod disk;
 pub(crate) mod host;
+mod lru;
 mod ptx_check;
+mod stats;
 mod tune;
+
+pub use stats::{compile_stats, CompileStats};
 
 use crate::{Device, Result};
 use smelt_fusion::{BufferHandle, Schedule};

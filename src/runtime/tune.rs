@@ -11,7 +11,9 @@
 //! is skipped, a cache file that cannot be read or written is ignored, and
 //! with no usable variant the caller falls back to the heuristic kernel.
 
-use super::cuda::{disk, elapsed_ms, CudaDevice, Loaded};
+use super::cuda::{elapsed_ms, CudaDevice, Loaded};
+use super::disk::DiskCache;
+use super::stats;
 use crate::{Error, Result};
 use cudarc::driver::safe::CudaEvent;
 use smelt_codegen::ptx::matmul;
@@ -70,7 +72,7 @@ fn choices() -> &'static Mutex<HashMap<u64, String>> {
 /// The choices file, next to the PTX cache (same versioned directory, so
 /// an upgrade that renames or changes variants starts afresh).
 fn file() -> Option<PathBuf> {
-    disk::dir().map(|d| d.join(FILE))
+    DiskCache::open().map(|d| d.dir().join(FILE))
 }
 
 /// The well-formed lines of a tune file's text, `<key hex> <variant> <ms>`,
@@ -148,7 +150,7 @@ fn append(path: &Path, key: u64, name: &str, ms: f64) {
 
 impl CudaDevice {
     /// The tuned module for kernel `k` (module-cache key `key`), launched
-    /// over `args` (inputs then outputs): the cached choice, else the
+    /// over `args` (inputs, outputs, scalars): the cached choice, else the
     /// fastest variant timed now. `None` when tuning is off, `k` is too
     /// small or has no variants, or, with no usable cached choice, an
     /// output is also an input (the timing launches would read what they
@@ -168,7 +170,8 @@ impl CudaDevice {
             return Some(l);
         }
         if let Some(name) = choices.get(&key) {
-            let cached = matmul::emit_variant(k, self.target(), name)
+            let cached = self
+                .emit_variant(k, name)
                 .and_then(|launch| self.module(launch, &k.name).ok());
             if cached.is_some() {
                 return cached;
@@ -176,8 +179,8 @@ impl CudaDevice {
             // A name codegen no longer knows, or one that fails here:
             // choose again.
         }
-        let (ins, outs) = args.split_at(k.inputs.len().min(args.len()));
-        if outs.iter().any(|o| ins.contains(o)) {
+        let (ins, rest) = args.split_at(k.inputs.len());
+        if rest[..k.outputs.len()].iter().any(|o| ins.contains(o)) {
             return None;
         }
         let (name, ms, l) = self.time_variants(k, &names, args)?;
@@ -186,6 +189,13 @@ impl CudaDevice {
         }
         choices.insert(key, name);
         Some(l)
+    }
+
+    /// Variant `name` of `k` as PTX (counted as an emission).
+    fn emit_variant(&self, k: &Kernel, name: &str) -> Option<smelt_codegen::ptx::PtxKernel> {
+        let launch = matmul::emit_variant(k, self.target(), name)?;
+        stats::count(|s| s.ptx_emitted += 1);
+        Some(launch)
     }
 
     /// Times every variant of `k` over `args` and returns the fastest by
@@ -209,7 +219,8 @@ impl CudaDevice {
         // losers unloads them, and a failed variant may have launches queued.
         let mut modules = Vec::with_capacity(names.len());
         for name in names {
-            let timed = matmul::emit_variant(k, self.target(), name)
+            let timed = self
+                .emit_variant(k, name)
                 .ok_or_else(|| Error::Compile(format!("kernel {}: no variant {name}", k.name)))
                 .and_then(|launch| self.module(launch, &k.name))
                 .and_then(|l| {

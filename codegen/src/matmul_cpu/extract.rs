@@ -79,6 +79,7 @@ pub(super) fn copy_insts(
                 },
                 Inst::Valid(c) => Inst::Valid(map.cond(c)?),
                 Inst::Const(c) => Inst::Const(*c),
+                Inst::Scalar(slot) => Inst::Scalar(*slot),
                 Inst::Cast(a) => Inst::Cast(m(*a)),
                 Inst::Unary(op, a) => Inst::Unary(*op, m(*a)),
                 Inst::Binary(op, a, b) => Inst::Binary(*op, m(*a), m(*b)),

@@ -31,10 +31,12 @@ use crate::DType;
 use extract::{copy_insts, row_major, vars_read, VarMap};
 
 /// Runs `kernel` with the fast path if it applies (see the module docs);
-/// `None` means the caller must interpret it generically.
+/// `None` means the caller must interpret it generically. The arguments
+/// are [`interp::run`]'s.
 pub fn try_run(
     kernel: &Kernel,
     inputs: &[&[u8]],
+    scalars: &[f64],
     outputs: &mut [&mut [u8]],
 ) -> Option<Result<(), InterpError>> {
     let mm = Matmul::recognise(kernel)?;
@@ -44,12 +46,12 @@ pub fn try_run(
         mm.operand(kernel, mm.y, &mm.n)?,
     );
     Some((|| {
-        let x = eval_f32(&xk, inputs)?;
-        let y = eval_f32(&yk, inputs)?;
+        let x = eval_f32(&xk, inputs, scalars)?;
+        let y = eval_f32(&yk, inputs, scalars)?;
         let sums = mm.product(kernel, &x, &y)?;
         let mut ins = inputs.to_vec();
         ins.push(&sums);
-        interp::run(&epilogue, &ins, outputs)
+        interp::run(&epilogue, &ins, scalars, outputs)
     })())
 }
 
@@ -125,6 +127,7 @@ impl Matmul {
                 dtype: DType::F32,
                 len,
             }],
+            scalars: k.scalars.clone(),
             insts,
             stores: vec![Store {
                 output: 0,
@@ -180,6 +183,7 @@ impl Matmul {
             n_kept: k.n_kept,
             inputs,
             outputs: k.outputs.clone(),
+            scalars: k.scalars.clone(),
             insts,
             stores,
         })
@@ -236,9 +240,9 @@ impl Matmul {
 }
 
 /// Runs a one-output f32 kernel and returns its output.
-fn eval_f32(k: &Kernel, inputs: &[&[u8]]) -> Result<Vec<f32>, InterpError> {
+fn eval_f32(k: &Kernel, inputs: &[&[u8]], scalars: &[f64]) -> Result<Vec<f32>, InterpError> {
     let mut out = zeroed_bytes(k.outputs[0].len, 4)?;
-    interp::run(k, inputs, &mut [&mut out])?;
+    interp::run(k, inputs, scalars, &mut [&mut out])?;
     let mut vals = vec_with_capacity(k.outputs[0].len)?;
     vals.extend(
         out.chunks_exact(4)

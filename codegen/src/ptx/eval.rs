@@ -31,6 +31,8 @@ pub struct Cx<'a> {
     /// Global addresses of the inputs, then of the outputs.
     pub inputs: Vec<Reg>,
     pub outputs: Vec<Reg>,
+    /// Names of the scalar parameters, by slot.
+    pub scalars: Vec<String>,
 }
 
 /// A point group: registers of the variables with the lane variable at its
@@ -111,6 +113,7 @@ impl Cx<'_> {
             width: self.width,
             inputs: self.inputs.clone(),
             outputs: self.outputs.clone(),
+            scalars: self.scalars.clone(),
         }
     }
 
@@ -187,6 +190,7 @@ impl Cx<'_> {
                     .collect()
             }
             Inst::Const(c) => vec![constant(b, *c, dt)],
+            Inst::Scalar(slot) => vec![scalar(b, &self.scalars[*slot], dt)],
             Inst::Valid(c) => (0..lanes)
                 .map(|lane| {
                     let vars = self.lane_vars(b, p, lane);
@@ -255,6 +259,33 @@ impl Cx<'_> {
             memory::store(b, base, idx, v, p.pred, w);
         }
     }
+}
+
+/// The value of scalar parameter `param` of dtype `dt`, as
+/// [`super::scalar_param`] passes it. Read where it is used, like a
+/// constant: ptxas turns the read into a constant-bank operand, so it
+/// costs no register across loops.
+fn scalar(b: &mut Builder, param: &str, dt: DType) -> Value {
+    let reg = match dt {
+        DType::Bool => {
+            let r = b.reg(RegKind::B32);
+            ins!(b, "ld.param.b32 {r}, [{param}]");
+            let p = b.reg(RegKind::Pred);
+            ins!(b, "setp.ne.b32 {p}, {r}, 0");
+            p
+        }
+        DType::I32 => {
+            let r = b.reg(RegKind::B32);
+            ins!(b, "ld.param.b32 {r}, [{param}]");
+            r
+        }
+        _ => {
+            let r = b.reg(RegKind::F32);
+            ins!(b, "ld.param.f32 {r}, [{param}]");
+            r
+        }
+    };
+    Value { reg, dtype: dt }
 }
 
 /// The constant `c` of dtype `dt` (rounded as the interpreter does).

@@ -60,7 +60,8 @@ pub mod ptxas;
 mod reduce;
 mod target;
 
-use crate::ir::{Inst, Kernel};
+use crate::ir::{Inst, Kernel, PARAM_BYTES};
+use crate::DType;
 use builder::{ins, Builder, RegKind};
 use eval::Cx;
 use expr::Width;
@@ -87,7 +88,9 @@ pub struct PtxKernel {
 /// plan.
 ///
 /// Kernel parameters, in order: one `.u64` global pointer per input, then
-/// one per output, nothing else. Every buffer must be 16-byte aligned.
+/// one per output, then 8 bytes per scalar parameter holding
+/// [`scalar_param`]'s value; nothing else. Every buffer must be 16-byte
+/// aligned.
 /// Errors on an unsupported target (below sm_80) or a malformed kernel.
 pub fn emit(kernel: &Kernel, target: &Target) -> Result<PtxKernel, String> {
     validate(kernel, target)?;
@@ -157,20 +160,49 @@ pub fn emit_plan(kernel: &Kernel, target: &Target, plan: &Plan) -> Result<PtxKer
     })
 }
 
+/// The 8 bytes a launch passes for a scalar parameter of dtype `dt` holding
+/// `value`, as a little-endian `u64`. The value is rounded to `dt` by
+/// [`DType::round`], as the interpreter does, and passed as the
+/// kernel's registers hold it: the bits of an `f32` for every float type
+/// (halves compute in `f32`; a half value is exact there, and the kernel
+/// then needs no conversion), of an `i32`, or 0/1 for a bool.
+pub fn scalar_param(dt: DType, value: f64) -> u64 {
+    let v = dt.round(value);
+    match dt {
+        DType::Bool => u64::from(v != 0.0),
+        DType::I32 => u64::from(v as i32 as u32),
+        _ => u64::from((v as f32).to_bits()),
+    }
+}
+
 /// Declares the entry's parameters (one `.u64` pointer per input, then per
-/// output) and loads them as global addresses at the top of the body;
-/// returns the parameter names and the lowering context.
+/// output, then an 8-byte parameter per scalar: [`Kernel::param_bytes`]
+/// counts exactly these) and loads the pointers as global addresses at the
+/// top of the body (scalars are read where used); returns the parameter
+/// declarations and the lowering context.
 fn prologue<'a>(kernel: &'a Kernel, entry: &str, b: &mut Builder) -> (Vec<String>, Cx<'a>) {
-    let params: Vec<String> = (0..kernel.inputs.len() + kernel.outputs.len())
+    let pointers: Vec<String> = (0..kernel.inputs.len() + kernel.outputs.len())
         .map(|i| format!("{entry}_param_{i}"))
         .collect();
+    let scalars: Vec<String> = (0..kernel.scalars.len())
+        .map(|s| format!("{entry}_scalar_{s}"))
+        .collect();
     let mut ptrs = Vec::new();
-    for p in &params {
+    for p in &pointers {
         let (raw, g) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
         ins!(b, "ld.param.u64 {raw}, [{p}]");
         ins!(b, "cvta.to.global.u64 {g}, {raw}");
         ptrs.push(g);
     }
+    let decls = pointers
+        .iter()
+        .map(|p| format!("\t.param .u64 {p}"))
+        .chain(
+            scalars
+                .iter()
+                .map(|s| format!("\t.param .align {PARAM_BYTES} .b8 {s}[{PARAM_BYTES}]")),
+        )
+        .collect();
     let outputs = ptrs.split_off(kernel.inputs.len());
     let cx = Cx {
         k: kernel,
@@ -180,12 +212,14 @@ fn prologue<'a>(kernel: &'a Kernel, entry: &str, b: &mut Builder) -> (Vec<String
         width: width(kernel),
         inputs: ptrs,
         outputs,
+        scalars,
     };
-    (params, cx)
+    (decls, cx)
 }
 
 /// The complete module text around a finished body: header, module-level
-/// declarations `decls`, the entry with its `directives`.
+/// declarations `decls`, the entry with its parameter declarations
+/// `params` (from [`prologue`]) and `directives`.
 fn module(
     kernel: &Kernel,
     target: &Target,
@@ -196,14 +230,10 @@ fn module(
     body: Builder,
 ) -> String {
     let sm = if target.sm >= 90 { 90 } else { 80 };
-    let decl: Vec<String> = params
-        .iter()
-        .map(|p| format!("\t.param .u64 {p}"))
-        .collect();
     format!(
         ".version 8.0\n.target sm_{sm}\n.address_size 64\n\n{decls}// {}\n.visible .entry {entry}(\n{}\n)\n{directives}{{\n{}}}\n",
         kernel.name.replace('\n', " "),
-        decl.join(",\n"),
+        params.join(",\n"),
         body.finish()
     )
 }
@@ -260,6 +290,7 @@ fn validate(k: &Kernel, target: &Target) -> Result<(), String> {
     if k.n_kept > k.ranges.len() || k.ranges.iter().any(|r| *r < 0) {
         return bad(format!("bad domain {:?} with {} kept", k.ranges, k.n_kept));
     }
+    k.check_scalars()?;
     for (i, n) in k.insts.iter().enumerate() {
         if n.inst.operands().iter().any(|o| *o >= i) {
             return bad(format!("instruction {i} uses a later value"));
@@ -279,4 +310,29 @@ fn validate(k: &Kernel, target: &Target) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scalar_param;
+    use crate::DType;
+
+    /// Scalars travel rounded to their dtype (as the interpreter rounds
+    /// them), in the register form the kernel reads.
+    #[test]
+    fn scalar_params_are_rounded_and_encoded() {
+        let f32_bits = |v: f64| u64::from((v as f32).to_bits());
+        assert_eq!(scalar_param(DType::F32, 0.1), f32_bits(0.1));
+        // Halves: the half value, exact as an f32.
+        let h = half::f16::from_f64(0.1).to_f64();
+        assert_ne!(h, 0.1f32 as f64);
+        assert_eq!(scalar_param(DType::F16, 0.1), f32_bits(h));
+        let b = half::bf16::from_f64(-3.3).to_f64();
+        assert_eq!(scalar_param(DType::BF16, -3.3), f32_bits(b));
+        // Integers truncate, saturate, and travel as two's complement bits.
+        assert_eq!(scalar_param(DType::I32, -7.9), u64::from((-7i32) as u32));
+        assert_eq!(scalar_param(DType::I32, 1e20), u64::from(i32::MAX as u32));
+        assert_eq!(scalar_param(DType::Bool, 0.5), 1);
+        assert_eq!(scalar_param(DType::Bool, 0.0), 0);
+    }
 }

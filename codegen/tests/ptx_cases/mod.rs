@@ -58,6 +58,7 @@ impl Kb {
                 n_kept,
                 inputs: vec![],
                 outputs: vec![],
+                scalars: vec![],
                 insts: vec![],
                 stores: vec![],
             },
@@ -89,6 +90,12 @@ impl Kb {
 
     pub fn c(&mut self, v: f64, dtype: DType) -> Val {
         self.push(Inst::Const(v), dtype)
+    }
+
+    /// Reads a new scalar parameter of `dtype`.
+    pub fn scalar(&mut self, dtype: DType) -> Val {
+        self.k.scalars.push(dtype);
+        self.push(Inst::Scalar(self.k.scalars.len() - 1), dtype)
     }
 
     pub fn un(&mut self, op: UnaryOp, a: Val) -> Val {
@@ -494,6 +501,76 @@ pub fn matmul_layout(
     kb.done()
 }
 
+/// `x * s0 + s1` with scalar parameters in `dt` (`(x & s0) | s1` for
+/// bools).
+pub fn scalars(dt: DType, n: i64) -> Kernel {
+    let mut kb = Kb::new("elementwise_scalars", KernelKind::Elementwise, &[n], 1);
+    let x = kb.load(dt, n as usize, Expr::var(0));
+    let (s0, s1) = (kb.scalar(dt), kb.scalar(dt));
+    let (mul, add) = match dt {
+        DType::Bool => (BinaryOp::And, BinaryOp::Or),
+        _ => (BinaryOp::Mul, BinaryOp::Add),
+    };
+    let y = kb.bin(mul, x, s0);
+    let y = kb.bin(add, y, s1);
+    kb.store(n as usize, Expr::var(0), y, None);
+    kb.done()
+}
+
+/// Softmax of `x / t` over the last axis of `[rows, len]` with a scalar
+/// temperature `t`, and a bool scalar choosing it or its negation.
+pub fn softmax_temperature(rows: i64, len: i64) -> Kernel {
+    let r = [rows, len];
+    let mut kb = Kb::new(
+        "multireduce_div_max_sub_exp_sum_div_where",
+        KernelKind::MultiReduce,
+        &r,
+        1,
+    );
+    let x = kb.load(DType::F32, (rows * len) as usize, contiguous(&r));
+    let t = kb.scalar(DType::F32);
+    let x = kb.bin(BinaryOp::Div, x, t);
+    let m = kb.reduce(ReduceOp::Max, x);
+    let d = kb.bin(BinaryOp::Sub, x, m);
+    let e = kb.un(UnaryOp::Exp, d);
+    let s = kb.reduce(ReduceOp::Sum, e);
+    let y = kb.bin(BinaryOp::Div, e, s);
+    let flip = kb.scalar(DType::Bool);
+    let ny = kb.un(UnaryOp::Neg, y);
+    let y = kb.push(Inst::Where(flip, ny, y), DType::F32);
+    kb.store((rows * len) as usize, contiguous(&r), y, None);
+    kb.done()
+}
+
+/// `(a[m, k] @ b[k, n]) * s` of `elem` operands with a scalar scale in
+/// the epilogue, stored in the operands' dtype.
+pub fn matmul_scaled(m: i64, n: i64, k: i64, elem: Elem) -> Kernel {
+    let (mut kb, d) = matmul_domain("matmul_mul", 1, m, n, k);
+    let a = factor(
+        &mut kb,
+        elem,
+        (m * k) as usize,
+        lin(&[(d.m, k), (d.k, 1)], 0),
+    );
+    let b = factor(
+        &mut kb,
+        elem,
+        (k * n) as usize,
+        lin(&[(d.k, n), (d.n, 1)], 0),
+    );
+    let p = kb.bin(BinaryOp::Mul, a, b);
+    let v = kb.reduce(ReduceOp::Sum, p);
+    let s = kb.scalar(DType::F32);
+    let v = kb.bin(BinaryOp::Mul, v, s);
+    kb.store(
+        (m * n) as usize,
+        lin(&[(d.m, n), (d.n, 1)], 0),
+        v,
+        Some(elem.dtype()),
+    );
+    kb.done()
+}
+
 /// `x + 1` on a rank-0 tensor.
 pub fn rank0() -> Kernel {
     let mut kb = Kb::new("elementwise_rank0", KernelKind::Elementwise, &[], 0);
@@ -655,6 +732,13 @@ pub fn all() -> Vec<Kernel> {
     ks.push(logsumexp_mixed(3, 5000));
     ks.push(matmul(32, 48, 64, DType::F32));
     ks.push(matmul(17, 9, 33, DType::BF16));
+    for dt in ALL {
+        ks.push(scalars(dt, 1000));
+    }
+    ks.push(softmax_temperature(64, 1024));
+    ks.push(softmax_temperature(2, 100_000));
+    ks.push(matmul_scaled(64, 64, 32, Elem::F16));
+    ks.push(matmul_scaled(32, 48, 64, Elem::F32));
     ks.push(rank0());
     ks.push(sum_all(100_000));
     ks.push(sum_all(0));

@@ -1,0 +1,206 @@
+//! The on-disk PTX cache: `$SMELT_CACHE_DIR`, else `$XDG_CACHE_HOME/smelt`,
+//! else `~/.cache/smelt`, in a subdirectory per crate version and codegen
+//! source hash; one file `<key as 16 hex digits>.ptx` per kernel and
+//! target (`key`: the module cache's, see `cuda.rs`), holding a launch
+//! line and the PTX. Best effort: an unreadable or unwritable cache is
+//! skipped, and a file that does not validate is removed.
+
+use smelt_codegen::ptx::PtxKernel;
+use std::path::{Path, PathBuf};
+
+/// First word of every cache file: a file without it (truncated,
+/// foreign, an older format) is not trusted.
+const MAGIC: &str = "smelt-ptx-1";
+
+/// The cache directory (also home of the autotuner's choices, `tune.txt`).
+pub(super) struct DiskCache {
+    dir: PathBuf,
+}
+
+impl DiskCache {
+    /// The versioned cache directory the environment names; `None` when
+    /// there is no variable to find it from. Created on the first store.
+    pub fn open() -> Option<DiskCache> {
+        let base = std::env::var_os("SMELT_CACHE_DIR")
+            .map(PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("XDG_CACHE_HOME")
+                    .map(|d| PathBuf::from(d).join("smelt"))
+                    .or_else(|| {
+                        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/smelt"))
+                    })
+            })?;
+        // The crate version and the hash of codegen's sources key the
+        // cache, so neither an upgrade nor an emitter change reuses old code.
+        Some(DiskCache {
+            dir: base.join(format!(
+                "ptx-{}-{}",
+                env!("CARGO_PKG_VERSION"),
+                smelt_codegen::CODEGEN_HASH
+            )),
+        })
+    }
+
+    /// The versioned directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, key: u64) -> PathBuf {
+        self.dir.join(format!("{key:016x}.ptx"))
+    }
+
+    /// The cached launch of `key`, or `None` (and the file removed) when
+    /// it is missing, not text, or its header does not validate.
+    pub fn load(&self, key: u64) -> Option<PtxKernel> {
+        let bytes = std::fs::read(self.path(key)).ok()?;
+        let k = std::str::from_utf8(&bytes).ok().and_then(parse);
+        if k.is_none() {
+            self.evict(key);
+        }
+        k
+    }
+
+    /// Removes the cache file of `key` (best effort): one that failed to
+    /// parse, or whose PTX the driver rejected.
+    pub fn evict(&self, key: u64) {
+        let _ = std::fs::remove_file(self.path(key));
+    }
+
+    /// Writes the cache file of `key` (best effort).
+    pub fn store(&self, key: u64, k: &PtxKernel) {
+        let p = self.path(key);
+        let head = format!(
+            "{MAGIC} {} {} {} {} {} {} {} {}",
+            k.entry, k.grid.0, k.grid.1, k.grid.2, k.block.0, k.block.1, k.block.2, k.shared_bytes
+        );
+        // Write then rename, so a concurrent reader never sees half a file.
+        let tmp = p.with_extension(format!("tmp{}", std::process::id()));
+        let ok = std::fs::create_dir_all(&self.dir).is_ok()
+            && std::fs::write(&tmp, format!("{head}\n{}", k.ptx)).is_ok();
+        if ok {
+            let _ = std::fs::rename(&tmp, &p);
+        }
+    }
+}
+
+/// Parses a cache file: the magic, the launch line, then PTX that declares
+/// the entry it names.
+fn parse(text: &str) -> Option<PtxKernel> {
+    let (head, ptx) = text.split_once('\n')?;
+    let f: Vec<&str> = head.split(' ').collect();
+    if f.len() != 9 || f[0] != MAGIC {
+        return None;
+    }
+    let n = |i: usize| f.get(i)?.parse::<u32>().ok();
+    let entry = f[1];
+    if entry.is_empty() || !ptx.contains(&format!(".entry {entry}(")) {
+        return None;
+    }
+    Some(PtxKernel {
+        entry: entry.to_string(),
+        grid: (n(2)?, n(3)?, n(4)?),
+        block: (n(5)?, n(6)?, n(7)?),
+        shared_bytes: n(8)?,
+        ptx: ptx.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse, DiskCache};
+    use smelt_codegen::ptx::PtxKernel;
+
+    const PTX: &str = ".visible .entry smelt_k_1(\n)\n{\nret;\n}\n";
+
+    fn kernel() -> PtxKernel {
+        PtxKernel {
+            ptx: PTX.into(),
+            entry: "smelt_k_1".into(),
+            grid: (4, 1, 1),
+            block: (256, 1, 1),
+            shared_bytes: 0,
+        }
+    }
+
+    /// A cache in a fresh directory of its own (removed by the test).
+    fn scratch(test: &str) -> DiskCache {
+        let dir = std::env::temp_dir().join(format!("smelt-disk-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        DiskCache { dir }
+    }
+
+    /// A cache file is trusted only with the magic, a full launch line and
+    /// PTX declaring the named entry (truncated, garbage or old-format
+    /// files are rejected, so `load` evicts them).
+    #[test]
+    fn header_is_validated() {
+        let good = format!("smelt-ptx-1 smelt_k_1 4 1 1 256 1 1 0\n{PTX}");
+        assert_eq!(parse(&good), Some(kernel()));
+        // The pre-magic format, garbage, a truncated file, a wrong entry.
+        let bad = [
+            format!("smelt_k_1 4 1 1 256 1 1 0\n{PTX}"),
+            "\u{0}\u{1}garbage\nmore".to_string(),
+            "smelt-ptx-1 smelt_k_1 4 1 1 256 1 1".to_string(),
+            format!("smelt-ptx-1 smelt_k_1 4 1 1 256 1 1 0\n{}", &PTX[..10]),
+            format!("smelt-ptx-1 smelt_k_2 4 1 1 256 1 1 0\n{PTX}"),
+            format!("smelt-ptx-1 smelt_k_1 4 x 1 256 1 1 0\n{PTX}"),
+        ];
+        for b in bad {
+            assert!(parse(&b).is_none(), "accepted {b:?}");
+        }
+    }
+
+    /// What is stored loads back, in a directory created on demand.
+    #[test]
+    fn stored_kernels_load_back() {
+        let c = scratch("round_trip");
+        assert_eq!(c.load(7), None, "nothing cached yet");
+        c.store(7, &kernel());
+        assert_eq!(c.load(7), Some(kernel()));
+        assert_eq!(c.load(8), None);
+        let files: Vec<_> = std::fs::read_dir(c.dir()).unwrap().flatten().collect();
+        assert_eq!(files.len(), 1, "no temporary file is left behind");
+        assert_eq!(files[0].file_name(), "0000000000000007.ptx");
+        std::fs::remove_dir_all(c.dir()).unwrap();
+    }
+
+    /// Garbage, truncated and foreign files read as a miss and are removed,
+    /// so the runtime emits the kernel and stores a good file again (its
+    /// GPU side, a module the driver rejects, is
+    /// `tests/reliability_caches.rs`).
+    #[test]
+    fn corrupt_files_are_misses_and_removed() {
+        let c = scratch("corrupt");
+        let good = format!("smelt-ptx-1 smelt_k_1 4 1 1 256 1 1 0\n{PTX}");
+        let corrupt: [&[u8]; 4] = [
+            b"\xff\xfe\x00garbage",
+            &good.as_bytes()[..good.len() / 2],
+            b"",
+            b"smelt-ptx-1 smelt_k_1 4 1 1 256 1 1 0\n.visible .entry other(\n)",
+        ];
+        for bytes in corrupt {
+            c.store(1, &kernel());
+            let path = c.dir().join("0000000000000001.ptx");
+            std::fs::write(&path, bytes).unwrap();
+            assert_eq!(c.load(1), None, "{bytes:?} was trusted");
+            assert!(!path.exists(), "{bytes:?} was kept");
+            c.store(1, &kernel());
+            assert_eq!(c.load(1), Some(kernel()), "rewritten after {bytes:?}");
+        }
+        c.evict(1);
+        assert_eq!(c.load(1), None);
+        std::fs::remove_dir_all(c.dir()).unwrap();
+    }
+
+    /// The cache directory is keyed by the hash of codegen's sources, so
+    /// an emitter change never reuses PTX cached by an older emitter.
+    #[test]
+    fn dir_is_keyed_by_the_codegen_sources() {
+        let h = smelt_codegen::CODEGEN_HASH;
+        assert!(h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+        if let Some(c) = DiskCache::open() {
+            assert!(c.dir().to_string_lossy().ends_with(h), "{:?}", c.dir());
+        }
+    }
+}
