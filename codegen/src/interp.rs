@@ -35,8 +35,8 @@ struct Args<'a> {
 /// Runs `kernel` reading `inputs` and writing `outputs` (byte buffers in the
 /// dtypes and lengths of the kernel's parameters), with `scalars` the values
 /// of its scalar parameters by slot (each rounded to its dtype here, as the
-/// PTX backend's `ptx::scalar_param` does). Matmul kernels take the blocked
-/// fast path of [`crate::matmul_cpu`] when they fit it.
+/// PTX backend's `ptx::scalar_param` does). Generic: [`crate::cpu::run`]
+/// dispatches matmuls to their fast path first.
 pub fn run(
     kernel: &Kernel,
     inputs: &[&[u8]],
@@ -44,9 +44,6 @@ pub fn run(
     outputs: &mut [&mut [u8]],
 ) -> Result<(), InterpError> {
     check_args(kernel, inputs, scalars, outputs)?;
-    if let Some(done) = crate::matmul_cpu::try_run(kernel, inputs, scalars, outputs) {
-        return done;
-    }
     let args = Args { inputs, scalars };
     let rows = kernel.rows();
     let row_len = kernel.row_len();
@@ -69,7 +66,8 @@ pub fn run(
     Ok(())
 }
 
-fn check_args(
+/// Checks that the buffers and scalars match the kernel's parameters.
+pub fn check_args(
     kernel: &Kernel,
     inputs: &[&[u8]],
     scalars: &[f64],

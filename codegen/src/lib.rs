@@ -3,6 +3,7 @@
 //! interpreter; PTX for NVIDIA GPUs).
 
 pub mod bounds;
+pub mod cpu;
 pub mod dtype;
 pub mod env;
 pub mod expr;

@@ -13,7 +13,7 @@ mod ptx_cases;
 
 use smelt_codegen::ptx::launch::{self, Elementwise, Plan, Rows};
 use smelt_codegen::ptx::{emit, emit_plan, scalar_param, Target};
-use smelt_codegen::{interp, DType, Kernel};
+use smelt_codegen::{cpu, DType, Kernel};
 use std::fmt::Write;
 use std::path::Path;
 
@@ -168,7 +168,7 @@ fn write_checks(dir: &Path, rng: &mut Rng) -> Vec<String> {
         {
             let in_refs: Vec<&[u8]> = ins.iter().map(|v| v.as_slice()).collect();
             let mut out_refs: Vec<&mut [u8]> = outs.iter_mut().map(|v| v.as_mut_slice()).collect();
-            interp::run(&k, &in_refs, &scalars, &mut out_refs).unwrap();
+            cpu::run(&k, &in_refs, &scalars, &mut out_refs).unwrap();
         }
         let scalar_params: Vec<String> = k
             .scalars

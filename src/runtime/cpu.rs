@@ -68,7 +68,7 @@ pub fn execute(schedule: &Schedule) -> Result<Vec<BufferHandle>> {
         super::ptx_check::check(&it.kernel)?;
         let t0 = Instant::now();
         let scalars = schedule.scalar_values(it);
-        smelt_codegen::interp::run(&it.kernel, &ins, &scalars, &mut out_refs)?;
+        smelt_codegen::cpu::run(&it.kernel, &ins, &scalars, &mut out_refs)?;
         super::count_kernel();
         super::report_kernel(&it.kernel, t0.elapsed());
         for (b, o) in it.outputs.iter().zip(outs) {

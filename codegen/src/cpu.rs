@@ -1,0 +1,24 @@
+//! The CPU backend's entry, mirroring [`crate::ptx::emit`]: a kernel runs on
+//! the specialised matmul path when it fits it, else on the generic
+//! interpreter.
+
+use crate::interp::{self, InterpError};
+use crate::ir::Kernel;
+
+/// Runs `kernel` over byte buffers; the arguments are [`interp::run`]'s.
+///
+/// # Errors
+/// Buffers that do not match the kernel's parameters, an index outside a
+/// buffer, or a host allocation that fails.
+pub fn run(
+    kernel: &Kernel,
+    inputs: &[&[u8]],
+    scalars: &[f64],
+    outputs: &mut [&mut [u8]],
+) -> Result<(), InterpError> {
+    interp::check_args(kernel, inputs, scalars, outputs)?;
+    match crate::matmul_cpu::try_run(kernel, inputs, scalars, outputs) {
+        Some(done) => done,
+        None => interp::run(kernel, inputs, scalars, outputs),
+    }
+}
