@@ -10,7 +10,8 @@ use super::shape::Shape;
 use super::start::{lane_and_warp, start};
 use crate::ir::Kernel;
 use crate::ptx::builder::{ins, RegKind};
-use crate::ptx::{PtxKernel, Target};
+use crate::ptx::module::PtxKernel;
+use crate::ptx::target::Target;
 
 /// Lowers the recognised matmul `s` of `kernel` with the `mma.sync` tile
 /// `t` (not `t.wgmma`).

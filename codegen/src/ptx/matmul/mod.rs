@@ -39,7 +39,8 @@ mod wgmma;
 pub use config::{candidates, wgmma_candidates, Tile};
 pub use shape::{recognise, Elem, Operand, Shape};
 
-use super::{PtxKernel, Target};
+use super::module::PtxKernel;
+use super::target::Target;
 use crate::ir::Kernel;
 
 /// The matmul's shape when a specialised emitter takes `kernel`: the

@@ -66,7 +66,8 @@ use super::shape::{Operand, Shape};
 use super::start::{batch_offset, start, CtaTile};
 use crate::ir::Kernel;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
-use crate::ptx::{PtxKernel, Target};
+use crate::ptx::module::PtxKernel;
+use crate::ptx::target::Target;
 
 /// Rows (m) and columns (n) of C one warp computes: lanes 8 x 4, each 8x8.
 const WARP_M: u32 = 64;

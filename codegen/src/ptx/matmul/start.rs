@@ -8,7 +8,8 @@ use super::shape::{Operand, Shape};
 use crate::ir::Kernel;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
 use crate::ptx::eval::Cx;
-use crate::ptx::{entry_name, module, prologue, PtxKernel, Target};
+use crate::ptx::module::{entry_name, module, prologue, PtxKernel};
+use crate::ptx::target::Target;
 
 /// What every matmul emitter starts from: the kernel's parameters and
 /// evaluator, the thread index, the shared base, the CTA tile's origin in

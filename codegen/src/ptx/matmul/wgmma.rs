@@ -36,7 +36,8 @@ use super::shape::{Elem, Shape};
 use super::start::{lane_and_warp, start};
 use crate::ir::Kernel;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
-use crate::ptx::{PtxKernel, Target};
+use crate::ptx::module::PtxKernel;
+use crate::ptx::target::Target;
 
 /// Descriptor bits of a tile that do not depend on its address (strides
 /// in 16-byte units, 128-byte swizzle), the descriptor step per k16, and

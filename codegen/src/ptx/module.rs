@@ -1,0 +1,173 @@
+//! The module around a kernel body: the entry's name and parameters (the
+//! one place that declares them, as [`Kernel::param_bytes`] counts them),
+//! the lowering context they give, and the module text.
+
+use super::builder::{ins, Builder, RegKind};
+use super::eval::{self, Cx};
+use super::expr::{self, Width};
+use super::target::Target;
+use crate::ir::{Inst, Kernel, PARAM_BYTES};
+use crate::DType;
+
+/// A kernel lowered to PTX, with its launch configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PtxKernel {
+    /// The complete module: `.version 8.0`, `.target sm_80` or `sm_90`,
+    /// `.address_size 64`, one `.entry`.
+    pub ptx: String,
+    /// Name of the `.entry`.
+    pub entry: String,
+    pub grid: (u32, u32, u32),
+    pub block: (u32, u32, u32),
+    /// Dynamic shared memory to launch with (0 but for the tensor-core
+    /// matmul's pipeline; above 48 KiB the launcher raises the limit).
+    pub shared_bytes: u32,
+}
+
+/// The 8 bytes a launch passes for a scalar parameter of dtype `dt` holding
+/// `value`, as a little-endian `u64`. The value is rounded to `dt` by
+/// [`DType::round`], as the interpreter does, and passed as the
+/// kernel's registers hold it: the bits of an `f32` for every float type
+/// (halves compute in `f32`; a half value is exact there, and the kernel
+/// then needs no conversion), of an `i32`, or 0/1 for a bool.
+pub fn scalar_param(dt: DType, value: f64) -> u64 {
+    let v = dt.round(value);
+    match dt {
+        DType::Bool => u64::from(v != 0.0),
+        DType::I32 => u64::from(v as i32 as u32),
+        _ => u64::from((v as f32).to_bits()),
+    }
+}
+
+/// Declares the entry's parameters (one `.u64` pointer per input, then per
+/// output, then an 8-byte parameter per scalar: [`Kernel::param_bytes`]
+/// counts exactly these) and loads the pointers as global addresses at the
+/// top of the body (scalars are read where used); returns the parameter
+/// declarations and the lowering context.
+pub(super) fn prologue<'a>(
+    kernel: &'a Kernel,
+    entry: &str,
+    b: &mut Builder,
+) -> (Vec<String>, Cx<'a>) {
+    let pointers: Vec<String> = (0..kernel.inputs.len() + kernel.outputs.len())
+        .map(|i| format!("{entry}_param_{i}"))
+        .collect();
+    let scalars: Vec<String> = (0..kernel.scalars.len())
+        .map(|s| format!("{entry}_scalar_{s}"))
+        .collect();
+    let mut ptrs = Vec::new();
+    for p in &pointers {
+        let (raw, g) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
+        ins!(b, "ld.param.u64 {raw}, [{p}]");
+        ins!(b, "cvta.to.global.u64 {g}, {raw}");
+        ptrs.push(g);
+    }
+    let decls = pointers
+        .iter()
+        .map(|p| format!("\t.param .u64 {p}"))
+        .chain(
+            scalars
+                .iter()
+                .map(|s| format!("\t.param .align {PARAM_BYTES} .b8 {s}[{PARAM_BYTES}]")),
+        )
+        .collect();
+    let outputs = ptrs.split_off(kernel.inputs.len());
+    let cx = Cx {
+        k: kernel,
+        level: kernel.element_level(),
+        lane_var: kernel.ranges.len().saturating_sub(1),
+        lane_dep: eval::depends_on(kernel, kernel.ranges.len().saturating_sub(1)),
+        width: width(kernel),
+        inputs: ptrs,
+        outputs,
+        scalars,
+    };
+    (decls, cx)
+}
+
+/// The complete module text around a finished body: header, module-level
+/// declarations `decls`, the entry with its parameter declarations
+/// `params` (from [`prologue`]) and `directives`.
+pub(super) fn module(
+    kernel: &Kernel,
+    target: &Target,
+    entry: &str,
+    params: &[String],
+    decls: &str,
+    directives: &str,
+    body: Builder,
+) -> String {
+    let sm = if target.sm >= 90 { 90 } else { 80 };
+    format!(
+        ".version 8.0\n.target sm_{sm}\n.address_size 64\n\n{decls}// {}\n.visible .entry {entry}(\n{}\n)\n{directives}{{\n{}}}\n",
+        kernel.name.replace('\n', " "),
+        params.join(",\n"),
+        body.finish()
+    )
+}
+
+/// The kernel name restricted to identifier characters, with a short hash
+/// of its code.
+pub(super) fn entry_name(k: &Kernel) -> String {
+    let clean: String = k
+        .name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .take(48)
+        .collect();
+    format!("smelt_{clean}_{:08x}", k.code_hash() as u32)
+}
+
+/// Whether every index fits in 32-bit arithmetic (with room for loop
+/// counters running past the domain).
+fn width(k: &Kernel) -> Width {
+    const LIMIT: i128 = i32::MAX as i128 / 2;
+    let r = &k.ranges;
+    let numel: i128 = r.iter().map(|x| *x as i128).product();
+    let cond = |c: &crate::Cond| {
+        c.checks()
+            .iter()
+            .map(|(e, lo, hi)| {
+                expr::magnitude(e, r) + lo.unsigned_abs() as i128 + hi.unsigned_abs() as i128
+            })
+            .max()
+            .unwrap_or(0)
+    };
+    let mut m = numel;
+    for n in &k.insts {
+        m = m.max(match &n.inst {
+            Inst::Load { index, valid, .. } => cond(valid).max(expr::magnitude(index, r)),
+            Inst::Valid(c) => cond(c),
+            _ => 0,
+        });
+    }
+    for s in &k.stores {
+        m = m.max(expr::magnitude(&s.index, r));
+    }
+    Width { wide: m > LIMIT }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scalar_param;
+    use crate::DType;
+
+    /// Scalars travel rounded to their dtype (as the interpreter rounds
+    /// them), in the register form the kernel reads.
+    #[test]
+    fn scalar_params_are_rounded_and_encoded() {
+        let f32_bits = |v: f64| u64::from((v as f32).to_bits());
+        assert_eq!(scalar_param(DType::F32, 0.1), f32_bits(0.1));
+        // Halves: the half value, exact as an f32.
+        let h = half::f16::from_f64(0.1).to_f64();
+        assert_ne!(h, 0.1f32 as f64);
+        assert_eq!(scalar_param(DType::F16, 0.1), f32_bits(h));
+        let b = half::bf16::from_f64(-3.3).to_f64();
+        assert_eq!(scalar_param(DType::BF16, -3.3), f32_bits(b));
+        // Integers truncate, saturate, and travel as two's complement bits.
+        assert_eq!(scalar_param(DType::I32, -7.9), u64::from((-7i32) as u32));
+        assert_eq!(scalar_param(DType::I32, 1e20), u64::from(i32::MAX as u32));
+        assert_eq!(scalar_param(DType::Bool, 0.5), 1);
+        assert_eq!(scalar_param(DType::Bool, 0.0), 0);
+    }
+}
