@@ -1,18 +1,19 @@
 //! Seeded random numbers, generated on the host so every backend sees the
-//! same values for the same seed.
+//! same values for the same seed: element `i` of stream `seed` is a hash of
+//! the pair through SplitMix64 (`smelt_codegen::rng`), so it does not
+//! depend on the elements before it.
 
-/// SplitMix64 of `x`: a strong 64-bit mix, the counter-based generator.
-fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
+use smelt_codegen::rng::{unit_f64, SplitMix64};
+
+/// SplitMix64's first output for state `x`: a strong 64-bit mix, which
+/// makes the generator counter-based.
+fn mix(x: u64) -> u64 {
+    SplitMix64::new(x).next_u64()
 }
 
 /// Uniform in `[0, 1)` for counter `i` of stream `seed`.
 pub(crate) fn uniform(seed: u64, i: u64) -> f64 {
-    let r = mix(mix(seed) ^ i.wrapping_mul(0xD1B5_4A32_D192_ED03));
-    (r >> 11) as f64 / (1u64 << 53) as f64
+    unit_f64(mix(mix(seed) ^ i.wrapping_mul(0xD1B5_4A32_D192_ED03)))
 }
 
 /// Standard normal for counter `i` of stream `seed` (Box-Muller).
