@@ -275,7 +275,7 @@ fn draw(
         }
     };
     // The legend's column fits its longest name (about 7 px a character
-    // at 13 px) after a 40 px line sample.
+    // in its 13 px font: plotters' size 16) after a 40 px line sample.
     let longest = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
     let legend_w = 50 + 7 * longest as u32;
 
