@@ -33,7 +33,8 @@
 mod common;
 mod cublas;
 
-use common::{gpu, kernel_ms, svg, today, write_report, Point};
+use common::report::{read_json, to_json, MatmulPoint, MatmulReport};
+use common::{gpu, kernel_ms, today, write_report};
 use cublas::{device_ptr, BLayout, Blas, Gemm, Math};
 use smelt::runtime::cuda::CudaDevice;
 use smelt::{DType, Device, Precision, Result, Tensor};
@@ -104,7 +105,8 @@ fn main() -> Result<()> {
         let file = args
             .get(i + 1)
             .ok_or_else(|| smelt::Error::Runtime("--replot needs a matmul.json path".into()))?;
-        return replot(std::path::Path::new(file));
+        let report: MatmulReport = read_json(std::path::Path::new(file))?;
+        return save("matmul_square.svg", &report.square_svg()?);
     }
     // Finding cuBLAS may re-run the process, so it comes before any work.
     let loadable = cublas::make_loadable();
@@ -169,107 +171,20 @@ fn main() -> Result<()> {
             rows.push(row);
         }
     }
-    let date = today();
-    report("matmul.json", &json(&rows, &device, &date, &cublas))?;
-    report("matmul_square.svg", &square_svg(&rows, &device, &date))
+    let report = MatmulReport {
+        device,
+        date: today(),
+        cublas,
+        points: cells(&rows),
+    };
+    save("matmul.json", &to_json(&report)?)?;
+    save("matmul_square.svg", &report.square_svg()?)
 }
 
 /// Writes one report file (see [`write_report`]) and says where.
-fn report(file: &str, text: &str) -> Result<()> {
+fn save(file: &str, text: &str) -> Result<()> {
     println!("report in {}", write_report(file, text)?.display());
     Ok(())
-}
-
-/// TFLOP/s against the size of square products (B^T layout): smelt's
-/// kernel and cuBLAS, one line each per dtype.
-fn square_svg(rows: &[Row], device: &str, date: &str) -> String {
-    let mut points = Vec::new();
-    for r in rows {
-        let (bs, m, n, k) = r.shape;
-        if bs != 1 || m != n || n != k {
-            continue;
-        }
-        for (i, who) in [(0, "smelt"), (1, "cuBLAS")] {
-            if let (Some(ms), Some(y)) = (r.ms[i], r.tflops(i)) {
-                points.push(Point {
-                    series: format!("{who} {}", r.dtype.name()),
-                    x: n as f64,
-                    y,
-                    ms,
-                });
-            }
-        }
-    }
-    svg(
-        &points,
-        &format!("matmul, square, B^T: {device} ({date})"),
-        "m = n = k",
-        "TFLOP/s",
-    )
-}
-
-/// Redraws `matmul_square.svg` from a `matmul.json` this bench wrote (one
-/// point per line, as [`json`] writes it).
-fn replot(file: &std::path::Path) -> Result<()> {
-    let bad = |what: &str| smelt::Error::Runtime(format!("{}: {what}", file.display()));
-    let text = std::fs::read_to_string(file).map_err(|e| bad(&e.to_string()))?;
-    let header = text.lines().next().ok_or_else(|| bad("empty"))?;
-    let (device, date) = (
-        json_field(header, "device").ok_or_else(|| bad("no device"))?,
-        json_field(header, "date").ok_or_else(|| bad("no date"))?,
-    );
-    let mut rows: Vec<Row> = Vec::new();
-    for line in text.lines().filter(|l| l.contains("\"series\"")) {
-        let field =
-            |key: &str| json_field(line, key).ok_or_else(|| bad(&format!("no {key} in {line}")));
-        let num = |key: &str| {
-            field(key)?
-                .parse::<f64>()
-                .map_err(|e| bad(&format!("{key} in {line}: {e}")))
-        };
-        let (series, dtype) = (field("series")?, field("dtype")?);
-        let column = COLUMNS
-            .iter()
-            .position(|c| *c == series)
-            .ok_or_else(|| bad(&format!("unknown series in {line}")))?;
-        let dtype = [DType::F16, DType::BF16, DType::F32]
-            .into_iter()
-            .find(|d| d.name() == dtype)
-            .ok_or_else(|| bad(&format!("unknown dtype in {line}")))?;
-        let shape = (
-            num("batch")? as usize,
-            num("m")? as usize,
-            num("n")? as usize,
-            num("k")? as usize,
-        );
-        let at = match rows
-            .iter()
-            .position(|r| r.shape == shape && r.dtype == dtype)
-        {
-            Some(at) => at,
-            None => {
-                rows.push(Row {
-                    shape,
-                    dtype,
-                    ms: [None; 8],
-                });
-                rows.len() - 1
-            }
-        };
-        rows[at].ms[column] = Some(num("ms")?);
-    }
-    report("matmul_square.svg", &square_svg(&rows, &device, &date))
-}
-
-/// The value of `"key": ...` in one line of this bench's JSON: a string's
-/// contents (no escapes: the bench writes none in these fields) or a
-/// number's text.
-fn json_field(line: &str, key: &str) -> Option<String> {
-    let rest = &line[line.find(&format!("\"{key}\": "))? + key.len() + 4..];
-    match rest.strip_prefix('"') {
-        Some(s) => Some(s[..s.find('"')?].to_string()),
-        None => Some(rest.split([',', '}']).next()?.trim().to_string()),
-    }
 }
 
 /// Random operands of `shape` in `dt`, realized on GPU 0.
@@ -389,47 +304,26 @@ fn format_row(r: &Row) -> String {
     s
 }
 
-/// A JSON string literal of `s`.
-fn json_str(s: &str) -> String {
-    let mut out = String::from('"');
-    for ch in s.chars() {
-        match ch {
-            '"' | '\\' => {
-                out.push('\\');
-                out.push(ch);
-            }
-            c if c.is_control() => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// The report as JSON: one point per measured cell, with its series (the
-/// column), shape, dtype, milliseconds and TFLOP/s.
-fn json(rows: &[Row], device: &str, date: &str, cublas: &str) -> String {
+/// The report's cells: one per measured column of each row, with its
+/// series (the column's name), shape, dtype, milliseconds and TFLOP/s.
+fn cells(rows: &[Row]) -> Vec<MatmulPoint> {
     let mut points = Vec::new();
     for r in rows {
-        let (bs, m, n, k) = r.shape;
+        let (batch, m, n, k) = r.shape;
         for (i, series) in COLUMNS.iter().enumerate() {
             if let (Some(ms), Some(tflops)) = (r.ms[i], r.tflops(i)) {
-                points.push(format!(
-                    "  {{\"series\": {}, \"batch\": {bs}, \"m\": {m}, \"n\": {n}, \"k\": {k}, \
-                     \"dtype\": {}, \"ms\": {ms:.5}, \"tflops\": {tflops:.2}}}",
-                    json_str(series),
-                    json_str(r.dtype.name())
-                ));
+                points.push(MatmulPoint {
+                    series: series.to_string(),
+                    batch,
+                    m,
+                    n,
+                    k,
+                    dtype: r.dtype.name().to_string(),
+                    ms,
+                    tflops,
+                });
             }
         }
     }
-    format!(
-        "{{\"device\": {}, \"date\": {}, \"cublas\": {}, \"points\": [\n{}\n]}}\n",
-        json_str(device),
-        json_str(date),
-        json_str(cublas),
-        points.join(",\n")
-    )
+    points
 }

@@ -8,12 +8,16 @@
 //! inputs rotate when they would fit in L2.
 //!
 //! `cargo bench --bench softmax` (prints `skipped` without a GPU). Writes
-//! a table to stdout and `softmax.json` plus SVG plots to
+//! a table to stdout and `softmax.json` plus SVG plots (`vector_add.svg`,
+//! `softmax_{f32,bf16}.svg`, `layer_norm_{f32,bf16}.svg`) to
 //! `$SMELT_BENCH_OUT` (default `target/bench`).
+//! `cargo bench --bench softmax -- --replot FILE` redraws the plots from a
+//! saved `softmax.json`, without a GPU.
 
 mod common;
 
-use common::{copy_gbps, gpu, json, kernel_ms, out_dir, rotation, svg, today, write_report, Point};
+use common::report::{read_json, to_json, BandwidthReport, Point};
+use common::{copy_gbps, gpu, kernel_ms, out_dir, rotation, today, write_report};
 use smelt::{DType, Device, Fusion, Result, Tensor};
 use std::time::Instant;
 
@@ -37,6 +41,14 @@ fn randn_on_gpu(rows: usize, n: usize, dt: DType, seed: u64, dev: &Device) -> Re
 }
 
 fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--replot") {
+        let file = args
+            .get(i + 1)
+            .ok_or_else(|| smelt::Error::Runtime("--replot needs a softmax.json path".into()))?;
+        let report: BandwidthReport = read_json(std::path::Path::new(file))?;
+        return write_plots(&report);
+    }
     let Some(dev) = gpu() else { return Ok(()) };
     let cuda = Device::Cuda(0);
     let mut points = Vec::new();
@@ -177,60 +189,25 @@ fn main() -> Result<()> {
         host.len()
     );
 
-    let date = today();
     let device = format!(
         "{} (sm_{}, {} SMs)",
         dev.name()?,
         dev.target().sm,
         dev.target().num_sms
     );
-    write_report("softmax.json", &json(&points, &device, &date))?;
-    for (file, prefix, title, xl) in [
-        (
-            "vector_add.svg",
-            "vector add",
-            "vector add f32: GB/s vs elements",
-            "elements",
-        ),
-        (
-            "softmax_f32.svg",
-            "softmax float32",
-            "softmax f32, M = 4096: GB/s vs N",
-            "N",
-        ),
-        (
-            "softmax_bf16.svg",
-            "softmax bfloat16",
-            "softmax bf16, M = 4096: GB/s vs N",
-            "N",
-        ),
-        (
-            "layer_norm_f32.svg",
-            "layer_norm float32",
-            "layer_norm f32, M = 4096: GB/s vs N",
-            "N",
-        ),
-        (
-            "layer_norm_bf16.svg",
-            "layer_norm bfloat16",
-            "layer_norm bf16, M = 4096: GB/s vs N",
-            "N",
-        ),
-    ] {
-        let sel: Vec<Point> = points
-            .iter()
-            .filter(|p| {
-                p.series.starts_with(prefix)
-                    || (prefix == "vector add" && p.series.starts_with("copy"))
-            })
-            .map(|p| Point {
-                series: p.series.clone(),
-                x: p.x,
-                y: p.y,
-                ms: p.ms,
-            })
-            .collect();
-        write_report(file, &svg(&sel, &format!("{title} ({date})"), xl, "GB/s"))?;
+    let report = BandwidthReport {
+        device,
+        date: today(),
+        points,
+    };
+    write_report("softmax.json", &to_json(&report)?)?;
+    write_plots(&report)
+}
+
+/// Writes the report's SVG plots to the report folder and says where.
+fn write_plots(report: &BandwidthReport) -> Result<()> {
+    for (file, svg) in report.plots()? {
+        write_report(file, &svg)?;
     }
     println!("reports in {}", out_dir().display());
     Ok(())

@@ -16,6 +16,7 @@
 
 mod common;
 
+use common::Rng;
 use smelt::{realize_all, s, DType, Device, Fusion, ReduceOp, Schedule, SliceArg, Tensor};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
@@ -33,60 +34,16 @@ const BASE_SEED: u64 = 0x5EED_0000;
 // ---------------------------------------------------------------------------
 // PRNG
 
-/// SplitMix64.
-#[derive(Clone)]
-struct Rng(u64);
+/// This fuzzer's salt for `Rng::salted`: seeds printed by failures keep
+/// naming the same graphs.
+const SALT: u64 = 0x9E6C_63D0_676A_9A99;
 
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x9E6C_63D0_676A_9A99)
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n > 0`).
-    fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-
-    /// Uniform in `lo..=hi`.
-    fn range(&mut self, lo: isize, hi: isize) -> isize {
-        lo + self.below((hi - lo + 1) as usize) as isize
-    }
-
-    fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn chance(&mut self, p: f64) -> bool {
-        self.unit() < p
-    }
-
-    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
-        xs[self.below(xs.len())]
-    }
-
-    fn permutation(&mut self, n: usize) -> Vec<usize> {
-        let mut p: Vec<usize> = (0..n).collect();
-        for i in (1..n).rev() {
-            p.swap(i, self.below(i + 1));
-        }
-        p
-    }
-
-    /// A random non-empty subset of `0..n`, sorted.
-    fn axes(&mut self, n: usize) -> Vec<usize> {
-        loop {
-            let a: Vec<usize> = (0..n).filter(|_| self.chance(0.4)).collect();
-            if !a.is_empty() {
-                return a;
-            }
+/// A random non-empty subset of `0..n`, sorted.
+fn random_axes(rng: &mut Rng, n: usize) -> Vec<usize> {
+    loop {
+        let a: Vec<usize> = (0..n).filter(|_| rng.chance(0.4)).collect();
+        if !a.is_empty() {
+            return a;
         }
     }
 }
@@ -186,7 +143,7 @@ struct Gen {
 
 impl Gen {
     fn new(seed: u64, fusion: Fusion) -> Gen {
-        let mut rng = Rng::new(seed);
+        let mut rng = Rng::salted(seed, SALT);
         let (sizes, max_numel) = match rng.below(20) {
             0 | 1 => (vec![1, 33, 64, 130], MAX_NUMEL_BIG),
             2..=7 => (vec![1, 3, 3, 3], MAX_NUMEL),
@@ -287,7 +244,7 @@ impl Gen {
                 self.pool[i].clone()
             }
             2 if !sa.is_empty() => {
-                let axes = self.rng.axes(sa.len());
+                let axes = random_axes(&mut self.rng, sa.len());
                 (format!("flip({axes:?}) of itself"), a.flip(axes))
             }
             _ => {
@@ -375,7 +332,7 @@ impl Gen {
                 // Two ops of one input with different views: recompute.
                 let e = a.exp().minimum(1e3);
                 let t = if rank > 0 {
-                    let axes = self.rng.axes(rank);
+                    let axes = random_axes(&mut self.rng, rank);
                     &e - e.flip(axes.clone())
                 } else {
                     &e * &e
@@ -387,7 +344,7 @@ impl Gen {
 
     fn reduction(&mut self, an: &str, a: &Tensor) {
         let rank = a.ndim();
-        let axes = self.rng.axes(rank);
+        let axes = random_axes(&mut self.rng, rank);
         let keep = self.rng.chance(0.5);
         let mean = self.rng.chance(0.2);
         let (name, op) = if mean {
@@ -467,7 +424,7 @@ impl Gen {
                 self.add(a.slice(args.clone()), format!("slice({an}, {args:?})"));
             }
             2 => {
-                let axes = self.rng.axes(rank);
+                let axes = random_axes(&mut self.rng, rank);
                 self.add(a.flip(axes.clone()), format!("flip({an}, {axes:?})"));
             }
             3 => {
@@ -544,7 +501,7 @@ impl Gen {
     fn composite(&mut self, an: &str, a: &Tensor) {
         let rank = a.ndim();
         let ax = self.rng.below(rank);
-        let axes = self.rng.axes(rank);
+        let axes = random_axes(&mut self.rng, rank);
         let (t, what) = match self.rng.below(8) {
             0 => (a.softmax(ax as isize), "softmax"),
             1 => (a.log_softmax(ax as isize), "log_softmax"),

@@ -9,6 +9,7 @@
 
 use half::{bf16, f16};
 use smelt::{DType, Device, Fusion, Precision, Tensor};
+use smelt_codegen::rng::SplitMix64;
 
 /// The first CUDA GPU unless `SMELT_TEST_DEVICE=cpu`, else the CPU; with
 /// `SMELT_REQUIRE_CUDA=1` a missing GPU fails.
@@ -35,14 +36,9 @@ impl Host {
     /// Deterministic values in [-1, 1), rounded to `dt`.
     fn random(shape: &[usize], dt: DType, seed: u64) -> Host {
         let n: usize = shape.iter().product();
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut rng = SplitMix64::new(seed);
         let data = (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                dt_round(dt, (s >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0)
-            })
+            .map(|_| dt_round(dt, rng.next_f64() * 2.0 - 1.0))
             .collect();
         Host {
             shape: shape.to_vec(),

@@ -127,7 +127,7 @@ fn random_shape_with(rng: &mut Rng, n: usize) -> Vec<usize> {
     let mut s = Vec::new();
     for _ in 1..r {
         let divs: Vec<usize> = (1..=rest).filter(|d| rest / d * d == rest).collect();
-        let d = *rng.pick(&divs);
+        let d = rng.pick(&divs);
         s.push(d);
         rest /= d;
     }
@@ -161,7 +161,7 @@ fn random_slice_arg(rng: &mut Rng, n: usize) -> SliceArg {
             Some(rng.range(-n - 2, n + 2))
         }
     };
-    let step = *rng.pick(&[1, 1, 2, 3, -1, -1, -2, -3]);
+    let step = rng.pick(&[1, 1, 2, 3, -1, -1, -2, -3]);
     SliceArg::Range {
         start: bound(rng),
         end: bound(rng),
@@ -280,11 +280,11 @@ fn run_chain(seed: u64, empty: bool) {
         let n = if empty && rng.chance(0.05) {
             0
         } else {
-            *rng.pick(&[1, 2, 6, 12, 24, 30, 36, 60, 64, 105, 120])
+            rng.pick(&[1, 2, 6, 12, 24, 30, 36, 60, 64, 105, 120])
         };
         random_shape_with(&mut rng, n)
     };
-    let dt = *rng.pick(&[DType::F32, DType::F32, DType::I32, DType::F16]);
+    let dt = rng.pick(&[DType::F32, DType::F32, DType::I32, DType::F16]);
     let n: usize = base_shape.iter().product();
     // Distinct, exactly representable values (zero only from padding).
     let vals: Vec<f64> = (0..n).map(|i| (i % 1000) as f64 + 1.0).collect();

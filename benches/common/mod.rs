@@ -1,12 +1,13 @@
 //! Shared by the GPU benchmarks: CUDA-event timing (median of many runs
-//! after warm-up), the device's copy ceiling, and the report writers
-//! (table, JSON, SVG plot).
+//! after warm-up), the device's copy ceiling, where reports go, and (in
+//! `report`) the report files themselves: JSON and SVG plots.
 
 #![allow(dead_code)] // each bench uses the part it needs
 
+pub mod report;
+
 use smelt::runtime::cuda::{self, CudaDevice};
 use smelt::Result;
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 /// Warm-up runs before timing, and timed runs (the median is reported).
@@ -101,113 +102,6 @@ pub fn copy_gbps(dev: &Arc<CudaDevice>, bytes: usize) -> Result<f64> {
 /// exceeds a 50 MB L2 (H100/H200) twice over.
 pub fn rotation(bytes: usize) -> usize {
     (100_000_000 / bytes.max(1)).clamp(1, 64)
-}
-
-/// One measured point of a series: `y` is GB/s for the bandwidth benches,
-/// TFLOP/s for matmul.
-pub struct Point {
-    pub series: String,
-    pub x: f64,
-    pub y: f64,
-    pub ms: f64,
-}
-
-/// The bandwidth benches' report: `points` (their `y` in GB/s) as JSON.
-pub fn json(points: &[Point], device: &str, date: &str) -> String {
-    let mut s = format!("{{\"device\": \"{device}\", \"date\": \"{date}\", \"points\": [\n");
-    for (i, p) in points.iter().enumerate() {
-        let sep = if i + 1 < points.len() { "," } else { "" };
-        let _ = writeln!(
-            s,
-            "  {{\"series\": \"{}\", \"x\": {}, \"gbps\": {:.1}, \"ms\": {:.5}}}{sep}",
-            p.series, p.x, p.y, p.ms
-        );
-    }
-    s.push_str("]}\n");
-    s
-}
-
-/// A line chart of `y` (labelled `ylabel`) against x (log2 axis), one line
-/// per series.
-pub fn svg(points: &[Point], title: &str, xlabel: &str, ylabel: &str) -> String {
-    let (w, h, l, r, t, b) = (760.0, 440.0, 70.0, 190.0, 40.0, 50.0);
-    let xs: Vec<f64> = points.iter().map(|p| p.x.log2()).collect();
-    let (x0, x1) = (
-        xs.iter().cloned().fold(f64::MAX, f64::min),
-        xs.iter().cloned().fold(f64::MIN, f64::max),
-    );
-    let ymax = points.iter().map(|p| p.y).fold(0.0, f64::max) * 1.1;
-    let px = |x: f64| l + (x.log2() - x0) / (x1 - x0).max(1e-9) * (w - l - r);
-    let py = |y: f64| h - b - y / ymax.max(1e-9) * (h - t - b);
-    let mut s = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n\
-         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
-         <text x=\"{}\" y=\"24\" font-size=\"15\">{title}</text>\n",
-        l
-    );
-    for k in 0..=5 {
-        let y = ymax * k as f64 / 5.0;
-        let (yy, xr, xt) = (py(y), w - r, l - 6.0);
-        let _ = writeln!(
-            s,
-            "<line x1=\"{l}\" x2=\"{xr}\" y1=\"{yy:.1}\" y2=\"{yy:.1}\" stroke=\"#ddd\"/>\
-             <text x=\"{xt}\" y=\"{:.1}\" text-anchor=\"end\">{y:.0}</text>",
-            yy + 4.0
-        );
-    }
-    let mut ticks: Vec<f64> = points.iter().map(|p| p.x).collect();
-    ticks.sort_by(|a, b| a.total_cmp(b));
-    ticks.dedup();
-    for x in &ticks {
-        let _ = writeln!(
-            s,
-            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-            px(*x),
-            h - b + 16.0,
-            x
-        );
-    }
-    let _ = writeln!(
-        s,
-        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{xlabel}</text>",
-        (l + w - r) / 2.0,
-        h - 12.0
-    );
-    let _ = writeln!(s, "<text x=\"16\" y=\"{}\" transform=\"rotate(-90 16 {0})\" text-anchor=\"middle\">{ylabel}</text>", (t + h - b) / 2.0);
-    let colors = [
-        "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f",
-    ];
-    let mut names: Vec<&str> = Vec::new();
-    for p in points {
-        if !names.contains(&p.series.as_str()) {
-            names.push(&p.series);
-        }
-    }
-    for (i, name) in names.iter().enumerate() {
-        let c = colors[i % colors.len()];
-        let mut pts: Vec<&Point> = points.iter().filter(|p| p.series == *name).collect();
-        pts.sort_by(|a, b| a.x.total_cmp(&b.x));
-        let path: Vec<String> = pts
-            .iter()
-            .map(|p| format!("{:.1},{:.1}", px(p.x), py(p.y)))
-            .collect();
-        let _ = writeln!(
-            s,
-            "<polyline fill=\"none\" stroke=\"{c}\" stroke-width=\"2\" points=\"{}\"/>",
-            path.join(" ")
-        );
-        let ly = t + 16.0 * i as f64 + 10.0;
-        let _ = writeln!(
-            s,
-            "<line x1=\"{}\" x2=\"{}\" y1=\"{ly}\" y2=\"{ly}\" stroke=\"{c}\" stroke-width=\"2\"/><text x=\"{}\" y=\"{}\">{name}</text>",
-            w - r + 10.0,
-            w - r + 30.0,
-            w - r + 36.0,
-            ly + 4.0
-        );
-    }
-    s.push_str("</svg>\n");
-    s
 }
 
 /// Where reports go: `$SMELT_BENCH_OUT` (the GPU machine's `$OUT`), else

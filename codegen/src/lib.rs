@@ -14,6 +14,7 @@ pub mod ir;
 pub mod matmul_cpu;
 pub mod ops;
 pub mod ptx;
+pub mod rng;
 
 /// Hash of this crate's sources (FNV-1a 64, from `build.rs`): keys caches
 /// of generated code, so any change to the IR, simplifier or emitter

@@ -13,6 +13,7 @@ mod ptx_cases;
 
 use smelt_codegen::ptx::launch::{self, Elementwise, Plan, Rows};
 use smelt_codegen::ptx::{emit, emit_plan, scalar_param, Target};
+use smelt_codegen::rng::SplitMix64;
 use smelt_codegen::{cpu, DType, Kernel};
 use std::fmt::Write;
 use std::path::Path;
@@ -25,24 +26,10 @@ const H100: Target = Target {
 /// Largest buffer (elements) of a checked case.
 const MAX_CHECK: usize = 1 << 21;
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn normal(&mut self) -> f64 {
-        let (u, v) = (self.unit().max(1e-300), self.unit());
-        (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
-    }
+/// A standard normal from two uniforms (Box-Muller).
+fn normal(rng: &mut SplitMix64) -> f64 {
+    let (u, v) = (rng.next_f64().max(1e-300), rng.next_f64());
+    (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
 }
 
 const SPECIAL: [f64; 10] = [
@@ -59,7 +46,7 @@ const SPECIAL: [f64; 10] = [
 ];
 
 /// Random contents for input `i` of `k`.
-fn input(k: &Kernel, i: usize, rng: &mut Rng) -> Vec<u8> {
+fn input(k: &Kernel, i: usize, rng: &mut SplitMix64) -> Vec<u8> {
     let a = k.inputs[i];
     let mut buf = vec![0u8; a.len * a.dtype.size()];
     let elementwise = k.name.starts_with("elementwise");
@@ -67,18 +54,18 @@ fn input(k: &Kernel, i: usize, rng: &mut Rng) -> Vec<u8> {
     let row_len = k.row_len().max(1);
     for j in 0..a.len {
         let v = match a.dtype {
-            DType::Bool => (rng.next() % 2) as f64,
+            DType::Bool => rng.below(2) as f64,
             DType::I32 => {
-                if !small_ints && rng.next().is_multiple_of(10) {
-                    rng.next() as u32 as i32 as f64
+                if !small_ints && rng.next_u64().is_multiple_of(10) {
+                    rng.next_u64() as u32 as i32 as f64
                 } else {
-                    (rng.next() % 13) as f64 - 6.0
+                    rng.below(13) as f64 - 6.0
                 }
             }
             _ => {
-                let r = rng.next() % 16;
+                let r = rng.below(16);
                 if elementwise && r == 0 {
-                    SPECIAL[(rng.next() % SPECIAL.len() as u64) as usize]
+                    SPECIAL[rng.below(SPECIAL.len() as u64) as usize]
                 } else if k.name.starts_with("multireduce")
                     && a.len >= 4 * row_len
                     && j < 4 * row_len
@@ -90,10 +77,10 @@ fn input(k: &Kernel, i: usize, rng: &mut Rng) -> Vec<u8> {
                         1 if col % 7 == 0 => f64::NEG_INFINITY,
                         2 if col == row_len / 2 => f64::NAN,
                         3 if col == 1 => f64::INFINITY,
-                        _ => 3.0 * rng.normal(),
+                        _ => 3.0 * normal(rng),
                     }
                 } else {
-                    3.0 * rng.normal()
+                    3.0 * normal(rng)
                 }
             }
         };
@@ -145,7 +132,7 @@ fn launch_json(p: &smelt_codegen::ptx::PtxKernel) -> String {
     )
 }
 
-fn write_checks(dir: &Path, rng: &mut Rng) -> Vec<String> {
+fn write_checks(dir: &Path, rng: &mut SplitMix64) -> Vec<String> {
     let mut entries = Vec::new();
     for (n, k) in ptx_cases::all().into_iter().enumerate() {
         let big = k.inputs.iter().chain(&k.outputs).any(|a| a.len > MAX_CHECK);
@@ -392,7 +379,7 @@ fn dump_gpu_check() {
     };
     let dir = Path::new(&dir);
     std::fs::create_dir_all(dir).unwrap();
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut rng = SplitMix64::new(1);
     let checks = write_checks(dir, &mut rng);
     let benches = write_benches(dir);
     let mut manifest = String::new();

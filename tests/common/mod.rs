@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 use smelt::{DType, Device, Fusion, SliceArg, Tensor};
+use smelt_codegen::rng::SplitMix64;
 
 /// The device every test runs on: the first CUDA GPU when there is one
 /// (`SMELT_TEST_DEVICE=cpu` forces the CPU), else the CPU, saying so once.
@@ -33,26 +34,31 @@ pub const MODES: [Fusion; 2] = [Fusion::Off, Fusion::On];
 // ---------------------------------------------------------------------------
 // PRNG
 
-/// SplitMix64: tiny, seeded, good enough for test data and fuzzing.
+/// The tests' seeded PRNG: `smelt_codegen::rng::SplitMix64` with the
+/// draws tests and fuzzers use.
 #[derive(Clone, Debug)]
-pub struct Rng(u64);
+pub struct Rng(SplitMix64);
 
 impl Rng {
+    /// The stream for `seed` (salted, so seeds 0, 1, 2 are not the
+    /// generator's raw states).
     pub fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x5DEE_CE66_D1CE_4E5B)
+        Rng::salted(seed, 0x5DEE_CE66_D1CE_4E5B)
+    }
+
+    /// The stream whose state starts at `seed ^ salt`: a test that keeps
+    /// its own salt keeps the streams its printed replay seeds name.
+    pub fn salted(seed: u64, salt: u64) -> Rng {
+        Rng(SplitMix64::new(seed ^ salt))
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in `0..n` (`n > 0`).
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
+        self.0.below(n as u64) as usize
     }
 
     /// Uniform in `lo..=hi`.
@@ -62,7 +68,7 @@ impl Rng {
 
     /// Uniform in `[0, 1)`.
     pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+        self.0.next_f64()
     }
 
     /// Uniform in `[lo, hi)`.
@@ -74,8 +80,9 @@ impl Rng {
         self.unit() < p
     }
 
-    pub fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
-        &xs[self.below(xs.len())]
+    /// One of `xs` (not empty), uniformly.
+    pub fn pick<T: Clone>(&mut self, xs: &[T]) -> T {
+        xs[self.below(xs.len())].clone()
     }
 
     /// A random permutation of `0..n`.
