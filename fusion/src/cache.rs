@@ -30,6 +30,7 @@ struct Template {
     buffers: Vec<Buf>,
     /// `(index into the targets, buffer)`.
     results: Vec<(usize, usize)>,
+    dag: Arc<crate::dag::KernelDag>,
 }
 
 fn cache() -> &'static Mutex<HashMap<u64, Arc<Template>>> {
@@ -125,6 +126,7 @@ pub fn lookup(fp: &Fingerprint, targets: &[NodeRef]) -> Option<Schedule> {
         items: t.items.clone(),
         buffers,
         results,
+        dag: t.dag.clone(),
     })
 }
 
@@ -160,6 +162,7 @@ pub fn store(fp: &Fingerprint, s: &Schedule) {
             items: s.items.clone(),
             buffers,
             results,
+            dag: s.dag.clone(),
         }),
     );
 }
