@@ -224,7 +224,7 @@ impl KernelDag {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::graph::BufferHandle;
     use smelt_codegen::{Arg, DType, Kernel, KernelKind};

@@ -5,6 +5,7 @@ pub mod budget;
 pub mod cache;
 pub mod collapse;
 pub mod dag;
+pub mod dot;
 pub mod fuse;
 pub mod fxhash;
 pub mod graph;
