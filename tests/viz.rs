@@ -45,7 +45,11 @@ fn to_dot_from_the_tensor_api() {
     assert!(fused.contains("max → sub → exp → sum → div"), "{fused}");
     assert!(fused.contains("kept [8] · reduced [16]"), "{fused}");
     let unfused = x.softmax(-1).schedule(Fusion::Off).to_dot();
-    assert_eq!(unfused.matches("subgraph cluster_k").count(), 5, "{unfused}");
+    assert_eq!(
+        unfused.matches("subgraph cluster_k").count(),
+        5,
+        "{unfused}"
+    );
     // Nothing ran: a schedule is only a plan.
     assert_eq!(smelt::runtime::kernels_run(), before);
 }
@@ -78,11 +82,16 @@ fn explicit_directory() {
 fn run_child(viz: &Path, env: &[(&str, &str)]) -> String {
     let exe = std::env::current_exe().unwrap();
     let mut cmd = Command::new(exe);
-    cmd.args(["--exact", "child_realizes", "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1")
-        .env("SMELT_VIZ", viz)
-        .env("SMELT_DEVICE", "cpu")
-        .env("SMELT_DEBUG", "0");
+    cmd.args([
+        "--exact",
+        "child_realizes",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(CHILD, "1")
+    .env("SMELT_VIZ", viz)
+    .env("SMELT_DEVICE", "cpu")
+    .env("SMELT_DEBUG", "0");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -90,7 +99,10 @@ fn run_child(viz: &Path, env: &[(&str, &str)]) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "child failed:\n{stdout}\n{stderr}");
-    assert!(stdout.contains("1 passed"), "the child test did not run:\n{stdout}");
+    assert!(
+        stdout.contains("1 passed"),
+        "the child test did not run:\n{stdout}"
+    );
     stderr
 }
 
@@ -138,7 +150,11 @@ fn without_graphviz_only_dot_files_and_one_warning() {
         ["realize-000000.dot", "realize-000001.dot"],
         "{stderr}"
     );
-    assert_eq!(stderr.matches("`dot` is not on PATH").count(), 1, "{stderr}");
+    assert_eq!(
+        stderr.matches("`dot` is not on PATH").count(),
+        1,
+        "{stderr}"
+    );
     std::fs::remove_dir_all(dir).unwrap();
     std::fs::remove_dir_all(empty).unwrap();
 }

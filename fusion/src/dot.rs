@@ -182,7 +182,11 @@ fn write_kernel(o: &mut String, k: usize, it: &ScheduleItem) -> std::fmt::Result
         html(&domain),
         bytes(kern.bytes_read()),
         bytes(kern.bytes_written()),
-        if ops.is_empty() { "(no ops)".into() } else { ops }
+        if ops.is_empty() {
+            "(no ops)".into()
+        } else {
+            ops
+        }
     )?;
     // The op chain, shortened around a "more" node when long.
     let n = it.ops.len();
@@ -478,7 +482,10 @@ mod tests {
         };
         let dot = s.to_dot();
         // HTML labels (the headers) use entities.
-        assert!(dot.contains("&lt;a&amp;b&gt; → say &quot;hi&quot;"), "{dot}");
+        assert!(
+            dot.contains("&lt;a&amp;b&gt; → say &quot;hi&quot;"),
+            "{dot}"
+        );
         assert!(dot.contains("x&gt;y"), "{dot}");
         // Quoted labels (the op chain) escape quotes and backslashes.
         assert!(dot.contains(r#"label="<a&b>""#), "{dot}");
@@ -486,7 +493,10 @@ mod tests {
         assert!(dot.contains(r#"label="back\\slash""#), "{dot}");
         // No raw markup from the op names reaches an HTML label.
         let header = dot.lines().find(|l| l.contains("k0 [shape=plain")).unwrap();
-        assert!(!header.contains("<a&b>") && !header.contains("\"hi\""), "{header}");
+        assert!(
+            !header.contains("<a&b>") && !header.contains("\"hi\""),
+            "{header}"
+        );
         assert_eq!(html("<>&\""), "&lt;&gt;&amp;&quot;");
         assert_eq!(quote("a\"b\\c\nd"), r#""a\"b\\c\nd""#);
     }
