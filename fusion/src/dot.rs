@@ -316,7 +316,8 @@ fn thousands(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        let left = digits.len() - i;
+        if i > 0 && left.is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -540,7 +541,7 @@ mod tests {
         let x = input(&[16, 8]);
         let y = softmax(&x);
         for mode in [Fusion::On, Fusion::Off] {
-            let dot = Schedule::plan(&[y.clone()], mode).to_dot();
+            let dot = Schedule::plan(std::slice::from_ref(&y), mode).to_dot();
             let child = std::process::Command::new("dot")
                 .arg("-Tsvg")
                 .stdin(std::process::Stdio::piped())
