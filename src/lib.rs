@@ -35,6 +35,7 @@ mod rng;
 pub mod runtime;
 mod shape;
 mod tensor;
+pub mod viz;
 
 pub use device::Device;
 pub use element::Element;

@@ -84,12 +84,22 @@ impl Tensor {
     }
 
     /// The kernels [`Tensor::realize`] would run, without running them.
+    /// It prints as a table (`Display`) and draws as a Graphviz graph with
+    /// [`Schedule::to_dot`]: one cluster per kernel with its kind, domain,
+    /// bytes and fused ops, buffers as edges (see also [`crate::viz`] and
+    /// `SMELT_VIZ`).
     ///
     /// ```
     /// use smelt::{Device, DType, Fusion, Tensor};
     /// let x = Tensor::ones([4, 8], DType::F32, &Device::Cpu);
     /// let y = (&x + 1.0).exp();
     /// assert_eq!(y.schedule(Fusion::Off).items.len(), 2);
+    ///
+    /// let s = x.softmax(-1).schedule(Fusion::On);
+    /// println!("{s}"); // 1 kernel(s), ... multireduce ops [max, sub, exp, sum, div] ...
+    /// let dot = s.to_dot(); // `dot -Tsvg` draws it
+    /// assert!(dot.contains("subgraph cluster_k0"));
+    /// assert!(dot.contains("max → sub → exp → sum → div"));
     /// ```
     pub fn schedule(&self, fusion: Fusion) -> Schedule {
         Schedule::new(std::slice::from_ref(&self.node), fusion)
@@ -226,6 +236,7 @@ pub fn realize_all(tensors: &[&Tensor], fusion: Fusion) -> Result<()> {
     if schedule.items.is_empty() {
         return Ok(());
     }
+    crate::viz::on_realize(&schedule);
     // Planned under the graph lock, run outside it, committed under it.
     let bufs = runtime::execute(&schedule, device)?;
     schedule.commit(bufs);

@@ -2,9 +2,12 @@
 //! spellings live in one place. The parsers are pure (value -> parsed or
 //! the accepted values); [`var`] reads a variable and warns once on stderr
 //! about a value it cannot parse, which then counts as unset.
-//! `SMELT_CACHE_DIR` and `SMELT_PTXAS` are paths and are read directly.
+//! `SMELT_CACHE_DIR` and `SMELT_PTXAS` are paths and are read directly;
+//! `SMELT_VIZ` through [`path`].
 
 use std::collections::HashSet;
+use std::ffi::OsStr;
+use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
 /// A device named by `SMELT_DEVICE`.
@@ -94,6 +97,17 @@ pub fn var<T>(name: &'static str, parse: fn(&str) -> Result<T, String>) -> Optio
     }
 }
 
+/// A path variable's value (`SMELT_VIZ`): as given, `None` when empty.
+pub fn parse_path(value: &OsStr) -> Option<PathBuf> {
+    (!value.is_empty()).then(|| PathBuf::from(value))
+}
+
+/// The path variable `name`; `None` when unset or empty. Any other value
+/// is a path (not necessarily UTF-8), so nothing warns.
+pub fn path(name: &'static str) -> Option<PathBuf> {
+    parse_path(&std::env::var_os(name)?)
+}
+
 /// The switch `name`, `default` when unset or unparsable.
 pub fn flag(name: &'static str, default: bool) -> bool {
     var(name, parse_flag).unwrap_or(default)
@@ -132,6 +146,18 @@ mod tests {
         for v in ["0", "-3", "1.5", "many", ""] {
             assert!(parse_count(v).unwrap_err().contains("positive"), "{v}");
         }
+    }
+
+    #[test]
+    fn paths() {
+        assert_eq!(parse_path(OsStr::new("")), None);
+        assert_eq!(parse_path(OsStr::new("viz")), Some(PathBuf::from("viz")));
+        assert_eq!(
+            parse_path(OsStr::new(" /tmp/a b/ ")),
+            Some(PathBuf::from(" /tmp/a b/ ")),
+            "taken as given, spaces included"
+        );
+        assert_eq!(path("SMELT_TEST_SURELY_UNSET_PATH_VARIABLE"), None);
     }
 
     #[test]

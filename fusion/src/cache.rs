@@ -71,6 +71,7 @@ struct Template {
     scalars: Vec<usize>,
     /// `(index into the targets, buffer)`.
     results: Vec<(usize, usize)>,
+    dag: Arc<crate::dag::KernelDag>,
 }
 
 fn cache() -> &'static Mutex<HashMap<u64, Arc<Template>>> {
@@ -183,6 +184,7 @@ pub fn lookup(fp: &Fingerprint, targets: &[NodeRef]) -> Option<Schedule> {
         buffers,
         scalars,
         results,
+        dag: t.dag.clone(),
     })
 }
 
@@ -227,6 +229,7 @@ pub fn store(fp: &Fingerprint, s: &Schedule) {
             buffers,
             scalars,
             results,
+            dag: s.dag.clone(),
         }),
     );
 }

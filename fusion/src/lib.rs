@@ -4,6 +4,8 @@
 pub mod budget;
 pub mod cache;
 pub mod collapse;
+pub mod dag;
+pub mod dot;
 pub mod fuse;
 pub mod fxhash;
 pub mod graph;

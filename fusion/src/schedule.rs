@@ -70,6 +70,9 @@ pub struct Schedule {
     pub scalars: Vec<ScalarSpec>,
     /// Nodes that receive a buffer once the schedule has run.
     pub results: Vec<(NodeRef, usize)>,
+    /// The kernel DAG and buffer lifetimes (fusion/src/dag.rs), shared
+    /// with the schedule cache like `items`.
+    pub(crate) dag: Arc<crate::dag::KernelDag>,
 }
 
 /// What the planner decides per kernel: its domain and the nodes it
@@ -173,6 +176,7 @@ impl Schedule {
                 buffers: Vec::new(),
                 scalars: Vec::new(),
                 results: Vec::new(),
+                dag: Arc::new(crate::dag::KernelDag::new(&[], &[], &[])),
             };
         }
         let fp = crate::cache::Fingerprint::new(&bases, fusion);
@@ -200,6 +204,7 @@ impl Schedule {
         for it in items.iter_mut() {
             crate::collapse::collapse(&mut it.kernel);
         }
+        debug_assert_eq!(s.dag.check_order(), Ok(()), "kernel order of\n{s}");
         s
     }
 
@@ -216,18 +221,15 @@ impl Schedule {
 
     /// For every buffer, the index of the last kernel that uses it
     /// (`usize::MAX` for results and unused buffers): runtimes free a buffer
-    /// after that kernel.
-    pub fn last_uses(&self) -> Vec<usize> {
-        let mut last = vec![usize::MAX; self.buffers.len()];
-        for (i, it) in self.items.iter().enumerate() {
-            for b in it.inputs.iter().chain(&it.outputs) {
-                last[*b] = i;
-            }
-        }
-        for (_, b) in &self.results {
-            last[*b] = usize::MAX;
-        }
-        last
+    /// after that kernel. Derived from the kernel DAG when the schedule was
+    /// planned, not per run (see [`crate::dag::KernelDag`]).
+    pub fn last_uses(&self) -> &[usize] {
+        self.dag.last_uses()
+    }
+
+    /// The kernel DAG: kernels as nodes, buffers as edges.
+    pub fn dag(&self) -> &crate::dag::KernelDag {
+        &self.dag
     }
 
     /// The values of `item`'s scalar parameters, by slot (the backends
@@ -332,12 +334,16 @@ pub fn lower_plans(
             scalars: item_scalars,
         });
     }
-    let results = bases.iter().map(|b| (b.clone(), buf_of[&b.id()])).collect();
+    let results: Vec<(NodeRef, usize)> =
+        bases.iter().map(|b| (b.clone(), buf_of[&b.id()])).collect();
+    let result_bufs: Vec<usize> = results.iter().map(|(_, b)| *b).collect();
+    let dag = Arc::new(crate::dag::KernelDag::new(&items, &buffers, &result_bufs));
     let s = Schedule {
         items: Arc::new(items),
         buffers,
         scalars,
         results,
+        dag,
     };
     (s, reports)
 }
