@@ -51,6 +51,9 @@ fn main() -> Result<()> {
     }
     let Some(dev) = gpu() else { return Ok(()) };
     let cuda = Device::Cuda(0);
+    if args.iter().any(|a| a == "--host-only") {
+        return host_overhead(&dev, &cuda);
+    }
     let mut points = Vec::new();
 
     println!("device: {} (sm_{})", dev.name()?, dev.target().sm);
@@ -166,28 +169,7 @@ fn main() -> Result<()> {
         }
     }
 
-    // Host overhead: a cached realize of the 5-op softmax graph (small, so
-    // the GPU never holds the host back), host time only.
-    let x = Tensor::randn([64, 256], DType::F32, 7, &cuda);
-    let mut host = Vec::new();
-    for i in 0..2000 {
-        let e = (&x - x.max_keepdim(1)).exp();
-        let y = &e / e.sum_keepdim(1);
-        let t0 = Instant::now();
-        y.realize()?;
-        let dt = t0.elapsed().as_secs_f64() * 1e6;
-        if i >= 100 {
-            host.push(dt);
-        }
-        if i % 100 == 0 {
-            dev.sync()?;
-        }
-    }
-    println!(
-        "\nhost time of a cached softmax realize: {:.1} us (median of {})",
-        common::median(&mut host),
-        host.len()
-    );
+    host_overhead(&dev, &cuda)?;
 
     let device = format!(
         "{} (sm_{}, {} SMs)",
@@ -210,5 +192,31 @@ fn write_plots(report: &BandwidthReport) -> Result<()> {
         write_report(file, &svg)?;
     }
     println!("reports in {}", out_dir().display());
+    Ok(())
+}
+
+/// Host overhead: a cached realize of the 5-op softmax graph (small, so
+/// the GPU never holds the host back), host time only.
+fn host_overhead(dev: &smelt::runtime::cuda::CudaDevice, cuda: &Device) -> Result<()> {
+    let x = Tensor::randn([64, 256], DType::F32, 7, cuda);
+    let mut host = Vec::new();
+    for i in 0..2000 {
+        let e = (&x - x.max_keepdim(1)).exp();
+        let y = &e / e.sum_keepdim(1);
+        let t0 = Instant::now();
+        y.realize()?;
+        let dt = t0.elapsed().as_secs_f64() * 1e6;
+        if i >= 100 {
+            host.push(dt);
+        }
+        if i % 100 == 0 {
+            dev.sync()?;
+        }
+    }
+    println!(
+        "\nhost time of a cached softmax realize: {:.1} us (median of {})",
+        common::median(&mut host),
+        host.len()
+    );
     Ok(())
 }
