@@ -1,6 +1,6 @@
-//! Compilation counters: how often realizes planned a schedule and how
-//! often the CUDA runtime produced and loaded GPU code, so a program (or a
-//! test) can check that a loop reuses both. Constants are kernel
+//! Counters: kernels run, and how often realizes planned a schedule and
+//! how often the CUDA runtime produced and loaded GPU code, so a program
+//! (or a test) can check that a loop reuses both. Constants are kernel
 //! parameters, so a loop that only changes a learning rate, a temperature
 //! or a step counter plans once and compiles once.
 
@@ -48,6 +48,21 @@ impl CompileStats {
 }
 
 thread_local! {
+    static KERNELS_RUN: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Number of kernels this thread has run so far (all devices). Tests use it
+/// to prove that realized results are not recomputed.
+pub fn kernels_run() -> u64 {
+    KERNELS_RUN.with(|c| c.get())
+}
+
+/// Counts one kernel run by this thread.
+pub(crate) fn count_kernel() {
+    KERNELS_RUN.with(|c| c.set(c.get() + 1));
+}
+
+thread_local! {
     /// The GPU counters (the schedule counts live in the schedule cache).
     static GPU: Cell<CompileStats> = const {
         Cell::new(CompileStats {
@@ -63,7 +78,7 @@ thread_local! {
 
 /// The compilation work this thread has done so far (since it started).
 ///
-/// Counted per thread, like [`super::kernels_run`]: work is counted on the
+/// Counted per thread, like [`kernels_run`]: work is counted on the
 /// thread whose realize did it, so realizes on other threads (tests run in
 /// parallel) do not disturb a measurement. The module cache is shared, so
 /// a module one thread loaded is not loaded, nor counted, again by another.

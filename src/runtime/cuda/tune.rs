@@ -11,9 +11,11 @@
 //! is skipped, a cache file that cannot be read or written is ignored, and
 //! with no usable variant the caller falls back to the heuristic kernel.
 
-use super::cuda::{elapsed_ms, CudaDevice, Loaded};
+use super::device::CudaDevice;
 use super::disk::DiskCache;
-use super::stats;
+use super::modules::Loaded;
+use super::profile::elapsed_ms;
+use crate::runtime::{debug, stats};
 use crate::{Error, Result};
 use cudarc::driver::safe::CudaEvent;
 use smelt_codegen::ptx::matmul;
@@ -166,13 +168,13 @@ impl CudaDevice {
         }
         let mut choices = choices().lock().unwrap_or_else(|e| e.into_inner());
         // Another thread may have loaded it while this one waited.
-        if let Some(l) = self.loaded(key) {
+        if let Some(l) = self.modules.get(key) {
             return Some(l);
         }
         if let Some(name) = choices.get(&key) {
             let cached = self
                 .emit_variant(k, name)
-                .and_then(|launch| self.module(launch, &k.name).ok());
+                .and_then(|launch| self.modules.load(launch, &k.name).ok());
             if cached.is_some() {
                 return cached;
             }
@@ -222,7 +224,7 @@ impl CudaDevice {
             let timed = self
                 .emit_variant(k, name)
                 .ok_or_else(|| Error::Compile(format!("kernel {}: no variant {name}", k.name)))
-                .and_then(|launch| self.module(launch, &k.name))
+                .and_then(|launch| self.modules.load(launch, &k.name))
                 .and_then(|l| {
                     modules.push(l.clone());
                     Ok((self.median_ms(&l, &k.name, args, &events)?, l))
@@ -238,7 +240,7 @@ impl CudaDevice {
             }
         }
         let _ = self.sync();
-        if super::debug_level() >= 2 {
+        if debug::level() >= 2 {
             let winner = best.as_ref().map_or("none, heuristic kernel", |b| &b.0);
             eprintln!("smelt: tuned {}: {} -> {winner}", k.name, report.join(", "));
         }
