@@ -1,7 +1,6 @@
 //! The CPU runtime: host buffers and the kernel interpreter.
 
 use super::debug::report_kernel;
-use super::ptx_check;
 use super::stats::count_kernel;
 use crate::Result;
 use smelt_codegen::host_alloc::zeroed_bytes;
@@ -64,7 +63,6 @@ pub fn execute(
         let mut outs = outs?;
         let ins: Vec<&[u8]> = it.inputs.iter().map(|b| slots[*b].bytes()).collect();
         let mut out_refs: Vec<&mut [u8]> = outs.iter_mut().map(|o| o.as_mut_slice()).collect();
-        ptx_check::check(&it.kernel)?;
         let t0 = Instant::now();
         let scalars = schedule.scalar_values(it);
         smelt_codegen::cpu::run(&it.kernel, &ins, &scalars, &mut out_refs)?;

@@ -44,7 +44,12 @@ pub(crate) fn execute(schedule: &Schedule, device: Device) -> Result<Vec<BufferH
         })
         .collect::<Result<Vec<Option<BufferHandle>>>>()?;
     match device {
-        Device::Cpu => cpu::execute(schedule, inputs),
+        Device::Cpu => {
+            // CI's PTX check (`SMELT_CHECK_PTX=1`), once per planned
+            // schedule, outside the executor's loop.
+            ptx_check::check_schedule(schedule)?;
+            cpu::execute(schedule, inputs)
+        }
         Device::Cuda(n) => cuda::execute(n, schedule, inputs),
     }
 }
