@@ -41,7 +41,8 @@ fn main() -> Result<()> {
     let cuda = Device::Cuda(0);
     let mut points = Vec::new();
 
-    println!("device: {} (sm_{})", dev.name()?, dev.target().sm);
+    let props = smelt::cuda::get_device_properties(&dev)?;
+    println!("device: {} (sm_{})", props.name, props.target_sm);
     let ceiling = copy_gbps(&dev, 1 << 30)?;
     println!("device-to-device copy of 1 GiB: {ceiling:.0} GB/s (the ceiling)");
 
@@ -168,7 +169,7 @@ fn main() -> Result<()> {
             host.push(dt);
         }
         if i % 100 == 0 {
-            dev.sync()?;
+            dev.synchronize()?;
         }
     }
     println!(
@@ -180,9 +181,7 @@ fn main() -> Result<()> {
     let date = today();
     let device = format!(
         "{} (sm_{}, {} SMs)",
-        dev.name()?,
-        dev.target().sm,
-        dev.target().num_sms
+        props.name, props.target_sm, props.multi_processor_count
     );
     write_report("softmax.json", &json(&points, &device, &date))?;
     for (file, prefix, title, xl) in [

@@ -12,8 +12,13 @@ pub enum SliceArg {
     /// `start..end` with `step` (Python slice semantics: negative bounds
     /// count from the end, bounds clamp, a negative step walks backwards).
     Range {
+        /// First position (`None`: the start, or the end for a negative
+        /// step).
         start: Option<isize>,
+        /// Position one past the last (`None`: past the end, or before the
+        /// start for a negative step).
         end: Option<isize>,
+        /// Distance between positions; not 0.
         step: isize,
     },
     /// Inserts an axis of size 1.

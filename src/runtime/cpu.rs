@@ -1,7 +1,8 @@
 //! The CPU runtime: host buffers and the kernel interpreter.
 
 use super::debug::report_kernel;
-use super::stats::count_kernel;
+use crate::profile::{self, Timing};
+use crate::stats::count_kernel;
 use crate::Result;
 use smelt_codegen::host_alloc::zeroed_bytes;
 use smelt_fusion::{BufferHandle, BufferSpec, Schedule};
@@ -66,8 +67,10 @@ pub fn execute(
         let t0 = Instant::now();
         let scalars = schedule.scalar_values(it);
         smelt_codegen::cpu::run(&it.kernel, &ins, &scalars, &mut out_refs)?;
+        let time = t0.elapsed();
         count_kernel();
-        report_kernel(&it.kernel, t0.elapsed());
+        report_kernel(&it.kernel, time);
+        profile::record(&it.kernel.name, Timing::Host(time));
         for (b, o) in it.outputs.iter().zip(outs) {
             slots[*b] = Slot::Owned(o);
         }

@@ -1,29 +1,23 @@
-//! Runtimes: where schedules run and buffers live.
+//! Runtimes: where schedules run and buffers live. Private: the crate's
+//! public modules (`cuda`, `profile`, `stats`) and the tensor API are its
+//! only doors.
 //!
 //! This file dispatches to the CPU and CUDA runtimes; the files it
 //! dispatches to import nothing from it (shared helpers live in files of
-//! their own: `debug.rs`, `stats.rs`, `host.rs`).
+//! their own: `debug.rs`, `host.rs`, and the crate's `stats.rs` and
+//! `profile.rs`).
 
-pub mod cpu;
-pub mod cuda;
+pub(crate) mod cpu;
+pub(crate) mod cuda;
 mod debug;
 pub(crate) mod host;
 mod ptx_check;
-mod stats;
-
-pub use stats::{compile_stats, kernels_run, CompileStats};
 
 use crate::{Device, Result};
 use smelt_fusion::{BufferHandle, BufferSpec, Schedule};
 
-/// True when a CUDA driver and at least one GPU are present (never
-/// panics, also without a driver).
-pub fn cuda_available() -> bool {
-    cuda::available()
-}
-
 /// The `SMELT_DEBUG` level (0 when unset).
-pub fn debug_level() -> u8 {
+pub(crate) fn debug_level() -> u8 {
     debug::level()
 }
 
@@ -67,5 +61,14 @@ pub(crate) fn download(buf: &BufferHandle, len: usize, device: Device) -> Result
     match device {
         Device::Cpu => Ok(smelt_codegen::host_alloc::copy(&cpu::bytes(buf)[..len])?),
         Device::Cuda(n) => cuda::device(n)?.download(cuda::buffer(buf)?, len),
+    }
+}
+
+/// The address of a buffer's first byte: a device address on a GPU, a
+/// host address on the CPU.
+pub(crate) fn data_ptr(buf: &BufferHandle, device: Device) -> Result<u64> {
+    match device {
+        Device::Cpu => Ok(cpu::bytes(buf).as_ptr() as u64),
+        Device::Cuda(_) => Ok(cuda::buffer(buf)?.ptr()),
     }
 }

@@ -23,6 +23,8 @@ pub struct CudaDevice {
     pub(super) stream: Arc<CudaStream>,
     /// The code target kernels are emitted for.
     pub(super) target: Target,
+    /// The GPU's compute capability (major, minor).
+    pub(super) capability: (u32, u32),
     /// Loaded modules by key, the most recently used.
     pub(super) modules: ModuleCache,
     /// Free memory blocks.
@@ -67,6 +69,7 @@ pub fn device(n: usize) -> Result<Arc<CudaDevice>> {
             sm,
             num_sms: sms.max(1) as u32,
         },
+        capability: (major.max(0) as u32, minor.max(0) as u32),
     });
     devs.insert(n, d.clone());
     Ok(d)
@@ -90,6 +93,17 @@ impl CudaDevice {
     /// The code target kernels are emitted for.
     pub fn target(&self) -> &Target {
         &self.target
+    }
+
+    /// The GPU's compute capability (major, minor), e.g. (9, 0).
+    pub fn capability(&self) -> (u32, u32) {
+        self.capability
+    }
+
+    /// The driver's handle of the stream all of smelt's work on this
+    /// device is queued on (for interop).
+    pub fn raw_stream(&self) -> sys::CUstream {
+        self.stream.cu_stream()
     }
 
     /// A block of at least `bytes` from the caching allocator.

@@ -27,9 +27,8 @@ mod probe;
 mod profile;
 mod tune;
 
-pub use alloc::{buffer, CudaBuffer};
-pub use device::{device, CudaDevice};
+pub(crate) use alloc::{buffer, CudaBuffer};
+pub(crate) use device::{device, CudaDevice};
 pub(crate) use execute::execute;
-pub use probe::{available, device_count};
-pub use profile::{elapsed_ms, profile_start, profile_take};
-pub use tune::tunings;
+pub(crate) use probe::{available, device_count};
+pub(crate) use profile::elapsed_ms;

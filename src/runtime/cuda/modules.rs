@@ -7,7 +7,7 @@
 
 use super::lru::Lru;
 use super::probe::driver_err;
-use crate::runtime::stats;
+use crate::stats;
 use crate::{Error, Result};
 use cudarc::driver::result as cu;
 use cudarc::driver::safe::CudaContext;

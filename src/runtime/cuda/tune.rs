@@ -15,7 +15,8 @@ use super::device::CudaDevice;
 use super::disk::DiskCache;
 use super::modules::Loaded;
 use super::profile::elapsed_ms;
-use crate::runtime::{debug, stats};
+use crate::runtime::debug;
+use crate::stats;
 use crate::{Error, Result};
 use cudarc::driver::safe::CudaEvent;
 use smelt_codegen::ptx::matmul;
@@ -23,7 +24,6 @@ use smelt_codegen::Kernel;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Kernels doing fewer flops (`2 * rows * row_len`: `2 M N K` per batch)
@@ -46,14 +46,6 @@ const SPIN_US: u32 = 500;
 
 /// Name of the choices file in the PTX cache directory.
 const FILE: &str = "tune.txt";
-
-static TUNINGS: AtomicU64 = AtomicU64::new(0);
-
-/// Number of kernels this process has autotuned (timed every variant of)
-/// so far. Tests use it to prove that a cached choice is not timed again.
-pub fn tunings() -> u64 {
-    TUNINGS.load(Ordering::Relaxed)
-}
 
 /// False when `SMELT_TUNE=0`.
 fn enabled() -> bool {
@@ -214,7 +206,8 @@ impl CudaDevice {
             .map(|_| self.event())
             .collect::<Result<_>>()
             .ok()?;
-        TUNINGS.fetch_add(1, Ordering::Relaxed);
+        // Counted on the thread whose realize tunes (`CompileStats`).
+        stats::count(|s| s.kernels_tuned += 1);
         let mut best: Option<(String, f64, Arc<Loaded>)> = None;
         let mut report = Vec::with_capacity(names.len());
         // Every module loaded, kept until the stream is idle: dropping the
