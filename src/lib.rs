@@ -55,7 +55,20 @@ pub use movement::{NewAxis, SliceArg};
 pub use shape::{IntoAxes, IntoShape};
 pub use smelt_codegen::{BinaryOp, DType, Kernel, KernelKind, ReduceOp, UnaryOp};
 pub use smelt_fusion::{Fusion, Schedule};
-pub use tensor::{realize_all, Tensor};
+/// One schedule for several tensors: kernels they share run once, and
+/// kernels over the same domain merge.
+///
+/// ```
+/// use smelt::{realize_all, stats, DType, Device, Fusion, Tensor};
+/// let x = Tensor::randn([64, 256], DType::F32, 0, &Device::Cpu);
+/// let (mean, max) = (x.mean(1), x.max(1)); // two reductions of one input
+/// let before = stats::kernels_run();
+/// realize_all(&[&mean, &max], Fusion::On).unwrap();
+/// assert_eq!(stats::kernels_run() - before, 1); // one pass computes both
+/// assert!(mean.is_realized() && max.is_realized());
+/// ```
+pub use tensor::realize_all;
+pub use tensor::Tensor;
 
 /// The lazy graph behind tensors and the schedules planned from it, for
 /// inspection: [`Tensor::node`] returns a [`graph::NodeRef`], and
