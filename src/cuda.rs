@@ -16,7 +16,7 @@
 //! use smelt::{cuda, DType, Device, Tensor};
 //! if cuda::is_available() {
 //!     let dev = Device::Cuda(0);
-//!     let x = Tensor::randn([4096, 4096], DType::F32, 0, &dev);
+//!     let x = Tensor::randn([1024, 4096], DType::F32, 0, &dev);
 //!     x.realize().unwrap();
 //!     let (start, end) = (cuda::Event::new(&dev).unwrap(), cuda::Event::new(&dev).unwrap());
 //!     cuda::sleep(&dev, 200).unwrap();
