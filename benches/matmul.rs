@@ -35,8 +35,7 @@ mod cublas;
 
 use common::report::{read_json, to_json, MatmulPoint, MatmulReport};
 use common::{gpu, kernel_ms, today, write_report};
-use cublas::{device_ptr, BLayout, Blas, Gemm, Math};
-use smelt::runtime::cuda::CudaDevice;
+use cublas::{BLayout, Blas, Gemm, Math};
 use smelt::{DType, Device, Precision, Result, Tensor};
 use std::fmt::Write as _;
 
@@ -127,11 +126,10 @@ fn main() -> Result<()> {
             (None, format!("cuBLAS not found ({why})"))
         }
     };
+    let props = smelt::cuda::get_device_properties(&dev)?;
     let device = format!(
         "{} (sm_{}, {} SMs)",
-        dev.name()?,
-        dev.target().sm,
-        dev.target().num_sms
+        props.name, props.target_sm, props.multi_processor_count
     );
     println!("device: {device}; {cublas}");
     println!(
@@ -202,7 +200,7 @@ fn operands((bs, m, n, k): (usize, usize, usize, usize), dt: DType) -> Result<Op
 }
 
 /// smelt's columns: both layouts, TF32 for f32, and the fused epilogue.
-fn smelt_columns(dev: &CudaDevice, o: &Operands, row: &mut Row) -> Result<()> {
+fn smelt_columns(dev: &Device, o: &Operands, row: &mut Row) -> Result<()> {
     let (a, bt, b, bias) = (&o.a, &o.bt, &o.b, &o.bias);
     let dt = row.dtype;
     row.ms[0] = Some(kernel_ms(dev, |_| {
@@ -229,17 +227,17 @@ fn smelt_columns(dev: &CudaDevice, o: &Operands, row: &mut Row) -> Result<()> {
 /// cuBLAS's columns on the same operands, writing into a smelt tensor `c`;
 /// for the epilogue, smelt's bias+gelu kernel then runs over `c` (holding
 /// cuBLAS's product) and its time is added to the GEMM's.
-fn cublas_columns(dev: &CudaDevice, blas: &Blas, o: &Operands, row: &mut Row) -> Result<()> {
+fn cublas_columns(dev: &Device, blas: &Blas, o: &Operands, row: &mut Row) -> Result<()> {
     let (bs, m, n, k) = row.shape;
     let dt = row.dtype;
     let c = Tensor::zeros([bs, m, n], dt, &Device::Cuda(0)).contiguous();
     let (a, bt, b, cp) = (
-        device_ptr(&o.a)?,
-        device_ptr(&o.bt)?,
-        device_ptr(&o.b)?,
-        device_ptr(&c)?,
+        o.a.data_ptr()?,
+        o.bt.data_ptr()?,
+        o.b.data_ptr()?,
+        c.data_ptr()?,
     );
-    dev.sync()?; // smelt's stream wrote the operands; cuBLAS's reads them
+    dev.synchronize()?; // smelt's stream wrote the operands; cuBLAS's reads them
     let gemm = |b, b_layout| Gemm {
         batch: bs,
         m,

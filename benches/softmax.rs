@@ -52,11 +52,12 @@ fn main() -> Result<()> {
     let Some(dev) = gpu() else { return Ok(()) };
     let cuda = Device::Cuda(0);
     if args.iter().any(|a| a == "--host-only") {
-        return host_overhead(&dev, &cuda);
+        return host_overhead(&cuda);
     }
     let mut points = Vec::new();
 
-    println!("device: {} (sm_{})", dev.name()?, dev.target().sm);
+    let props = smelt::cuda::get_device_properties(&dev)?;
+    println!("device: {} (sm_{})", props.name, props.target_sm);
     let ceiling = copy_gbps(&dev, 1 << 30)?;
     println!("device-to-device copy of 1 GiB: {ceiling:.0} GB/s (the ceiling)");
 
@@ -169,13 +170,11 @@ fn main() -> Result<()> {
         }
     }
 
-    host_overhead(&dev, &cuda)?;
+    host_overhead(&cuda)?;
 
     let device = format!(
         "{} (sm_{}, {} SMs)",
-        dev.name()?,
-        dev.target().sm,
-        dev.target().num_sms
+        props.name, props.target_sm, props.multi_processor_count
     );
     let report = BandwidthReport {
         device,
@@ -197,7 +196,7 @@ fn write_plots(report: &BandwidthReport) -> Result<()> {
 
 /// Host overhead: a cached realize of the 5-op softmax graph (small, so
 /// the GPU never holds the host back), host time only.
-fn host_overhead(dev: &smelt::runtime::cuda::CudaDevice, cuda: &Device) -> Result<()> {
+fn host_overhead(cuda: &Device) -> Result<()> {
     let x = Tensor::randn([64, 256], DType::F32, 7, cuda);
     let mut host = Vec::new();
     for i in 0..2000 {
@@ -210,7 +209,7 @@ fn host_overhead(dev: &smelt::runtime::cuda::CudaDevice, cuda: &Device) -> Resul
             host.push(dt);
         }
         if i % 100 == 0 {
-            dev.sync()?;
+            cuda.synchronize()?;
         }
     }
     println!(

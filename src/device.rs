@@ -48,7 +48,7 @@ impl Device {
     /// A CUDA GPU when a driver and a GPU are present, else the CPU. Never
     /// panics.
     pub fn best() -> Device {
-        if crate::runtime::cuda_available() {
+        if crate::cuda::is_available() {
             Device::Cuda(0)
         } else {
             Device::Cpu

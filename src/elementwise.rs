@@ -171,6 +171,14 @@ impl Tensor {
     /// Converts to `dtype` by Rust's `as` rule, identical on every device
     /// and in `to_vec`: floats round to nearest even, floats to `I32`
     /// truncate toward zero and saturate (NaN gives 0), nonzero is `true`.
+    ///
+    /// ```
+    /// use smelt::{DType, Device, Tensor};
+    /// let x = Tensor::from_vec(vec![-1.7f32, 0.0, 2.5, f32::NAN], [4], &Device::Cpu);
+    /// assert_eq!(x.cast(DType::I32).to_vec::<i32>().unwrap(), vec![-1, 0, 2, 0]);
+    /// assert_eq!(x.cast(DType::Bool).to_vec::<bool>().unwrap(), vec![true, false, true, true]);
+    /// assert_eq!(x.cast(DType::F16).dtype(), DType::F16);
+    /// ```
     pub fn cast(&self, dtype: DType) -> Tensor {
         if dtype == self.dtype() {
             return self.clone();
@@ -215,6 +223,17 @@ impl Tensor {
     /// `self ? a : b` elementwise, broadcasting all three; the result has
     /// the promoted dtype of `a` and `b` (a scalar branch follows the other
     /// branch's dtype, as in PyTorch). Same as [`where_`].
+    ///
+    /// ```
+    /// use smelt::{Device, Tensor};
+    /// let x = Tensor::from_vec(vec![-2.0f32, 0.5, 3.0], [3], &Device::Cpu);
+    /// let relu = x.gt(0.0).where_(&x, 0.0);
+    /// assert_eq!(relu.to_vec::<f32>().unwrap(), vec![0.0, 0.5, 3.0]);
+    /// ```
+    ///
+    /// # Panics
+    /// If the shapes do not broadcast or the tensors are on different
+    /// devices.
     #[track_caller]
     pub fn where_(&self, a: impl Operand, b: impl Operand) -> Tensor {
         // A scalar takes its dtype from the other branch, not the condition.

@@ -19,9 +19,17 @@
 //! errors: they panic where the op is recorded, with the op, the shapes
 //! and the axis in the message. Anything that can fail at run time
 //! returns [`Result`].
+//!
+//! Besides tensors: [`cuda`] (is there a GPU, events, raw handles for
+//! interop), [`profile`] (per-kernel times), [`stats`] (kernels run,
+//! schedules planned, GPU code compiled) and [`graph`] (the recorded graph
+//! and schedules, for inspection).
+
+#![warn(missing_docs)]
 
 mod composite;
 mod creation;
+pub mod cuda;
 mod device;
 mod display;
 mod element;
@@ -30,10 +38,12 @@ mod error;
 mod linalg;
 mod movement;
 mod operators;
+pub mod profile;
 mod reduce;
 mod rng;
-pub mod runtime;
+mod runtime;
 mod shape;
+pub mod stats;
 mod tensor;
 pub mod viz;
 
@@ -46,4 +56,38 @@ pub use movement::{NewAxis, SliceArg};
 pub use shape::{IntoAxes, IntoShape};
 pub use smelt_codegen::{BinaryOp, DType, Kernel, KernelKind, ReduceOp, UnaryOp};
 pub use smelt_fusion::{Fusion, Schedule};
-pub use tensor::{realize_all, Tensor};
+/// One schedule for several tensors: kernels they share run once, and
+/// kernels over the same domain merge.
+///
+/// ```
+/// use smelt::{realize_all, stats, DType, Device, Fusion, Tensor};
+/// let x = Tensor::randn([64, 256], DType::F32, 0, &Device::Cpu);
+/// let (mean, max) = (x.mean(1), x.max(1)); // two reductions of one input
+/// let before = stats::kernels_run();
+/// realize_all(&[&mean, &max], Fusion::On).unwrap();
+/// assert_eq!(stats::kernels_run() - before, 1); // one pass computes both
+/// assert!(mean.is_realized() && max.is_realized());
+/// ```
+pub use tensor::realize_all;
+pub use tensor::Tensor;
+
+/// The lazy graph behind tensors and the schedules planned from it, for
+/// inspection: [`Tensor::node`] returns a [`graph::NodeRef`], and
+/// [`Schedule::new`] plans the nodes of several tensors together (what
+/// [`realize_all`] runs). These are the planner's own types
+/// (`smelt-fusion`), re-exported so they can be named; they change with
+/// the planner.
+///
+/// ```
+/// use smelt::{graph::Op, Device, DType, Fusion, Schedule, Tensor};
+/// let x = Tensor::ones([4, 8], DType::F32, &Device::Cpu);
+/// let (a, b) = ((&x + 1.0).exp(), x.sum(1));
+/// assert!(matches!(a.node().op(), Op::Unary(..)));
+/// let both = Schedule::new(&[a.node().clone(), b.node().clone()], Fusion::On);
+/// assert!(!both.items.is_empty());
+/// ```
+pub mod graph {
+    pub use smelt_fusion::{
+        BufferSpec, Node, NodeRef, Op, ScalarSpec, ScheduleItem, ShapeTracker, View,
+    };
+}

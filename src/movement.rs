@@ -12,8 +12,13 @@ pub enum SliceArg {
     /// `start..end` with `step` (Python slice semantics: negative bounds
     /// count from the end, bounds clamp, a negative step walks backwards).
     Range {
+        /// First position (`None`: the start, or the end for a negative
+        /// step).
         start: Option<isize>,
+        /// Position one past the last (`None`: past the end, or before the
+        /// start for a negative step).
         end: Option<isize>,
+        /// Distance between positions; not 0.
         step: isize,
     },
     /// Inserts an axis of size 1.
@@ -128,6 +133,16 @@ impl Tensor {
     /// Reshape to `shape` (one `-1` is inferred). Never copies: a view that
     /// strides cannot express is stacked on the current one.
     ///
+    /// ```
+    /// use smelt::{Device, Tensor};
+    /// let x = Tensor::from_vec((0..6).collect::<Vec<i32>>(), [2, 3], &Device::Cpu);
+    /// let y = x.reshape([3, -1]);
+    /// assert_eq!(y.shape(), &[3, 2]);
+    /// assert_eq!(y.to_vec::<i32>().unwrap(), vec![0, 1, 2, 3, 4, 5]);
+    /// // A transpose's reshape reads in the transposed order.
+    /// assert_eq!(x.t().reshape([6]).to_vec::<i32>().unwrap(), vec![0, 3, 1, 4, 2, 5]);
+    /// ```
+    ///
     /// # Panics
     /// If the element counts differ or more than one dim is `-1`.
     #[track_caller]
@@ -167,6 +182,14 @@ impl Tensor {
     }
 
     /// Reorders axes: result axis `i` is input axis `axes[i]`.
+    ///
+    /// ```
+    /// use smelt::{DType, Device, Tensor};
+    /// let x = Tensor::zeros([2, 3, 4], DType::F32, &Device::Cpu);
+    /// assert_eq!(x.permute([2, 0, 1]).shape(), &[4, 2, 3]);
+    /// let y = Tensor::from_vec(vec![1, 2, 3, 4, 5, 6], [2, 3], &Device::Cpu);
+    /// assert_eq!(y.permute([1, 0]).to_vec::<i32>().unwrap(), vec![1, 4, 2, 5, 3, 6]);
+    /// ```
     ///
     /// # Panics
     /// If `axes` is not a permutation of the tensor's axes.
@@ -219,6 +242,15 @@ impl Tensor {
 
     /// NumPy-style indexing with [`s!`](crate::s); missing trailing axes are
     /// taken whole.
+    ///
+    /// ```
+    /// use smelt::{s, Device, NewAxis, Tensor};
+    /// let x = Tensor::from_vec((0..12).collect::<Vec<i32>>(), [3, 4], &Device::Cpu);
+    /// assert_eq!(x.slice(s![1]).to_vec::<i32>().unwrap(), vec![4, 5, 6, 7]); // x[1]
+    /// assert_eq!(x.slice(s![.., -1]).to_vec::<i32>().unwrap(), vec![3, 7, 11]); // x[:, -1]
+    /// assert_eq!(x.slice(s![1.., ..2]).shape(), &[2, 2]); // x[1:, :2]
+    /// assert_eq!(x.slice(s![NewAxis, ..;2]).shape(), &[1, 2, 4]); // x[None, ::2]
+    /// ```
     ///
     /// # Panics
     /// On too many indices, an index out of range or a zero step.

@@ -31,6 +31,14 @@ macro_rules! reductions {
 reductions! {
     /// Sum over `axes` (`..` for all). Half floats accumulate in `F32`;
     /// bools sum to `I32`.
+    ///
+    /// ```
+    /// use smelt::{Device, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], [2, 3], &Device::Cpu);
+    /// assert_eq!(x.sum(1).to_vec::<f32>().unwrap(), vec![6.0, 15.0]);
+    /// assert_eq!(x.sum(..).to_vec::<f32>().unwrap(), vec![21.0]);
+    /// assert_eq!(x.sum_keepdim(0).shape(), &[1, 3]);
+    /// ```
     sum, sum_keepdim => Sum;
     /// Maximum over `axes` (NaN propagates).
     max, max_keepdim => Max;
@@ -139,6 +147,18 @@ impl Tensor {
     }
 
     /// Mean over `axes` (integers are averaged as `F32`).
+    ///
+    /// ```
+    /// use smelt::{DType, Device, Tensor};
+    /// let x = Tensor::from_vec(vec![1i32, 2, 3, 4], [2, 2], &Device::Cpu);
+    /// let m = x.mean(0);
+    /// assert_eq!(m.dtype(), DType::F32);
+    /// assert_eq!(m.to_vec::<f32>().unwrap(), vec![2.0, 3.0]);
+    /// assert_eq!(x.mean_keepdim([0, 1]).to_vec::<f32>().unwrap(), vec![2.5]);
+    /// ```
+    ///
+    /// # Panics
+    /// On an out-of-range or repeated axis.
     #[track_caller]
     pub fn mean(&self, ax: impl IntoAxes) -> Tensor {
         self.mean_impl(ax, false)

@@ -3,6 +3,7 @@
 /// Something that names a shape: `[2, 3]`, `vec![2, 3]`, `&[2, 3][..]`.
 /// A `-1` entry (in signed forms) is inferred by [`crate::Tensor::reshape`].
 pub trait IntoShape {
+    /// The sizes, with `-1` where one is to be inferred.
     fn into_dims(self) -> Vec<isize>;
 }
 

@@ -343,7 +343,7 @@ fn arange_zero_step() {
 
 #[test]
 fn missing_device_is_an_error_not_a_panic() {
-    if smelt::runtime::cuda_available() {
+    if smelt::cuda::is_available() {
         return;
     }
     let x = data(&[2, 2]);

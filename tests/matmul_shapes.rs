@@ -15,7 +15,7 @@ use smelt_codegen::rng::SplitMix64;
 /// `SMELT_REQUIRE_CUDA=1` a missing GPU fails.
 fn device() -> Device {
     let forced_cpu = std::env::var("SMELT_TEST_DEVICE").is_ok_and(|v| v == "cpu");
-    if !forced_cpu && smelt::runtime::cuda_available() {
+    if !forced_cpu && smelt::cuda::is_available() {
         return Device::Cuda(0);
     }
     assert!(

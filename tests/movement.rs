@@ -577,7 +577,7 @@ fn views_of_computed_values() {
 #[test]
 fn movement_ops_run_no_kernel() {
     let (x, _) = iota(&[4, 6]);
-    let k0 = smelt::runtime::kernels_run();
+    let k0 = smelt::stats::kernels_run();
     let v = x
         .reshape([2, 12])
         .permute([1, 0])
@@ -592,7 +592,7 @@ fn movement_ops_run_no_kernel() {
         .reshape([4, 2, 4])
         .transpose(0, 2);
     assert_eq!(
-        smelt::runtime::kernels_run(),
+        smelt::stats::kernels_run(),
         k0,
         "recording views ran a kernel"
     );
@@ -604,7 +604,7 @@ fn movement_ops_run_no_kernel() {
         v.realize_with(mode).unwrap();
     }
     assert_eq!(
-        smelt::runtime::kernels_run(),
+        smelt::stats::kernels_run(),
         k0,
         "realizing a view ran a kernel"
     );

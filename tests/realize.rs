@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use smelt::runtime::kernels_run;
+use smelt::stats::kernels_run;
 use smelt::{realize_all, DType, Fusion, KernelKind, Tensor};
 use std::sync::Arc;
 

@@ -5,15 +5,15 @@
 //!
 //! GPU-only: on the CPU these tests print `skipped` (the PTX cache and the
 //! module cache belong to the CUDA runtime; their file handling and the
-//! LRU bookkeeping are unit-tested without a GPU in `src/runtime/disk.rs`
-//! and `src/runtime/lru.rs`). Each stage runs in a child process (this
+//! LRU bookkeeping are unit-tested without a GPU in
+//! `src/runtime/cuda/disk.rs` and `src/runtime/cuda/lru.rs`). Each stage runs in a child process (this
 //! binary again, one test, `STAGE` naming the stage) whose environment
 //! points `SMELT_CACHE_DIR` at a fresh directory, so no process starts with
 //! anything loaded and the parent never changes its own environment.
 
 mod common;
 
-use smelt::runtime::{compile_stats, CompileStats};
+use smelt::stats::{compile_stats, CompileStats};
 use smelt::{Device, Tensor};
 use std::path::{Path, PathBuf};
 
@@ -24,7 +24,7 @@ const STAGE: &str = "SMELT_CACHES_TEST_STAGE";
 fn gpu(what: &str) -> Option<Device> {
     let dev = common::test_device();
     if dev == Device::Cpu {
-        println!("skipped: {what} is a CUDA runtime cache; see src/runtime/disk.rs and lru.rs for its CPU-side unit tests");
+        println!("skipped: {what} is a CUDA runtime cache; see src/runtime/cuda/disk.rs and lru.rs for its CPU-side unit tests");
         return None;
     }
     Some(dev)

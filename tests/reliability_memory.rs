@@ -4,7 +4,7 @@
 mod common;
 
 use common::test_device;
-use smelt::runtime::kernels_run;
+use smelt::stats::kernels_run;
 use smelt::{DType, Device, Error, Fusion, Tensor};
 use std::sync::{Mutex, MutexGuard};
 
@@ -153,7 +153,7 @@ fn display_computes_and_reads_only_the_corners() {
 /// Devices that do not exist here: the ordinal past the last GPU, and
 /// `cuda:0` on a machine without CUDA.
 fn missing_devices() -> Vec<Device> {
-    let n = smelt::runtime::cuda::device_count();
+    let n = smelt::cuda::device_count();
     let mut devs = vec![Device::Cuda(n.max(7))];
     if n == 0 {
         devs.push(Device::Cuda(0));

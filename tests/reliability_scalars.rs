@@ -9,7 +9,7 @@ mod common;
 
 use common::test_device;
 use half::f16;
-use smelt::runtime::{compile_stats, kernels_run, CompileStats};
+use smelt::stats::{compile_stats, kernels_run, CompileStats};
 use smelt::{DType, Device, Tensor};
 use std::time::Instant;
 

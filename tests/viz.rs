@@ -39,7 +39,7 @@ fn softmax_input() -> Tensor {
 #[test]
 fn to_dot_from_the_tensor_api() {
     let x = softmax_input();
-    let before = smelt::runtime::kernels_run();
+    let before = smelt::stats::kernels_run();
     let fused = x.softmax(-1).schedule(Fusion::On).to_dot();
     assert_eq!(fused.matches("subgraph cluster_k").count(), 1, "{fused}");
     assert!(fused.contains("max → sub → exp → sum → div"), "{fused}");
@@ -51,7 +51,7 @@ fn to_dot_from_the_tensor_api() {
         "{unfused}"
     );
     // Nothing ran: a schedule is only a plan.
-    assert_eq!(smelt::runtime::kernels_run(), before);
+    assert_eq!(smelt::stats::kernels_run(), before);
 }
 
 #[test]

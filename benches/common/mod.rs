@@ -6,9 +6,8 @@
 
 pub mod report;
 
-use smelt::runtime::cuda::{self, CudaDevice};
-use smelt::Result;
-use std::sync::Arc;
+use smelt::cuda::{self, DeviceBuffer, Event};
+use smelt::{profile, Device, Result};
 
 /// Warm-up runs before timing, and timed runs (the median is reported).
 pub const WARMUP: usize = 10;
@@ -21,13 +20,13 @@ pub const RUNS: usize = 50;
 const QUEUE_AHEAD_US: u32 = 200;
 
 /// The first GPU, or `None` (with a message) when there is none.
-pub fn gpu() -> Option<Arc<CudaDevice>> {
-    if !cuda::available() {
+pub fn gpu() -> Option<Device> {
+    if !cuda::is_available() {
         println!("skipped: no CUDA device (benchmarks need a GPU)");
         return None;
     }
-    match cuda::device(0) {
-        Ok(d) => Some(d),
+    match cuda::get_device_properties(&Device::Cuda(0)) {
+        Ok(_) => Some(Device::Cuda(0)),
         Err(e) => {
             println!("skipped: {e}");
             None
@@ -38,24 +37,24 @@ pub fn gpu() -> Option<Arc<CudaDevice>> {
 /// Median GPU milliseconds of `f` (which queues work on the device's
 /// stream), each run between its own pair of CUDA events. `f` gets the
 /// run index, so callers can rotate inputs.
-pub fn gpu_ms(dev: &CudaDevice, mut f: impl FnMut(usize) -> Result<()>) -> Result<f64> {
+pub fn gpu_ms(dev: &Device, mut f: impl FnMut(usize) -> Result<()>) -> Result<f64> {
     for i in 0..WARMUP {
         f(i)?;
     }
-    dev.sync()?;
+    dev.synchronize()?;
     let mut pairs = Vec::with_capacity(RUNS);
     for i in 0..RUNS {
-        let (s, e) = (dev.event()?, dev.event()?);
-        dev.busy(QUEUE_AHEAD_US)?;
-        dev.record(&s)?;
+        let (s, e) = (Event::new(dev)?, Event::new(dev)?);
+        cuda::sleep(dev, QUEUE_AHEAD_US)?;
+        s.record()?;
         f(WARMUP + i)?;
-        dev.record(&e)?;
+        e.record()?;
         pairs.push((s, e));
     }
-    dev.sync()?;
+    dev.synchronize()?;
     let mut t: Vec<f64> = pairs
         .iter()
-        .map(|(s, e)| cuda::elapsed_ms(s, e))
+        .map(|(s, e)| s.elapsed_time(e))
         .collect::<Result<_>>()?;
     Ok(median(&mut t))
 }
@@ -63,17 +62,17 @@ pub fn gpu_ms(dev: &CudaDevice, mut f: impl FnMut(usize) -> Result<()>) -> Resul
 /// Median GPU milliseconds of the kernels `f` launches (summed per run),
 /// timed by events around each kernel: what the kernels cost, without the
 /// host's time between launches. `f` gets the run index.
-pub fn kernel_ms(dev: &CudaDevice, mut f: impl FnMut(usize) -> Result<()>) -> Result<f64> {
+pub fn kernel_ms(dev: &Device, mut f: impl FnMut(usize) -> Result<()>) -> Result<f64> {
     for i in 0..WARMUP {
         f(i)?;
     }
-    dev.sync()?;
+    dev.synchronize()?;
     let mut per_run = Vec::with_capacity(RUNS);
     for i in 0..RUNS {
-        dev.busy(QUEUE_AHEAD_US)?;
-        cuda::profile_start();
+        cuda::sleep(dev, QUEUE_AHEAD_US)?;
+        profile::start();
         f(WARMUP + i)?;
-        per_run.push(cuda::profile_take()?.iter().map(|(_, ms)| ms).sum::<f64>());
+        per_run.push(profile::take()?.iter().map(|k| k.ms).sum::<f64>());
     }
     Ok(median(&mut per_run))
 }
@@ -86,14 +85,19 @@ pub fn median(v: &mut [f64]) -> f64 {
 
 /// Device-to-device copy bandwidth in GB/s (read + write bytes / time)
 /// for a buffer of `bytes`, rotating buffers like the benchmarks' inputs.
-pub fn copy_gbps(dev: &Arc<CudaDevice>, bytes: usize) -> Result<f64> {
+pub fn copy_gbps(dev: &Device, bytes: usize) -> Result<f64> {
     let rot = rotation(2 * bytes);
     let bufs = (0..rot)
-        .map(|_| Ok((dev.alloc(bytes)?, dev.alloc(bytes)?)))
+        .map(|_| {
+            Ok((
+                DeviceBuffer::new(dev, bytes)?,
+                DeviceBuffer::new(dev, bytes)?,
+            ))
+        })
         .collect::<Result<Vec<_>>>()?;
     let ms = gpu_ms(dev, |i| {
         let (a, b) = &bufs[i % rot];
-        dev.copy(b, a, bytes)
+        b.copy_from(a)
     })?;
     Ok(2.0 * bytes as f64 / (ms * 1e-3) / 1e9)
 }

@@ -14,9 +14,8 @@
 
 use crate::common::{median, RUNS, WARMUP};
 use cudarc::cublas::{result, sys, CudaBlas};
-use cudarc::driver::{sys::CUevent_flags, CudaContext, CudaEvent, CudaStream};
-use smelt::runtime::cuda::{self, CudaDevice};
-use smelt::{DType, Error, Result, Tensor};
+use cudarc::driver::{result as driver, sys as cu, CudaContext, CudaEvent, CudaStream};
+use smelt::{cuda, DType, Device, Error, Result};
 use std::ffi::{c_int, c_longlong, c_void};
 use std::fmt::Display;
 use std::os::unix::process::CommandExt as _;
@@ -97,7 +96,7 @@ fn fail(what: &str, e: impl Display) -> Error {
 /// cuBLAS ready on GPU 0, or why it cannot be used, once
 /// [`make_loadable`] has succeeded. Never panics.
 pub fn load() -> std::result::Result<Blas, String> {
-    if !cuda::available() {
+    if !cuda::is_available() {
         return Err("no CUDA device".into());
     }
     // SAFETY: only tries to open the library under cudarc's names.
@@ -280,20 +279,6 @@ fn long(v: usize) -> Result<c_longlong> {
     c_longlong::try_from(v).map_err(|e| fail("stride", e))
 }
 
-/// The device address of a GPU tensor's data, for cuBLAS to read or write
-/// in place. Realizes the tensor; it must own its buffer (not be a view),
-/// so the data is contiguous from the buffer's start.
-pub fn device_ptr(t: &Tensor) -> Result<u64> {
-    t.realize()?;
-    let h = t.node().realized().ok_or_else(|| {
-        fail(
-            "operand",
-            format!("a tensor of shape {:?} is a view", t.shape()),
-        )
-    })?;
-    Ok(cuda::buffer(&h)?.ptr())
-}
-
 impl Blas {
     /// Queues `g` on cuBLAS's stream, with f32 accumulation (and TF32
     /// products for an f32 `g` when `math` says so).
@@ -403,7 +388,7 @@ impl Blas {
     fn event(&self) -> Result<CudaEvent> {
         self.stream
             .context()
-            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .new_event(Some(cu::CUevent_flags::CU_EVENT_DEFAULT))
             .map_err(|e| fail("creating an event", e))
     }
 
@@ -415,16 +400,24 @@ impl Blas {
     /// host's launch. (Timing a loop of back-to-back GEMMs instead would
     /// count the host's per-call time wherever a GEMM is shorter, e.g. a
     /// few microseconds for 1024³ f16, and give a mean, not a median.)
-    pub fn time_ms(&self, dev: &CudaDevice, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    pub fn time_ms(&self, dev: &Device, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
         for _ in 0..WARMUP {
             f()?;
         }
         self.sync()?;
+        // smelt's stream, where the spin runs (same primary context).
+        let smelt_stream = cuda::stream(dev)? as cu::CUstream;
         let mut pairs = Vec::with_capacity(RUNS);
         for _ in 0..RUNS {
-            let spun = dev.event()?;
-            dev.busy(QUEUE_AHEAD_US)?;
-            dev.record(&spun)?;
+            let spun = self.event()?;
+            cuda::sleep(dev, QUEUE_AHEAD_US)?;
+            self.stream
+                .context()
+                .bind_to_thread()
+                .map_err(|e| fail("binding the context", e))?;
+            // SAFETY: a live event and stream of the same context.
+            unsafe { driver::event::record(spun.cu_event(), smelt_stream) }
+                .map_err(|e| fail("recording the spin", e))?;
             self.stream
                 .wait(&spun)
                 .map_err(|e| fail("waiting for the spin", e))?;
@@ -437,7 +430,11 @@ impl Blas {
         self.sync()?;
         let mut t: Vec<f64> = pairs
             .iter()
-            .map(|(s, e)| cuda::elapsed_ms(s, e))
+            .map(|(s, e)| {
+                s.elapsed_ms(e)
+                    .map(f64::from)
+                    .map_err(|e| fail("reading an event", e))
+            })
             .collect::<Result<_>>()?;
         Ok(median(&mut t))
     }

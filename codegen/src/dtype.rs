@@ -14,10 +14,15 @@ use std::fmt;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DType {
+    /// Booleans, one byte each (0 or 1).
     Bool,
+    /// 32-bit two's-complement integers (arithmetic wraps).
     I32,
+    /// IEEE half precision (computed in `f32`).
     F16,
+    /// bfloat16 (computed in `f32`).
     BF16,
+    /// IEEE single precision.
     F32,
 }
 

@@ -52,8 +52,11 @@ pub enum Inst {
     /// Element `index` of input buffer `input`; `0` where `valid` fails
     /// (padding).
     Load {
+        /// The input buffer's position in [`Kernel::inputs`].
         input: usize,
+        /// Element index into that buffer, over the loop variables.
         index: Expr,
+        /// Where the load happens; elsewhere the value is 0.
         valid: Cond,
     },
     /// A constant of the instruction's dtype, part of the kernel's code
@@ -68,7 +71,9 @@ pub enum Inst {
     Valid(Cond),
     /// Conversion of the operand to the instruction's dtype.
     Cast(Val),
+    /// An elementwise op of one operand.
     Unary(UnaryOp, Val),
+    /// An elementwise op of two operands of the same dtype.
     Binary(BinaryOp, Val, Val),
     /// `cond ? a : b`.
     Where(Val, Val, Val),
@@ -91,22 +96,29 @@ impl Inst {
 /// An instruction with its result dtype.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Node {
+    /// What it computes.
     pub inst: Inst,
+    /// The dtype of its result.
     pub dtype: DType,
 }
 
 /// A buffer parameter of the kernel: element type and element count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Arg {
+    /// Element type.
     pub dtype: DType,
+    /// Number of elements.
     pub len: usize,
 }
 
 /// Writes `value` (cast to the output's dtype) to `outputs[output][index]`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Store {
+    /// The output buffer's position in [`Kernel::outputs`].
     pub output: usize,
+    /// Element index into that buffer.
     pub index: Expr,
+    /// The value stored.
     pub value: Val,
 }
 
@@ -115,19 +127,24 @@ pub struct Store {
 pub struct Kernel {
     /// Human-readable name, e.g. `multireduce_max_sub_exp_sum_div`.
     pub name: String,
+    /// Which pattern the kernel follows (elementwise, reduce, matmul...).
     pub kind: KernelKind,
     /// Size of every loop variable: kept ones first.
     pub ranges: Vec<i64>,
     /// How many leading variables are kept.
     pub n_kept: usize,
+    /// The input buffers, in parameter order.
     pub inputs: Vec<Arg>,
+    /// The output buffers, in parameter order after the inputs.
     pub outputs: Vec<Arg>,
     /// The dtype of each scalar parameter (read by [`Inst::Scalar`]), by
     /// slot. The values are not part of the kernel: kernels are shared
     /// through the schedule, module and disk caches, and each launch binds
     /// its own values.
     pub scalars: Vec<DType>,
+    /// The SSA instructions; [`Val`] `i` is `insts[i]`'s result.
     pub insts: Vec<Node>,
+    /// What the kernel writes.
     pub stores: Vec<Store>,
 }
 

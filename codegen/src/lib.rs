@@ -2,6 +2,8 @@
 //! backends that turn a kernel into something that runs (the CPU
 //! interpreter; PTX for NVIDIA GPUs).
 
+#![warn(missing_docs)]
+
 pub mod bounds;
 pub mod cpu;
 pub mod dtype;

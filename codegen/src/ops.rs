@@ -7,23 +7,39 @@ use crate::DType;
 /// One-input elementwise operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum UnaryOp {
+    /// `-x`.
     Neg,
+    /// `|x|`.
     Abs,
+    /// `e^x`.
     Exp,
+    /// `2^x`.
     Exp2,
+    /// Natural logarithm.
     Log,
+    /// Base-2 logarithm.
     Log2,
+    /// Square root.
     Sqrt,
+    /// `1 / sqrt(x)`.
     Rsqrt,
+    /// `1 / x`.
     Recip,
+    /// Sine (radians).
     Sin,
+    /// Cosine (radians).
     Cos,
+    /// Hyperbolic tangent.
     Tanh,
+    /// `1 / (1 + e^-x)`.
     Sigmoid,
+    /// `max(x, 0)`.
     Relu,
     /// GELU, tanh approximation (PyTorch's `approximate="tanh"`).
     Gelu,
+    /// `x * sigmoid(x)` (SiLU, swish).
     Silu,
+    /// `x * x`.
     Square,
     /// Logical not of a bool.
     Not,
@@ -36,29 +52,48 @@ pub enum UnaryOp {
 /// Two-input elementwise operations. Comparisons produce `Bool`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BinaryOp {
+    /// `a + b`.
     Add,
+    /// `a - b`.
     Sub,
+    /// `a * b`.
     Mul,
+    /// `a / b` (operands promoted to a float type first).
     Div,
+    /// `a` to the power `b` (integers: see [`pow_i32`]).
     Pow,
+    /// Larger of the two; NaN if either is NaN.
     Max,
+    /// Smaller of the two; NaN if either is NaN.
     Min,
+    /// `a < b`.
     Lt,
+    /// `a <= b`.
     Le,
+    /// `a > b`.
     Gt,
+    /// `a >= b`.
     Ge,
+    /// `a == b`.
     Eq,
+    /// `a != b`.
     Ne,
+    /// Logical and (operands as bools).
     And,
+    /// Logical or (operands as bools).
     Or,
 }
 
 /// Reductions over one or several axes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ReduceOp {
+    /// Sum (halves accumulate in `f32`).
     Sum,
+    /// Maximum; NaN if any element is NaN.
     Max,
+    /// Minimum; NaN if any element is NaN.
     Min,
+    /// Product.
     Prod,
 }
 

@@ -41,6 +41,7 @@ pub enum DagNode {
 /// `Schedule::buffers`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct DagEdge {
+    /// The buffer's index in `Schedule::buffers`.
     pub buffer: usize,
 }
 

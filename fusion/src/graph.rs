@@ -24,8 +24,11 @@ pub enum Op {
     /// A movement op: the source read through a shape tracker (shared, so
     /// cloning an op is cheap).
     View(NodeRef, Arc<ShapeTracker>),
+    /// An elementwise op of one source.
     Unary(UnaryOp, NodeRef),
+    /// An elementwise op of two sources (same shape and dtype).
     Binary(BinaryOp, NodeRef, NodeRef),
+    /// `cond ? a : b`, elementwise.
     Where(NodeRef, NodeRef, NodeRef),
     /// Conversion to the node's dtype; with the same dtype, a copy.
     Cast(NodeRef),
@@ -119,10 +122,12 @@ impl Node {
         self.id
     }
 
+    /// The shape.
     pub fn shape(&self) -> &[usize] {
         &self.shape
     }
 
+    /// The element type.
     pub fn dtype(&self) -> DType {
         self.dtype
     }

@@ -1,6 +1,8 @@
 //! smelt-fusion: the lazy graph, views and shape algebra, and the scheduler
 //! that groups graph nodes into kernels and lowers them to kernel IR.
 
+#![warn(missing_docs)]
+
 pub mod budget;
 pub mod cache;
 pub mod collapse;

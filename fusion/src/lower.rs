@@ -14,8 +14,11 @@ use std::hash::{Hash, Hasher};
 /// The loop domain of a kernel: its loop sizes and what iterates over it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Domain {
+    /// Size of every loop variable: kept ones first.
     pub ranges: Vec<i64>,
+    /// How many leading variables are kept.
     pub n_kept: usize,
+    /// What the domain iterates over.
     pub source: Source,
 }
 
@@ -115,6 +118,7 @@ pub fn split_axes(rank: usize, axes: &[usize]) -> (Vec<usize>, Vec<usize>) {
 
 /// A reduction or matmul a kernel could not compute in its domain.
 pub struct Failure {
+    /// The reduction or matmul.
     pub node: NodeRef,
     /// Nodes from the kernel's stored node down to `node` (exclusive).
     pub path: Vec<NodeRef>,

@@ -33,9 +33,19 @@ impl Fusion {
 #[derive(Clone)]
 pub enum BufferSpec {
     /// Data that exists before the schedule runs, held by node `node`.
-    Realized { node: u64, data: BufferHandle },
+    Realized {
+        /// Id of the node holding it.
+        node: u64,
+        /// The data.
+        data: BufferHandle,
+    },
     /// A buffer the schedule allocates.
-    New { dtype: DType, len: usize },
+    New {
+        /// Element type.
+        dtype: DType,
+        /// Number of elements.
+        len: usize,
+    },
 }
 
 /// A scalar a schedule passes to its kernels: the value of a graph
@@ -51,11 +61,13 @@ pub struct ScalarSpec {
 
 /// One kernel launch.
 pub struct ScheduleItem {
+    /// The kernel's IR.
     pub kernel: Kernel,
     /// Graph ops computed by the kernel, in order.
     pub ops: Vec<String>,
     /// Schedule buffers bound to the kernel's inputs and outputs.
     pub inputs: Vec<usize>,
+    /// Schedule buffers bound to the kernel's outputs.
     pub outputs: Vec<usize>,
     /// Schedule scalars bound to the kernel's scalar parameters, by slot.
     pub scalars: Vec<usize>,
@@ -65,6 +77,7 @@ pub struct ScheduleItem {
 pub struct Schedule {
     /// The kernels, shared with the schedule cache.
     pub items: Arc<Vec<ScheduleItem>>,
+    /// Every buffer the kernels read or write; items refer to them by position.
     pub buffers: Vec<BufferSpec>,
     /// The values of this graph's constants that the kernels read.
     pub scalars: Vec<ScalarSpec>,
@@ -78,7 +91,9 @@ pub struct Schedule {
 /// What the planner decides per kernel: its domain and the nodes it
 /// materializes, each stored at the coordinates its tracker gives.
 pub struct KernelPlan {
+    /// The domain the kernel iterates over.
     pub domain: Domain,
+    /// The nodes it stores, each with the tracker giving its store coordinates.
     pub outputs: Vec<(NodeRef, ShapeTracker)>,
 }
 

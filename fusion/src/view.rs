@@ -12,8 +12,12 @@ use smelt_codegen::{Cond, Expr};
 /// One strided, optionally masked view.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct View {
+    /// Size of each axis.
     pub shape: Vec<usize>,
+    /// Elements between neighbours along each axis (0 for broadcast axes,
+    /// negative for flipped ones).
     pub strides: Vec<isize>,
+    /// Index of the element at coordinates 0.
     pub offset: isize,
     /// Per axis, the valid coordinate range `lo..hi`; outside it reads 0.
     /// A view with no valid element has every range empty; for rank 0
@@ -264,6 +268,7 @@ impl View {
 /// tensor's shape.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ShapeTracker {
+    /// The views, the buffer's first.
     pub views: Vec<View>,
 }
 
@@ -317,26 +322,32 @@ impl ShapeTracker {
         self.views.iter().any(|v| v.mask.is_some())
     }
 
+    /// Reorders the axes: axis `i` of the result is `axes[i]`.
     pub fn permute(&self, axes: &[usize]) -> ShapeTracker {
         self.map_top(|v| v.permute(axes))
     }
 
+    /// Broadcasts size-1 axes to `shape`.
     pub fn expand(&self, shape: &[usize]) -> ShapeTracker {
         self.map_top(|v| v.expand(shape))
     }
 
+    /// Keeps `lo..hi` of each axis.
     pub fn shrink(&self, ranges: &[(usize, usize)]) -> ShapeTracker {
         self.map_top(|v| v.shrink(ranges))
     }
 
+    /// Reverses the order along `axes`.
     pub fn flip(&self, axes: &[usize]) -> ShapeTracker {
         self.map_top(|v| v.flip(axes))
     }
 
+    /// Keeps every `step`-th coordinate of `axis`.
     pub fn step(&self, axis: usize, step: usize) -> ShapeTracker {
         self.map_top(|v| v.step(axis, step))
     }
 
+    /// Pads each axis with `(before, after)` positions that read 0.
     pub fn pad(&self, pads: &[(usize, usize)]) -> ShapeTracker {
         self.map_top(|v| v.pad(pads))
     }

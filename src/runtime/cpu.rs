@@ -1,5 +1,8 @@
 //! The CPU runtime: host buffers and the kernel interpreter.
 
+use super::debug::report_kernel;
+use crate::profile::{self, Timing};
+use crate::stats::count_kernel;
 use crate::Result;
 use smelt_codegen::host_alloc::zeroed_bytes;
 use smelt_fusion::{BufferHandle, BufferSpec, Schedule};
@@ -37,21 +40,17 @@ impl Slot {
     }
 }
 
-/// Runs a schedule on the host.
-pub fn execute(schedule: &Schedule) -> Result<Vec<BufferHandle>> {
+/// Runs a schedule on the host. `inputs` holds, per schedule buffer, the
+/// placed data of a realized one (`None` for buffers the kernels write).
+pub fn execute(
+    schedule: &Schedule,
+    inputs: Vec<Option<BufferHandle>>,
+) -> Result<Vec<BufferHandle>> {
     let last_use = schedule.last_uses();
-    let slots: Result<Vec<Slot>> = schedule
-        .buffers
-        .iter()
-        .map(|b| match b {
-            BufferSpec::Realized { data, .. } => Ok(Slot::Shared(super::host::resolve(
-                data,
-                crate::Device::Cpu,
-            )?)),
-            BufferSpec::New { .. } => Ok(Slot::Empty),
-        })
+    let mut slots: Vec<Slot> = inputs
+        .into_iter()
+        .map(|b| b.map_or(Slot::Empty, Slot::Shared))
         .collect();
-    let mut slots = slots?;
     for (i, it) in schedule.items.iter().enumerate() {
         let outs: Result<Vec<Vec<u8>>> = it
             .outputs
@@ -65,12 +64,13 @@ pub fn execute(schedule: &Schedule) -> Result<Vec<BufferHandle>> {
         let mut outs = outs?;
         let ins: Vec<&[u8]> = it.inputs.iter().map(|b| slots[*b].bytes()).collect();
         let mut out_refs: Vec<&mut [u8]> = outs.iter_mut().map(|o| o.as_mut_slice()).collect();
-        super::ptx_check::check(&it.kernel)?;
         let t0 = Instant::now();
         let scalars = schedule.scalar_values(it);
         smelt_codegen::cpu::run(&it.kernel, &ins, &scalars, &mut out_refs)?;
-        super::count_kernel();
-        super::report_kernel(&it.kernel, t0.elapsed());
+        let time = t0.elapsed();
+        count_kernel();
+        report_kernel(&it.kernel, time);
+        profile::record(&it.kernel.name, Timing::Host(time));
         for (b, o) in it.outputs.iter().zip(outs) {
             slots[*b] = Slot::Owned(o);
         }

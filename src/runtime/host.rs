@@ -2,6 +2,7 @@
 //! at realize, so a missing device or a full memory is an `Err` there
 //! instead of a panic when the tensor is created.
 
+use super::{cpu, cuda};
 use crate::{DType, Device, Error, Result};
 use smelt_codegen::host_alloc::zeroed_bytes;
 use smelt_fusion::BufferHandle;
@@ -59,8 +60,8 @@ pub(crate) fn resolve(buf: &BufferHandle, device: Device) -> Result<BufferHandle
         }
     };
     let placed: Result<BufferHandle> = match device {
-        Device::Cpu => Ok(super::cpu::wrap(bytes)),
-        Device::Cuda(n) => match super::cuda::device(n).and_then(|d| d.upload(&bytes)) {
+        Device::Cpu => Ok(cpu::wrap(bytes)),
+        Device::Cuda(n) => match cuda::device(n).and_then(|d| d.upload(&bytes)) {
             Ok(b) => Ok(Arc::new(b)),
             Err(e) => {
                 // Keep the data so a realize after freeing memory succeeds.

@@ -1,65 +1,24 @@
-//! Runtimes: where schedules run and buffers live.
+//! Runtimes: where schedules run and buffers live. Private: the crate's
+//! public modules (`cuda`, `profile`, `stats`) and the tensor API are its
+//! only doors.
+//!
+//! This file dispatches to the CPU and CUDA runtimes; the files it
+//! dispatches to import nothing from it (shared helpers live in files of
+//! their own: `debug.rs`, `host.rs`, and the crate's `stats.rs` and
+//! `profile.rs`).
 
-pub mod cpu;
-pub mod cuda;
-mod disk;
+pub(crate) mod cpu;
+pub(crate) mod cuda;
+mod debug;
 pub(crate) mod host;
-mod lru;
 mod ptx_check;
-mod stats;
-mod tune;
-
-pub use stats::{compile_stats, CompileStats};
 
 use crate::{Device, Result};
-use smelt_fusion::{BufferHandle, Schedule};
-use std::cell::Cell;
-use std::time::Duration;
-
-/// True when a CUDA driver and at least one GPU are present (never
-/// panics, also without a driver).
-pub fn cuda_available() -> bool {
-    cuda::available()
-}
-
-thread_local! {
-    static KERNELS_RUN: Cell<u64> = const { Cell::new(0) };
-}
-
-/// Number of kernels this thread has run so far (all devices). Tests use it
-/// to prove that realized results are not recomputed.
-pub fn kernels_run() -> u64 {
-    KERNELS_RUN.with(|c| c.get())
-}
-
-pub(crate) fn count_kernel() {
-    KERNELS_RUN.with(|c| c.set(c.get() + 1));
-}
+use smelt_fusion::{BufferHandle, BufferSpec, Schedule};
 
 /// The `SMELT_DEBUG` level (0 when unset).
-pub fn debug_level() -> u8 {
-    static LEVEL: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
-    *LEVEL.get_or_init(|| {
-        smelt_codegen::env::var("SMELT_DEBUG", smelt_codegen::env::parse_debug).unwrap_or(0)
-    })
-}
-
-/// Prints the per-kernel debug line (`SMELT_DEBUG>=2`) and the IR (`>=3`).
-pub(crate) fn report_kernel(k: &smelt_codegen::Kernel, time: Duration) {
-    let level = debug_level();
-    if level >= 2 {
-        let bytes = (k.bytes_read() + k.bytes_written()) as f64;
-        let secs = time.as_secs_f64().max(1e-12);
-        eprintln!(
-            "smelt: kernel {:<40} {:>10.3} ms {:>9.2} GB/s",
-            k.name,
-            secs * 1e3,
-            bytes / secs / 1e9
-        );
-    }
-    if level >= 3 {
-        eprintln!("{k}");
-    }
+pub(crate) fn debug_level() -> u8 {
+    debug::level()
 }
 
 /// Runs `schedule` on `device`; returns the buffers of its results, in the
@@ -69,9 +28,23 @@ pub(crate) fn execute(schedule: &Schedule, device: Device) -> Result<Vec<BufferH
     for item in schedule.items.iter() {
         item.kernel.check_bounds().map_err(crate::Error::Launch)?;
     }
+    // Created data reaching the schedule as an input is placed now, once.
+    let inputs = schedule
+        .buffers
+        .iter()
+        .map(|b| match b {
+            BufferSpec::Realized { data, .. } => host::resolve(data, device).map(Some),
+            BufferSpec::New { .. } => Ok(None),
+        })
+        .collect::<Result<Vec<Option<BufferHandle>>>>()?;
     match device {
-        Device::Cpu => cpu::execute(schedule),
-        Device::Cuda(n) => cuda::execute(n, schedule),
+        Device::Cpu => {
+            // CI's PTX check (`SMELT_CHECK_PTX=1`), once per planned
+            // schedule, outside the executor's loop.
+            ptx_check::check_schedule(schedule)?;
+            cpu::execute(schedule, inputs)
+        }
+        Device::Cuda(n) => cuda::execute(n, schedule, inputs),
     }
 }
 
@@ -88,5 +61,14 @@ pub(crate) fn download(buf: &BufferHandle, len: usize, device: Device) -> Result
     match device {
         Device::Cpu => Ok(smelt_codegen::host_alloc::copy(&cpu::bytes(buf)[..len])?),
         Device::Cuda(n) => cuda::device(n)?.download(cuda::buffer(buf)?, len),
+    }
+}
+
+/// The address of a buffer's first byte: a device address on a GPU, a
+/// host address on the CPU.
+pub(crate) fn data_ptr(buf: &BufferHandle, device: Device) -> Result<u64> {
+    match device {
+        Device::Cpu => Ok(cpu::bytes(buf).as_ptr() as u64),
+        Device::Cuda(_) => Ok(cuda::buffer(buf)?.ptr()),
     }
 }

@@ -3,22 +3,34 @@
 //! with `ptxas`, so generated GPU code is validated on machines without a
 //! GPU. A missing `ptxas` is a failure only with `SMELT_REQUIRE_PTXAS=1`.
 //!
+//! The check is hooked in where schedules enter the runtime
+//! (`runtime::execute`), not in the CPU executor's loop: a schedule's
+//! kernels are checked the first time it runs, and a schedule reused from
+//! the schedule cache (same kernel list) is not looked at again.
+//!
 //! Starting `ptxas` costs far more than assembling one kernel, so kernels
 //! are assembled in batches of [`BATCH`] as one module each; the last
 //! partial batch is assembled when the process exits (a failure there ends
-//! the process with status 101, as a failed test does). A batch that fails
-//! is re-assembled kernel by kernel to name the culprit.
+//! the process with status 101, as a failed test does), which then prints
+//! how many kernels were checked. A batch that fails is re-assembled kernel
+//! by kernel to name the culprit.
 
 use crate::{Error, Result};
 use smelt_codegen::ptx::{self, ptxas, Target};
 use smelt_codegen::Kernel;
-use std::collections::HashSet;
-use std::sync::{Mutex, Once, OnceLock};
+use smelt_fusion::{Schedule, ScheduleItem};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Once, OnceLock, Weak};
 
 const TARGETS: [Target; 2] = Target::CHECKED;
 
 /// Kernels per `ptxas` run.
 const BATCH: usize = 64;
+
+/// Kernels emitted for checking, and kernels `ptxas` accepted, so far.
+static QUEUED: AtomicU64 = AtomicU64::new(0);
+static ASSEMBLED: AtomicU64 = AtomicU64::new(0);
 
 /// A kernel waiting to be assembled: its name and PTX, per target.
 struct Pending {
@@ -36,12 +48,46 @@ fn pending() -> &'static Mutex<Vec<Pending>> {
     P.get_or_init(|| Mutex::new(Vec::new()))
 }
 
-/// Emits `k` (once per distinct kernel) and assembles a batch when one is
-/// full, when checking is on.
-pub(crate) fn check(k: &Kernel) -> Result<()> {
+/// Checks the kernels of `schedule` when checking is on (see the module
+/// documentation): once per planned schedule, once per distinct kernel.
+pub(crate) fn check_schedule(schedule: &Schedule) -> Result<()> {
     if !enabled() {
         return Ok(());
     }
+    check_new(schedule).map(drop)
+}
+
+/// Emits the kernels of `schedule` not seen before unless this kernel list
+/// was checked already; returns how many were new.
+fn check_new(schedule: &Schedule) -> Result<usize> {
+    // Schedules from the schedule cache share their kernel list. An entry
+    // holds it weakly: a dead entry whose address was reused by another
+    // list does not match, since it no longer upgrades.
+    static LISTS: OnceLock<Mutex<HashMap<usize, Weak<Vec<ScheduleItem>>>>> = OnceLock::new();
+    {
+        let mut lists = LISTS
+            .get_or_init(|| Mutex::new(HashMap::new()))
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let addr = Arc::as_ptr(&schedule.items) as usize;
+        if lists.get(&addr).and_then(Weak::upgrade).is_some() {
+            return Ok(0);
+        }
+        if lists.len() >= 1024 && lists.len().is_power_of_two() {
+            lists.retain(|_, l| l.strong_count() > 0);
+        }
+        lists.insert(addr, Arc::downgrade(&schedule.items));
+    }
+    let mut new = 0;
+    for it in schedule.items.iter() {
+        new += usize::from(check(&it.kernel)?);
+    }
+    Ok(new)
+}
+
+/// Emits `k` (once per distinct kernel) and assembles a batch when one is
+/// full; true when `k` was new.
+fn check(k: &Kernel) -> Result<bool> {
     static SEEN: OnceLock<Mutex<HashSet<u64>>> = OnceLock::new();
     let fresh = SEEN
         .get_or_init(|| Mutex::new(HashSet::new()))
@@ -49,7 +95,7 @@ pub(crate) fn check(k: &Kernel) -> Result<()> {
         .unwrap_or_else(|e| e.into_inner())
         .insert(k.code_hash());
     if !fresh {
-        return Ok(());
+        return Ok(false);
     }
     let emit = |t: &Target| -> Result<String> {
         ptx::emit(k, t)
@@ -60,6 +106,7 @@ pub(crate) fn check(k: &Kernel) -> Result<()> {
         name: k.name.clone(),
         ptx: [emit(&TARGETS[0])?, emit(&TARGETS[1])?],
     };
+    QUEUED.fetch_add(1, Ordering::Relaxed);
     static AT_EXIT: Once = Once::new();
     AT_EXIT.call_once(|| {
         // SAFETY: registers a plain function with the C runtime.
@@ -74,7 +121,8 @@ pub(crate) fn check(k: &Kernel) -> Result<()> {
             Vec::new()
         }
     };
-    assemble(&full)
+    assemble(&full)?;
+    Ok(true)
 }
 
 extern "C" {
@@ -88,6 +136,13 @@ extern "C" fn flush_at_exit() {
         eprintln!("smelt: PTX check failed at exit: {e}");
         // SAFETY: ends the process without running further exit handlers.
         unsafe { _exit(101) };
+    }
+    if enabled() {
+        eprintln!(
+            "smelt: SMELT_CHECK_PTX: ptxas assembled {} of {} distinct kernels for sm_80 and sm_90",
+            ASSEMBLED.load(Ordering::Relaxed),
+            QUEUED.load(Ordering::Relaxed)
+        );
     }
 }
 
@@ -124,6 +179,7 @@ fn assemble(items: &[Pending]) -> Result<()> {
             }
         }
     }
+    ASSEMBLED.fetch_add(items.len() as u64, Ordering::Relaxed);
     Ok(())
 }
 
@@ -151,4 +207,24 @@ fn combine(modules: &[&str]) -> String {
         out.push_str(&body.replace("smelt_", &format!("smelt{n}_")));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{DType, Device, Fusion, Tensor};
+
+    /// A schedule's kernels are emitted the first time it is checked, not
+    /// when the schedule cache hands the same kernels out again.
+    #[test]
+    fn a_schedule_is_checked_once() {
+        // Shapes and ops no other test uses, so its kernels are new here.
+        let x = Tensor::ones([3, 7, 13], DType::F32, &Device::Cpu);
+        let y = (x.sin() * 1.5).sum_keepdim(2).exp();
+        let s = y.schedule(Fusion::On);
+        assert!(super::check_new(&s).unwrap() >= 1);
+        assert_eq!(super::check_new(&s).unwrap(), 0);
+        // Planned again (from the cache): the same kernel list.
+        let again = y.schedule(Fusion::On);
+        assert_eq!(super::check_new(&again).unwrap(), 0);
+    }
 }

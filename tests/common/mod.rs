@@ -15,7 +15,7 @@ pub fn test_device() -> Device {
     static ONCE: std::sync::Once = std::sync::Once::new();
     let forced_cpu = std::env::var("SMELT_TEST_DEVICE").is_ok_and(|v| v == "cpu");
     let require = std::env::var("SMELT_REQUIRE_CUDA").is_ok_and(|v| v == "1");
-    if !forced_cpu && smelt::runtime::cuda_available() {
+    if !forced_cpu && smelt::cuda::is_available() {
         return Device::Cuda(0);
     }
     assert!(

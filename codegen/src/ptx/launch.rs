@@ -13,9 +13,14 @@ use crate::{Cond, Expr};
 /// groups per thread and iteration (loads of all of them issued first).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Elementwise {
+    /// Consecutive values of the last variable per group (a vector access when
+    /// aligned).
     pub lanes: usize,
+    /// Groups per thread and loop iteration.
     pub unroll: usize,
+    /// Threads per CTA.
     pub block: u32,
+    /// CTAs in the grid.
     pub grid: u32,
 }
 
@@ -27,11 +32,17 @@ pub struct Elementwise {
 /// pass streams over the row again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Rows {
+    /// Consecutive elements per load group.
     pub lanes: usize,
+    /// Threads per row in one CTA (the team).
     pub tpr: u32,
+    /// Threads per CTA.
     pub block: u32,
+    /// Load groups a thread holds at a time.
     pub slots: usize,
+    /// Whether the slots cover the whole row, which then stays in registers.
     pub cached: bool,
+    /// CTAs in the grid.
     pub grid: u32,
     /// CTAs per SM that ptxas must allow for (caps registers per thread so
     /// that a CTA's loads overlap another's compute); 1 leaves it free.
@@ -54,7 +65,9 @@ impl Rows {
 /// The mapping chosen for a kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Plan {
+    /// No reduction: see [`Elementwise`].
     Elementwise(Elementwise),
+    /// Reductions, a team per row: see [`Rows`].
     Rows(Rows),
 }
 

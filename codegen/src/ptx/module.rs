@@ -17,7 +17,9 @@ pub struct PtxKernel {
     pub ptx: String,
     /// Name of the `.entry`.
     pub entry: String,
+    /// CTAs per grid dimension.
     pub grid: (u32, u32, u32),
+    /// Threads per CTA dimension.
     pub block: (u32, u32, u32),
     /// Dynamic shared memory to launch with (0 but for the tensor-core
     /// matmul's pipeline; above 48 KiB the launcher raises the limit).

@@ -13,12 +13,14 @@ pub const KSTEP_BYTES: u32 = 32;
 /// One CTA's tile and pipeline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Tile {
-    /// Warps along M and N.
+    /// Warps along M.
     pub warps_m: u32,
+    /// Warps along N.
     pub warps_n: u32,
     /// Rows (M) and columns (N) of C one warp computes: multiples of 16
     /// and 16 (pairs of `n8` MMA tiles).
     pub warp_m: u32,
+    /// Columns (N) of C one warp computes.
     pub warp_n: u32,
     /// Bytes of `k` per row of a stage: 64 or 128 (32 or 64 halves).
     pub k_bytes: u32,
@@ -33,12 +35,15 @@ pub struct Tile {
 }
 
 impl Tile {
+    /// Rows (M) of C one CTA computes.
     pub fn bm(&self) -> u32 {
         self.warps_m * self.warp_m
     }
+    /// Columns (N) of C one CTA computes.
     pub fn bn(&self) -> u32 {
         self.warps_n * self.warp_n
     }
+    /// Threads per CTA.
     pub fn threads(&self) -> u32 {
         32 * self.warps_m * self.warps_n
     }

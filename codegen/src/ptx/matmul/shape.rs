@@ -9,7 +9,9 @@ use crate::{DType, UnaryOp};
 /// on tensor cores, exact `f32` on the FMA units.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Elem {
+    /// `f16` operands.
     F16,
+    /// `bf16` operands.
     BF16,
     /// `f32` operands each rounded by `UnaryOp::RoundTf32`.
     Tf32,
@@ -40,11 +42,15 @@ impl Elem {
 /// where `row` is `m` for A and `n` for B.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Operand {
+    /// The input buffer it reads.
     pub input: usize,
+    /// Constant offset (elements).
     pub konst: i64,
     /// Coefficient of each batch variable of [`Shape::batch_vars`].
     pub batch: Vec<i64>,
+    /// Stride of its row variable (`m` for A, `n` for B).
     pub row: i64,
+    /// Stride of `k`.
     pub k: i64,
 }
 
@@ -80,15 +86,22 @@ impl Operand {
 pub struct Shape {
     /// What both operands hold.
     pub elem: Elem,
+    /// Rows of the product.
     pub m: i64,
+    /// Columns of the product.
     pub n: i64,
+    /// Length of the dot products.
     pub k: i64,
     /// The loop variables of `m` and `n` (absent when of size 1, dropped by
     /// domain collapse) and the kept variables that index batches (grid z).
     pub m_var: Option<usize>,
+    /// The loop variable of `n`, if any.
     pub n_var: Option<usize>,
+    /// The kept variables that index batches (grid z).
     pub batch_vars: Vec<usize>,
+    /// The left operand, `[.., m, k]`.
     pub a: Operand,
+    /// The right operand, read as `[.., n, k]`.
     pub b: Operand,
     /// The `Reduce` whose value the epilogue consumes.
     pub reduce: Val,

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::hash::Hash;
 
 /// At most `capacity` values by key, each stamped with its last use.
-pub(crate) struct Lru<K, V> {
+pub(super) struct Lru<K, V> {
     capacity: usize,
     map: HashMap<K, (V, u64)>,
     /// Stamp of the next use.

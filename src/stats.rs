@@ -1,8 +1,19 @@
-//! Compilation counters: how often realizes planned a schedule and how
-//! often the CUDA runtime produced and loaded GPU code, so a program (or a
-//! test) can check that a loop reuses both. Constants are kernel
-//! parameters, so a loop that only changes a learning rate, a temperature
-//! or a step counter plans once and compiles once.
+//! Counters of the work realizes did on the calling thread: kernels run
+//! ([`kernels_run`]), and schedules planned, GPU code produced, loaded and
+//! tuned ([`compile_stats`]), so a program (or a test) can check that a
+//! loop reuses its plans and modules. Constants are kernel parameters, so
+//! a loop that only changes a learning rate, a temperature or a step
+//! counter plans once and compiles once.
+//!
+//! ```
+//! use smelt::{stats, DType, Device, Tensor};
+//! let x = Tensor::ones([4, 4], DType::F32, &Device::Cpu);
+//! let y = (&x + 1.0).sum(1);
+//! let before = stats::kernels_run();
+//! y.realize().unwrap();
+//! y.to_vec::<f32>().unwrap(); // already realized: no kernel runs
+//! assert_eq!(stats::kernels_run() - before, 1);
+//! ```
 
 use std::cell::Cell;
 
@@ -26,6 +37,10 @@ pub struct CompileStats {
     /// Modules unloaded to keep the module cache within its bound (least
     /// recently used first; `SMELT_MAX_MODULES`, 256 by default).
     pub modules_evicted: u64,
+    /// Kernels the matmul autotuner timed in all their variants (a choice
+    /// read from the tune file is not counted; `SMELT_TUNE=0` turns tuning
+    /// off).
+    pub kernels_tuned: u64,
 }
 
 impl CompileStats {
@@ -43,8 +58,25 @@ impl CompileStats {
             ptx_disk_hits: self.ptx_disk_hits.saturating_sub(earlier.ptx_disk_hits),
             modules_loaded: self.modules_loaded.saturating_sub(earlier.modules_loaded),
             modules_evicted: self.modules_evicted.saturating_sub(earlier.modules_evicted),
+            kernels_tuned: self.kernels_tuned.saturating_sub(earlier.kernels_tuned),
         }
     }
+}
+
+thread_local! {
+    static KERNELS_RUN: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Number of kernels this thread has run so far (all devices). Tests use it
+/// to prove that realized results are not recomputed (see the module's
+/// example).
+pub fn kernels_run() -> u64 {
+    KERNELS_RUN.with(|c| c.get())
+}
+
+/// Counts one kernel run by this thread.
+pub(crate) fn count_kernel() {
+    KERNELS_RUN.with(|c| c.set(c.get() + 1));
 }
 
 thread_local! {
@@ -57,19 +89,20 @@ thread_local! {
             ptx_disk_hits: 0,
             modules_loaded: 0,
             modules_evicted: 0,
+            kernels_tuned: 0,
         })
     };
 }
 
 /// The compilation work this thread has done so far (since it started).
 ///
-/// Counted per thread, like [`super::kernels_run`]: work is counted on the
+/// Counted per thread, like [`kernels_run`]: work is counted on the
 /// thread whose realize did it, so realizes on other threads (tests run in
 /// parallel) do not disturb a measurement. The module cache is shared, so
 /// a module one thread loaded is not loaded, nor counted, again by another.
 ///
 /// ```
-/// use smelt::{runtime::compile_stats, Device, Tensor};
+/// use smelt::{stats::compile_stats, Device, Tensor};
 /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3], &Device::Cpu);
 /// let before = compile_stats();
 /// for step in 0..10 {

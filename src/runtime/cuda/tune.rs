@@ -11,9 +11,12 @@
 //! is skipped, a cache file that cannot be read or written is ignored, and
 //! with no usable variant the caller falls back to the heuristic kernel.
 
-use super::cuda::{elapsed_ms, CudaDevice, Loaded};
+use super::device::CudaDevice;
 use super::disk::DiskCache;
-use super::stats;
+use super::modules::Loaded;
+use super::profile::elapsed_ms;
+use crate::runtime::debug;
+use crate::stats;
 use crate::{Error, Result};
 use cudarc::driver::safe::CudaEvent;
 use smelt_codegen::ptx::matmul;
@@ -21,7 +24,6 @@ use smelt_codegen::Kernel;
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Kernels doing fewer flops (`2 * rows * row_len`: `2 M N K` per batch)
@@ -44,14 +46,6 @@ const SPIN_US: u32 = 500;
 
 /// Name of the choices file in the PTX cache directory.
 const FILE: &str = "tune.txt";
-
-static TUNINGS: AtomicU64 = AtomicU64::new(0);
-
-/// Number of kernels this process has autotuned (timed every variant of)
-/// so far. Tests use it to prove that a cached choice is not timed again.
-pub fn tunings() -> u64 {
-    TUNINGS.load(Ordering::Relaxed)
-}
 
 /// False when `SMELT_TUNE=0`.
 fn enabled() -> bool {
@@ -166,13 +160,13 @@ impl CudaDevice {
         }
         let mut choices = choices().lock().unwrap_or_else(|e| e.into_inner());
         // Another thread may have loaded it while this one waited.
-        if let Some(l) = self.loaded(key) {
+        if let Some(l) = self.modules.get(key) {
             return Some(l);
         }
         if let Some(name) = choices.get(&key) {
             let cached = self
                 .emit_variant(k, name)
-                .and_then(|launch| self.module(launch, &k.name).ok());
+                .and_then(|launch| self.modules.load(launch, &k.name).ok());
             if cached.is_some() {
                 return cached;
             }
@@ -212,7 +206,8 @@ impl CudaDevice {
             .map(|_| self.event())
             .collect::<Result<_>>()
             .ok()?;
-        TUNINGS.fetch_add(1, Ordering::Relaxed);
+        // Counted on the thread whose realize tunes (`CompileStats`).
+        stats::count(|s| s.kernels_tuned += 1);
         let mut best: Option<(String, f64, Arc<Loaded>)> = None;
         let mut report = Vec::with_capacity(names.len());
         // Every module loaded, kept until the stream is idle: dropping the
@@ -222,7 +217,7 @@ impl CudaDevice {
             let timed = self
                 .emit_variant(k, name)
                 .ok_or_else(|| Error::Compile(format!("kernel {}: no variant {name}", k.name)))
-                .and_then(|launch| self.module(launch, &k.name))
+                .and_then(|launch| self.modules.load(launch, &k.name))
                 .and_then(|l| {
                     modules.push(l.clone());
                     Ok((self.median_ms(&l, &k.name, args, &events)?, l))
@@ -238,7 +233,7 @@ impl CudaDevice {
             }
         }
         let _ = self.sync();
-        if super::debug_level() >= 2 {
+        if debug::level() >= 2 {
             let winner = best.as_ref().map_or("none, heuristic kernel", |b| &b.0);
             eprintln!("smelt: tuned {}: {} -> {winner}", k.name, report.join(", "));
         }

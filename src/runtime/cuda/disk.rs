@@ -1,7 +1,7 @@
 //! The on-disk PTX cache: `$SMELT_CACHE_DIR`, else `$XDG_CACHE_HOME/smelt`,
 //! else `~/.cache/smelt`, in a subdirectory per crate version and codegen
 //! source hash; one file `<key as 16 hex digits>.ptx` per kernel and
-//! target (`key`: the module cache's, see `cuda.rs`), holding a launch
+//! target (`key`: the module cache's, see `modules.rs`), holding a launch
 //! line and the PTX. Best effort: an unreadable or unwritable cache is
 //! skipped, and a file that does not validate is removed.
 

@@ -1,0 +1,125 @@
+//! Launching a loaded kernel on a device's stream (every parameter 8
+//! bytes: an IR kernel's buffer pointers, then its scalars as
+//! `ptx::scalar_param` encodes them), and the spin kernel that keeps the
+//! GPU busy so that timed launches are queued before it reaches them.
+
+use super::device::CudaDevice;
+use super::modules::Loaded;
+use super::probe::driver_err;
+use crate::Result;
+use cudarc::driver::result as cu;
+use smelt_codegen::ptx::{self, PtxKernel};
+use smelt_codegen::Kernel;
+use std::ffi::c_void;
+use std::sync::atomic::Ordering;
+
+/// Module-cache key of the spin kernel (kernel keys are hashes of IR).
+const SPIN_KEY: u64 = u64::MAX;
+
+impl CudaDevice {
+    /// Queues a loaded kernel over its parameters, 8 bytes each (see
+    /// [`launch_args`] for an IR kernel's).
+    pub(super) fn launch_loaded(&self, l: &Loaded, args: &[u64], name: &str) -> Result<()> {
+        let mut vals: Vec<u64> = args.to_vec();
+        let mut params: Vec<*mut c_void> = vals
+            .iter_mut()
+            .map(|p| p as *mut u64 as *mut c_void)
+            .collect();
+        let g = l.launch.grid;
+        let b = l.launch.block;
+        self.bind()?;
+        l.launched.store(true, Ordering::Relaxed);
+        // SAFETY: the parameters are the 8-byte values the kernel declares,
+        // in order (the driver copies each parameter's declared size from
+        // its pointer): for an IR kernel the device pointers it was emitted
+        // for, each backing the lengths in its IR, then its scalars; for
+        // the spin kernel a duration.
+        unsafe {
+            cu::launch_kernel(
+                l.func,
+                (g.0.max(1), g.1.max(1), g.2.max(1)),
+                b,
+                l.launch.shared_bytes,
+                self.stream.cu_stream(),
+                &mut params,
+            )
+        }
+        .map_err(|e| driver_err(&format!("launching {name}"), e))
+    }
+
+    /// Queues a kernel that keeps the GPU busy for about `micros`
+    /// microseconds. Benchmarks queue it before their first timing event,
+    /// so that the launches they time are already queued when the GPU
+    /// reaches them and host launch latency stays out of the measurement
+    /// (as `torch.cuda._sleep` does in PyTorch's benchmarks).
+    pub fn busy(&self, micros: u32) -> Result<()> {
+        let l = match self.modules.get(SPIN_KEY) {
+            Some(l) => l,
+            None => self
+                .modules
+                .load_as(SPIN_KEY, spin_kernel(), "smelt_spin")?,
+        };
+        self.launch_loaded(&l, &[u64::from(micros) * 1000], "smelt_spin")
+    }
+}
+
+/// One warp that waits until `%globaltimer` has advanced by its parameter
+/// (nanoseconds).
+fn spin_kernel() -> PtxKernel {
+    let ptx = "\
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry smelt_spin(.param .u64 ns)
+{
+    .reg .u64 %t<3>;
+    .reg .pred %p;
+    ld.param.u64 %t2, [ns];
+    mov.u64 %t0, %globaltimer;
+SPIN:
+    mov.u64 %t1, %globaltimer;
+    sub.u64 %t1, %t1, %t0;
+    setp.lt.u64 %p, %t1, %t2;
+    @%p bra SPIN;
+    ret;
+}
+";
+    PtxKernel {
+        ptx: ptx.into(),
+        entry: "smelt_spin".into(),
+        grid: (1, 1, 1),
+        block: (32, 1, 1),
+        shared_bytes: 0,
+    }
+}
+
+/// The parameters of a launch of IR kernel `k`, 8 bytes each as
+/// `ptx::emit` declares them: the device pointers `ptrs` of its inputs
+/// then outputs, then each of its scalars' `values` encoded by
+/// [`ptx::scalar_param`] (rounded to the slot's dtype, as the CPU does).
+pub(super) fn launch_args(k: &Kernel, mut ptrs: Vec<u64>, values: &[f64]) -> Vec<u64> {
+    ptrs.extend(
+        k.scalars
+            .iter()
+            .zip(values)
+            .map(|(dt, v)| ptx::scalar_param(*dt, *v)),
+    );
+    ptrs
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn spin_kernel_assembles() {
+        for sm in [80, 90] {
+            match smelt_codegen::ptx::ptxas::assemble(&super::spin_kernel().ptx, sm) {
+                Ok(Some(_)) => {}
+                Ok(None) if smelt_codegen::env::flag("SMELT_REQUIRE_PTXAS", false) => {
+                    panic!("SMELT_REQUIRE_PTXAS=1 but ptxas was not found")
+                }
+                Ok(None) => println!("skipped: ptxas not found"),
+                Err(e) => panic!("ptxas rejected the spin kernel: {e}"),
+            }
+        }
+    }
+}
