@@ -140,7 +140,7 @@ fn count(t: &Tensor) -> (usize, usize) {
     while let Some(n) = stack.pop() {
         if seen.insert(n.id()) {
             let op = n.op();
-            ops += usize::from(smelt_fusion::schedule::is_compute(&op));
+            ops += usize::from(smelt_fusion::graph::is_compute(&op));
             stack.extend(op.srcs().into_iter().cloned());
         }
     }

@@ -64,7 +64,7 @@ impl Tensor {
 
     /// True once the data this tensor reads has been computed.
     pub fn is_realized(&self) -> bool {
-        let base = smelt_fusion::schedule::base(&self.node);
+        let base = smelt_fusion::graph::base(&self.node);
         base.realized().is_some() || matches!(base.op(), Op::Const(_))
     }
 
@@ -222,7 +222,7 @@ pub fn realize_all(tensors: &[&Tensor], fusion: Fusion) -> Result<()> {
     // Created data is placed on its device by the first realize that
     // reaches it (here for the targets, in the runtimes for inputs).
     for t in tensors {
-        let base = smelt_fusion::schedule::base(&t.node);
+        let base = smelt_fusion::graph::base(&t.node);
         if let Some(buf) = base.realized() {
             let placed = runtime::host::resolve(&buf, device)?;
             if !std::sync::Arc::ptr_eq(&placed, &buf) {

@@ -5,9 +5,9 @@
 //! Costs are sets of node ids, so a node reached along two paths (`x - max(x)`)
 //! counts once; a set never grows past the budget, as the node is cut first.
 
-use crate::fxhash::{FxMap, FxSet};
-use crate::graph::{NodeRef, Op};
-use crate::schedule::{base, is_compute};
+use crate::graph::{base, is_compute, NodeRef, Op};
+use rustc_hash::{FxHashMap, FxHashSet};
+
 use smelt_codegen::{INST_BUDGET, PARAM_BYTES, PARAM_BYTES_LIMIT};
 
 /// The most parameters (buffers and scalars) one kernel may take.
@@ -20,16 +20,16 @@ pub const MAX_PARAMS: usize = PARAM_BYTES_LIMIT / PARAM_BYTES;
 #[derive(Clone, Default)]
 pub struct Cost {
     /// Ids of the compute nodes inlined.
-    pub nodes: FxSet<u64>,
+    pub nodes: FxHashSet<u64>,
     /// Ids of the nodes loaded.
-    pub loads: FxSet<u64>,
+    pub loads: FxHashSet<u64>,
 }
 
 impl Cost {
     fn load(id: u64) -> Cost {
         Cost {
-            nodes: FxSet::default(),
-            loads: FxSet::from_iter([id]),
+            nodes: FxHashSet::default(),
+            loads: FxHashSet::from_iter([id]),
         }
     }
 
@@ -54,7 +54,8 @@ impl Cost {
     /// stores fits both budgets (without building the union: merging asks
     /// this for every candidate kernel).
     pub fn fits_with(&self, other: &Cost, outputs: usize) -> bool {
-        let new = |a: &FxSet<u64>, b: &FxSet<u64>| b.iter().filter(|x| !a.contains(x)).count();
+        let new =
+            |a: &FxHashSet<u64>, b: &FxHashSet<u64>| b.iter().filter(|x| !a.contains(x)).count();
         let nodes = self.nodes.len() + new(&self.nodes, &other.nodes);
         let loads = self.loads.len() + new(&self.loads, &other.loads);
         nodes + loads + outputs <= INST_BUDGET && loads + outputs <= MAX_PARAMS
@@ -65,8 +66,8 @@ impl Cost {
 /// that end an inline cone before it outgrows a kernel: a long chain is cut
 /// every budget's worth of ops, a sum of many tensors into partial sums.
 /// Returns each compute node's cost when its own kernel computes it.
-pub fn split(order: &[NodeRef], materialized: &mut FxSet<u64>) -> FxMap<u64, Cost> {
-    let mut costs: FxMap<u64, Cost> = FxMap::default();
+pub fn split(order: &[NodeRef], materialized: &mut FxHashSet<u64>) -> FxHashMap<u64, Cost> {
+    let mut costs: FxHashMap<u64, Cost> = FxHashMap::default();
     for n in order {
         let cost = match n.op() {
             Op::View(src, _) => inline(&src, &costs, materialized),
@@ -117,7 +118,7 @@ fn total(parts: &[Cost]) -> Cost {
 
 /// The cost of reading `s` in a consumer's kernel: a load if it holds data
 /// or is materialized, else its cone.
-fn inline(s: &NodeRef, costs: &FxMap<u64, Cost>, materialized: &FxSet<u64>) -> Cost {
+fn inline(s: &NodeRef, costs: &FxHashMap<u64, Cost>, materialized: &FxHashSet<u64>) -> Cost {
     match costs.get(&s.id()) {
         Some(c) if !materialized.contains(&s.id()) => c.clone(),
         _ => Cost::load(s.id()),

@@ -5,9 +5,9 @@
 //! ([`ScalarSpec`]): a loop that changes a learning rate or a temperature
 //! plans and compiles once.
 
-use crate::fxhash::FxMap;
-use crate::graph::{BufferHandle, NodeRef, Op};
+use crate::graph::{post_order, BufferHandle, NodeRef, Op};
 use crate::schedule::{BufferSpec, Fusion, ScalarSpec, Schedule, ScheduleItem};
+use rustc_hash::FxHashMap;
 use std::cell::Cell;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
@@ -84,24 +84,10 @@ impl Fingerprint {
     pub fn new(targets: &[NodeRef], fusion: Fusion) -> Fingerprint {
         let mut h = DefaultHasher::new();
         fusion.hash(&mut h);
-        let mut pos: FxMap<u64, usize> = FxMap::default();
+        let mut pos: FxHashMap<u64, usize> = FxHashMap::default();
         let mut leaves = Vec::new();
         let mut consts = Vec::new();
-        let mut stack: Vec<(NodeRef, bool)> =
-            targets.iter().rev().map(|t| (t.clone(), false)).collect();
-        while let Some((n, expanded)) = stack.pop() {
-            if pos.contains_key(&n.id()) {
-                continue;
-            }
-            let data = n.realized();
-            let op = n.op();
-            if !expanded && data.is_none() {
-                stack.push((n.clone(), true));
-                for s in op.srcs().into_iter().rev() {
-                    stack.push((s.clone(), false));
-                }
-                continue;
-            }
+        post_order(targets, |n, op, data| {
             (n.shape(), n.dtype()).hash(&mut h);
             match data {
                 Some(d) => {
@@ -119,7 +105,7 @@ impl Fingerprint {
                 }
             }
             pos.insert(n.id(), pos.len());
-        }
+        });
         for t in targets {
             pos[&t.id()].hash(&mut h);
         }
@@ -191,7 +177,7 @@ pub fn lookup(fp: &Fingerprint, targets: &[NodeRef]) -> Option<Schedule> {
 /// Remembers `s`, planned for the graph of `fp`.
 pub fn store(fp: &Fingerprint, s: &Schedule) {
     count(|c| c.planned += 1);
-    let leaf_pos: FxMap<u64, usize> = fp
+    let leaf_pos: FxHashMap<u64, usize> = fp
         .leaves
         .iter()
         .enumerate()
@@ -205,7 +191,7 @@ pub fn store(fp: &Fingerprint, s: &Schedule) {
             spec => Buf::New(spec.clone()),
         })
         .collect();
-    let const_pos: FxMap<u64, usize> = fp
+    let const_pos: FxHashMap<u64, usize> = fp
         .consts
         .iter()
         .enumerate()

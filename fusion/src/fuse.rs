@@ -25,22 +25,24 @@
 //!   stops where a kernel would be full.
 
 use crate::budget::{split, Cost};
-use crate::fxhash::{FxMap, FxSet};
-use crate::graph::{NodeRef, Op};
-use crate::lower::{matmul_domain, Domain, Failure, Source, Trackers};
-use crate::schedule::{is_compute, lower_plans, plan_unfused, single_kernel, KernelPlan, Schedule};
+use crate::domain::{matmul_domain, Domain, Source};
+use crate::graph::{is_compute, NodeRef, Op};
+use crate::lower::{Failure, Trackers};
+use crate::plan::{lower_plans, plan_unfused, single_kernel, KernelPlan};
+use crate::schedule::Schedule;
 use crate::view::{contiguous_strides, ShapeTracker};
+use rustc_hash::{FxHashMap, FxHashSet};
 use smelt_codegen::UnaryOp;
 
 /// Groups `order` (sources first) into kernels that materialize `targets`
 /// and lowers them.
 pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
-    let mut materialized: FxSet<u64> = targets.iter().map(|t| t.id()).collect();
+    let mut materialized: FxHashSet<u64> = targets.iter().map(|t| t.id()).collect();
     materialized.extend(matmul_operand_producers(order));
     let costs = split(order, &mut materialized);
     // Outputs that may not join a kernel they read from (joining made that
     // kernel read one of its own outputs at the wrong row).
-    let mut no_merge: FxSet<u64> = FxSet::default();
+    let mut no_merge: FxHashSet<u64> = FxHashSet::default();
     // Cleared if the rules ever fail to converge (a safety net: a schedule
     // with an unresolved failure would compute wrong values).
     let mut merging = true;
@@ -56,7 +58,7 @@ pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
         };
         let (schedule, reports) = lower_plans(&plans, targets, &mut trackers);
         let mut grow = Vec::new();
-        let mut inlined_by: FxMap<u64, usize> = FxMap::default();
+        let mut inlined_by: FxHashMap<u64, usize> = FxHashMap::default();
         for (p, low) in plans.iter().zip(&reports) {
             for f in &low.failed {
                 if materialized.contains(&f.node.id()) {
@@ -65,7 +67,7 @@ pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
                     grow.push(pick(f, &materialized).id());
                 }
             }
-            for id in low.inlined.iter().collect::<FxSet<_>>() {
+            for id in low.inlined.iter().collect::<FxHashSet<_>>() {
                 *inlined_by.entry(*id).or_default() += 1;
             }
         }
@@ -133,7 +135,7 @@ fn domain_of(r: &NodeRef) -> Option<Domain> {
 /// node on the path (below the stored one) with `f.node`'s element count
 /// whose reductions all share `f.node`'s domain — its kernel then computes
 /// them and the consumers between, one pass — else `f.node` itself.
-fn pick(f: &Failure, materialized: &FxSet<u64>) -> NodeRef {
+fn pick(f: &Failure, materialized: &FxHashSet<u64>) -> NodeRef {
     let want = domain_of(&f.node);
     f.path
         .iter()
@@ -152,7 +154,7 @@ fn pick(f: &Failure, materialized: &FxSet<u64>) -> NodeRef {
 /// The kernel that materializes `t`: over the domain of a reduction or
 /// matmul it reads when `t` lines up with it (fusing them), else
 /// elementwise.
-fn plan_for(t: &NodeRef, materialized: &FxSet<u64>) -> KernelPlan {
+fn plan_for(t: &NodeRef, materialized: &FxHashSet<u64>) -> KernelPlan {
     if matches!(t.op(), Op::Reduce(..) | Op::Matmul(..)) {
         return single_kernel(t);
     }
@@ -198,11 +200,11 @@ fn plan_for(t: &NodeRef, materialized: &FxSet<u64>) -> KernelPlan {
 /// with `include_materialized` (a consumer can still share their kernel).
 fn row_candidates(
     t: &NodeRef,
-    materialized: &FxSet<u64>,
+    materialized: &FxHashSet<u64>,
     include_materialized: bool,
 ) -> Vec<NodeRef> {
     let mut out = Vec::new();
-    let mut seen = FxSet::default();
+    let mut seen = FxHashSet::default();
     let mut queue = std::collections::VecDeque::from(vec![t.clone()]);
     while let Some(n) = queue.pop_front() {
         if !seen.insert(n.id()) || n.realized().is_some() {
@@ -228,9 +230,9 @@ fn row_candidates(
 
 /// How `t` reads `r`: the tracker from `t`'s coordinates to `r`'s linear
 /// index along the first path of elementwise ops and views between them.
-fn path_tracker(t: &NodeRef, r: &NodeRef, materialized: &FxSet<u64>) -> Option<ShapeTracker> {
+fn path_tracker(t: &NodeRef, r: &NodeRef, materialized: &FxHashSet<u64>) -> Option<ShapeTracker> {
     let mut stack = vec![(t.clone(), ShapeTracker::contiguous(t.shape()))];
-    let mut seen = FxSet::default();
+    let mut seen = FxHashSet::default();
     while let Some((n, st)) = stack.pop() {
         if n.id() == r.id() {
             return Some(st);
@@ -257,7 +259,7 @@ fn permuted_store(
     t: &NodeRef,
     r: &NodeRef,
     domain: &Domain,
-    materialized: &FxSet<u64>,
+    materialized: &FxHashSet<u64>,
 ) -> Option<ShapeTracker> {
     if t.numel() != r.numel() {
         return None;
@@ -304,9 +306,9 @@ fn permuted_store(
 /// an element-level store (in either order).
 fn merge(
     plans: Vec<KernelPlan>,
-    materialized: &FxSet<u64>,
-    no_merge: &FxSet<u64>,
-    costs: &FxMap<u64, Cost>,
+    materialized: &FxHashSet<u64>,
+    no_merge: &FxHashSet<u64>,
+    costs: &FxHashMap<u64, Cost>,
 ) -> Vec<KernelPlan> {
     let mut out: Vec<KernelPlan> = Vec::new();
     let mut out_costs: Vec<Cost> = Vec::new();
@@ -314,7 +316,7 @@ fn merge(
     // kernel: checking all outputs per candidate was quadratic).
     let mut out_compute: Vec<bool> = Vec::new();
     // Which kernel of `out` stores each node (keeps merging linear).
-    let mut kernel_of: FxMap<u64, usize> = FxMap::default();
+    let mut kernel_of: FxHashMap<u64, usize> = FxHashMap::default();
     for mut p in plans {
         let deps = loads(&p, materialized);
         // The latest earlier kernel p depends on: p can only join a kernel
@@ -383,10 +385,10 @@ fn is_compute_plan(p: &KernelPlan) -> bool {
 
 /// Ids of the materialized nodes `p` loads (its direct dependencies; the
 /// plans that produce them come after everything they depend on).
-fn loads(p: &KernelPlan, materialized: &FxSet<u64>) -> FxSet<u64> {
-    let own: FxSet<u64> = p.outputs.iter().map(|(n, _)| n.id()).collect();
-    let mut seen = FxSet::default();
-    let mut deps = FxSet::default();
+fn loads(p: &KernelPlan, materialized: &FxHashSet<u64>) -> FxHashSet<u64> {
+    let own: FxHashSet<u64> = p.outputs.iter().map(|(n, _)| n.id()).collect();
+    let mut seen = FxHashSet::default();
+    let mut deps = FxHashSet::default();
     let mut stack: Vec<NodeRef> = p.outputs.iter().map(|(n, _)| n.clone()).collect();
     while let Some(n) = stack.pop() {
         if !seen.insert(n.id()) || n.realized().is_some() {

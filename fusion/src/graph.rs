@@ -2,6 +2,7 @@
 //! made and executed.
 
 use crate::view::ShapeTracker;
+use rustc_hash::FxHashSet;
 use smelt_codegen::{BinaryOp, DType, ReduceOp, UnaryOp};
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -230,4 +231,65 @@ impl GraphLock {
             _guard: LOCK.lock().unwrap_or_else(|e| e.into_inner()),
         }
     }
+}
+
+/// Follows views down to the node that holds or computes the data.
+pub fn base(node: &NodeRef) -> NodeRef {
+    let mut n = node.clone();
+    while let Op::View(src, _) = n.op() {
+        n = src;
+    }
+    n
+}
+
+/// Visits every node reachable from `roots` once, sources before their
+/// users (roots in order), with its op and realized data read together; a
+/// realized node is a leaf (its sources are not followed). Iterative, so a
+/// graph of any depth walks on a small stack. The one graph walk: the
+/// planner's order and the schedule cache's hash both come from it.
+pub fn post_order(roots: &[NodeRef], mut visit: impl FnMut(&NodeRef, Op, Option<BufferHandle>)) {
+    let mut done = FxHashSet::default();
+    // A node with its op once its sources are pushed.
+    let mut stack: Vec<(NodeRef, Option<Op>)> =
+        roots.iter().rev().map(|n| (n.clone(), None)).collect();
+    while let Some((n, expanded)) = stack.pop() {
+        if done.contains(&n.id()) {
+            continue;
+        }
+        let (op, data) = match expanded {
+            Some(op) => (op, None),
+            None => {
+                let (op, data) = n.op_and_data();
+                let srcs: Vec<NodeRef> = op.srcs().into_iter().cloned().collect();
+                if data.is_none() && !srcs.is_empty() {
+                    stack.push((n.clone(), Some(op)));
+                    for s in srcs.into_iter().rev() {
+                        if !done.contains(&s.id()) {
+                            stack.push((s, None));
+                        }
+                    }
+                    continue;
+                }
+                (op, data)
+            }
+        };
+        done.insert(n.id());
+        visit(&n, op, data);
+    }
+}
+
+/// Unrealized nodes reachable from `roots`, sources first.
+pub fn topo_order(roots: &[NodeRef]) -> Vec<NodeRef> {
+    let mut order = Vec::new();
+    post_order(roots, |n, _, data| {
+        if data.is_none() {
+            order.push(n.clone());
+        }
+    });
+    order
+}
+
+/// True for nodes that compute values (not data, constants or views).
+pub fn is_compute(op: &Op) -> bool {
+    !matches!(op, Op::Buffer | Op::Const(_) | Op::View(..))
 }

@@ -7,11 +7,13 @@ pub mod budget;
 pub mod cache;
 pub mod collapse;
 pub mod dag;
+pub mod domain;
 pub mod dot;
 pub mod fuse;
-pub mod fxhash;
 pub mod graph;
 pub mod lower;
+pub mod pipeline;
+pub mod plan;
 pub mod schedule;
 pub mod view;
 

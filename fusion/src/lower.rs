@@ -2,119 +2,16 @@
 //! becomes kernel IR. Views are folded into index expressions by composing
 //! shape trackers down to the loads, so movement ops never cost a kernel.
 
-use crate::fxhash::{FxMap, FxSet};
+use crate::domain::{matmul_domain, matmul_operands, Domain};
+use crate::graph::is_compute;
 use crate::graph::{BufferHandle, NodeRef, Op};
-use crate::schedule::{is_compute, ScalarSpec};
-use crate::view::{contiguous_strides, ShapeTracker, View};
+use crate::schedule::ScalarSpec;
+use crate::view::ShapeTracker;
+use rustc_hash::{FxHashMap, FxHashSet};
 use smelt_codegen::{
     Arg, BinaryOp, Cond, DType, Expr, Inst, Kernel, KernelKind, Node, ReduceOp, Store, Val,
 };
 use std::hash::{Hash, Hasher};
-
-/// The loop domain of a kernel: its loop sizes and what iterates over it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Domain {
-    /// Size of every loop variable: kept ones first.
-    pub ranges: Vec<i64>,
-    /// How many leading variables are kept.
-    pub n_kept: usize,
-    /// What the domain iterates over.
-    pub source: Source,
-}
-
-/// What a domain iterates over; equal domains iterate the same way, so
-/// their kernels can merge and compute each other's reductions.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Source {
-    /// Every element of a tensor of this shape.
-    Elementwise(Vec<usize>),
-    /// A reduction of a tensor of this shape over these axes.
-    Reduce(Vec<usize>, Vec<usize>),
-    /// A matmul of operands of these shapes.
-    Matmul(Vec<usize>, Vec<usize>),
-}
-
-impl Domain {
-    /// Loop variables as expressions.
-    pub fn vars(&self) -> Vec<Expr> {
-        (0..self.ranges.len()).map(Expr::var).collect()
-    }
-
-    fn shape(&self) -> Vec<usize> {
-        self.ranges.iter().map(|r| *r as usize).collect()
-    }
-
-    /// The domain of an elementwise kernel over `shape`.
-    pub fn elementwise(shape: &[usize]) -> Domain {
-        Domain {
-            ranges: shape.iter().map(|n| *n as i64).collect(),
-            n_kept: shape.len(),
-            source: Source::Elementwise(shape.to_vec()),
-        }
-    }
-
-    /// The domain of a reduction of a tensor of `shape` over `axes`: kept
-    /// axes first, then the reduced ones.
-    pub fn reduce(shape: &[usize], axes: &[usize]) -> Domain {
-        let (kept, red) = split_axes(shape.len(), axes);
-        let ranges = kept.iter().chain(&red).map(|a| shape[*a] as i64).collect();
-        Domain {
-            ranges,
-            n_kept: kept.len(),
-            source: Source::Reduce(shape.to_vec(), red),
-        }
-    }
-
-    /// How the reduction's source (of `shape`) is read in this domain.
-    pub fn reduce_source(&self, shape: &[usize], axes: &[usize]) -> ShapeTracker {
-        let (kept, red) = split_axes(shape.len(), axes);
-        let cs = contiguous_strides(shape);
-        self.tracker(kept.iter().chain(&red).map(|a| cs[*a]).collect())
-    }
-
-    /// How the reduction's keepdim result (source `shape` reduced over
-    /// `axes`) is indexed in this domain: kept variables only.
-    pub fn reduce_result(&self, shape: &[usize], axes: &[usize]) -> ShapeTracker {
-        let (kept, red) = split_axes(shape.len(), axes);
-        let out: Vec<usize> = (0..shape.len())
-            .map(|a| if axes.contains(&a) { 1 } else { shape[a] })
-            .collect();
-        let cs = contiguous_strides(&out);
-        self.tracker(
-            kept.iter()
-                .map(|a| cs[*a])
-                .chain(red.iter().map(|_| 0))
-                .collect(),
-        )
-    }
-
-    /// How a matmul's result of `shape` is indexed in its domain.
-    pub fn matmul_result(&self, shape: &[usize]) -> ShapeTracker {
-        let mut strides = contiguous_strides(shape);
-        strides.push(0);
-        self.tracker(strides)
-    }
-
-    /// The tracker of a single view over the domain with `strides`.
-    pub fn tracker(&self, strides: Vec<isize>) -> ShapeTracker {
-        ShapeTracker {
-            views: vec![View {
-                shape: self.shape(),
-                strides,
-                offset: 0,
-                mask: None,
-            }],
-        }
-    }
-}
-
-/// `(kept axes, reduced axes)` of a rank-`rank` tensor.
-pub fn split_axes(rank: usize, axes: &[usize]) -> (Vec<usize>, Vec<usize>) {
-    let kept = (0..rank).filter(|a| !axes.contains(a)).collect();
-    let mut red = axes.to_vec();
-    red.sort_unstable();
-    (kept, red)
-}
 
 /// A reduction or matmul a kernel could not compute in its domain.
 pub struct Failure {
@@ -131,10 +28,10 @@ pub struct Failure {
 #[derive(Default)]
 pub struct Trackers {
     list: Vec<ShapeTracker>,
-    ids: FxMap<ShapeTracker, usize>,
+    ids: FxHashMap<ShapeTracker, usize>,
     exprs: Vec<Option<(Expr, Cond)>>,
     /// `(view tracker address, tracker id) -> composed tracker id`.
-    composed: FxMap<(usize, usize), usize>,
+    composed: FxHashMap<(usize, usize), usize>,
 }
 
 impl Trackers {
@@ -262,11 +159,11 @@ pub struct Lowerer<'a> {
     domain: &'a Domain,
     /// Nodes read from buffers rather than computed here, by node id, with
     /// their schedule buffer (the kernel's own outputs excepted).
-    leaves: &'a FxMap<u64, usize>,
-    own: FxSet<u64>,
+    leaves: &'a FxHashMap<u64, usize>,
+    own: FxHashSet<u64>,
     insts: Vec<Node>,
-    cse: FxMap<InstKey, Val>,
-    memo: FxMap<(u64, usize), Val>,
+    cse: FxHashMap<InstKey, Val>,
+    memo: FxHashMap<(u64, usize), Val>,
     /// Interned trackers: values are memoised per (node, tracker id).
     trackers: &'a mut Trackers,
     /// What each kernel input reads, in order.
@@ -277,7 +174,7 @@ pub struct Lowerer<'a> {
     pub scalars: Vec<ScalarSpec>,
     scalar_dtypes: Vec<DType>,
     /// Slot of each graph constant read, by node id.
-    scalar_slot: FxMap<u64, usize>,
+    scalar_slot: FxHashMap<u64, usize>,
     outputs: Vec<Arg>,
     stores: Vec<Store>,
     /// Names of the graph ops computed, in order.
@@ -297,8 +194,8 @@ impl<'a> Lowerer<'a> {
     /// loads the other nodes in `leaves`.
     pub fn new(
         domain: &'a Domain,
-        leaves: &'a FxMap<u64, usize>,
-        own: FxSet<u64>,
+        leaves: &'a FxHashMap<u64, usize>,
+        own: FxHashSet<u64>,
         trackers: &'a mut Trackers,
     ) -> Lowerer<'a> {
         Lowerer {
@@ -306,14 +203,14 @@ impl<'a> Lowerer<'a> {
             leaves,
             own,
             insts: Vec::new(),
-            cse: FxMap::default(),
-            memo: FxMap::default(),
+            cse: FxHashMap::default(),
+            memo: FxHashMap::default(),
             trackers,
             inputs: Vec::new(),
             input_args: Vec::new(),
             scalars: Vec::new(),
             scalar_dtypes: Vec::new(),
-            scalar_slot: FxMap::default(),
+            scalar_slot: FxHashMap::default(),
             outputs: Vec::new(),
             stores: Vec::new(),
             op_names: Vec::new(),
@@ -644,29 +541,5 @@ impl<'a> Lowerer<'a> {
         };
         k.name = format!("{}_{}", k.kind.name(), self.op_names.join("_"));
         k
-    }
-}
-
-/// Strides over the matmul domain `[batch.., m, n, k]` for both operands
-/// (contiguous `a: [batch.., m, k]`, `b: [batch.., k, n]`).
-fn matmul_operands(a: &[usize], b: &[usize]) -> (Vec<isize>, Vec<isize>) {
-    let r = a.len();
-    let (ca, cb) = (contiguous_strides(a), contiguous_strides(b));
-    let mut ta: Vec<isize> = ca[..r - 2].to_vec();
-    ta.extend([ca[r - 2], 0, ca[r - 1]]);
-    let mut tb: Vec<isize> = cb[..r - 2].to_vec();
-    tb.extend([0, cb[r - 1], cb[r - 2]]);
-    (ta, tb)
-}
-
-/// The domain of a matmul with operands of shapes `a` and `b`.
-pub fn matmul_domain(a: &[usize], b: &[usize]) -> Domain {
-    let r = a.len();
-    let mut ranges: Vec<i64> = a[..r - 2].iter().map(|n| *n as i64).collect();
-    ranges.extend([a[r - 2] as i64, b[r - 1] as i64, a[r - 1] as i64]);
-    Domain {
-        n_kept: r,
-        ranges,
-        source: Source::Matmul(a.to_vec(), b.to_vec()),
     }
 }

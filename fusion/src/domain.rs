@@ -1,0 +1,134 @@
+//! Kernel domains: the loops a kernel iterates over and how reductions,
+//! matmuls and their results are read and indexed in them.
+
+use crate::view::{contiguous_strides, ShapeTracker, View};
+use smelt_codegen::Expr;
+
+/// The loop domain of a kernel: its loop sizes and what iterates over it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Domain {
+    /// Size of every loop variable: kept ones first.
+    pub ranges: Vec<i64>,
+    /// How many leading variables are kept.
+    pub n_kept: usize,
+    /// What the domain iterates over.
+    pub source: Source,
+}
+
+/// What a domain iterates over; equal domains iterate the same way, so
+/// their kernels can merge and compute each other's reductions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// Every element of a tensor of this shape.
+    Elementwise(Vec<usize>),
+    /// A reduction of a tensor of this shape over these axes.
+    Reduce(Vec<usize>, Vec<usize>),
+    /// A matmul of operands of these shapes.
+    Matmul(Vec<usize>, Vec<usize>),
+}
+
+impl Domain {
+    /// Loop variables as expressions.
+    pub fn vars(&self) -> Vec<Expr> {
+        (0..self.ranges.len()).map(Expr::var).collect()
+    }
+
+    fn shape(&self) -> Vec<usize> {
+        self.ranges.iter().map(|r| *r as usize).collect()
+    }
+
+    /// The domain of an elementwise kernel over `shape`.
+    pub fn elementwise(shape: &[usize]) -> Domain {
+        Domain {
+            ranges: shape.iter().map(|n| *n as i64).collect(),
+            n_kept: shape.len(),
+            source: Source::Elementwise(shape.to_vec()),
+        }
+    }
+
+    /// The domain of a reduction of a tensor of `shape` over `axes`: kept
+    /// axes first, then the reduced ones.
+    pub fn reduce(shape: &[usize], axes: &[usize]) -> Domain {
+        let (kept, red) = split_axes(shape.len(), axes);
+        let ranges = kept.iter().chain(&red).map(|a| shape[*a] as i64).collect();
+        Domain {
+            ranges,
+            n_kept: kept.len(),
+            source: Source::Reduce(shape.to_vec(), red),
+        }
+    }
+
+    /// How the reduction's source (of `shape`) is read in this domain.
+    pub fn reduce_source(&self, shape: &[usize], axes: &[usize]) -> ShapeTracker {
+        let (kept, red) = split_axes(shape.len(), axes);
+        let cs = contiguous_strides(shape);
+        self.tracker(kept.iter().chain(&red).map(|a| cs[*a]).collect())
+    }
+
+    /// How the reduction's keepdim result (source `shape` reduced over
+    /// `axes`) is indexed in this domain: kept variables only.
+    pub fn reduce_result(&self, shape: &[usize], axes: &[usize]) -> ShapeTracker {
+        let (kept, red) = split_axes(shape.len(), axes);
+        let out: Vec<usize> = (0..shape.len())
+            .map(|a| if axes.contains(&a) { 1 } else { shape[a] })
+            .collect();
+        let cs = contiguous_strides(&out);
+        self.tracker(
+            kept.iter()
+                .map(|a| cs[*a])
+                .chain(red.iter().map(|_| 0))
+                .collect(),
+        )
+    }
+
+    /// How a matmul's result of `shape` is indexed in its domain.
+    pub fn matmul_result(&self, shape: &[usize]) -> ShapeTracker {
+        let mut strides = contiguous_strides(shape);
+        strides.push(0);
+        self.tracker(strides)
+    }
+
+    /// The tracker of a single view over the domain with `strides`.
+    pub fn tracker(&self, strides: Vec<isize>) -> ShapeTracker {
+        ShapeTracker {
+            views: vec![View {
+                shape: self.shape(),
+                strides,
+                offset: 0,
+                mask: None,
+            }],
+        }
+    }
+}
+
+/// `(kept axes, reduced axes)` of a rank-`rank` tensor.
+pub fn split_axes(rank: usize, axes: &[usize]) -> (Vec<usize>, Vec<usize>) {
+    let kept = (0..rank).filter(|a| !axes.contains(a)).collect();
+    let mut red = axes.to_vec();
+    red.sort_unstable();
+    (kept, red)
+}
+
+/// Strides over the matmul domain `[batch.., m, n, k]` for both operands
+/// (contiguous `a: [batch.., m, k]`, `b: [batch.., k, n]`).
+pub(crate) fn matmul_operands(a: &[usize], b: &[usize]) -> (Vec<isize>, Vec<isize>) {
+    let r = a.len();
+    let (ca, cb) = (contiguous_strides(a), contiguous_strides(b));
+    let mut ta: Vec<isize> = ca[..r - 2].to_vec();
+    ta.extend([ca[r - 2], 0, ca[r - 1]]);
+    let mut tb: Vec<isize> = cb[..r - 2].to_vec();
+    tb.extend([0, cb[r - 1], cb[r - 2]]);
+    (ta, tb)
+}
+
+/// The domain of a matmul with operands of shapes `a` and `b`.
+pub fn matmul_domain(a: &[usize], b: &[usize]) -> Domain {
+    let r = a.len();
+    let mut ranges: Vec<i64> = a[..r - 2].iter().map(|n| *n as i64).collect();
+    ranges.extend([a[r - 2] as i64, b[r - 1] as i64, a[r - 1] as i64]);
+    Domain {
+        n_kept: r,
+        ranges,
+        source: Source::Matmul(a.to_vec(), b.to_vec()),
+    }
+}

@@ -1,0 +1,64 @@
+//! The pipeline from a graph to a schedule: the schedule cache, else
+//! fusion (or one kernel per op), then lowering, then domain collapse.
+
+use crate::graph::{base, is_compute, topo_order, GraphLock, NodeRef};
+use crate::lower::Trackers;
+use crate::plan::{lower_plans, plan_unfused};
+use crate::schedule::{Fusion, Schedule};
+use rustc_hash::FxHashSet;
+use std::sync::Arc;
+
+impl Schedule {
+    /// Plans the kernels that realize `targets`, reusing the plan of an
+    /// earlier graph of the same structure (same ops, shapes and dtypes;
+    /// other data and other constants' values) from the schedule cache. Holds the graph lock, so the
+    /// hash, the plan and the cache entry all see the same graph even while
+    /// other threads realize parts of it.
+    pub fn new(targets: &[NodeRef], fusion: Fusion) -> Schedule {
+        let lock = GraphLock::acquire();
+        let mut seen = FxHashSet::default();
+        let bases: Vec<NodeRef> = targets
+            .iter()
+            .map(base)
+            .filter(|b| b.realized().is_none() && is_compute(&b.op()) && seen.insert(b.id()))
+            .collect();
+        if bases.is_empty() {
+            // Everything is computed (a read of a realized tensor): no plan
+            // to make or reuse, and none counted.
+            return Schedule {
+                items: Arc::new(Vec::new()),
+                buffers: Vec::new(),
+                scalars: Vec::new(),
+                results: Vec::new(),
+                dag: Arc::new(crate::dag::KernelDag::new(&[], &[], &[])),
+            };
+        }
+        let fp = crate::cache::Fingerprint::new(&bases, fusion);
+        if let Some(s) = crate::cache::lookup(&fp, &bases) {
+            return s;
+        }
+        let s = Schedule::plan_locked(&bases, fusion, &lock);
+        crate::cache::store(&fp, &s);
+        s
+    }
+
+    /// Plans without the cache (under the graph lock).
+    pub fn plan(bases: &[NodeRef], fusion: Fusion) -> Schedule {
+        let lock = GraphLock::acquire();
+        Schedule::plan_locked(bases, fusion, &lock)
+    }
+
+    fn plan_locked(bases: &[NodeRef], fusion: Fusion, _lock: &GraphLock) -> Schedule {
+        let order = topo_order(bases);
+        let mut s = match fusion {
+            Fusion::Off => lower_plans(&plan_unfused(&order), bases, &mut Trackers::default()).0,
+            Fusion::On => crate::fuse::plan(&order, bases),
+        };
+        let items = Arc::get_mut(&mut s.items).expect("a new schedule is not shared");
+        for it in items.iter_mut() {
+            crate::collapse::collapse(&mut it.kernel);
+        }
+        debug_assert_eq!(s.dag.check_order(), Ok(()), "kernel order of\n{s}");
+        s
+    }
+}

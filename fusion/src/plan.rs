@@ -1,0 +1,152 @@
+//! Kernel plans and their lowering: the planner's unit (a domain and the
+//! nodes a kernel stores), one kernel per op for `Fusion::Off`, and the
+//! driver that lowers a list of plans into a schedule.
+
+use crate::domain::{matmul_domain, Domain};
+use crate::graph::{is_compute, NodeRef, Op};
+use crate::lower::{Failure, Input, Lowerer, Trackers};
+use crate::schedule::{BufferSpec, ScalarSpec, Schedule, ScheduleItem};
+use crate::view::ShapeTracker;
+use rustc_hash::FxHashMap;
+use smelt_codegen::Arg;
+use std::sync::Arc;
+
+/// What the planner decides per kernel: its domain and the nodes it
+/// materializes, each stored at the coordinates its tracker gives.
+pub struct KernelPlan {
+    /// The domain the kernel iterates over.
+    pub domain: Domain,
+    /// The nodes it stores, each with the tracker giving its store coordinates.
+    pub outputs: Vec<(NodeRef, ShapeTracker)>,
+}
+
+/// The kernel that computes `node` alone.
+pub fn single_kernel(node: &NodeRef) -> KernelPlan {
+    match node.op() {
+        Op::Reduce(_, a, axes) => {
+            let domain = Domain::reduce(a.shape(), &axes);
+            let out = domain.reduce_result(a.shape(), &axes);
+            KernelPlan {
+                domain,
+                outputs: vec![(node.clone(), out)],
+            }
+        }
+        Op::Matmul(a, b) => {
+            let domain = matmul_domain(a.shape(), b.shape());
+            let out = domain.matmul_result(node.shape());
+            KernelPlan {
+                domain,
+                outputs: vec![(node.clone(), out)],
+            }
+        }
+        _ => KernelPlan {
+            domain: Domain::elementwise(node.shape()),
+            outputs: vec![(node.clone(), ShapeTracker::contiguous(node.shape()))],
+        },
+    }
+}
+
+/// One kernel per compute node.
+pub fn plan_unfused(order: &[NodeRef]) -> Vec<KernelPlan> {
+    order
+        .iter()
+        .filter(|n| is_compute(&n.op()))
+        .map(single_kernel)
+        .collect()
+}
+
+/// What lowering one kernel plan reported to the fusion planner.
+pub struct LowerReport {
+    /// Nodes the kernel asks to have materialized.
+    pub failed: Vec<Failure>,
+    /// Reductions and matmuls it computes inline.
+    pub inlined: Vec<u64>,
+}
+
+/// Lowers every plan to kernel IR (buffers numbered in plan order) and
+/// reports what the fusion planner needs to check its choices.
+pub fn lower_plans(
+    plans: &[KernelPlan],
+    bases: &[NodeRef],
+    trackers: &mut Trackers,
+) -> (Schedule, Vec<LowerReport>) {
+    let mut buffers = Vec::new();
+    let mut buf_of: FxHashMap<u64, usize> = FxHashMap::default();
+    for p in plans {
+        for (n, _) in &p.outputs {
+            buf_of.insert(n.id(), buffers.len());
+            buffers.push(BufferSpec::New {
+                dtype: n.dtype(),
+                len: n.numel(),
+            });
+        }
+    }
+    let mut items = Vec::new();
+    let mut reports = Vec::new();
+    let mut realized_buf: FxHashMap<u64, usize> = FxHashMap::default();
+    let mut scalars: Vec<ScalarSpec> = Vec::new();
+    let mut scalar_of: FxHashMap<u64, usize> = FxHashMap::default();
+    for p in plans {
+        let own = p.outputs.iter().map(|(n, _)| n.id()).collect();
+        let mut low = Lowerer::new(&p.domain, &buf_of, own, trackers);
+        let mut outputs = Vec::new();
+        let vars = p.domain.vars();
+        for (n, t) in &p.outputs {
+            let v = low.value(n, t);
+            let (index, _) = t.expr(&vars, &p.domain.ranges);
+            let arg = Arg {
+                dtype: n.dtype(),
+                len: n.numel(),
+            };
+            low.store(arg, index, v);
+            outputs.push(buf_of[&n.id()]);
+        }
+        let inputs = low
+            .inputs
+            .iter()
+            .map(|i| match i {
+                Input::Scheduled(b) => *b,
+                Input::Realized(id, data) => *realized_buf.entry(*id).or_insert_with(|| {
+                    buffers.push(BufferSpec::Realized {
+                        node: *id,
+                        data: data.clone(),
+                    });
+                    buffers.len() - 1
+                }),
+            })
+            .collect();
+        let item_scalars = low
+            .scalars
+            .iter()
+            .map(|c| {
+                *scalar_of.entry(c.node).or_insert_with(|| {
+                    scalars.push(*c);
+                    scalars.len() - 1
+                })
+            })
+            .collect();
+        reports.push(LowerReport {
+            failed: std::mem::take(&mut low.failed),
+            inlined: std::mem::take(&mut low.inlined),
+        });
+        items.push(ScheduleItem {
+            ops: low.op_names.clone(),
+            kernel: low.finish(),
+            inputs,
+            outputs,
+            scalars: item_scalars,
+        });
+    }
+    let results: Vec<(NodeRef, usize)> =
+        bases.iter().map(|b| (b.clone(), buf_of[&b.id()])).collect();
+    let result_bufs: Vec<usize> = results.iter().map(|(_, b)| *b).collect();
+    let dag = Arc::new(crate::dag::KernelDag::new(&items, &buffers, &result_bufs));
+    let s = Schedule {
+        items: Arc::new(items),
+        buffers,
+        scalars,
+        results,
+        dag,
+    };
+    (s, reports)
+}
