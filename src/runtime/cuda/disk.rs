@@ -7,6 +7,7 @@
 
 use smelt_codegen::ptx::PtxKernel;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// First word of every cache file: a file without it (truncated,
 /// foreign, an older format) is not trusted.
@@ -75,11 +76,16 @@ impl DiskCache {
             k.entry, k.grid.0, k.grid.1, k.grid.2, k.block.0, k.block.1, k.block.2, k.shared_bytes
         );
         // Write then rename, so a concurrent reader never sees half a file.
-        let tmp = p.with_extension(format!("tmp{}", std::process::id()));
+        // The temporary name is unique per store, not just per process:
+        // two threads storing one key through one file could rename it
+        // while the other is still writing, publishing a truncated kernel.
+        static STORES: AtomicU64 = AtomicU64::new(0);
+        let n = STORES.fetch_add(1, Ordering::Relaxed);
+        let tmp = p.with_extension(format!("tmp{}-{n}", std::process::id()));
         let ok = std::fs::create_dir_all(&self.dir).is_ok()
             && std::fs::write(&tmp, format!("{head}\n{}", k.ptx)).is_ok();
-        if ok {
-            let _ = std::fs::rename(&tmp, &p);
+        if !ok || std::fs::rename(&tmp, &p).is_err() {
+            let _ = std::fs::remove_file(&tmp);
         }
     }
 }
@@ -162,6 +168,38 @@ mod tests {
         let files: Vec<_> = std::fs::read_dir(c.dir()).unwrap().flatten().collect();
         assert_eq!(files.len(), 1, "no temporary file is left behind");
         assert_eq!(files[0].file_name(), "0000000000000007.ptx");
+        std::fs::remove_dir_all(c.dir()).unwrap();
+    }
+
+    /// Threads storing the same kernel while others load it: every load
+    /// sees the whole kernel or nothing, never a file cut short (a shared
+    /// temporary file per process once published truncated PTX, which
+    /// the driver then rejected).
+    #[test]
+    fn concurrent_stores_of_one_key_never_publish_half_a_file() {
+        let c = scratch("concurrent");
+        let mut big = kernel();
+        // Long enough that a write is not one syscall's worth.
+        big.ptx = format!(
+            "{}{}",
+            PTX,
+            "// padding line of the kernel body\n".repeat(50_000)
+        );
+        std::thread::scope(|s| {
+            for t in 0..8 {
+                let (c, big) = (&c, &big);
+                s.spawn(move || {
+                    for _ in 0..200 {
+                        if t % 2 == 0 {
+                            c.store(3, big);
+                        } else if let Some(k) = c.load(3) {
+                            assert_eq!(k.ptx.len(), big.ptx.len(), "a truncated file was read");
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(c.load(3).as_ref(), Some(&big));
         std::fs::remove_dir_all(c.dir()).unwrap();
     }
 
