@@ -35,6 +35,7 @@ mod display;
 mod element;
 mod elementwise;
 mod error;
+mod join;
 mod linalg;
 mod movement;
 mod operators;
