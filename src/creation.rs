@@ -61,7 +61,12 @@ impl Tensor {
         Tensor::from_source(Source::Gen(Box::new(value)), shape, dtype, device)
     }
 
-    fn from_source(source: Source, shape: Vec<usize>, dtype: DType, device: &Device) -> Tensor {
+    pub(crate) fn from_source(
+        source: Source,
+        shape: Vec<usize>,
+        dtype: DType,
+        device: &Device,
+    ) -> Tensor {
         let n = shape.iter().product();
         let buf = host::pending(source, dtype, n);
         Tensor::from_node(Node::buffer(buf, shape, dtype), *device)

@@ -17,6 +17,9 @@ pub enum Error {
     Launch(String),
     /// Anything else the runtime reports.
     Runtime(String),
+    /// A file could not be read or written, or does not hold what its
+    /// format says (safetensors, npy, npz).
+    Io(String),
 }
 
 impl fmt::Display for Error {
@@ -27,6 +30,7 @@ impl fmt::Display for Error {
             Error::Compile(m) => write!(f, "kernel rejected: {m}"),
             Error::Launch(m) => write!(f, "kernel failed: {m}"),
             Error::Runtime(m) => write!(f, "runtime error: {m}"),
+            Error::Io(m) => write!(f, "file error: {m}"),
         }
     }
 }

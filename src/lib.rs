@@ -40,11 +40,15 @@ mod join;
 mod linalg;
 mod matrices;
 mod movement;
+#[cfg(feature = "ndarray")]
+mod ndarray_io;
+pub mod npy;
 mod operators;
 pub mod profile;
 mod reduce;
 mod rng;
 mod runtime;
+pub mod safetensors;
 mod shape;
 pub mod stats;
 mod tensor;

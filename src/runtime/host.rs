@@ -14,8 +14,41 @@ pub(crate) enum Source {
     Bytes(Vec<u8>),
     /// Element `i` computed when the tensor is placed (no memory before).
     Gen(Box<dyn Fn(usize) -> f64 + Send + Sync>),
+    /// Bytes of a memory-mapped file (a loaded safetensors tensor): copied
+    /// to the host or uploaded straight from the mapping when placed.
+    Mapped(Mapped),
     /// Creating the host copy failed; every realize reports it.
     Failed(Error),
+}
+
+/// A byte range of a read-only file mapping, shared by every tensor
+/// loaded from that file.
+pub(crate) struct Mapped {
+    /// The whole file.
+    pub map: Arc<memmap2::Mmap>,
+    /// Where the tensor's bytes start in it.
+    pub start: usize,
+    /// How many bytes it has.
+    pub len: usize,
+}
+
+impl Mapped {
+    fn bytes(&self) -> &[u8] {
+        &self.map[self.start..self.start + self.len]
+    }
+}
+
+/// Places mapped bytes: the CPU gets its own copy, a GPU an upload read
+/// straight from the mapping (no host copy in between).
+fn place_mapped(m: &Mapped, device: Device) -> Result<BufferHandle> {
+    match device {
+        Device::Cpu => {
+            let mut v = smelt_codegen::host_alloc::vec_with_capacity(m.len)?;
+            v.extend_from_slice(m.bytes());
+            Ok(cpu::wrap(v))
+        }
+        Device::Cuda(n) => Ok(Arc::new(cuda::device(n)?.upload(m.bytes())?)),
+    }
 }
 
 /// Data not yet on its device: the buffer handle a created tensor holds
@@ -47,9 +80,15 @@ pub(crate) fn resolve(buf: &BufferHandle, device: Device) -> Result<BufferHandle
         return Ok(buf.clone());
     };
     let mut st = p.state.lock().unwrap_or_else(|e| e.into_inner());
+    if let State::Waiting(Source::Mapped(m)) = &*st {
+        let placed = place_mapped(m, device)?;
+        *st = State::Placed(placed.clone());
+        return Ok(placed);
+    }
     let bytes = match &mut *st {
         State::Placed(b) => return Ok(b.clone()),
         State::Waiting(Source::Failed(e)) => return Err(e.clone()),
+        State::Waiting(Source::Mapped(_)) => unreachable!("placed above"),
         State::Waiting(Source::Bytes(b)) => std::mem::take(b),
         State::Waiting(Source::Gen(f)) => {
             let mut b = zeroed_bytes(p.len, p.dtype.size())?;
