@@ -27,6 +27,7 @@
 
 #![warn(missing_docs)]
 
+mod assign;
 mod composite;
 mod creation;
 pub mod cuda;

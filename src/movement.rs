@@ -129,6 +129,116 @@ fn resolve(start: Option<isize>, end: Option<isize>, step: isize, n: usize) -> (
     (s.max(0) as usize, count as usize)
 }
 
+/// What a list of [`SliceArg`]s selects from a tensor of a given shape,
+/// per axis of that tensor: shared by `slice` (which views it) and
+/// `slice_assign` (which writes into it).
+pub(crate) struct SlicePlan {
+    /// Per axis, the half-open range of positions the selection spans.
+    pub ranges: Vec<(usize, usize)>,
+    /// Per axis, the step between selected positions (1 when at most one
+    /// is selected: a huge step would overflow a stride).
+    pub steps: Vec<isize>,
+    /// Per axis, how many positions are selected (1 for an index).
+    pub counts: Vec<usize>,
+    /// Axes taken by an index (absent from the result).
+    pub dropped: Vec<usize>,
+    /// Positions in the result of inserted size-1 axes.
+    pub new_axes: Vec<usize>,
+}
+
+impl SlicePlan {
+    /// Resolves `args` for `shape`, Python-style; missing trailing axes
+    /// are taken whole.
+    ///
+    /// # Panics
+    /// On too many indices, an index out of range or a zero step, naming
+    /// `op`.
+    #[track_caller]
+    pub fn new(op: &str, args: &[SliceArg], shape: &[usize]) -> SlicePlan {
+        let consumed = args
+            .iter()
+            .filter(|a| !matches!(a, SliceArg::NewAxis))
+            .count();
+        assert!(
+            consumed <= shape.len(),
+            "{op}: {consumed} indices for a tensor of shape {shape:?}"
+        );
+        let mut plan = SlicePlan {
+            ranges: Vec::new(),
+            steps: Vec::new(),
+            counts: Vec::new(),
+            dropped: Vec::new(),
+            new_axes: Vec::new(),
+        };
+        let mut kept = 0;
+        let whole = SliceArg::Range {
+            start: None,
+            end: None,
+            step: 1,
+        };
+        for a in args
+            .iter()
+            .chain(std::iter::repeat_n(&whole, shape.len() - consumed))
+        {
+            let d = plan.ranges.len();
+            match *a {
+                SliceArg::NewAxis => {
+                    plan.new_axes.push(kept + plan.new_axes.len());
+                    continue;
+                }
+                SliceArg::Index(i) => {
+                    let n = shape[d] as isize;
+                    let j = if i < 0 { i + n } else { i };
+                    assert!(
+                        (0..n).contains(&j),
+                        "{op}: index {i} is out of range for axis {d} of size {n} (shape {shape:?})"
+                    );
+                    plan.ranges.push((j as usize, j as usize + 1));
+                    plan.steps.push(1);
+                    plan.counts.push(1);
+                    plan.dropped.push(d);
+                }
+                SliceArg::Range { start, end, step } => {
+                    assert!(
+                        step != 0,
+                        "{op}: step of axis {d} is zero (shape {shape:?})"
+                    );
+                    let (s, count) = resolve(start, end, step, shape[d]);
+                    let span = if count == 0 {
+                        0
+                    } else {
+                        (count - 1) * step.unsigned_abs() + 1
+                    };
+                    plan.ranges.push(if count == 0 {
+                        (0, 0)
+                    } else if step > 0 {
+                        (s, s + span)
+                    } else {
+                        (s + 1 - span, s + 1)
+                    });
+                    plan.steps.push(if count > 1 { step } else { 1 });
+                    plan.counts.push(count);
+                    kept += 1;
+                }
+            }
+        }
+        plan
+    }
+
+    /// The shape of the selection: counts of the ranged axes, with the
+    /// new axes inserted.
+    pub fn shape(&self) -> Vec<usize> {
+        let mut out: Vec<usize> = (0..self.counts.len())
+            .filter(|d| !self.dropped.contains(d))
+            .map(|d| self.counts[d])
+            .collect();
+        for a in &self.new_axes {
+            out.insert(*a, 1);
+        }
+        out
+    }
+}
+
 impl Tensor {
     /// Reshape to `shape` (one `-1` is inferred). Never copies: a view that
     /// strides cannot express is stacked on the current one.
@@ -256,87 +366,24 @@ impl Tensor {
     /// On too many indices, an index out of range or a zero step.
     #[track_caller]
     pub fn slice(&self, args: Vec<SliceArg>) -> Tensor {
-        let shape = self.shape().to_vec();
-        let consumed = args
-            .iter()
-            .filter(|a| !matches!(a, SliceArg::NewAxis))
-            .count();
-        assert!(
-            consumed <= shape.len(),
-            "slice: {consumed} indices for a tensor of shape {shape:?}"
-        );
-        let mut st_ranges = Vec::new();
-        let mut steps = Vec::new();
-        let mut out_shape = Vec::new();
-        let mut drop_axes = Vec::new();
-        let mut new_axes = Vec::new();
-        let mut d = 0;
-        for a in args.iter().chain(std::iter::repeat_n(
-            &SliceArg::Range {
-                start: None,
-                end: None,
-                step: 1,
-            },
-            shape.len() - consumed,
-        )) {
-            match *a {
-                SliceArg::NewAxis => new_axes.push(out_shape.len() + new_axes.len()),
-                SliceArg::Index(i) => {
-                    let n = shape[d] as isize;
-                    let j = if i < 0 { i + n } else { i };
-                    assert!(
-                        (0..n).contains(&j),
-                        "slice: index {i} is out of range for axis {d} of size {n} (shape {shape:?})"
-                    );
-                    st_ranges.push((j as usize, j as usize + 1));
-                    steps.push(1);
-                    drop_axes.push(d);
-                    d += 1;
-                }
-                SliceArg::Range { start, end, step } => {
-                    assert!(
-                        step != 0,
-                        "slice: step of axis {d} is zero (shape {shape:?})"
-                    );
-                    let (s, count) = resolve(start, end, step, shape[d]);
-                    let span = if count == 0 {
-                        0
-                    } else {
-                        (count - 1) * step.unsigned_abs() + 1
-                    };
-                    let range = if count == 0 {
-                        (0, 0)
-                    } else if step > 0 {
-                        (s, s + span)
-                    } else {
-                        (s + 1 - span, s + 1)
-                    };
-                    st_ranges.push(range);
-                    // One element needs no step; a huge step would overflow its stride.
-                    steps.push(if count > 1 { step } else { 1 });
-                    out_shape.push(count);
-                    d += 1;
-                }
-            }
-        }
-        let flips: Vec<usize> = (0..steps.len()).filter(|a| steps[*a] < 0).collect();
-        let mut t = self.view_with(|st| {
-            let mut st = st.shrink(&st_ranges).flip(&flips);
-            for (a, s) in steps.iter().enumerate() {
+        let plan = SlicePlan::new("slice", &args, self.shape());
+        let flips: Vec<usize> = (0..plan.steps.len())
+            .filter(|a| plan.steps[*a] < 0)
+            .collect();
+        let t = self.view_with(|st| {
+            let mut st = st.shrink(&plan.ranges).flip(&flips);
+            for (a, s) in plan.steps.iter().enumerate() {
                 if s.unsigned_abs() > 1 {
                     st = st.step(a, s.unsigned_abs());
                 }
             }
             st
         });
-        if !drop_axes.is_empty() || !new_axes.is_empty() {
-            let mut final_shape = out_shape.clone();
-            for a in &new_axes {
-                final_shape.insert(*a, 1);
-            }
-            t = t.reshape(final_shape);
+        if plan.shape() == t.shape() {
+            t
+        } else {
+            t.reshape(plan.shape())
         }
-        t
     }
 
     /// `len` elements of `axis` starting at `start`.
