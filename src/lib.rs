@@ -43,6 +43,7 @@ mod matrices;
 mod movement;
 #[cfg(feature = "ndarray")]
 mod ndarray_io;
+mod norms;
 pub mod npy;
 mod operators;
 pub mod profile;
