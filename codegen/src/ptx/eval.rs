@@ -225,6 +225,7 @@ impl Cx<'_> {
                 .map(|l| ops::select(b, operand(*c, l), operand(*x, l), operand(*y, l), dt))
                 .collect(),
             Inst::Reduce(..) => unreachable!("reductions are lowered by the row kernel"),
+            Inst::Scan(..) => unreachable!("scans are lowered by the scan kernel"),
         }
     }
 
