@@ -73,10 +73,26 @@ fn resource_report() {
 #[test]
 fn scan_kernels_map_and_assemble() {
     let cases = [
-        (ptx_cases::scan(ScanOp::Sum, DType::F32, 64, 8192, false), 1024, 4),
-        (ptx_cases::scan(ScanOp::Max, DType::BF16, 1000, 100, false), 32, 4),
-        (ptx_cases::scan(ScanOp::Sum, DType::I32, 4096, 129, true), 1, 1),
-        (ptx_cases::scan(ScanOp::ArgMax, DType::F16, 3, 100_003, false), 1024, 1),
+        (
+            ptx_cases::scan(ScanOp::Sum, DType::F32, 64, 8192, false),
+            1024,
+            4,
+        ),
+        (
+            ptx_cases::scan(ScanOp::Max, DType::BF16, 1000, 100, false),
+            32,
+            4,
+        ),
+        (
+            ptx_cases::scan(ScanOp::Sum, DType::I32, 4096, 129, true),
+            1,
+            1,
+        ),
+        (
+            ptx_cases::scan(ScanOp::ArgMax, DType::F16, 3, 100_003, false),
+            1024,
+            1,
+        ),
     ];
     for (k, tpr, lanes) in &cases {
         let launch::Plan::Scan(p) = launch::choose(k, &H100) else {

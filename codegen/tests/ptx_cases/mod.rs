@@ -295,7 +295,11 @@ pub fn reduce_last(op: ReduceOp, dt: DType, rows: i64, len: i64) -> Kernel {
 /// its first axis of a `[len, rows]` (a thread per row).
 pub fn scan(op: ScanOp, dt: DType, rows: i64, len: i64, axis0: bool) -> Kernel {
     let r = [rows, len];
-    let name = format!("scan_{}_{dt}{}", op.name(), if axis0 { "_axis0" } else { "" });
+    let name = format!(
+        "scan_{}_{dt}{}",
+        op.name(),
+        if axis0 { "_axis0" } else { "" }
+    );
     let mut kb = Kb::new(&name, KernelKind::Scan, &r, 1);
     let index = if axis0 {
         lin(&[(0, 1), (1, rows)], 0)
@@ -303,7 +307,11 @@ pub fn scan(op: ScanOp, dt: DType, rows: i64, len: i64, axis0: bool) -> Kernel {
         contiguous(&r)
     };
     let x = kb.load(dt, (rows * len) as usize, index.clone());
-    let acc = if dt.is_float() { DType::F32 } else { DType::I32 };
+    let acc = if dt.is_float() {
+        DType::F32
+    } else {
+        DType::I32
+    };
     let x = if acc == dt { x } else { kb.cast(x, acc) };
     let out = if op.is_index() { DType::I32 } else { acc };
     let s = kb.push(Inst::Scan(op, x), out);
