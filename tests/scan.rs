@@ -31,7 +31,7 @@ fn host_scan(x: &NdArray, axis: usize, op: Op, int: bool) -> (NdArray, NdArray, 
     let n = x.shape[axis];
     let stride: usize = x.shape[axis + 1..].iter().product();
     for start in 0..x.numel() {
-        if (start / stride) % n.max(1) != 0 {
+        if !(start / stride).is_multiple_of(n.max(1)) {
             continue; // not the first element of its row
         }
         let (mut acc, mut at, mut mag) = (f64::NAN, 0usize, 0.0);
