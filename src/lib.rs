@@ -51,6 +51,7 @@ mod reduce;
 mod rng;
 mod runtime;
 pub mod safetensors;
+mod scan;
 mod shape;
 pub mod stats;
 mod tensor;
@@ -64,7 +65,7 @@ pub use error::{Error, Result};
 pub use linalg::Precision;
 pub use movement::{NewAxis, SliceArg};
 pub use shape::{IntoAxes, IntoShape};
-pub use smelt_codegen::{BinaryOp, DType, Kernel, KernelKind, ReduceOp, UnaryOp};
+pub use smelt_codegen::{BinaryOp, DType, Kernel, KernelKind, ReduceOp, ScanOp, UnaryOp};
 pub use smelt_fusion::{Fusion, Schedule};
 /// One schedule for several tensors: kernels they share run once, and
 /// kernels over the same domain merge.

@@ -5,10 +5,16 @@
 //! tight loop over a slice instead of once per element. Values are held as
 //! `f64` and rounded to each instruction's dtype, so the results match a
 //! backend computing in that dtype.
+//!
+//! Scans ([`Inst::Scan`]) run left to right along each row, chunk after
+//! chunk, carrying their state between chunks. Float scans keep that state
+//! in `f64` and round each result once to its dtype (the GPU combines in
+//! `f32` in another order, so the two agree within rounding); integer sums
+//! and products wrap, so every backend gives the same bits.
 
 use crate::expr::Expr;
 use crate::ir::{Inst, Kernel, Val};
-use crate::{DType, ReduceOp};
+use crate::{DType, ReduceOp, ScanOp};
 
 /// Points per tile: enough to amortise the per-instruction dispatch.
 const TILE: usize = 4096;
@@ -159,6 +165,9 @@ struct State {
     /// values were computed for: a later pass over the same chunk (every
     /// pass, when a row fits one chunk) reuses them instead of recomputing.
     elem_at: Vec<Option<(usize, usize, usize)>>,
+    /// Per scan instruction, each row's running value and position after
+    /// the chunks evaluated so far.
+    scan: Vec<Vec<(f64, f64)>>,
 }
 
 impl State {
@@ -172,6 +181,7 @@ impl State {
             tmp: Vec::new(),
             tile: 0,
             elem_at: vec![None; n],
+            scan: vec![Vec::new(); n],
         }
     }
 
@@ -334,20 +344,61 @@ impl State {
                 continue;
             }
             self.elem_at[i] = at;
-            let out = compute(
-                k,
-                i,
-                &self.elem,
-                &vars,
-                args,
-                n,
-                &mut self.idx,
-                &mut self.tmp,
-            )?;
+            let out = if let Inst::Scan(op, a) = k.insts[i].inst {
+                let (src_dt, out_dt) = (k.insts[a].dtype, k.insts[i].dtype);
+                if c0 == 0 {
+                    self.scan[i] = vec![(op.identity(src_dt), 0.0); nr];
+                }
+                scan_chunk(op, src_dt, out_dt, &self.elem[a], &mut self.scan[i], c0)
+            } else {
+                compute(
+                    k,
+                    i,
+                    &self.elem,
+                    &vars,
+                    args,
+                    n,
+                    &mut self.idx,
+                    &mut self.tmp,
+                )?
+            };
             self.elem[i] = out;
         }
         Ok(())
     }
+}
+
+/// Scan `op` of an `src_dt` operand at positions `c0..c0 + nc` of each
+/// row, whose values are `src` (`states.len()` rows of `nc`), continuing
+/// each row's `(value, position)` state from the previous chunk (which
+/// precedes it: the store pass visits chunks in order). Results are rounded
+/// to `out_dt`.
+fn scan_chunk(
+    op: ScanOp,
+    src_dt: DType,
+    out_dt: DType,
+    src: &[f64],
+    states: &mut [(f64, f64)],
+    c0: usize,
+) -> Vec<f64> {
+    let nc = src.len() / states.len().max(1);
+    let mut out = Vec::with_capacity(src.len());
+    for (row, state) in src.chunks(nc.max(1)).zip(states.iter_mut()) {
+        let (mut acc, mut pos) = *state;
+        for (j, x) in row.iter().enumerate() {
+            if op.is_index() {
+                if op.later_wins(acc, *x) {
+                    (acc, pos) = (*x, (c0 + j) as f64);
+                }
+                out.push(pos);
+            } else {
+                acc = op.combine(src_dt, acc, *x);
+                out.push(out_dt.round(acc));
+            }
+        }
+        *state = (acc, pos);
+    }
+    out
 }
 
 /// `op` over `vals` in dtype `dt`, pairwise (the halves folded separately,
@@ -445,6 +496,7 @@ fn compute(
             .map(|((c, a), b)| if *c != 0.0 { *a } else { *b })
             .collect(),
         Inst::Reduce(..) => unreachable!("reductions are evaluated by run_rows"),
+        Inst::Scan(..) => unreachable!("scans are evaluated by eval_elements"),
     };
     Ok(out)
 }

@@ -9,9 +9,15 @@
 //! reduced variables, then run the element-level stores in a final pass; a
 //! kernel with several reductions over the same row (softmax, layer norm) is
 //! thus one kernel whose row stays on chip between the passes.
+//!
+//! A *scan* kernel ([`KernelKind::Scan`]) has exactly one reduced variable,
+//! the scanned axis, and no `Reduce`: each [`Inst::Scan`] is element-level
+//! and holds, at every point, the inclusive scan of its operand along the
+//! row up to that point.
 
 use crate::expr::{Cond, Expr};
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
+use crate::scan::ScanOp;
 use crate::DType;
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -32,6 +38,9 @@ pub enum KernelKind {
     /// A matrix product: `sum_k a[.., i, k] * b[.., k, j]` with fused
     /// operand views and epilogue.
     Matmul,
+    /// Inclusive scans along the one reduced variable (`cumsum`,
+    /// `cummax`, ...), with their producers fused into the loads.
+    Scan,
 }
 
 impl KernelKind {
@@ -42,6 +51,7 @@ impl KernelKind {
             KernelKind::Reduce => "reduce",
             KernelKind::MultiReduce => "multireduce",
             KernelKind::Matmul => "matmul",
+            KernelKind::Scan => "scan",
         }
     }
 }
@@ -79,6 +89,10 @@ pub enum Inst {
     Where(Val, Val, Val),
     /// Reduction of the operand over every reduced variable.
     Reduce(ReduceOp, Val),
+    /// Inclusive scan of the operand (`F32` or `I32`) along the one reduced
+    /// variable, up to the current point; for index ops the position (of
+    /// the instruction's integer dtype) instead of the value.
+    Scan(ScanOp, Val),
 }
 
 impl Inst {
@@ -86,7 +100,9 @@ impl Inst {
     pub fn operands(&self) -> Vec<Val> {
         match self {
             Inst::Load { .. } | Inst::Const(_) | Inst::Scalar(_) | Inst::Valid(_) => vec![],
-            Inst::Cast(a) | Inst::Unary(_, a) | Inst::Reduce(_, a) => vec![*a],
+            Inst::Cast(a) | Inst::Unary(_, a) | Inst::Reduce(_, a) | Inst::Scan(_, a) => {
+                vec![*a]
+            }
             Inst::Binary(_, a, b) => vec![*a, *b],
             Inst::Where(c, a, b) => vec![*c, *a, *b],
         }
@@ -244,6 +260,8 @@ impl Kernel {
                     is_reduced(index) || valid.checks().iter().any(|(e, _, _)| is_reduced(e))
                 }
                 Inst::Reduce(..) => false,
+                // Differs along the row even for a row-invariant operand.
+                Inst::Scan(..) => self.n_kept < self.ranges.len(),
                 Inst::Valid(c) => c.checks().iter().any(|(e, _, _)| is_reduced(e)),
                 inst => inst.operands().iter().any(|o| level[*o]),
             };
@@ -335,6 +353,7 @@ impl Kernel {
                 Inst::Reduce(op, a) => (6u8, op, a).hash(&mut h),
                 Inst::Valid(c) => (7u8, c).hash(&mut h),
                 Inst::Scalar(slot) => (8u8, slot).hash(&mut h),
+                Inst::Scan(op, a) => (9u8, op, a).hash(&mut h),
             }
         }
         self.stores.hash(&mut h);
@@ -382,6 +401,7 @@ impl fmt::Display for Kernel {
                 Inst::Binary(op, a, b) => write!(f, "{} %{a}, %{b}", op.name())?,
                 Inst::Where(c, a, b) => write!(f, "where %{c}, %{a}, %{b}")?,
                 Inst::Reduce(op, a) => write!(f, "reduce_{} %{a}", op.name())?,
+                Inst::Scan(op, a) => write!(f, "{} %{a}", op.name())?,
             }
             writeln!(f)?;
         }

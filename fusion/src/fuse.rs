@@ -20,6 +20,9 @@
 //!   an element-level store;
 //! - an operand of a matmul computed by elementwise ops is materialized
 //!   (see [`matmul_operand_producers`]);
+//! - a scan is always materialized by a kernel over its own domain, with
+//!   its producers computed in its loads; kernels of scans over the same
+//!   tensor and axis merge (`cummax`'s values and indices: one pass);
 //! - no kernel outgrows the instruction budget or the parameter space: long
 //!   chains and wide sums are cut ([`crate::budget::split`]) and merging
 //!   stops where a kernel would be full.
@@ -39,6 +42,12 @@ use smelt_codegen::UnaryOp;
 pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
     let mut materialized: FxHashSet<u64> = targets.iter().map(|t| t.id()).collect();
     materialized.extend(matmul_operand_producers(order));
+    materialized.extend(
+        order
+            .iter()
+            .filter(|n| matches!(n.op(), Op::Scan(..)))
+            .map(|n| n.id()),
+    );
     let costs = split(order, &mut materialized);
     // Outputs that may not join a kernel they read from (joining made that
     // kernel read one of its own outputs at the wrong row).
@@ -155,7 +164,7 @@ fn pick(f: &Failure, materialized: &FxHashSet<u64>) -> NodeRef {
 /// matmul it reads when `t` lines up with it (fusing them), else
 /// elementwise.
 fn plan_for(t: &NodeRef, materialized: &FxHashSet<u64>) -> KernelPlan {
-    if matches!(t.op(), Op::Reduce(..) | Op::Matmul(..)) {
+    if matches!(t.op(), Op::Reduce(..) | Op::Matmul(..) | Op::Scan(..)) {
         return single_kernel(t);
     }
     let squeeze = |s: &[usize]| -> Vec<usize> { s.iter().copied().filter(|n| *n != 1).collect() };
@@ -292,7 +301,7 @@ fn permuted_store(
     let kept: Vec<usize> = match &domain.source {
         Source::Reduce(shape, axes) => (0..shape.len()).filter(|a| !axes.contains(a)).collect(),
         Source::Matmul(..) => (0..out.len()).collect(),
-        Source::Elementwise(_) => return None,
+        Source::Elementwise(_) | Source::Scan(..) => return None,
     };
     let mut strides: Vec<isize> = kept.iter().map(|j| stride_of_out_axis[*j]).collect();
     strides.resize(domain.ranges.len(), 0);

@@ -3,7 +3,7 @@
 
 use crate::view::ShapeTracker;
 use rustc_hash::FxHashSet;
-use smelt_codegen::{BinaryOp, DType, ReduceOp, UnaryOp};
+use smelt_codegen::{BinaryOp, DType, ReduceOp, ScanOp, UnaryOp};
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -37,6 +37,11 @@ pub enum Op {
     Reduce(ReduceOp, NodeRef, Vec<usize>),
     /// `a[.., m, k] @ b[.., k, n]` with equal batch axes.
     Matmul(NodeRef, NodeRef),
+    /// Inclusive scan along `axis` (the source's shape). The source is
+    /// `F32` or `I32` and the scan runs in its dtype; the node's dtype is
+    /// the result's (a half, bool, or the index dtype of index ops), to
+    /// which each element is rounded when stored.
+    Scan(ScanOp, NodeRef, usize),
 }
 
 impl Op {
@@ -44,7 +49,11 @@ impl Op {
     pub fn srcs(&self) -> Vec<&NodeRef> {
         match self {
             Op::Buffer | Op::Const(_) => vec![],
-            Op::View(a, _) | Op::Unary(_, a) | Op::Cast(a) | Op::Reduce(_, a, _) => vec![a],
+            Op::View(a, _)
+            | Op::Unary(_, a)
+            | Op::Cast(a)
+            | Op::Reduce(_, a, _)
+            | Op::Scan(_, a, _) => vec![a],
             Op::Binary(_, a, b) | Op::Matmul(a, b) => vec![a, b],
             Op::Where(c, a, b) => vec![c, a, b],
         }
@@ -62,6 +71,7 @@ impl Op {
             Op::Cast(..) => "cast".into(),
             Op::Reduce(op, ..) => op.name().into(),
             Op::Matmul(..) => "matmul".into(),
+            Op::Scan(op, ..) => op.name().into(),
         }
     }
 }
@@ -206,7 +216,11 @@ impl Drop for Node {
 fn take_srcs(op: &mut Op, out: &mut Vec<NodeRef>) {
     match std::mem::replace(op, Op::Buffer) {
         Op::Buffer | Op::Const(_) => {}
-        Op::View(a, _) | Op::Unary(_, a) | Op::Cast(a) | Op::Reduce(_, a, _) => out.push(a),
+        Op::View(a, _)
+        | Op::Unary(_, a)
+        | Op::Cast(a)
+        | Op::Reduce(_, a, _)
+        | Op::Scan(_, a, _) => out.push(a),
         Op::Binary(_, a, b) | Op::Matmul(a, b) => out.extend([a, b]),
         Op::Where(c, a, b) => out.extend([c, a, b]),
     }

@@ -125,6 +125,7 @@ impl Hash for InstKey {
             Inst::Binary(op, a, b) => (op, a, b).hash(h),
             Inst::Where(c, a, b) => (c, a, b).hash(h),
             Inst::Reduce(op, a) => (op, a).hash(h),
+            Inst::Scan(op, a) => (op, a).hash(h),
         }
     }
 }
@@ -187,6 +188,7 @@ pub struct Lowerer<'a> {
     /// Reductions and matmuls computed inside this kernel, by node id.
     pub inlined: Vec<u64>,
     matmul: bool,
+    scan: bool,
 }
 
 impl<'a> Lowerer<'a> {
@@ -218,6 +220,7 @@ impl<'a> Lowerer<'a> {
             failed: Vec::new(),
             inlined: Vec::new(),
             matmul: false,
+            scan: false,
         }
     }
 
@@ -409,6 +412,18 @@ impl<'a> Lowerer<'a> {
                 let src_t = self.domain.reduce_source(a.shape(), axes);
                 vec![(a.clone(), self.trackers.intern(&src_t))]
             }
+            Op::Scan(_, a, axis) => {
+                // Computed only by its own kernel (scans are always
+                // materialized), reading each point's own position.
+                let own = Domain::scan(a.shape(), *axis);
+                let t = own.scan_tracker(a.shape(), *axis);
+                if own != *self.domain || !self.trackers.get(tid).equivalent(&t) {
+                    return Visited::Done(self.fail_op(node, &op));
+                }
+                self.inlined.push(node.id());
+                self.scan = true;
+                vec![(a.clone(), self.trackers.intern(&t))]
+            }
             Op::Matmul(a, b) => {
                 let own = matmul_domain(a.shape(), b.shape());
                 if own != *self.domain
@@ -476,6 +491,17 @@ impl<'a> Lowerer<'a> {
                 }
             }
             Op::Reduce(op, ..) => self.push(Inst::Reduce(*op, vals[0]), dt),
+            Op::Scan(op, a, _) => {
+                // Values scan in the source's dtype (`F32` for every
+                // float) and are rounded once to the node's.
+                let acc = if op.is_index() { dt } else { a.dtype() };
+                let v = self.push(Inst::Scan(*op, vals[0]), acc);
+                if acc == dt {
+                    v
+                } else {
+                    self.push(Inst::Cast(v), dt)
+                }
+            }
             Op::Matmul(a, _) => {
                 let acc = if dt.is_float() { DType::F32 } else { dt };
                 let (va, vb) = if a.dtype() == acc {
@@ -532,6 +558,8 @@ impl<'a> Lowerer<'a> {
         let element_store = k.stores.iter().any(|s| k.store_is_element_level(s, &level));
         k.kind = if self.matmul {
             KernelKind::Matmul
+        } else if self.scan {
+            KernelKind::Scan
         } else if reduces == 0 {
             KernelKind::Elementwise
         } else if reduces == 1 && !element_store {

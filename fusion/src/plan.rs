@@ -31,6 +31,14 @@ pub fn single_kernel(node: &NodeRef) -> KernelPlan {
                 outputs: vec![(node.clone(), out)],
             }
         }
+        Op::Scan(_, a, axis) => {
+            let domain = Domain::scan(a.shape(), axis);
+            let out = domain.scan_tracker(a.shape(), axis);
+            KernelPlan {
+                domain,
+                outputs: vec![(node.clone(), out)],
+            }
+        }
         Op::Matmul(a, b) => {
             let domain = matmul_domain(a.shape(), b.shape());
             let out = domain.matmul_result(node.shape());

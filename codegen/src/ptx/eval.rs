@@ -81,6 +81,9 @@ fn depends_on_or(k: &Kernel, var: usize, also: Option<Val>) -> Vec<bool> {
                 Inst::Load { index, valid, .. } => uses_var(Some(index), Some(valid), var),
                 Inst::Valid(c) => uses_var(None, Some(c), var),
                 Inst::Reduce(..) => false,
+                // A scan differs along its row even where its operand
+                // does not.
+                Inst::Scan(_, a) => var >= k.n_kept || dep[*a],
                 inst => inst.operands().iter().any(|o| dep[*o]),
             };
     }
@@ -225,6 +228,7 @@ impl Cx<'_> {
                 .map(|l| ops::select(b, operand(*c, l), operand(*x, l), operand(*y, l), dt))
                 .collect(),
             Inst::Reduce(..) => unreachable!("reductions are lowered by the row kernel"),
+            Inst::Scan(..) => unreachable!("scans are lowered by the scan kernel"),
         }
     }
 

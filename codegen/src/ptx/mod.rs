@@ -9,6 +9,9 @@
 //! - Kernels with reductions: a team of threads per row (sub-warp, warp or
 //!   whole CTA), a persistent grid over rows; rows that fit stay in
 //!   registers across passes. See [`launch::Rows`] and the `reduce` module.
+//! - Scans: a thread, warp or CTA per row walking it in chunks (thread,
+//!   warp shuffle and shared-memory scans, a carry between chunks). See
+//!   [`launch::Scan`] and the `scan` module.
 //!
 //! Buffers must be at least 16-byte aligned (as device allocations are):
 //! vector accesses rely on it.
@@ -59,6 +62,7 @@ mod online;
 mod ops;
 pub mod ptxas;
 mod reduce;
+mod scan;
 mod target;
 
 use crate::ir::{Inst, Kernel};
@@ -93,7 +97,7 @@ pub fn emit_plan(kernel: &Kernel, target: &Target, plan: &Plan) -> Result<PtxKer
     launch::valid(kernel, plan)?;
     let cluster = match plan {
         Plan::Rows(p) => p.cluster,
-        Plan::Elementwise(_) => 1,
+        Plan::Elementwise(_) | Plan::Scan(_) => 1,
     };
     if cluster > 1 && target.sm < 90 {
         return Err(format!(
@@ -113,6 +117,10 @@ pub fn emit_plan(kernel: &Kernel, target: &Target, plan: &Plan) -> Result<PtxKer
         Plan::Rows(p) => {
             let shared = reduce::emit(&mut b, &cx, p, &smem);
             (p.block, p.grid, shared, p.min_ctas)
+        }
+        Plan::Scan(p) => {
+            let shared = scan::emit(&mut b, &cx, p, &smem);
+            (p.block, p.grid, shared, 1)
         }
     };
     let mut directives = format!(".maxntid {block}, 1, 1\n");
