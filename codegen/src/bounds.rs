@@ -35,10 +35,32 @@ impl Kernel {
             .stores
             .iter()
             .map(|s| ("output", s.output, &s.index, self.outputs[s.output].len));
-        for (what, buf, index, len) in loads.chain(stores) {
-            let Some((lo, hi)) = exact_bounds(index, &self.ranges) else {
-                continue;
-            };
+        let ranges = &self.ranges;
+        let gathers = self.insts.iter().filter_map(|n| match &n.inst {
+            // The data-dependent part is checked at run time; the rest of
+            // the index is checked here over the whole axis `0..len`.
+            Inst::Gather {
+                input,
+                index,
+                valid,
+                stride,
+                len: axis @ 1..,
+                ..
+            } if valid.is_always() => {
+                let (lo, hi) = exact_bounds(index, ranges)?;
+                let end = (axis - 1) * stride;
+                let len = self.inputs[*input].len;
+                Some(("input", *input, lo + end.min(0), hi + end.max(0), len))
+            }
+            _ => None,
+        });
+        let affine = loads
+            .chain(stores)
+            .filter_map(|(what, buf, index, len)| {
+                let (lo, hi) = exact_bounds(index, ranges)?;
+                Some((what, buf, lo, hi, len))
+            });
+        for (what, buf, lo, hi, len) in affine.chain(gathers) {
             if lo < 0 || hi >= len as i64 {
                 return Err(format!(
                     "kernel {}: {what} {buf} is indexed in {lo}..={hi} but has {len} elements",

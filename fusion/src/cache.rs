@@ -130,6 +130,7 @@ fn hash_op(op: &Op, h: &mut DefaultHasher) {
         Op::Cast(_) => 7u8.hash(h),
         Op::Reduce(o, _, axes) => (8u8, o, axes).hash(h),
         Op::Matmul(..) => 9u8.hash(h),
+        Op::Gather(_, _, axis) => (10u8, axis).hash(h),
     }
 }
 
