@@ -60,7 +60,10 @@ impl Tensor {
                 index.shape()
             );
             axis("gather", axis_, &[1]);
-            return self.reshape([1]).gather(0, &index.reshape([1])).reshape([0usize; 0]);
+            return self
+                .reshape([1])
+                .gather(0, &index.reshape([1]))
+                .reshape([0usize; 0]);
         }
         let a = axis("gather", axis_, self.shape());
         assert!(
@@ -123,11 +126,10 @@ impl Tensor {
         if self.ndim() == 0 {
             axis("index_select", axis_, &[1]);
             let n = index.numel();
-            return self.reshape([1]).index_select(0, index).reshape(if index.ndim() == 0 {
-                vec![]
-            } else {
-                vec![n]
-            });
+            return self
+                .reshape([1])
+                .index_select(0, index)
+                .reshape(if index.ndim() == 0 { vec![] } else { vec![n] });
         }
         let a = axis("index_select", axis_, self.shape());
         let mut shape = self.shape().to_vec();

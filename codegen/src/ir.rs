@@ -452,7 +452,10 @@ impl fmt::Display for Kernel {
                     stride,
                     len,
                 } => {
-                    write!(f, "gather in{input}[{index} + %{at} * {stride}], %{at} < {len}")?;
+                    write!(
+                        f,
+                        "gather in{input}[{index} + %{at} * {stride}], %{at} < {len}"
+                    )?;
                     if !valid.is_always() {
                         write!(f, " if {valid}")?;
                     }

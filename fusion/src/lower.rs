@@ -569,10 +569,16 @@ impl<'a> Lowerer<'a> {
             Some(b) => Some(Input::Scheduled(b)),
             None => n.realized().map(|h| Input::Realized(n.id(), h)),
         };
-        let (data, t) = view_chain(src, |n| leaf(self, n).is_some() || self.own.contains(&n.id()));
+        let (data, t) = view_chain(src, |n| {
+            leaf(self, n).is_some() || self.own.contains(&n.id())
+        });
         let (Some(buffer), Some(v)) = (leaf(self, &data), single_view(&t)) else {
             // A source this kernel stores is read back from a later kernel.
-            let culprit = if self.own.contains(&data.id()) { &data } else { src };
+            let culprit = if self.own.contains(&data.id()) {
+                &data
+            } else {
+                src
+            };
             return self.fail(culprit);
         };
         let (stride, len) = (v.strides[axis] as i64, src.shape()[axis] as i64);
