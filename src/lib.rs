@@ -37,6 +37,7 @@ mod einsum;
 mod element;
 mod elementwise;
 mod error;
+mod indexing;
 mod join;
 mod linalg;
 mod matrices;

@@ -467,6 +467,41 @@ fn compute(
             }
             out
         }
+        Inst::Gather {
+            input,
+            index,
+            valid,
+            at,
+            stride,
+            len,
+        } => {
+            let arg = k.inputs[*input];
+            idx.resize(n, 0);
+            index.eval_many(vars, idx);
+            let mask = eval_cond(valid, vars, n, tmp);
+            let buf = args.inputs[*input];
+            let mut out = Vec::with_capacity(n);
+            for (p, a) in vals[*at].iter().enumerate() {
+                if mask.as_ref().is_some_and(|m| !m[p]) {
+                    out.push(0.0);
+                    continue;
+                }
+                // Index values are exact integers (i32 now; i64 up to 2^53).
+                let a = *a as i64;
+                if a < 0 || a >= *len {
+                    return Err(InterpError(format!(
+                        "kernel {}: index {a} is out of range for an axis of size {len}",
+                        k.name
+                    )));
+                }
+                let j = idx[p] + a * stride;
+                if j < 0 || j as usize >= arg.len {
+                    return Err(oob(k, *input, j, arg.len));
+                }
+                out.push(arg.dtype.read(buf, j as usize));
+            }
+            out
+        }
         Inst::Const(c) => vec![dt.round(*c); n],
         Inst::Scalar(slot) => vec![dt.round(args.scalars[*slot]); n],
         Inst::Valid(c) => match eval_cond(c, vars, n, tmp) {

@@ -93,6 +93,28 @@ pub enum Inst {
     /// variable, up to the current point; for index ops the position (of
     /// the instruction's integer dtype) instead of the value.
     Scan(ScanOp, Val),
+    /// An indirect load (gather): element `index + at * stride` of input
+    /// `input`, where `at` is an integer value computed by the kernel (an
+    /// index tensor's element) that must lie in `0..len`; 0 where `valid`
+    /// fails. An `at` outside `0..len` is a run-time error: the CPU returns
+    /// it, the GPU reads element `index` instead and raises the kernel's
+    /// error flag (see [`Kernel::has_indirect`]).
+    Gather {
+        /// The input buffer's position in [`Kernel::inputs`].
+        input: usize,
+        /// The index of the gathered axis' element 0, over the loop
+        /// variables.
+        index: Expr,
+        /// Where the load happens; elsewhere the value is 0 and `at` is not
+        /// checked.
+        valid: Cond,
+        /// The position along the gathered axis (an integer value).
+        at: Val,
+        /// Elements between neighbours along the gathered axis.
+        stride: i64,
+        /// Size of the gathered axis: `at` must lie in `0..len`.
+        len: i64,
+    },
 }
 
 impl Inst {
@@ -100,7 +122,11 @@ impl Inst {
     pub fn operands(&self) -> Vec<Val> {
         match self {
             Inst::Load { .. } | Inst::Const(_) | Inst::Scalar(_) | Inst::Valid(_) => vec![],
-            Inst::Cast(a) | Inst::Unary(_, a) | Inst::Reduce(_, a) | Inst::Scan(_, a) => {
+            Inst::Cast(a)
+            | Inst::Unary(_, a)
+            | Inst::Reduce(_, a)
+            | Inst::Scan(_, a)
+            | Inst::Gather { at: a, .. } => {
                 vec![*a]
             }
             Inst::Binary(_, a, b) => vec![*a, *b],
@@ -188,7 +214,19 @@ impl Kernel {
     /// accounting of kernel parameters (the PTX emitter declares exactly
     /// these; a new kind of parameter must be added here).
     pub fn param_bytes(&self) -> usize {
-        (self.inputs.len() + self.outputs.len() + self.scalars.len()) * PARAM_BYTES
+        let flag = usize::from(self.has_indirect());
+        (self.inputs.len() + self.outputs.len() + self.scalars.len() + flag) * PARAM_BYTES
+    }
+
+    /// Whether the kernel has indirect loads ([`Inst::Gather`]), whose
+    /// indices are data and cannot be checked before launch. Such a kernel
+    /// takes one more parameter after its scalars: the address of a
+    /// device-side `u32` error flag that it sets to 1 where an index is out
+    /// of range (the runtime reads it once per realize).
+    pub fn has_indirect(&self) -> bool {
+        self.insts
+            .iter()
+            .any(|n| matches!(n.inst, Inst::Gather { .. }))
     }
 
     /// Checks that every [`Inst::Scalar`] reads a declared scalar parameter
@@ -259,6 +297,13 @@ impl Kernel {
                 Inst::Load { index, valid, .. } => {
                     is_reduced(index) || valid.checks().iter().any(|(e, _, _)| is_reduced(e))
                 }
+                Inst::Gather {
+                    index, valid, at, ..
+                } => {
+                    level[*at]
+                        || is_reduced(index)
+                        || valid.checks().iter().any(|(e, _, _)| is_reduced(e))
+                }
                 Inst::Reduce(..) => false,
                 // Differs along the row even for a row-invariant operand.
                 Inst::Scan(..) => self.n_kept < self.ranges.len(),
@@ -294,6 +339,17 @@ impl Kernel {
                     0
                 } else {
                     vs.iter().map(|v| self.valid_values(*v, valid)).product()
+                };
+                touched[*input] = touched[*input].max(span);
+            }
+            // A gather touches at most one element per domain point.
+            if let Inst::Gather { input, valid, .. } = &n.inst {
+                let span: usize = if valid.is_never() {
+                    0
+                } else {
+                    (0..self.ranges.len())
+                        .map(|v| self.valid_values(v, valid))
+                        .product()
                 };
                 touched[*input] = touched[*input].max(span);
             }
@@ -354,6 +410,14 @@ impl Kernel {
                 Inst::Valid(c) => (7u8, c).hash(&mut h),
                 Inst::Scalar(slot) => (8u8, slot).hash(&mut h),
                 Inst::Scan(op, a) => (9u8, op, a).hash(&mut h),
+                Inst::Gather {
+                    input,
+                    index,
+                    valid,
+                    at,
+                    stride,
+                    len,
+                } => (10u8, input, index, valid, at, stride, len).hash(&mut h),
             }
         }
         self.stores.hash(&mut h);
@@ -402,6 +466,22 @@ impl fmt::Display for Kernel {
                 Inst::Where(c, a, b) => write!(f, "where %{c}, %{a}, %{b}")?,
                 Inst::Reduce(op, a) => write!(f, "reduce_{} %{a}", op.name())?,
                 Inst::Scan(op, a) => write!(f, "{} %{a}", op.name())?,
+                Inst::Gather {
+                    input,
+                    index,
+                    valid,
+                    at,
+                    stride,
+                    len,
+                } => {
+                    write!(
+                        f,
+                        "gather in{input}[{index} + %{at} * {stride}], %{at} < {len}"
+                    )?;
+                    if !valid.is_always() {
+                        write!(f, " if {valid}")?;
+                    }
+                }
             }
             writeln!(f)?;
         }

@@ -18,7 +18,7 @@ fn exprs(k: &Kernel) -> (Vec<&Expr>, Vec<&Cond>) {
     let mut cs = Vec::new();
     for n in &k.insts {
         match &n.inst {
-            Inst::Load { index, valid, .. } => {
+            Inst::Load { index, valid, .. } | Inst::Gather { index, valid, .. } => {
                 es.push(index);
                 cs.push(valid);
             }
@@ -99,7 +99,7 @@ fn rewrite(k: &Kernel, map: &dyn Fn(usize) -> Expr, ranges: Vec<i64>, n_kept: us
     }
     for n in &mut out.insts {
         match &mut n.inst {
-            Inst::Load { index, valid, .. } => {
+            Inst::Load { index, valid, .. } | Inst::Gather { index, valid, .. } => {
                 *index = index.substitute(map, &ranges);
                 *valid = valid.substitute(map, &ranges);
             }

@@ -42,6 +42,12 @@ pub enum Op {
     /// the result's (a half, bool, or the index dtype of index ops), to
     /// which each element is rounded when stored.
     Scan(ScanOp, NodeRef, usize),
+    /// `gather(src, index, axis)`: element `p` is `src` at `p` with
+    /// coordinate `axis` replaced by `index[p]` (the node has `index`'s
+    /// shape, which equals `src`'s but along `axis`; `index` has an index
+    /// dtype). Computed inside its consumers' kernels as an indirect load
+    /// of `src`, which is read from a buffer through one strided view.
+    Gather(NodeRef, NodeRef, usize),
 }
 
 impl Op {
@@ -54,8 +60,18 @@ impl Op {
             | Op::Cast(a)
             | Op::Reduce(_, a, _)
             | Op::Scan(_, a, _) => vec![a],
-            Op::Binary(_, a, b) | Op::Matmul(a, b) => vec![a, b],
+            Op::Binary(_, a, b) | Op::Matmul(a, b) | Op::Gather(a, b, _) => vec![a, b],
             Op::Where(c, a, b) => vec![c, a, b],
+        }
+    }
+
+    /// The sources read at the node's own coordinates (through the same
+    /// tracker): all of them but a gather's source, read at data-dependent
+    /// positions.
+    pub fn pointwise_srcs(&self) -> Vec<&NodeRef> {
+        match self {
+            Op::Gather(_, index, _) => vec![index],
+            op => op.srcs(),
         }
     }
 
@@ -72,6 +88,7 @@ impl Op {
             Op::Reduce(op, ..) => op.name().into(),
             Op::Matmul(..) => "matmul".into(),
             Op::Scan(op, ..) => op.name().into(),
+            Op::Gather(..) => "gather".into(),
         }
     }
 }
@@ -221,7 +238,7 @@ fn take_srcs(op: &mut Op, out: &mut Vec<NodeRef>) {
         | Op::Cast(a)
         | Op::Reduce(_, a, _)
         | Op::Scan(_, a, _) => out.push(a),
-        Op::Binary(_, a, b) | Op::Matmul(a, b) => out.extend([a, b]),
+        Op::Binary(_, a, b) | Op::Matmul(a, b) | Op::Gather(a, b, _) => out.extend([a, b]),
         Op::Where(c, a, b) => out.extend([c, a, b]),
     }
 }

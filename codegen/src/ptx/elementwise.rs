@@ -20,7 +20,9 @@ pub fn used_vars(cx: &Cx) -> Vec<bool> {
     };
     for node in &cx.k.insts {
         match &node.inst {
-            Inst::Load { index, valid, .. } => mark(Some(index), Some(valid)),
+            Inst::Load { index, valid, .. } | Inst::Gather { index, valid, .. } => {
+                mark(Some(index), Some(valid))
+            }
             Inst::Valid(c) => mark(None, Some(c)),
             _ => {}
         }

@@ -7,6 +7,7 @@
 
 use super::builder::{f32_imm, ins, Builder, Reg, RegKind};
 use super::expr::{self, Width};
+use super::gather;
 use super::memory;
 use super::ops::{self, Value};
 use crate::ir::{Inst, Kernel, Store, Val};
@@ -33,6 +34,8 @@ pub struct Cx<'a> {
     pub outputs: Vec<Reg>,
     /// Names of the scalar parameters, by slot.
     pub scalars: Vec<String>,
+    /// Global address of the error flag (kernels with indirect loads).
+    pub err: Option<Reg>,
 }
 
 /// A point group: registers of the variables with the lane variable at its
@@ -79,6 +82,9 @@ fn depends_on_or(k: &Kernel, var: usize, also: Option<Val>) -> Vec<bool> {
         dep[i] = Some(i) == also
             || match &n.inst {
                 Inst::Load { index, valid, .. } => uses_var(Some(index), Some(valid), var),
+                Inst::Gather {
+                    index, valid, at, ..
+                } => dep[*at] || uses_var(Some(index), Some(valid), var),
                 Inst::Valid(c) => uses_var(None, Some(c), var),
                 Inst::Reduce(..) => false,
                 // A scan differs along its row even where its operand
@@ -117,6 +123,7 @@ impl Cx<'_> {
             inputs: self.inputs.clone(),
             outputs: self.outputs.clone(),
             scalars: self.scalars.clone(),
+            err: self.err,
         }
     }
 
@@ -188,6 +195,32 @@ impl Cx<'_> {
                         let c = expr::cond(b, valid, &vars, ranges, w);
                         let pred = expr::and(b, p.pred, c);
                         let v = memory::load(b, base, idx, arg.dtype, pred, w);
+                        ops::convert(b, v, dt)
+                    })
+                    .collect()
+            }
+            Inst::Gather {
+                input,
+                index,
+                valid,
+                at,
+                stride,
+                len,
+            } => {
+                let err = self.err.expect("kernels with gathers get an error flag");
+                (0..lanes)
+                    .map(|lane| {
+                        let vars = self.lane_vars(b, p, lane);
+                        let axis = gather::Axis {
+                            base: self.inputs[*input],
+                            dtype: self.k.inputs[*input].dtype,
+                            idx: expr::eval(b, index, &vars, ranges, w),
+                            stride: *stride,
+                            len: *len,
+                        };
+                        let c = expr::cond(b, valid, &vars, ranges, w);
+                        let pred = expr::and(b, p.pred, c);
+                        let v = gather::load(b, &axis, operand(*at, lane), pred, err, w);
                         ops::convert(b, v, dt)
                     })
                     .collect()

@@ -147,7 +147,7 @@ fn count_loads(k: &Kernel, which: &[bool]) -> u64 {
         .insts
         .iter()
         .zip(which)
-        .filter(|(n, w)| **w && matches!(n.inst, Inst::Load { .. }))
+        .filter(|(n, w)| **w && matches!(n.inst, Inst::Load { .. } | Inst::Gather { .. }))
         .count();
     n.max(1) as u64
 }

@@ -53,6 +53,7 @@ mod builder;
 mod elementwise;
 mod eval;
 mod expr;
+mod gather;
 pub mod launch;
 mod math;
 pub mod matmul;
@@ -78,7 +79,9 @@ pub use target::Target;
 ///
 /// Kernel parameters, in order: one `.u64` global pointer per input, then
 /// one per output, then 8 bytes per scalar parameter holding
-/// [`scalar_param`]'s value; nothing else. Every buffer must be 16-byte
+/// [`scalar_param`]'s value, then, for a kernel with indirect loads
+/// ([`Kernel::has_indirect`]), a `.u64` pointer to a `u32` error flag that
+/// the kernel sets to 1 where an index is out of range; nothing else. Every buffer must be 16-byte
 /// aligned.
 /// Errors on an unsupported target (below sm_80) or a malformed kernel.
 pub fn emit(kernel: &Kernel, target: &Target) -> Result<PtxKernel, String> {
@@ -169,10 +172,17 @@ fn validate(k: &Kernel, target: &Target) -> Result<(), String> {
         if n.inst.operands().iter().any(|o| *o >= i) {
             return bad(format!("instruction {i} uses a later value"));
         }
-        if let Inst::Load { input, .. } = n.inst {
-            if input >= k.inputs.len() {
+        match n.inst {
+            Inst::Load { input, .. } | Inst::Gather { input, .. } if input >= k.inputs.len() => {
                 return bad(format!("instruction {i} loads missing input {input}"));
             }
+            Inst::Gather { at, .. } if !k.insts[at].dtype.is_index() => {
+                return bad(format!(
+                    "instruction {i} gathers at a {} value",
+                    k.insts[at].dtype
+                ));
+            }
+            _ => {}
         }
     }
     for s in &k.stores {
