@@ -12,6 +12,7 @@
 
 use crate::expr::{Cond, Expr};
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
+use crate::philox::Draw;
 use crate::DType;
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -79,16 +80,40 @@ pub enum Inst {
     Where(Val, Val, Val),
     /// Reduction of the operand over every reduced variable.
     Reduce(ReduceOp, Val),
+    /// `I32`: the value of an index expression at the point (a coordinate
+    /// or a linear index: what `tril`'s mask and a random tensor's counter
+    /// are computed from, so neither is ever held in memory).
+    Index(Expr),
+    /// A Philox4x32-10 draw (see [`crate::philox`]); the operands are the
+    /// key's two words, the counter and, for [`Draw::Below`], the bound.
+    Random(Draw, Vec<Val>),
 }
 
 impl Inst {
     /// Operands of the instruction.
     pub fn operands(&self) -> Vec<Val> {
         match self {
-            Inst::Load { .. } | Inst::Const(_) | Inst::Scalar(_) | Inst::Valid(_) => vec![],
+            Inst::Load { .. }
+            | Inst::Const(_)
+            | Inst::Scalar(_)
+            | Inst::Valid(_)
+            | Inst::Index(_) => vec![],
             Inst::Cast(a) | Inst::Unary(_, a) | Inst::Reduce(_, a) => vec![*a],
             Inst::Binary(_, a, b) => vec![*a, *b],
             Inst::Where(c, a, b) => vec![*c, *a, *b],
+            Inst::Random(_, ops) => ops.clone(),
+        }
+    }
+
+    /// The index expression and the condition the instruction reads
+    /// besides its operands (loop variables enter an instruction only
+    /// through these).
+    pub fn exprs(&self) -> (Option<&Expr>, Option<&Cond>) {
+        match self {
+            Inst::Load { index, valid, .. } => (Some(index), Some(valid)),
+            Inst::Valid(c) => (None, Some(c)),
+            Inst::Index(e) => (Some(e), None),
+            _ => (None, None),
         }
     }
 }
@@ -245,6 +270,7 @@ impl Kernel {
                 }
                 Inst::Reduce(..) => false,
                 Inst::Valid(c) => c.checks().iter().any(|(e, _, _)| is_reduced(e)),
+                Inst::Index(e) => is_reduced(e),
                 inst => inst.operands().iter().any(|o| level[*o]),
             };
         }
@@ -335,6 +361,8 @@ impl Kernel {
                 Inst::Reduce(op, a) => (6u8, op, a).hash(&mut h),
                 Inst::Valid(c) => (7u8, c).hash(&mut h),
                 Inst::Scalar(slot) => (8u8, slot).hash(&mut h),
+                Inst::Index(e) => (9u8, e).hash(&mut h),
+                Inst::Random(d, ops) => (10u8, d, ops).hash(&mut h),
             }
         }
         self.stores.hash(&mut h);
@@ -382,6 +410,11 @@ impl fmt::Display for Kernel {
                 Inst::Binary(op, a, b) => write!(f, "{} %{a}, %{b}", op.name())?,
                 Inst::Where(c, a, b) => write!(f, "where %{c}, %{a}, %{b}")?,
                 Inst::Reduce(op, a) => write!(f, "reduce_{} %{a}", op.name())?,
+                Inst::Index(e) => write!(f, "index {e}")?,
+                Inst::Random(d, ops) => {
+                    let ops: Vec<String> = ops.iter().map(|o| format!("%{o}")).collect();
+                    write!(f, "{}{} {}", d.name(), d.word(), ops.join(", "))?
+                }
             }
             writeln!(f)?;
         }

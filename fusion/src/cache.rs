@@ -130,6 +130,8 @@ fn hash_op(op: &Op, h: &mut DefaultHasher) {
         Op::Cast(_) => 7u8.hash(h),
         Op::Reduce(o, _, axes) => (8u8, o, axes).hash(h),
         Op::Matmul(..) => 9u8.hash(h),
+        Op::Iota => 10u8.hash(h),
+        Op::Random(d, _) => (11u8, d).hash(h),
     }
 }
 

@@ -3,6 +3,7 @@
 
 use crate::view::ShapeTracker;
 use rustc_hash::FxHashSet;
+use smelt_codegen::philox::Draw;
 use smelt_codegen::{BinaryOp, DType, ReduceOp, UnaryOp};
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,13 +38,23 @@ pub enum Op {
     Reduce(ReduceOp, NodeRef, Vec<usize>),
     /// `a[.., m, k] @ b[.., k, n]` with equal batch axes.
     Matmul(NodeRef, NodeRef),
+    /// `I32`: each element's row-major linear index. Never held in memory
+    /// by a fused kernel: it lowers to the loop coordinates it reads
+    /// through (an arange viewed as a column is the row coordinate).
+    Iota,
+    /// A Philox draw per element (`smelt_codegen::philox`), elementwise
+    /// over its sources: the key's two words, the counter (an `Iota`, so
+    /// an element's number depends on its position alone) and, for
+    /// [`Draw::Below`], the bound.
+    Random(Draw, Vec<NodeRef>),
 }
 
 impl Op {
     /// The node's sources.
     pub fn srcs(&self) -> Vec<&NodeRef> {
         match self {
-            Op::Buffer | Op::Const(_) => vec![],
+            Op::Buffer | Op::Const(_) | Op::Iota => vec![],
+            Op::Random(_, srcs) => srcs.iter().collect(),
             Op::View(a, _) | Op::Unary(_, a) | Op::Cast(a) | Op::Reduce(_, a, _) => vec![a],
             Op::Binary(_, a, b) | Op::Matmul(a, b) => vec![a, b],
             Op::Where(c, a, b) => vec![c, a, b],
@@ -62,6 +73,8 @@ impl Op {
             Op::Cast(..) => "cast".into(),
             Op::Reduce(op, ..) => op.name().into(),
             Op::Matmul(..) => "matmul".into(),
+            Op::Iota => "iota".into(),
+            Op::Random(d, _) => d.name().into(),
         }
     }
 }
@@ -205,7 +218,8 @@ impl Drop for Node {
 /// Moves `op`'s sources into `out`, leaving `Op::Buffer`.
 fn take_srcs(op: &mut Op, out: &mut Vec<NodeRef>) {
     match std::mem::replace(op, Op::Buffer) {
-        Op::Buffer | Op::Const(_) => {}
+        Op::Buffer | Op::Const(_) | Op::Iota => {}
+        Op::Random(_, srcs) => out.extend(srcs),
         Op::View(a, _) | Op::Unary(_, a) | Op::Cast(a) | Op::Reduce(_, a, _) => out.push(a),
         Op::Binary(_, a, b) | Op::Matmul(a, b) => out.extend([a, b]),
         Op::Where(c, a, b) => out.extend([c, a, b]),

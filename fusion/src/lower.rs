@@ -125,6 +125,8 @@ impl Hash for InstKey {
             Inst::Binary(op, a, b) => (op, a, b).hash(h),
             Inst::Where(c, a, b) => (c, a, b).hash(h),
             Inst::Reduce(op, a) => (op, a).hash(h),
+            Inst::Index(e) => e.hash(h),
+            Inst::Random(d, ops) => (d, ops).hash(h),
         }
     }
 }
@@ -394,6 +396,12 @@ impl<'a> Lowerer<'a> {
                 let (_, valid) = self.tracker_expr(tid);
                 return Visited::Done(self.masked(valid, v, dt));
             }
+            Op::Iota => {
+                // The linear index the tracker reads, as coordinates.
+                let (index, valid) = self.tracker_expr(tid);
+                let v = self.push(Inst::Index(index), dt);
+                return Visited::Done(self.masked(valid, v, dt));
+            }
             Op::View(src, st) => vec![(src.clone(), self.trackers.compose(st, tid))],
             Op::Reduce(_, a, axes) => {
                 let own = Domain::reduce(a.shape(), axes);
@@ -476,6 +484,7 @@ impl<'a> Lowerer<'a> {
                 }
             }
             Op::Reduce(op, ..) => self.push(Inst::Reduce(*op, vals[0]), dt),
+            Op::Random(d, _) => self.push(Inst::Random(*d, vals), dt),
             Op::Matmul(a, _) => {
                 let acc = if dt.is_float() { DType::F32 } else { dt };
                 let (va, vb) = if a.dtype() == acc {
@@ -494,7 +503,7 @@ impl<'a> Lowerer<'a> {
                     self.push(Inst::Cast(sum), dt)
                 }
             }
-            Op::Buffer | Op::Const(_) => unreachable!("visited without sources"),
+            Op::Buffer | Op::Const(_) | Op::Iota => unreachable!("visited without sources"),
         }
     }
 

@@ -57,6 +57,7 @@ mod memory;
 mod module;
 mod online;
 mod ops;
+mod philox;
 pub mod ptxas;
 mod reduce;
 mod target;

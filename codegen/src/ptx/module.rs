@@ -140,6 +140,7 @@ fn width(k: &Kernel) -> Width {
         m = m.max(match &n.inst {
             Inst::Load { index, valid, .. } => cond(valid).max(expr::magnitude(index, r)),
             Inst::Valid(c) => cond(c),
+            Inst::Index(e) => expr::magnitude(e, r),
             _ => 0,
         });
     }
