@@ -174,8 +174,8 @@ impl Tensor {
             "randint: expected {min} <= low < high <= {max} for dtype {LONG}, got [{low}, {high})"
         );
         let shape = dims("randint", shape);
-        // The range fits 32 bits as unsigned; the draw reads it so.
-        let n = (high - low) as u32 as i32;
+        // The range, up to 2^32, as the draw's unsigned bound (2^32 is 0).
+        let n = (high - low) as u64 as u32 as i32;
         philox("randint", Draw::Below(1), shape, seed, Some(n), device) + low as i32
     }
 

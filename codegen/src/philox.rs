@@ -51,10 +51,10 @@ pub enum Draw {
     /// every value is exact in `f32` (and in the half types' `f32`
     /// registers before their rounding).
     Uniform(u8),
-    /// `I32` uniform in `[0, n)` for the bound `n` read as unsigned (a
-    /// range up to `2^32 - 1`): the high word of `word * n` (Lemire's
-    /// multiply-shift; bias at most `n / 2^32` per value, far below
-    /// anything a test of a 32-bit range can see).
+    /// `I32` uniform in `[0, n)` for the bound `n` read as unsigned, 0
+    /// meaning `2^32` (the word itself): the high word of `word * n`
+    /// (Lemire's multiply-shift; bias at most `n / 2^32` per value, far
+    /// below anything a test of a 32-bit range can see).
     Below(u8),
 }
 
@@ -89,7 +89,8 @@ impl Draw {
         match self {
             Draw::Uniform(_) => unit_f32(w) as f64,
             Draw::Below(_) => {
-                let r = ((u64::from(w) * u64::from(bound)) >> 32) as u32;
+                let n = if bound == 0 { 1 << 32 } else { u64::from(bound) };
+                let r = ((u64::from(w) * n) >> 32) as u32;
                 // The `I32` register holds the same 32 bits.
                 r as i32 as f64
             }
@@ -149,6 +150,9 @@ mod tests {
             // A bound of 2^32 - 1 (all bits) stays below it as unsigned.
             let big = Draw::Below(2).eval([7, 9], i, u32::MAX) as i32 as u32;
             assert!(big < u32::MAX);
+            // A bound of 0 is 2^32: the word itself.
+            let all = Draw::Below(3).eval([7, 9], i, 0) as i32 as u32;
+            assert_eq!(all, philox4x32_10([i, 0, 0, 0], [7, 9])[3]);
         }
         assert_eq!(key_of_seed(0x1234_5678_9abc_def0), [0x9abc_def0, 0x1234_5678]);
     }

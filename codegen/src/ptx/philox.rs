@@ -46,6 +46,10 @@ pub fn draw(b: &mut Builder, draw: Draw, k0: Reg, k1: Reg, counter: Reg, bound: 
             let n = bound.expect("a bounded draw has a bound operand");
             let r = b.reg(RegKind::B32);
             ins!(b, "mul.hi.u32 {r}, {w}, {n}");
+            // A bound of 0 stands for 2^32: the word itself.
+            let full = b.reg(RegKind::Pred);
+            ins!(b, "setp.eq.u32 {full}, {n}, 0");
+            ins!(b, "selp.b32 {r}, {w}, {r}, {full}");
             r
         }
     }
