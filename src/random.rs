@@ -167,7 +167,13 @@ impl Tensor {
     /// If `low >= high`, a bound does not fit the dtype, or the shape has
     /// more than `2^32` elements.
     #[track_caller]
-    pub fn randint(low: i64, high: i64, shape: impl IntoShape, seed: u64, device: &Device) -> Tensor {
+    pub fn randint(
+        low: i64,
+        high: i64,
+        shape: impl IntoShape,
+        seed: u64,
+        device: &Device,
+    ) -> Tensor {
         let (min, max) = (i64::from(i32::MIN), i64::from(i32::MAX) + 1);
         assert!(
             low < high && low >= min && high <= max,
@@ -203,7 +209,7 @@ impl Tensor {
             None,
             &self.device(),
         );
-        u.lt(&self.cast(DType::F32)).cast(self.dtype())
+        u.lt(self.cast(DType::F32)).cast(self.dtype())
     }
 
     /// Dropout as in training (PyTorch `F.dropout(x, p)`): each element is

@@ -1,7 +1,7 @@
 //! Reductions over one, several or all axes, with NumPy's `keepdims`.
 
-use crate::shape::{axes, axis, IntoAxes};
 use crate::creation::LONG;
+use crate::shape::{axes, axis, IntoAxes};
 use crate::{DType, Tensor};
 use smelt_codegen::ReduceOp;
 use smelt_fusion::Op;
@@ -161,7 +161,7 @@ impl Tensor {
     #[track_caller]
     fn nonzero_reduce(&self, name: &str, op: ReduceOp, ax: impl IntoAxes, keepdim: bool) -> Tensor {
         let a = axes(name, ax, self.shape());
-        let nonzero = self.ne(&Tensor::zeros([0usize; 0], self.dtype(), &self.device()));
+        let nonzero = self.ne(Tensor::zeros([0usize; 0], self.dtype(), &self.device()));
         let x = if op == ReduceOp::Sum {
             nonzero.cast(LONG)
         } else {

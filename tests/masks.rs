@@ -32,7 +32,16 @@ fn offsets(m: usize, n: usize) -> Vec<isize> {
 
 #[test]
 fn tril_and_triu_match_the_host_on_every_layout_and_dtype() {
-    let vals = [1.5, -2.0, f64::NAN, 0.0, 3.25, f64::INFINITY, -7.0, f64::NEG_INFINITY];
+    let vals = [
+        1.5,
+        -2.0,
+        f64::NAN,
+        0.0,
+        3.25,
+        f64::INFINITY,
+        -7.0,
+        f64::NEG_INFINITY,
+    ];
     for dt in [DType::F32, DType::F16, DType::BF16, DType::I32, DType::Bool] {
         for layout in LAYOUTS {
             for shape in [vec![5, 7], vec![2, 3, 4]] {
@@ -66,9 +75,19 @@ fn sizes_zero_one_primes_and_long_rows() {
         let x = Input::new(Layout::Contiguous, shape, DType::F32, -3.0, 3.0, 9);
         for k in [-3, 0, 2] {
             let want = host_triangle(&x.host(), |d| d <= k);
-            check(&format!("tril({k}) {shape:?}"), || x.tensor().tril(k as isize), &want, EXACT);
+            check(
+                &format!("tril({k}) {shape:?}"),
+                || x.tensor().tril(k as isize),
+                &want,
+                EXACT,
+            );
             let want = host_triangle(&x.host(), |d| d >= k);
-            check(&format!("triu({k}) {shape:?}"), || x.tensor().triu(k as isize), &want, EXACT);
+            check(
+                &format!("triu({k}) {shape:?}"),
+                || x.tensor().triu(k as isize),
+                &want,
+                EXACT,
+            );
         }
     }
 }
@@ -84,7 +103,12 @@ fn tril_of_a_computed_value_and_its_sum_are_one_kernel_reading_x_once() {
     assert_eq!(s.bytes_read(), m * n * 4, "x read once, no mask read: {s}");
     assert_eq!(s.bytes_written(), 4, "only the sum is written: {s}");
     let want = host_triangle(&x.host(), |d| d <= 0).sum(&[0, 1], false);
-    check("tril(0).sum()", || t.tril(0).sum(..), &want, tol(DType::F32).times(10.0));
+    check(
+        "tril(0).sum()",
+        || t.tril(0).sum(..),
+        &want,
+        tol(DType::F32).times(10.0),
+    );
     // An elementwise producer and consumer fuse too.
     let y = (t.exp().triu(1) * 2.0).schedule(Fusion::On);
     assert_eq!(y.items.len(), 1, "{y}");
@@ -102,9 +126,19 @@ fn masks_on_a_matmul_result_and_under_a_reduction_over_rows() {
     let y = Input::new(Layout::Contiguous, &[9, 5], DType::F32, -1.0, 1.0, 5);
     let p = x.host().matmul(&y.host());
     let want = host_triangle(&p, |d| d <= 1);
-    check("(x @ y).tril(1)", || x.tensor().matmul(&y.tensor()).tril(1), &want, tol(DType::F32).times(10.0));
+    check(
+        "(x @ y).tril(1)",
+        || x.tensor().matmul(&y.tensor()).tril(1),
+        &want,
+        tol(DType::F32).times(10.0),
+    );
     let want = host_triangle(&x.host(), |d| d >= -1).sum(&[0], false);
-    check("triu(-1).sum(0)", || x.tensor().triu(-1).sum(0), &want, tol(DType::F32).times(10.0));
+    check(
+        "triu(-1).sum(0)",
+        || x.tensor().triu(-1).sum(0),
+        &want,
+        tol(DType::F32).times(10.0),
+    );
 }
 
 #[test]

@@ -8,31 +8,51 @@ use common::*;
 use smelt::{DType, Tensor};
 
 type Build = fn(&Tensor, &[isize], bool) -> Tensor;
+type Fold = fn(f64, f64) -> f64;
 
-/// Each op: name, host fold over "is nonzero" flags, result dtype, build.
-fn ops() -> [(&'static str, f64, fn(f64, f64) -> f64, DType, Build); 3] {
+/// Each op: name, host fold (from its identity) over "is nonzero" flags,
+/// result dtype, build.
+fn ops() -> [(&'static str, f64, Fold, DType, Build); 3] {
     [
-        ("any", 0.0, |a, x| (a != 0.0 || x != 0.0) as u8 as f64, DType::Bool, |t, a, k| {
-            if k {
-                t.any_keepdim(a)
-            } else {
-                t.any(a)
-            }
-        }),
-        ("all", 1.0, |a, x| (a != 0.0 && x != 0.0) as u8 as f64, DType::Bool, |t, a, k| {
-            if k {
-                t.all_keepdim(a)
-            } else {
-                t.all(a)
-            }
-        }),
-        ("count_nonzero", 0.0, |a, x| a + (x != 0.0) as u8 as f64, DType::I32, |t, a, k| {
-            if k {
-                t.count_nonzero_keepdim(a)
-            } else {
-                t.count_nonzero(a)
-            }
-        }),
+        (
+            "any",
+            0.0,
+            |a, x| (a != 0.0 || x != 0.0) as u8 as f64,
+            DType::Bool,
+            |t, a, k| {
+                if k {
+                    t.any_keepdim(a)
+                } else {
+                    t.any(a)
+                }
+            },
+        ),
+        (
+            "all",
+            1.0,
+            |a, x| (a != 0.0 && x != 0.0) as u8 as f64,
+            DType::Bool,
+            |t, a, k| {
+                if k {
+                    t.all_keepdim(a)
+                } else {
+                    t.all(a)
+                }
+            },
+        ),
+        (
+            "count_nonzero",
+            0.0,
+            |a, x| a + (x != 0.0) as u8 as f64,
+            DType::I32,
+            |t, a, k| {
+                if k {
+                    t.count_nonzero_keepdim(a)
+                } else {
+                    t.count_nonzero(a)
+                }
+            },
+        ),
     ]
 }
 
@@ -61,7 +81,21 @@ fn check_all_axes(x: &Input, what: &str) {
 #[test]
 fn any_all_count_match_the_host_on_every_layout_and_dtype() {
     // Mostly zeros, so rows differ in whether any or all are nonzero.
-    let vals = [0.0, 0.0, 1.5, 0.0, f64::NAN, 0.0, -2.0, 0.0, f64::INFINITY, 0.0, 0.0, 3.0, -0.0];
+    let vals = [
+        0.0,
+        0.0,
+        1.5,
+        0.0,
+        f64::NAN,
+        0.0,
+        -2.0,
+        0.0,
+        f64::INFINITY,
+        0.0,
+        0.0,
+        3.0,
+        -0.0,
+    ];
     for dt in [DType::F32, DType::F16, DType::BF16, DType::I32, DType::Bool] {
         for layout in LAYOUTS {
             for shape in [vec![4, 7], vec![3, 5, 2]] {
@@ -89,12 +123,15 @@ fn rows_of_all_ones_all_zeros_long_rows_and_empty_axes() {
         }
     }
     // A huge row goes through the split reduction.
-    let n = 1 << 21;
+    let n: usize = 1 << 21;
     let y = Tensor::zeros([n], DType::F32, &test_device()).exp() - 1.0;
     assert_eq!(y.count_nonzero(..).to_vec::<i32>().unwrap(), vec![0]);
     assert_eq!(y.any(..).to_vec::<bool>().unwrap(), vec![false]);
     let ones = Tensor::ones([n], DType::F16, &test_device());
-    assert_eq!(ones.count_nonzero(0).to_vec::<i32>().unwrap(), vec![n as i32]);
+    assert_eq!(
+        ones.count_nonzero(0).to_vec::<i32>().unwrap(),
+        vec![n as i32]
+    );
     assert_eq!(ones.all(0).to_vec::<bool>().unwrap(), vec![true]);
 }
 

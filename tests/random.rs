@@ -20,7 +20,10 @@ fn word(seed: u64, word: usize, i: usize) -> u32 {
 /// The host's `rand`: uniforms from word 0.
 fn host_rand(seed: u64, shape: &[usize]) -> NdArray {
     let n = shape.iter().product();
-    NdArray::new(shape, (0..n).map(|i| unit_f32(word(seed, 0, i)) as f64).collect())
+    NdArray::new(
+        shape,
+        (0..n).map(|i| unit_f32(word(seed, 0, i)) as f64).collect(),
+    )
 }
 
 /// The host's `randn` in `f64` from the same uniforms (words 2 and 3).
@@ -44,7 +47,10 @@ fn host_randint(seed: u64, low: i64, high: i64, shape: &[usize]) -> NdArray {
 
 /// A Box-Muller normal computed in `f32` with 2-ulp `log` and `cos` is
 /// within this of the `f64` value.
-const NORMAL_TOL: Tol = Tol { rel: 2e-5, abs: 2e-6 };
+const NORMAL_TOL: Tol = Tol {
+    rel: 2e-5,
+    abs: 2e-6,
+};
 
 const SHAPES: [&[usize]; 6] = [&[0], &[1], &[13], &[3, 0, 2], &[7, 11], &[2, 4099]];
 
@@ -55,11 +61,23 @@ fn rand_is_bit_exact_against_the_host_generator() {
             let want = host_rand(seed, shape);
             let dev = test_device();
             let what = format!("rand seed {seed} {shape:?}");
-            check_dt(&what, || Tensor::rand(shape, DType::F32, seed, &dev), DType::F32, &want, EXACT);
+            check_dt(
+                &what,
+                || Tensor::rand(shape, DType::F32, seed, &dev),
+                DType::F32,
+                &want,
+                EXACT,
+            );
             // Halves round the same f32 once.
             for dt in [DType::F16, DType::BF16] {
                 let want = want.round(dt);
-                check_dt(&what, || Tensor::rand(shape, dt, seed, &dev), dt, &want, EXACT);
+                check_dt(
+                    &what,
+                    || Tensor::rand(shape, dt, seed, &dev),
+                    dt,
+                    &want,
+                    EXACT,
+                );
             }
         }
     }
@@ -72,7 +90,13 @@ fn randn_matches_the_host_in_f64_within_a_few_ulp() {
             let want = host_randn(seed, shape);
             let dev = test_device();
             let what = format!("randn seed {seed} {shape:?}");
-            check_dt(&what, || Tensor::randn(shape, DType::F32, seed, &dev), DType::F32, &want, NORMAL_TOL);
+            check_dt(
+                &what,
+                || Tensor::randn(shape, DType::F32, seed, &dev),
+                DType::F32,
+                &want,
+                NORMAL_TOL,
+            );
             let want = host_randn(seed, shape).map(|z| 1.5 + 0.25 * z);
             let what = format!("normal(1.5, 0.25) seed {seed} {shape:?}");
             let build = || Tensor::normal(1.5, 0.25, shape, DType::F32, seed, &dev);
@@ -88,9 +112,18 @@ fn uniform_scales_rand_in_f32() {
         let want = host_rand(11, &[257]).map(|u| (u * (hi - lo) as f32 as f64) as f32 as f64 + lo);
         let want = want.map(|v| v as f32 as f64);
         let build = || Tensor::uniform(lo, hi, [257], DType::F32, 11, &dev);
-        check_dt(&format!("uniform({lo}, {hi})"), build, DType::F32, &want, EXACT);
+        check_dt(
+            &format!("uniform({lo}, {hi})"),
+            build,
+            DType::F32,
+            &want,
+            EXACT,
+        );
         let got = values(&build(), Fusion::On);
-        assert!(got.iter().all(|v| lo <= *v && *v <= hi), "uniform({lo}, {hi}) out of range");
+        assert!(
+            got.iter().all(|v| lo <= *v && *v <= hi),
+            "uniform({lo}, {hi}) out of range"
+        );
     }
 }
 
@@ -110,7 +143,13 @@ fn randint_is_exact_and_inclusive_exclusive() {
             for shape in SHAPES {
                 let want = host_randint(seed, lo, hi, shape);
                 let what = format!("randint({lo}, {hi}) seed {seed} {shape:?}");
-                check_dt(&what, || Tensor::randint(lo, hi, shape, seed, &dev), DType::I32, &want, EXACT);
+                check_dt(
+                    &what,
+                    || Tensor::randint(lo, hi, shape, seed, &dev),
+                    DType::I32,
+                    &want,
+                    EXACT,
+                );
                 assert!(want.data.iter().all(|v| (lo as f64..hi as f64).contains(v)));
             }
         }
@@ -128,19 +167,47 @@ fn views_of_random_tensors_read_the_right_elements() {
     let dev = test_device();
     let base = || Tensor::rand([6, 9], DType::F32, 3, &dev);
     let h = host_rand(3, &[6, 9]);
-    check("rand.t()", || base().permute([1, 0]), &h.permute(&[1, 0]), EXACT);
+    check(
+        "rand.t()",
+        || base().permute([1, 0]),
+        &h.permute(&[1, 0]),
+        EXACT,
+    );
     check("rand.flip()", || base().flip(..), &h.flip(&[0, 1]), EXACT);
     let steps = [
-        SliceArg::Range { start: Some(1), end: None, step: 2 },
-        SliceArg::Range { start: None, end: None, step: -3 },
+        SliceArg::Range {
+            start: Some(1),
+            end: None,
+            step: 2,
+        },
+        SliceArg::Range {
+            start: None,
+            end: None,
+            step: -3,
+        },
     ];
-    check("rand[1::2, ::-3]", || base().slice(steps.to_vec()), &h.slice(steps.clone()), EXACT);
-    check("rand.pad", || base().pad(&[(1, 0), (0, 2)], 0.0), &h.pad(&[(1, 0), (0, 2)], 0.0), EXACT);
+    check(
+        "rand[1::2, ::-3]",
+        || base().slice(steps.to_vec()),
+        &h.slice(steps),
+        EXACT,
+    );
+    check(
+        "rand.pad",
+        || base().pad(&[(1, 0), (0, 2)], 0.0),
+        &h.pad(&[(1, 0), (0, 2)], 0.0),
+        EXACT,
+    );
     let row = || Tensor::rand([1, 9], DType::F32, 3, &dev);
     let hrow = host_rand(3, &[1, 9]).broadcast_to(&[5, 9]);
     check("rand.expand", || row().expand([5, 9]), &hrow, EXACT);
     // A reshape of the counter keeps row-major numbering.
-    check("rand.reshape", || base().reshape([3, 18]), &h.reshape(&[3, 18]), EXACT);
+    check(
+        "rand.reshape",
+        || base().reshape([3, 18]),
+        &h.reshape(&[3, 18]),
+        EXACT,
+    );
 }
 
 #[test]
@@ -155,7 +222,10 @@ fn same_seed_same_values_other_seed_other_values() {
     let short = values(&Tensor::randn([10], DType::F32, 1, &dev), Fusion::On);
     assert_eq!(short, a[..10]);
     // High seed bits matter.
-    let hi = values(&Tensor::rand([100], DType::F32, 1 | (1 << 40), &dev), Fusion::On);
+    let hi = values(
+        &Tensor::rand([100], DType::F32, 1 | (1 << 40), &dev),
+        Fusion::On,
+    );
     let lo = values(&Tensor::rand([100], DType::F32, 1, &dev), Fusion::On);
     assert_ne!(hi, lo);
 }
@@ -169,12 +239,22 @@ fn randn_times_two_plus_one_is_one_kernel_that_reads_nothing() {
     assert_eq!(s.bytes_read(), 0, "generated in the kernel: {s}");
     assert_eq!(s.bytes_written(), 1024 * 513 * 4, "{s}");
     let want = host_randn(9, &[1024, 513]).map(|z| 2.0 * z + 1.0);
-    check("randn * 2 + 1", || Tensor::randn([1024, 513], DType::F32, 9, &dev) * 2.0 + 1.0, &want, NORMAL_TOL.times(2.0));
+    check(
+        "randn * 2 + 1",
+        || Tensor::randn([1024, 513], DType::F32, 9, &dev) * 2.0 + 1.0,
+        &want,
+        NORMAL_TOL.times(2.0),
+    );
     // A new seed reuses the kernel: the seed is a scalar parameter.
     let other = (Tensor::randn([1024, 513], DType::F32, 10, &dev) * 2.0 + 1.0).schedule(Fusion::On);
-    assert_eq!(s.items[0].kernel.code_hash(), other.items[0].kernel.code_hash());
+    assert_eq!(
+        s.items[0].kernel.code_hash(),
+        other.items[0].kernel.code_hash()
+    );
     // And a reduction of random values reads no memory either.
-    let m = Tensor::rand([64, 1000], DType::F32, 4, &dev).sum(1).schedule(Fusion::On);
+    let m = Tensor::rand([64, 1000], DType::F32, 4, &dev)
+        .sum(1)
+        .schedule(Fusion::On);
     assert_eq!((m.items.len(), m.bytes_read()), (1, 0), "{m}");
 }
 
@@ -187,7 +267,10 @@ fn distributions_have_the_right_moments_and_buckets() {
     let n = 1 << 20;
     let u = values(&Tensor::rand([n], DType::F32, 21, &dev), Fusion::On);
     let mean = u.iter().sum::<f64>() / n as f64;
-    assert!((mean - 0.5).abs() < 5.0 * (1.0 / 12.0 / n as f64).sqrt(), "rand mean {mean}");
+    assert!(
+        (mean - 0.5).abs() < 5.0 * (1.0 / 12.0 / n as f64).sqrt(),
+        "rand mean {mean}"
+    );
     let mut buckets = [0usize; 16];
     for x in &u {
         buckets[(x * 16.0) as usize] += 1;
@@ -195,24 +278,36 @@ fn distributions_have_the_right_moments_and_buckets() {
     let expect = n as f64 / 16.0;
     let sd = (expect * (1.0 - 1.0 / 16.0)).sqrt();
     for (b, c) in buckets.iter().enumerate() {
-        assert!((*c as f64 - expect).abs() < 5.0 * sd, "rand bucket {b}: {c} of {n}");
+        assert!(
+            (*c as f64 - expect).abs() < 5.0 * sd,
+            "rand bucket {b}: {c} of {n}"
+        );
     }
     let z = values(&Tensor::randn([n], DType::F32, 22, &dev), Fusion::On);
     let m = z.iter().sum::<f64>() / n as f64;
     let v = z.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / n as f64;
     let k4 = z.iter().map(|x| (x - m).powi(4)).sum::<f64>() / n as f64 / (v * v);
     assert!(m.abs() < 5.0 / (n as f64).sqrt(), "randn mean {m}");
-    assert!((v - 1.0).abs() < 5.0 * (2.0 / n as f64).sqrt(), "randn variance {v}");
+    assert!(
+        (v - 1.0).abs() < 5.0 * (2.0 / n as f64).sqrt(),
+        "randn variance {v}"
+    );
     assert!((k4 - 3.0).abs() < 0.05, "randn kurtosis {k4}");
     // The share within one standard deviation: 68.27%.
     let within = z.iter().filter(|x| x.abs() < 1.0).count() as f64 / n as f64;
-    assert!((within - 0.6827).abs() < 5.0 * (0.6827 * 0.3173 / n as f64).sqrt(), "{within}");
+    assert!(
+        (within - 0.6827).abs() < 5.0 * (0.6827 * 0.3173 / n as f64).sqrt(),
+        "{within}"
+    );
     let d = values(&Tensor::randint(0, 10, [n], 23, &dev), Fusion::On);
     let expect = n as f64 / 10.0;
     let sd = (expect * 0.9).sqrt();
     for b in 0..10 {
         let c = d.iter().filter(|x| **x == b as f64).count();
-        assert!((c as f64 - expect).abs() < 5.0 * sd, "randint bucket {b}: {c} of {n}");
+        assert!(
+            (c as f64 - expect).abs() < 5.0 * sd,
+            "randint bucket {b}: {c} of {n}"
+        );
     }
 }
 
@@ -222,7 +317,12 @@ fn bernoulli_draws_ones_with_the_given_probabilities() {
     for dt in [DType::F32, DType::F16, DType::BF16] {
         for layout in LAYOUTS {
             let shape = [6, 35];
-            let p = Input::with_values(layout, &shape, dt, &[0.0, 1.0, 0.3, 0.9, -0.5, 1.5, f64::NAN]);
+            let p = Input::with_values(
+                layout,
+                &shape,
+                dt,
+                &[0.0, 1.0, 0.3, 0.9, -0.5, 1.5, f64::NAN],
+            );
             let u = host_rand(17, &shape);
             let want = p.host().zip(&u, |p, u| (u < p) as u8 as f64);
             let what = format!("bernoulli {dt} {layout:?}");
@@ -232,7 +332,10 @@ fn bernoulli_draws_ones_with_the_given_probabilities() {
     let n = 1 << 18;
     let p = Tensor::full([n], 0.3, DType::F32, &dev);
     let ones = values(&p.bernoulli(5), Fusion::On).iter().sum::<f64>() / n as f64;
-    assert!((ones - 0.3).abs() < 5.0 * (0.21 / n as f64).sqrt(), "{ones}");
+    assert!(
+        (ones - 0.3).abs() < 5.0 * (0.21 / n as f64).sqrt(),
+        "{ones}"
+    );
 }
 
 #[test]
@@ -249,7 +352,13 @@ fn dropout_zeroes_with_probability_p_and_scales_the_rest() {
                 // PyTorch multiplies by the mask: a dropped NaN or inf is NaN.
                 let want = x
                     .host()
-                    .zip(&u, |x, u| if u >= p { (x * scale) as f32 as f64 } else { x * 0.0 })
+                    .zip(&u, |x, u| {
+                        if u >= p {
+                            (x * scale) as f32 as f64
+                        } else {
+                            x * 0.0
+                        }
+                    })
                     .round(dt);
                 let what = format!("dropout({p}) {dt} {layout:?}");
                 check_dt(&what, || x.tensor().dropout(p, 8), dt, &want, EXACT);
@@ -257,9 +366,15 @@ fn dropout_zeroes_with_probability_p_and_scales_the_rest() {
         }
     }
     let n = 1 << 18;
-    let y = values(&Tensor::ones([n], DType::F32, &dev).dropout(0.2, 6), Fusion::On);
+    let y = values(
+        &Tensor::ones([n], DType::F32, &dev).dropout(0.2, 6),
+        Fusion::On,
+    );
     let kept = y.iter().filter(|v| **v != 0.0).count() as f64 / n as f64;
-    assert!((kept - 0.8).abs() < 5.0 * (0.16 / n as f64).sqrt(), "{kept}");
+    assert!(
+        (kept - 0.8).abs() < 5.0 * (0.16 / n as f64).sqrt(),
+        "{kept}"
+    );
     assert!(y.iter().all(|v| *v == 0.0 || *v == 1.25));
 }
 
@@ -270,7 +385,9 @@ fn dropout_with_p_above_one_panics() {
 }
 
 #[test]
-#[should_panic(expected = "randint: expected -2147483648 <= low < high <= 2147483648 for dtype int32, got [3, 3)")]
+#[should_panic(
+    expected = "randint: expected -2147483648 <= low < high <= 2147483648 for dtype int32, got [3, 3)"
+)]
 fn randint_of_an_empty_range_panics() {
     let _ = Tensor::randint(3, 3, [3], 0, &test_device());
 }

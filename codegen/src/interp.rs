@@ -455,7 +455,13 @@ fn compute(
             let bits = |o: Val, p: usize| vals[o][p] as i32 as u32;
             let bound = |p: usize| ops.get(3).map_or(0, |b| bits(*b, p));
             (0..n)
-                .map(|p| draw.eval([bits(ops[0], p), bits(ops[1], p)], bits(ops[2], p), bound(p)))
+                .map(|p| {
+                    draw.eval(
+                        [bits(ops[0], p), bits(ops[1], p)],
+                        bits(ops[2], p),
+                        bound(p),
+                    )
+                })
                 .collect()
         }
         Inst::Reduce(..) => unreachable!("reductions are evaluated by run_rows"),

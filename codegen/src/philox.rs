@@ -89,7 +89,11 @@ impl Draw {
         match self {
             Draw::Uniform(_) => unit_f32(w) as f64,
             Draw::Below(_) => {
-                let n = if bound == 0 { 1 << 32 } else { u64::from(bound) };
+                let n = if bound == 0 {
+                    1 << 32
+                } else {
+                    u64::from(bound)
+                };
                 let r = ((u64::from(w) * n) >> 32) as u32;
                 // The `I32` register holds the same 32 bits.
                 r as i32 as f64
@@ -134,7 +138,11 @@ mod tests {
             ),
         ];
         for (ctr, key, want) in cases {
-            assert_eq!(philox4x32_10(ctr, key), want, "counter {ctr:x?} key {key:x?}");
+            assert_eq!(
+                philox4x32_10(ctr, key),
+                want,
+                "counter {ctr:x?} key {key:x?}"
+            );
         }
     }
 
@@ -154,6 +162,9 @@ mod tests {
             let all = Draw::Below(3).eval([7, 9], i, 0) as i32 as u32;
             assert_eq!(all, philox4x32_10([i, 0, 0, 0], [7, 9])[3]);
         }
-        assert_eq!(key_of_seed(0x1234_5678_9abc_def0), [0x9abc_def0, 0x1234_5678]);
+        assert_eq!(
+            key_of_seed(0x1234_5678_9abc_def0),
+            [0x9abc_def0, 0x1234_5678]
+        );
     }
 }

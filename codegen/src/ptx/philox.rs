@@ -9,7 +9,14 @@ use crate::philox::{Draw, M, ROUNDS, W};
 /// under key `[k0, k1]` (all `.b32` registers; `bound` for
 /// [`Draw::Below`]): a `.f32` register for a uniform, a `.b32` for an
 /// integer.
-pub fn draw(b: &mut Builder, draw: Draw, k0: Reg, k1: Reg, counter: Reg, bound: Option<Reg>) -> Reg {
+pub fn draw(
+    b: &mut Builder,
+    draw: Draw,
+    k0: Reg,
+    k1: Reg,
+    counter: Reg,
+    bound: Option<Reg>,
+) -> Reg {
     let zero = b.mov(RegKind::B32, "b32", 0);
     let (mut c, mut k) = ([counter, zero, zero, zero], [k0, k1]);
     for round in 0..ROUNDS {
@@ -39,7 +46,11 @@ pub fn draw(b: &mut Builder, draw: Draw, k0: Reg, k1: Reg, counter: Reg, bound: 
             let f = b.reg(RegKind::F32);
             // Exact: a 24-bit integer, then a power of two.
             ins!(b, "cvt.rn.f32.u32 {f}, {top}");
-            ins!(b, "mul.rn.f32 {f}, {f}, {}", f32_imm(1.0 / (1u32 << 24) as f32));
+            ins!(
+                b,
+                "mul.rn.f32 {f}, {f}, {}",
+                f32_imm(1.0 / (1u32 << 24) as f32)
+            );
             f
         }
         Draw::Below(_) => {
