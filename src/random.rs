@@ -198,6 +198,7 @@ impl Tensor {
     /// # Panics
     /// If the dtype is not a float type or the tensor has more than `2^32`
     /// elements.
+    #[doc(alias = "binomial")]
     #[track_caller]
     pub fn bernoulli(&self, seed: u64) -> Tensor {
         float_dtype("bernoulli", self.dtype());
