@@ -48,14 +48,15 @@ mod norms;
 pub mod npy;
 mod operators;
 pub mod profile;
+mod random;
 mod reduce;
-mod rng;
 mod runtime;
 pub mod safetensors;
 mod scan;
 mod shape;
 pub mod stats;
 mod tensor;
+mod triangular;
 pub mod viz;
 
 pub use device::Device;

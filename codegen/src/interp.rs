@@ -530,6 +530,26 @@ fn compute(
             .zip(&vals[*b])
             .map(|((c, a), b)| if *c != 0.0 { *a } else { *b })
             .collect(),
+        Inst::Index(e) => {
+            idx.resize(n, 0);
+            e.eval_many(vars, idx);
+            // The `I32` register's value (a PTX `cvt` keeps the low bits).
+            idx.iter().map(|v| *v as i32 as f64).collect()
+        }
+        Inst::Random(draw, ops) => {
+            // Operands are `I32` values; the generator reads their bits.
+            let bits = |o: Val, p: usize| vals[o][p] as i32 as u32;
+            let bound = |p: usize| ops.get(3).map_or(0, |b| bits(*b, p));
+            (0..n)
+                .map(|p| {
+                    draw.eval(
+                        [bits(ops[0], p), bits(ops[1], p)],
+                        bits(ops[2], p),
+                        bound(p),
+                    )
+                })
+                .collect()
+        }
         Inst::Reduce(..) => unreachable!("reductions are evaluated by run_rows"),
         Inst::Scan(..) => unreachable!("scans are evaluated by eval_elements"),
     };

@@ -17,6 +17,7 @@
 
 use crate::expr::{Cond, Expr};
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
+use crate::philox::Draw;
 use crate::scan::ScanOp;
 use crate::DType;
 use std::fmt;
@@ -115,22 +116,46 @@ pub enum Inst {
         /// Size of the gathered axis: `at` must lie in `0..len`.
         len: i64,
     },
+    /// `I32`: the value of an index expression at the point (a coordinate
+    /// or a linear index: what `tril`'s mask and a random tensor's counter
+    /// are computed from, so neither is ever held in memory).
+    Index(Expr),
+    /// A Philox4x32-10 draw (see [`crate::philox`]); the operands are the
+    /// key's two words, the counter and, for [`Draw::Below`], the bound.
+    Random(Draw, Vec<Val>),
 }
 
 impl Inst {
     /// Operands of the instruction.
     pub fn operands(&self) -> Vec<Val> {
         match self {
-            Inst::Load { .. } | Inst::Const(_) | Inst::Scalar(_) | Inst::Valid(_) => vec![],
+            Inst::Load { .. }
+            | Inst::Const(_)
+            | Inst::Scalar(_)
+            | Inst::Valid(_)
+            | Inst::Index(_) => vec![],
             Inst::Cast(a)
             | Inst::Unary(_, a)
             | Inst::Reduce(_, a)
             | Inst::Scan(_, a)
-            | Inst::Gather { at: a, .. } => {
-                vec![*a]
-            }
+            | Inst::Gather { at: a, .. } => vec![*a],
             Inst::Binary(_, a, b) => vec![*a, *b],
             Inst::Where(c, a, b) => vec![*c, *a, *b],
+            Inst::Random(_, ops) => ops.clone(),
+        }
+    }
+
+    /// The index expression and the condition the instruction reads
+    /// besides its operands (loop variables enter an instruction only
+    /// through these).
+    pub fn exprs(&self) -> (Option<&Expr>, Option<&Cond>) {
+        match self {
+            Inst::Load { index, valid, .. } | Inst::Gather { index, valid, .. } => {
+                (Some(index), Some(valid))
+            }
+            Inst::Valid(c) => (None, Some(c)),
+            Inst::Index(e) => (Some(e), None),
+            _ => (None, None),
         }
     }
 }
@@ -308,6 +333,7 @@ impl Kernel {
                 // Differs along the row even for a row-invariant operand.
                 Inst::Scan(..) => self.n_kept < self.ranges.len(),
                 Inst::Valid(c) => c.checks().iter().any(|(e, _, _)| is_reduced(e)),
+                Inst::Index(e) => is_reduced(e),
                 inst => inst.operands().iter().any(|o| level[*o]),
             };
         }
@@ -418,6 +444,8 @@ impl Kernel {
                     stride,
                     len,
                 } => (10u8, input, index, valid, at, stride, len).hash(&mut h),
+                Inst::Index(e) => (11u8, e).hash(&mut h),
+                Inst::Random(d, ops) => (12u8, d, ops).hash(&mut h),
             }
         }
         self.stores.hash(&mut h);
@@ -481,6 +509,11 @@ impl fmt::Display for Kernel {
                     if !valid.is_always() {
                         write!(f, " if {valid}")?;
                     }
+                }
+                Inst::Index(e) => write!(f, "index {e}")?,
+                Inst::Random(d, ops) => {
+                    let ops: Vec<String> = ops.iter().map(|o| format!("%{o}")).collect();
+                    write!(f, "{}{} {}", d.name(), d.word(), ops.join(", "))?
                 }
             }
             writeln!(f)?;

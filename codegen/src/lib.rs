@@ -15,6 +15,7 @@ pub mod interp;
 pub mod ir;
 pub mod matmul_cpu;
 pub mod ops;
+pub mod philox;
 pub mod ptx;
 pub mod rng;
 pub mod scan;

@@ -132,6 +132,8 @@ fn hash_op(op: &Op, h: &mut DefaultHasher) {
         Op::Matmul(..) => 9u8.hash(h),
         Op::Scan(o, _, axis) => (10u8, o, axis).hash(h),
         Op::Gather(_, _, axis) => (11u8, axis).hash(h),
+        Op::Iota => 12u8.hash(h),
+        Op::Random(d, _) => (13u8, d).hash(h),
     }
 }
 

@@ -3,6 +3,7 @@
 
 use crate::view::ShapeTracker;
 use rustc_hash::FxHashSet;
+use smelt_codegen::philox::Draw;
 use smelt_codegen::{BinaryOp, DType, ReduceOp, ScanOp, UnaryOp};
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,13 +49,23 @@ pub enum Op {
     /// dtype). Computed inside its consumers' kernels as an indirect load
     /// of `src`, which is read from a buffer through one strided view.
     Gather(NodeRef, NodeRef, usize),
+    /// `I32`: each element's row-major linear index. Never held in memory
+    /// by a fused kernel: it lowers to the loop coordinates it reads
+    /// through (an arange viewed as a column is the row coordinate).
+    Iota,
+    /// A Philox draw per element (`smelt_codegen::philox`), elementwise
+    /// over its sources: the key's two words, the counter (an `Iota`, so
+    /// an element's number depends on its position alone) and, for
+    /// [`Draw::Below`], the bound.
+    Random(Draw, Vec<NodeRef>),
 }
 
 impl Op {
     /// The node's sources.
     pub fn srcs(&self) -> Vec<&NodeRef> {
         match self {
-            Op::Buffer | Op::Const(_) => vec![],
+            Op::Buffer | Op::Const(_) | Op::Iota => vec![],
+            Op::Random(_, srcs) => srcs.iter().collect(),
             Op::View(a, _)
             | Op::Unary(_, a)
             | Op::Cast(a)
@@ -89,6 +100,8 @@ impl Op {
             Op::Matmul(..) => "matmul".into(),
             Op::Scan(op, ..) => op.name().into(),
             Op::Gather(..) => "gather".into(),
+            Op::Iota => "iota".into(),
+            Op::Random(d, _) => d.name().into(),
         }
     }
 }
@@ -232,7 +245,8 @@ impl Drop for Node {
 /// Moves `op`'s sources into `out`, leaving `Op::Buffer`.
 fn take_srcs(op: &mut Op, out: &mut Vec<NodeRef>) {
     match std::mem::replace(op, Op::Buffer) {
-        Op::Buffer | Op::Const(_) => {}
+        Op::Buffer | Op::Const(_) | Op::Iota => {}
+        Op::Random(_, srcs) => out.extend(srcs),
         Op::View(a, _)
         | Op::Unary(_, a)
         | Op::Cast(a)

@@ -182,6 +182,8 @@ impl Hash for InstKey {
                 stride,
                 len,
             } => (input, index, valid, at, stride, len).hash(h),
+            Inst::Index(e) => e.hash(h),
+            Inst::Random(d, ops) => (d, ops).hash(h),
         }
     }
 }
@@ -453,6 +455,12 @@ impl<'a> Lowerer<'a> {
                 let (_, valid) = self.tracker_expr(tid);
                 return Visited::Done(self.masked(valid, v, dt));
             }
+            Op::Iota => {
+                // The linear index the tracker reads, as coordinates.
+                let (index, valid) = self.tracker_expr(tid);
+                let v = self.push(Inst::Index(index), dt);
+                return Visited::Done(self.masked(valid, v, dt));
+            }
             Op::View(src, st) => vec![(src.clone(), self.trackers.compose(st, tid))],
             Op::Reduce(_, a, axes) => {
                 let own = Domain::reduce(a.shape(), axes);
@@ -562,6 +570,7 @@ impl<'a> Lowerer<'a> {
                     self.push(Inst::Cast(v), dt)
                 }
             }
+            Op::Random(d, _) => self.push(Inst::Random(*d, vals), dt),
             Op::Matmul(a, _) => {
                 let acc = if dt.is_float() { DType::F32 } else { dt };
                 let (va, vb) = if a.dtype() == acc {
@@ -581,7 +590,7 @@ impl<'a> Lowerer<'a> {
                 }
             }
             Op::Gather(src, _, axis) => self.gather(&p.node, src, *axis, p.tid, vals[0]),
-            Op::Buffer | Op::Const(_) => unreachable!("visited without sources"),
+            Op::Buffer | Op::Const(_) | Op::Iota => unreachable!("visited without sources"),
         }
     }
 

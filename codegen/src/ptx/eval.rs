@@ -10,6 +10,7 @@ use super::expr::{self, Width};
 use super::gather;
 use super::memory;
 use super::ops::{self, Value};
+use super::philox;
 use crate::ir::{Inst, Kernel, Store, Val};
 use crate::DType;
 
@@ -81,16 +82,14 @@ fn depends_on_or(k: &Kernel, var: usize, also: Option<Val>) -> Vec<bool> {
     for (i, n) in k.insts.iter().enumerate() {
         dep[i] = Some(i) == also
             || match &n.inst {
-                Inst::Load { index, valid, .. } => uses_var(Some(index), Some(valid), var),
-                Inst::Gather {
-                    index, valid, at, ..
-                } => dep[*at] || uses_var(Some(index), Some(valid), var),
-                Inst::Valid(c) => uses_var(None, Some(c), var),
                 Inst::Reduce(..) => false,
                 // A scan differs along its row even where its operand
                 // does not.
                 Inst::Scan(_, a) => var >= k.n_kept || dep[*a],
-                inst => inst.operands().iter().any(|o| dep[*o]),
+                inst => {
+                    let (e, c) = inst.exprs();
+                    uses_var(e, c, var) || inst.operands().iter().any(|o| dep[*o])
+                }
             };
     }
     dep
@@ -259,6 +258,32 @@ impl Cx<'_> {
                 .collect(),
             Inst::Where(c, x, y) => (0..lanes)
                 .map(|l| ops::select(b, operand(*c, l), operand(*x, l), operand(*y, l), dt))
+                .collect(),
+            Inst::Index(e) => (0..lanes)
+                .map(|lane| {
+                    let vars = self.lane_vars(b, p, lane);
+                    let v = expr::eval(b, e, &vars, ranges, w);
+                    let reg = if w.wide {
+                        // The `I32` value keeps the low 32 bits.
+                        let r = b.reg(RegKind::B32);
+                        ins!(b, "cvt.u32.u64 {r}, {v}");
+                        r
+                    } else {
+                        v
+                    };
+                    Value {
+                        reg,
+                        dtype: DType::I32,
+                    }
+                })
+                .collect(),
+            Inst::Random(draw, ops) => (0..lanes)
+                .map(|l| {
+                    let o = |i: usize| operand(ops[i], l).reg;
+                    let bound = ops.get(3).map(|_| o(3));
+                    let reg = philox::draw(b, *draw, o(0), o(1), o(2), bound);
+                    Value { reg, dtype: dt }
+                })
                 .collect(),
             Inst::Reduce(..) => unreachable!("reductions are lowered by the row kernel"),
             Inst::Scan(..) => unreachable!("scans are lowered by the scan kernel"),

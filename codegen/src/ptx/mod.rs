@@ -61,6 +61,7 @@ mod memory;
 mod module;
 mod online;
 mod ops;
+mod philox;
 pub mod ptxas;
 mod reduce;
 mod scan;

@@ -158,6 +158,7 @@ fn width(k: &Kernel) -> Width {
             } => cond(valid)
                 .max(expr::magnitude(index, r) + (*len as i128) * (stride.unsigned_abs() as i128)),
             Inst::Valid(c) => cond(c),
+            Inst::Index(e) => expr::magnitude(e, r),
             _ => 0,
         });
     }
