@@ -28,6 +28,7 @@
 #![warn(missing_docs)]
 
 mod assign;
+mod bitwise;
 mod composite;
 mod creation;
 pub mod cuda;
@@ -39,6 +40,7 @@ mod elementwise;
 mod error;
 mod join;
 mod linalg;
+mod math;
 mod matrices;
 mod movement;
 #[cfg(feature = "ndarray")]
