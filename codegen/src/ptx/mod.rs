@@ -59,9 +59,9 @@ mod memory;
 mod module;
 mod online;
 mod ops;
-mod special;
 pub mod ptxas;
 mod reduce;
+mod special;
 mod target;
 
 use crate::ir::{Inst, Kernel};

@@ -305,7 +305,8 @@ mod tests {
                 0.5 * tail
             }
         } else {
-            u.mul_add(horner_f32(u * u, &ERF_SMALL), u).mul_add(0.5, 0.5)
+            u.mul_add(horner_f32(u * u, &ERF_SMALL), u)
+                .mul_add(0.5, 0.5)
         };
         x * phi
     }
@@ -378,7 +379,13 @@ mod tests {
 
     /// The largest error over `n` points evenly spread on `[lo, hi]`, and
     /// where.
-    fn worst(lo: f64, hi: f64, n: usize, f: impl Fn(f32) -> f32, r: impl Fn(f64) -> f64) -> (f64, f32) {
+    fn worst(
+        lo: f64,
+        hi: f64,
+        n: usize,
+        f: impl Fn(f32) -> f32,
+        r: impl Fn(f64) -> f64,
+    ) -> (f64, f32) {
         let mut w = (0.0, 0.0);
         for i in 0..=n {
             let x = (lo + (hi - lo) * i as f64 / n as f64) as f32;
@@ -471,8 +478,15 @@ mod tests {
         for y in specials {
             for x in specials {
                 let (got, want) = (atan2_f32(y, x), (y as f64).atan2(x as f64));
-                assert!(ulps(got, want) <= 1.0, "atan2({y}, {x}) = {got}, want {want}");
-                assert_eq!(got.is_sign_negative(), want.is_sign_negative(), "atan2({y}, {x})");
+                assert!(
+                    ulps(got, want) <= 1.0,
+                    "atan2({y}, {x}) = {got}, want {want}"
+                );
+                assert_eq!(
+                    got.is_sign_negative(),
+                    want.is_sign_negative(),
+                    "atan2({y}, {x})"
+                );
             }
         }
     }
