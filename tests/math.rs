@@ -500,7 +500,8 @@ fn bools_are_logical() {
     let a = Input::new(Layout::Permuted, &[6, 7], DType::Bool, 0.0, 1.0, 4);
     let b = Input::new(Layout::Flipped, &[6, 7], DType::Bool, 0.0, 1.0, 5);
     let (ha, hb) = (a.host(), b.host());
-    let cases: [(&str, Bin, fn(bool, bool) -> bool); 3] = [
+    type BoolCase = (&'static str, Bin, fn(bool, bool) -> bool);
+    let cases: [BoolCase; 3] = [
         ("&", |x, y| x & y, |x, y| x & y),
         ("|", |x, y| x | y, |x, y| x | y),
         ("^", |x, y| x ^ y, |x, y| x ^ y),
@@ -590,7 +591,7 @@ fn clamp_follows_pytorch() {
     let want = x.host().zip(&lo.host(), nan_max).zip(&hi.host(), nan_min);
     check(
         "clamp by tensors",
-        || x.tensor().clamp(&lo.tensor(), &hi.tensor()),
+        || x.tensor().clamp(lo.tensor(), hi.tensor()),
         &want,
         EXACT,
     );
@@ -762,11 +763,11 @@ fn bad_input_panics_naming_the_op() {
         msg.contains("bitwise_xor") && msg.contains("[3]") && msg.contains("[4]"),
         "{msg}"
     );
-    let msg = panic_message(|| f.clamp(&Tensor::zeros([4], DType::F32, &dev), 1.0));
+    let msg = panic_message(|| f.clamp(Tensor::zeros([4], DType::F32, &dev), 1.0));
     assert!(
         msg.contains("clamp") && msg.contains("[2, 3]") && msg.contains("[4]"),
         "{msg}"
     );
-    let msg = panic_message(|| f.logaddexp(&Tensor::zeros([5], DType::F32, &dev)));
+    let msg = panic_message(|| f.logaddexp(Tensor::zeros([5], DType::F32, &dev)));
     assert!(msg.contains("logaddexp"), "{msg}");
 }
