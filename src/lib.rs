@@ -28,6 +28,7 @@
 #![warn(missing_docs)]
 
 mod assign;
+mod bitwise;
 mod composite;
 mod creation;
 pub mod cuda;
@@ -40,6 +41,7 @@ mod error;
 mod indexing;
 mod join;
 mod linalg;
+mod math;
 mod matrices;
 mod movement;
 #[cfg(feature = "ndarray")]

@@ -11,6 +11,7 @@ pub mod env;
 pub mod expr;
 pub mod fnv;
 pub mod host_alloc;
+pub mod int_ops;
 pub mod interp;
 pub mod ir;
 pub mod matmul_cpu;

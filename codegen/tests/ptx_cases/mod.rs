@@ -686,10 +686,12 @@ pub fn all() -> Vec<Kernel> {
     let mut ks = Vec::new();
     for dt in FLOATS {
         for op in UnaryOp::ALL {
-            ks.push(unary(op, dt, 1001));
+            if op != UnaryOp::BitNot {
+                ks.push(unary(op, dt, 1001));
+            }
         }
     }
-    for op in [UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Relu, UnaryOp::Square] {
+    for op in UnaryOp::ALL.into_iter().filter(|op| op.keeps_integers()) {
         ks.push(unary(op, DType::I32, 1000));
     }
     ks.push(unary(UnaryOp::Not, DType::Bool, 1024));
@@ -710,9 +712,18 @@ pub fn all() -> Vec<Kernel> {
             BinaryOp::Ne,
             BinaryOp::And,
             BinaryOp::Or,
+            BinaryOp::Atan2,
+            BinaryOp::Fmod,
+            BinaryOp::Remainder,
+            BinaryOp::FloorDiv,
+            BinaryOp::BitAnd,
+            BinaryOp::BitOr,
+            BinaryOp::BitXor,
+            BinaryOp::Shl,
+            BinaryOp::Shr,
         ] {
             let operand = op.operand_dtype(dt, dt);
-            if operand == dt {
+            if operand == dt && !(op.is_bitwise() && dt.is_float()) {
                 ks.push(binary(op, dt, 4096));
             }
         }
