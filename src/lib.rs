@@ -37,6 +37,7 @@ mod einsum;
 mod element;
 mod elementwise;
 mod error;
+mod index;
 mod join;
 mod linalg;
 mod matrices;
@@ -53,6 +54,7 @@ mod runtime;
 pub mod safetensors;
 mod scan;
 mod shape;
+mod sort;
 pub mod stats;
 mod tensor;
 pub mod viz;
@@ -65,7 +67,9 @@ pub use error::{Error, Result};
 pub use linalg::Precision;
 pub use movement::{NewAxis, SliceArg};
 pub use shape::{IntoAxes, IntoShape};
-pub use smelt_codegen::{BinaryOp, DType, Kernel, KernelKind, ReduceOp, ScanOp, UnaryOp};
+pub use smelt_codegen::{
+    BinaryOp, DType, Kernel, KernelKind, ReduceOp, ScanOp, SortOp, SortPart, UnaryOp,
+};
 pub use smelt_fusion::{Fusion, Schedule};
 /// One schedule for several tensors: kernels they share run once, and
 /// kernels over the same domain merge.

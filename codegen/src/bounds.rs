@@ -3,7 +3,7 @@
 //! so a view bug becomes an `Err` instead of an out-of-bounds GPU read.
 
 use crate::expr::{Atom, Expr};
-use crate::ir::{Inst, Kernel};
+use crate::ir::{Inst, Kernel, KernelKind};
 
 impl Kernel {
     /// Checks every unmasked load and every store against its buffer's
@@ -31,12 +31,24 @@ impl Kernel {
             } if valid.is_always() => Some(("input", *input, index, self.inputs[*input].len)),
             _ => None,
         });
-        let stores = self
-            .stores
-            .iter()
-            .map(|s| ("output", s.output, &s.index, self.outputs[s.output].len));
-        for (what, buf, index, len) in loads.chain(stores) {
-            let Some((lo, hi)) = exact_bounds(index, &self.ranges) else {
+        let loads = loads.map(|(what, buf, index, len)| (what, buf, index, len, &self.ranges));
+        // Stores write the first `stored_len` positions of a row only (a
+        // sort's `k`).
+        let mut store_ranges = self.ranges.clone();
+        if self.kind == KernelKind::Sort {
+            if let Some(last) = store_ranges.last_mut() {
+                *last = self.stored_len() as i64;
+            }
+        }
+        let stores = self.stores.iter().map(|s| {
+            let len = self.outputs[s.output].len;
+            ("output", s.output, &s.index, len, &store_ranges)
+        });
+        for (what, buf, index, len, ranges) in loads.chain(stores) {
+            if ranges.contains(&0) {
+                continue; // nothing stored
+            }
+            let Some((lo, hi)) = exact_bounds(index, ranges) else {
                 continue;
             };
             if lo < 0 || hi >= len as i64 {

@@ -14,10 +14,20 @@
 //! the scanned axis, and no `Reduce`: each [`Inst::Scan`] is element-level
 //! and holds, at every point, the inclusive scan of its operand along the
 //! row up to that point.
+//!
+//! A *sort* kernel ([`KernelKind::Sort`]) also has exactly one reduced
+//! variable, the sorted axis, and no `Reduce`: each [`Inst::Sort`] holds at
+//! position `j` the `j`-th element (or its position) of the row sorted by
+//! its operand. Its stores write positions `0..k` of each row only
+//! ([`Kernel::stored_len`]), so `topk` stores `k` of `n`. A sort of rows
+//! longer than [`crate::sort::SORT_CHUNK`] has one more output that no
+//! store writes: the scratch buffer of [`crate::sort::scratch_len`]
+//! elements that the GPU merges through.
 
 use crate::expr::{Cond, Expr};
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
 use crate::scan::ScanOp;
+use crate::sort::SortOp;
 use crate::DType;
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -41,6 +51,9 @@ pub enum KernelKind {
     /// Inclusive scans along the one reduced variable (`cumsum`,
     /// `cummax`, ...), with their producers fused into the loads.
     Scan,
+    /// Sorts along the one reduced variable (`sort`, `argsort`, `topk`),
+    /// with their producers fused into the loads.
+    Sort,
 }
 
 impl KernelKind {
@@ -52,6 +65,7 @@ impl KernelKind {
             KernelKind::MultiReduce => "multireduce",
             KernelKind::Matmul => "matmul",
             KernelKind::Scan => "scan",
+            KernelKind::Sort => "sort",
         }
     }
 }
@@ -93,6 +107,10 @@ pub enum Inst {
     /// variable, up to the current point; for index ops the position (of
     /// the instruction's integer dtype) instead of the value.
     Scan(ScanOp, Val),
+    /// At position `j` of the one reduced variable, the `j`-th element of
+    /// the row sorted stably by the operand (`F32` or `I32`), or its
+    /// position before sorting (of the instruction's integer dtype).
+    Sort(SortOp, Val),
 }
 
 impl Inst {
@@ -100,9 +118,11 @@ impl Inst {
     pub fn operands(&self) -> Vec<Val> {
         match self {
             Inst::Load { .. } | Inst::Const(_) | Inst::Scalar(_) | Inst::Valid(_) => vec![],
-            Inst::Cast(a) | Inst::Unary(_, a) | Inst::Reduce(_, a) | Inst::Scan(_, a) => {
-                vec![*a]
-            }
+            Inst::Cast(a)
+            | Inst::Unary(_, a)
+            | Inst::Reduce(_, a)
+            | Inst::Scan(_, a)
+            | Inst::Sort(_, a) => vec![*a],
             Inst::Binary(_, a, b) => vec![*a, *b],
             Inst::Where(c, a, b) => vec![*c, *a, *b],
         }
@@ -235,6 +255,16 @@ impl Kernel {
         }
     }
 
+    /// How many leading positions of each row the stores write: the `k`
+    /// of a sort kernel's sort instructions, else the whole row.
+    pub fn stored_len(&self) -> usize {
+        let k = self.insts.iter().find_map(|n| match n.inst {
+            Inst::Sort(op, _) => Some(op.k),
+            _ => None,
+        });
+        k.unwrap_or_else(|| self.row_len())
+    }
+
     /// Number of rows (product of kept ranges).
     pub fn rows(&self) -> usize {
         self.ranges[..self.n_kept].iter().product::<i64>() as usize
@@ -261,7 +291,7 @@ impl Kernel {
                 }
                 Inst::Reduce(..) => false,
                 // Differs along the row even for a row-invariant operand.
-                Inst::Scan(..) => self.n_kept < self.ranges.len(),
+                Inst::Scan(..) | Inst::Sort(..) => self.n_kept < self.ranges.len(),
                 Inst::Valid(c) => c.checks().iter().any(|(e, _, _)| is_reduced(e)),
                 inst => inst.operands().iter().any(|o| level[*o]),
             };
@@ -354,6 +384,7 @@ impl Kernel {
                 Inst::Valid(c) => (7u8, c).hash(&mut h),
                 Inst::Scalar(slot) => (8u8, slot).hash(&mut h),
                 Inst::Scan(op, a) => (9u8, op, a).hash(&mut h),
+                Inst::Sort(op, a) => (10u8, op, a).hash(&mut h),
             }
         }
         self.stores.hash(&mut h);
@@ -402,6 +433,7 @@ impl fmt::Display for Kernel {
                 Inst::Where(c, a, b) => write!(f, "where %{c}, %{a}, %{b}")?,
                 Inst::Reduce(op, a) => write!(f, "reduce_{} %{a}", op.name())?,
                 Inst::Scan(op, a) => write!(f, "{} %{a}", op.name())?,
+                Inst::Sort(op, a) => write!(f, "{} k={} %{a}", op.name(), op.k)?,
             }
             writeln!(f)?;
         }

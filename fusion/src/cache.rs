@@ -131,6 +131,7 @@ fn hash_op(op: &Op, h: &mut DefaultHasher) {
         Op::Reduce(o, _, axes) => (8u8, o, axes).hash(h),
         Op::Matmul(..) => 9u8.hash(h),
         Op::Scan(o, _, axis) => (10u8, o, axis).hash(h),
+        Op::Sort(o, _, axis) => (11u8, o, axis).hash(h),
     }
 }
 

@@ -3,7 +3,7 @@
 
 use crate::view::ShapeTracker;
 use rustc_hash::FxHashSet;
-use smelt_codegen::{BinaryOp, DType, ReduceOp, ScanOp, UnaryOp};
+use smelt_codegen::{BinaryOp, DType, ReduceOp, ScanOp, SortOp, UnaryOp};
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -42,6 +42,11 @@ pub enum Op {
     /// the result's (a half, bool, or the index dtype of index ops), to
     /// which each element is rounded when stored.
     Scan(ScanOp, NodeRef, usize),
+    /// Stable sort along `axis` (the source's shape) of an `F32` or `I32`
+    /// source: the first `op.k` sorted values (rounded to the node's
+    /// dtype) or their positions. The node's shape is the source's with
+    /// `k` along `axis`.
+    Sort(SortOp, NodeRef, usize),
 }
 
 impl Op {
@@ -53,7 +58,8 @@ impl Op {
             | Op::Unary(_, a)
             | Op::Cast(a)
             | Op::Reduce(_, a, _)
-            | Op::Scan(_, a, _) => vec![a],
+            | Op::Scan(_, a, _)
+            | Op::Sort(_, a, _) => vec![a],
             Op::Binary(_, a, b) | Op::Matmul(a, b) => vec![a, b],
             Op::Where(c, a, b) => vec![c, a, b],
         }
@@ -72,6 +78,7 @@ impl Op {
             Op::Reduce(op, ..) => op.name().into(),
             Op::Matmul(..) => "matmul".into(),
             Op::Scan(op, ..) => op.name().into(),
+            Op::Sort(op, ..) => op.name().into(),
         }
     }
 }
@@ -220,7 +227,8 @@ fn take_srcs(op: &mut Op, out: &mut Vec<NodeRef>) {
         | Op::Unary(_, a)
         | Op::Cast(a)
         | Op::Reduce(_, a, _)
-        | Op::Scan(_, a, _) => out.push(a),
+        | Op::Scan(_, a, _)
+        | Op::Sort(_, a, _) => out.push(a),
         Op::Binary(_, a, b) | Op::Matmul(a, b) => out.extend([a, b]),
         Op::Where(c, a, b) => out.extend([c, a, b]),
     }

@@ -84,7 +84,7 @@ pub(super) fn copy_insts(
                 Inst::Unary(op, a) => Inst::Unary(*op, m(*a)),
                 Inst::Binary(op, a, b) => Inst::Binary(*op, m(*a), m(*b)),
                 Inst::Where(c, a, b) => Inst::Where(m(*c), m(*a), m(*b)),
-                Inst::Reduce(..) | Inst::Scan(..) => return None,
+                Inst::Reduce(..) | Inst::Scan(..) | Inst::Sort(..) => return None,
             },
         };
         new_of[i] = Some(out.len());
