@@ -10,9 +10,15 @@
 //!   (rows * n = 2^24 elements, n from 256 to 2^24: the last is one row),
 //!   and along the first axis of `[n, 4096]` (a thread per column).
 //!   `benches/reference/torch_ops.py` measures `torch.cumsum` the same way.
+//! - sort: `sort` (values and indices) in f32 and bf16 along the last axis
+//!   of `[rows, n]` (rows * n = 2^22 elements, n from 256 to 2^20), and
+//!   `topk` with k = 8 and 64 in f32 over the same shapes; GB/s counts the
+//!   input read once and the values and `i32` indices written.
+//!   `torch_ops.py` measures `torch.sort` and `torch.topk` the same way.
 //!
 //! `cargo bench --bench ops` (prints `skipped` without a GPU). Writes a
-//! table to stdout and `ops.json` plus `cumsum.svg` to `$SMELT_BENCH_OUT`
+//! table to stdout and `ops.json` plus `cumsum.svg` and `sort.svg` to
+//! `$SMELT_BENCH_OUT`
 //! (default `target/bench`). `cargo bench --bench ops -- --replot FILE`
 //! redraws the plots from a saved `ops.json`, without a GPU.
 
@@ -31,6 +37,15 @@ const SCAN_NS: [usize; 7] = [256, 1024, 4096, 16384, 65536, 1 << 20, 1 << 24];
 /// Columns of the first-axis scans.
 const SCAN_COLS: usize = 4096;
 
+/// Elements of every sort input.
+const SORT_ELEMS: usize = 1 << 22;
+
+/// Row lengths of the sorts: on chip up to 4096, merged beyond.
+const SORT_NS: [usize; 6] = [256, 1024, 4096, 16384, 65536, 1 << 20];
+
+/// The `k` of the `topk` cases.
+const TOPK_KS: [usize; 2] = [8, 64];
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--replot") {
@@ -48,6 +63,7 @@ fn main() -> Result<()> {
 
     let mut points = Vec::new();
     scan_section(&dev, ceiling, &mut points)?;
+    sort_section(&dev, ceiling, &mut points)?;
 
     let device = format!(
         "{} (sm_{}, {} SMs)",
@@ -122,6 +138,58 @@ fn scan_section(dev: &Device, ceiling: f64, points: &mut Vec<Point>) -> Result<(
     Ok(())
 }
 
+/// `sort` and `topk` GB/s (input read, values and indices written) for
+/// each row length.
+fn sort_section(dev: &Device, ceiling: f64, points: &mut Vec<Point>) -> Result<()> {
+    let mut cases: Vec<(DType, Option<usize>)> = vec![(DType::F32, None), (DType::BF16, None)];
+    cases.extend(TOPK_KS.iter().map(|k| (DType::F32, Some(*k))));
+    for (dt, k) in cases {
+        let name = match k {
+            None => format!("sort {dt}"),
+            Some(k) => format!("topk k={k} {dt}"),
+        };
+        println!(
+            "\n{name}, {SORT_ELEMS} elements\n{:>16} {:>10} {:>10} {:>8}",
+            "shape", "ms", "GB/s", "% copy"
+        );
+        for n in SORT_NS {
+            let shape = [SORT_ELEMS / n, n];
+            let kept = k.unwrap_or(n).min(n);
+            let out = SORT_ELEMS / n * kept * (dt.size() + 4);
+            let bytes = SORT_ELEMS * dt.size() + out;
+            let rot = rotation(bytes);
+            let xs: Vec<Tensor> = (0..rot as u64)
+                .map(|i| {
+                    let x = Tensor::randn(shape, dt, 400 + i, dev);
+                    x.realize()?;
+                    Ok(x)
+                })
+                .collect::<Result<_>>()?;
+            let ms = kernel_ms(dev, |i| {
+                let x = &xs[i % rot];
+                let (v, ix) = match k {
+                    None => x.sort(-1, false),
+                    Some(k) => x.topk(k, -1, true),
+                };
+                smelt::realize_all(&[&v, &ix], Fusion::On)
+            })?;
+            let gbps = bytes as f64 / (ms * 1e-3) / 1e9;
+            println!(
+                "{:>16} {ms:>10.4} {gbps:>10.0} {:>7.1}%",
+                format!("{shape:?}"),
+                100.0 * gbps / ceiling
+            );
+            points.push(Point {
+                series: name.clone(),
+                x: n as f64,
+                y: gbps,
+                ms,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Writes the plots of the report's sections and says where.
 fn write_plots(report: &BandwidthReport) -> Result<()> {
     let scans: Vec<Point> = report
@@ -136,6 +204,16 @@ fn write_plots(report: &BandwidthReport) -> Result<()> {
             "cumsum.svg",
             &svg(&scans, &title, "scanned length", "GB/s")?,
         )?;
+    }
+    let sorts: Vec<Point> = report
+        .points
+        .iter()
+        .filter(|p| p.series.starts_with("sort") || p.series.starts_with("topk"))
+        .cloned()
+        .collect();
+    if !sorts.is_empty() {
+        let title = format!("sort and topk, {SORT_ELEMS} elements: GB/s vs row length");
+        write_report("sort.svg", &svg(&sorts, &title, "row length", "GB/s")?)?;
     }
     println!("reports in {}", out_dir().display());
     Ok(())

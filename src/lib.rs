@@ -38,6 +38,7 @@ mod einsum;
 mod element;
 mod elementwise;
 mod error;
+mod index;
 mod indexing;
 mod join;
 mod linalg;
@@ -56,6 +57,7 @@ mod runtime;
 pub mod safetensors;
 mod scan;
 mod shape;
+mod sort;
 pub mod stats;
 mod tensor;
 mod triangular;
@@ -69,7 +71,9 @@ pub use error::{Error, Result};
 pub use linalg::Precision;
 pub use movement::{NewAxis, SliceArg};
 pub use shape::{IntoAxes, IntoShape};
-pub use smelt_codegen::{BinaryOp, DType, Kernel, KernelKind, ReduceOp, ScanOp, UnaryOp};
+pub use smelt_codegen::{
+    BinaryOp, DType, Kernel, KernelKind, ReduceOp, ScanOp, SortOp, SortPart, UnaryOp,
+};
 pub use smelt_fusion::{Fusion, Schedule};
 /// One schedule for several tensors: kernels they share run once, and
 /// kernels over the same domain merge.

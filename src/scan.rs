@@ -2,16 +2,11 @@
 //! `logcumsumexp`, recorded as one graph op each (`Op::Scan`) that a scan
 //! kernel computes with its producers fused into its loads.
 
+use crate::index::INDEX_DTYPE;
 use crate::shape::{axes, axis};
 use crate::{DType, Tensor};
 use smelt_codegen::ScanOp;
 use smelt_fusion::Op;
-
-/// The dtype of integer and bool `cumsum`/`cumprod` results and of
-/// `cummax`/`cummin` indices. PyTorch uses `int64`; smelt has no 64-bit
-/// integer yet, so `I32` (sums wrap past `i32::MAX`). The one place to
-/// change when `I64` lands.
-pub(crate) const SCAN_INT_DTYPE: DType = DType::I32;
 
 impl Tensor {
     /// Cumulative sum along `axis` (negative counts from the end), as
@@ -102,7 +97,7 @@ impl Tensor {
         if self.dtype().is_float() {
             self.dtype()
         } else {
-            SCAN_INT_DTYPE
+            INDEX_DTYPE
         }
     }
 
@@ -122,7 +117,7 @@ impl Tensor {
     fn scan_extreme(&self, name: &str, op: ScanOp, arg: ScanOp, ax: isize) -> (Tensor, Tensor) {
         let d = self.scan_axis(name, ax);
         let x = self.cast(scan_dtype(self.dtype()));
-        (x.scan(op, d, self.dtype()), x.scan(arg, d, SCAN_INT_DTYPE))
+        (x.scan(op, d, self.dtype()), x.scan(arg, d, INDEX_DTYPE))
     }
 
     /// The scanned axis (`None` for a 0-d tensor, which takes 0 or -1 and
@@ -164,6 +159,6 @@ fn scan_dtype(out: DType) -> DType {
     if out.is_float() {
         DType::F32
     } else {
-        SCAN_INT_DTYPE
+        INDEX_DTYPE
     }
 }

@@ -3,7 +3,7 @@
 //! so a view bug becomes an `Err` instead of an out-of-bounds GPU read.
 
 use crate::expr::{Atom, Expr};
-use crate::ir::{Inst, Kernel};
+use crate::ir::{Inst, Kernel, KernelKind};
 
 impl Kernel {
     /// Checks every unmasked load and every store against its buffer's
@@ -31,10 +31,18 @@ impl Kernel {
             } if valid.is_always() => Some(("input", *input, index, self.inputs[*input].len)),
             _ => None,
         });
-        let stores = self
-            .stores
-            .iter()
-            .map(|s| ("output", s.output, &s.index, self.outputs[s.output].len));
+        // Stores write the first `stored_len` positions of a row only (a
+        // sort's `k`).
+        let mut store_ranges = self.ranges.clone();
+        if self.kind == KernelKind::Sort {
+            if let Some(last) = store_ranges.last_mut() {
+                *last = self.stored_len() as i64;
+            }
+        }
+        let stores = self.stores.iter().map(|s| {
+            let len = self.outputs[s.output].len;
+            ("output", s.output, &s.index, len, &store_ranges)
+        });
         let ranges = &self.ranges;
         let gathers = self.insts.iter().filter_map(|n| match &n.inst {
             // The data-dependent part is checked at run time; the rest of
@@ -54,10 +62,16 @@ impl Kernel {
             }
             _ => None,
         });
-        let affine = loads.chain(stores).filter_map(|(what, buf, index, len)| {
-            let (lo, hi) = exact_bounds(index, ranges)?;
-            Some((what, buf, lo, hi, len))
-        });
+        let affine = loads
+            .map(|(what, buf, index, len)| (what, buf, index, len, ranges))
+            .chain(stores)
+            .filter_map(|(what, buf, index, len, ranges)| {
+                if ranges.contains(&0) {
+                    return None; // nothing stored
+                }
+                let (lo, hi) = exact_bounds(index, ranges)?;
+                Some((what, buf, lo, hi, len))
+            });
         for (what, buf, lo, hi, len) in affine.chain(gathers) {
             if lo < 0 || hi >= len as i64 {
                 return Err(format!(

@@ -11,10 +11,15 @@
 //! in `f64` and round each result once to its dtype (the GPU combines in
 //! `f32` in another order, so the two agree within rounding); integer sums
 //! and products wrap, so every backend gives the same bits.
+//!
+//! Sorts ([`Inst::Sort`]) take a whole row as one chunk, order it stably by
+//! [`crate::sort::sort_order`] and store its first [`Kernel::stored_len`]
+//! positions.
 
 use crate::expr::Expr;
 use crate::ir::{Inst, Kernel, Val};
-use crate::{DType, ReduceOp, ScanOp};
+use crate::sort::{sort_order, SortPart};
+use crate::{DType, KernelKind, ReduceOp, ScanOp, SortOp};
 
 /// Points per tile: enough to amortise the per-instruction dispatch.
 const TILE: usize = 4096;
@@ -55,7 +60,8 @@ pub fn run(
     let row_len = kernel.row_len();
     let (tile_rows, chunk) = if row_len == 0 {
         (TILE, 0)
-    } else if row_len <= TILE {
+    } else if row_len <= TILE || kernel.kind == KernelKind::Sort {
+        // A sort needs its whole row at once.
         ((TILE / row_len).max(1), row_len)
     } else {
         (1, TILE)
@@ -255,12 +261,17 @@ impl State {
                 &vars,
                 outputs,
                 &mut self.idx,
+                |_| true,
             )?;
         }
         if !plan.element_stores.is_empty() {
+            let stored = k.stored_len();
             let mut c0 = 0;
             while c0 < row_len {
                 let nc = chunk.min(row_len - c0);
+                // Points past a row's stored prefix (a sort's `k`) are not
+                // written.
+                let keep = |p: usize| c0 + p % nc < stored;
                 self.eval_elements(k, plan, &plan.store_needs, args, nr, c0, nc)?;
                 for &s in &plan.element_stores {
                     let st = &k.stores[s];
@@ -276,6 +287,7 @@ impl State {
                         &vars,
                         outputs,
                         &mut self.idx,
+                        keep,
                     )?;
                 }
                 c0 += nc;
@@ -350,6 +362,8 @@ impl State {
                     self.scan[i] = vec![(op.identity(src_dt), 0.0); nr];
                 }
                 scan_chunk(op, src_dt, out_dt, &self.elem[a], &mut self.scan[i], c0)
+            } else if let Inst::Sort(op, a) = k.insts[i].inst {
+                sort_rows(op, k.insts[a].dtype, &self.elem[a], nc)
             } else {
                 compute(
                     k,
@@ -397,6 +411,20 @@ fn scan_chunk(
             }
         }
         *state = (acc, pos);
+    }
+    out
+}
+
+/// Sort `op` of the rows of `src` (each `nc` long, the whole row; `dt`
+/// is the operand's `F32` or `I32`): the sorted values or their positions.
+fn sort_rows(op: SortOp, dt: DType, src: &[f64], nc: usize) -> Vec<f64> {
+    let mut out = Vec::with_capacity(src.len());
+    for row in src.chunks(nc.max(1)) {
+        let order = sort_order(op, dt == DType::I32, row);
+        out.extend(order.iter().map(|j| match op.part {
+            SortPart::Values => row[*j as usize],
+            SortPart::Indices => *j as f64,
+        }));
     }
     out
 }
@@ -552,6 +580,7 @@ fn compute(
         }
         Inst::Reduce(..) => unreachable!("reductions are evaluated by run_rows"),
         Inst::Scan(..) => unreachable!("scans are evaluated by eval_elements"),
+        Inst::Sort(..) => unreachable!("sorts are evaluated by eval_elements"),
     };
     Ok(out)
 }
@@ -579,6 +608,9 @@ fn eval_cond(
     Some(m)
 }
 
+/// Writes `vals` at the points where `keep` (of the point's position in
+/// `vals`) holds.
+#[allow(clippy::too_many_arguments)]
 fn write_out(
     k: &Kernel,
     output: usize,
@@ -587,12 +619,16 @@ fn write_out(
     vars: &[&[i64]],
     outputs: &mut [&mut [u8]],
     idx: &mut Vec<i64>,
+    keep: impl Fn(usize) -> bool,
 ) -> Result<(), InterpError> {
     let arg = k.outputs[output];
     idx.resize(vals.len(), 0);
     index.eval_many(vars, idx);
     let buf = &mut *outputs[output];
-    for (j, v) in idx.iter().zip(vals) {
+    for (p, (j, v)) in idx.iter().zip(vals).enumerate() {
+        if !keep(p) {
+            continue;
+        }
         if *j < 0 || *j as usize >= arg.len {
             return Err(InterpError(format!(
                 "kernel {}: store index {j} outside out{output} of {} elements",

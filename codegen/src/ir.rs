@@ -14,11 +14,21 @@
 //! the scanned axis, and no `Reduce`: each [`Inst::Scan`] is element-level
 //! and holds, at every point, the inclusive scan of its operand along the
 //! row up to that point.
+//!
+//! A *sort* kernel ([`KernelKind::Sort`]) also has exactly one reduced
+//! variable, the sorted axis, and no `Reduce`: each [`Inst::Sort`] holds at
+//! position `j` the `j`-th element (or its position) of the row sorted by
+//! its operand. Its stores write positions `0..k` of each row only
+//! ([`Kernel::stored_len`]), so `topk` stores `k` of `n`. A sort of rows
+//! longer than [`crate::sort::SORT_CHUNK`] has one more output that no
+//! store writes: the scratch buffer of [`crate::sort::scratch_len`]
+//! elements that the GPU merges through.
 
 use crate::expr::{Cond, Expr};
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
 use crate::philox::Draw;
 use crate::scan::ScanOp;
+use crate::sort::SortOp;
 use crate::DType;
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -42,6 +52,9 @@ pub enum KernelKind {
     /// Inclusive scans along the one reduced variable (`cumsum`,
     /// `cummax`, ...), with their producers fused into the loads.
     Scan,
+    /// Sorts along the one reduced variable (`sort`, `argsort`, `topk`),
+    /// with their producers fused into the loads.
+    Sort,
 }
 
 impl KernelKind {
@@ -53,6 +66,7 @@ impl KernelKind {
             KernelKind::MultiReduce => "multireduce",
             KernelKind::Matmul => "matmul",
             KernelKind::Scan => "scan",
+            KernelKind::Sort => "sort",
         }
     }
 }
@@ -123,6 +137,10 @@ pub enum Inst {
     /// A Philox4x32-10 draw (see [`crate::philox`]); the operands are the
     /// key's two words, the counter and, for [`Draw::Below`], the bound.
     Random(Draw, Vec<Val>),
+    /// At position `j` of the one reduced variable, the `j`-th element of
+    /// the row sorted stably by the operand (`F32` or `I32`), or its
+    /// position before sorting (of the instruction's integer dtype).
+    Sort(SortOp, Val),
 }
 
 impl Inst {
@@ -138,6 +156,7 @@ impl Inst {
             | Inst::Unary(_, a)
             | Inst::Reduce(_, a)
             | Inst::Scan(_, a)
+            | Inst::Sort(_, a)
             | Inst::Gather { at: a, .. } => vec![*a],
             Inst::Binary(_, a, b) => vec![*a, *b],
             Inst::Where(c, a, b) => vec![*c, *a, *b],
@@ -298,6 +317,16 @@ impl Kernel {
         }
     }
 
+    /// How many leading positions of each row the stores write: the `k`
+    /// of a sort kernel's sort instructions, else the whole row.
+    pub fn stored_len(&self) -> usize {
+        let k = self.insts.iter().find_map(|n| match n.inst {
+            Inst::Sort(op, _) => Some(op.k),
+            _ => None,
+        });
+        k.unwrap_or_else(|| self.row_len())
+    }
+
     /// Number of rows (product of kept ranges).
     pub fn rows(&self) -> usize {
         self.ranges[..self.n_kept].iter().product::<i64>() as usize
@@ -331,7 +360,7 @@ impl Kernel {
                 }
                 Inst::Reduce(..) => false,
                 // Differs along the row even for a row-invariant operand.
-                Inst::Scan(..) => self.n_kept < self.ranges.len(),
+                Inst::Scan(..) | Inst::Sort(..) => self.n_kept < self.ranges.len(),
                 Inst::Valid(c) => c.checks().iter().any(|(e, _, _)| is_reduced(e)),
                 Inst::Index(e) => is_reduced(e),
                 inst => inst.operands().iter().any(|o| level[*o]),
@@ -446,6 +475,7 @@ impl Kernel {
                 } => (10u8, input, index, valid, at, stride, len).hash(&mut h),
                 Inst::Index(e) => (11u8, e).hash(&mut h),
                 Inst::Random(d, ops) => (12u8, d, ops).hash(&mut h),
+                Inst::Sort(op, a) => (13u8, op, a).hash(&mut h),
             }
         }
         self.stores.hash(&mut h);
@@ -515,6 +545,7 @@ impl fmt::Display for Kernel {
                     let ops: Vec<String> = ops.iter().map(|o| format!("%{o}")).collect();
                     write!(f, "{}{} {}", d.name(), d.word(), ops.join(", "))?
                 }
+                Inst::Sort(op, a) => write!(f, "{} k={} %{a}", op.name(), op.k)?,
             }
             writeln!(f)?;
         }

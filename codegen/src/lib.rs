@@ -20,6 +20,7 @@ pub mod philox;
 pub mod ptx;
 pub mod rng;
 pub mod scan;
+pub mod sort;
 
 /// Hash of this crate's sources (FNV-1a 64, from `build.rs`): keys caches
 /// of generated code, so any change to the IR, simplifier or emitter
@@ -33,3 +34,4 @@ pub use ir::{
 };
 pub use ops::{BinaryOp, ReduceOp, UnaryOp};
 pub use scan::ScanOp;
+pub use sort::{SortOp, SortPart};

@@ -134,6 +134,7 @@ fn hash_op(op: &Op, h: &mut DefaultHasher) {
         Op::Gather(_, _, axis) => (11u8, axis).hash(h),
         Op::Iota => 12u8.hash(h),
         Op::Random(d, _) => (13u8, d).hash(h),
+        Op::Sort(o, _, axis) => (14u8, o, axis).hash(h),
     }
 }
 

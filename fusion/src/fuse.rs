@@ -25,6 +25,9 @@
 //! - a scan is always materialized by a kernel over its own domain, with
 //!   its producers computed in its loads; kernels of scans over the same
 //!   tensor and axis merge (`cummax`'s values and indices: one pass);
+//! - a sort likewise, and only sorts of the same node in the same
+//!   direction with the same `k` merge (`sort`'s values and indices: one
+//!   kernel sorting once);
 //! - no kernel outgrows the instruction budget or the parameter space: long
 //!   chains and wide sums are cut ([`crate::budget::split`]) and merging
 //!   stops where a kernel would be full.
@@ -47,7 +50,7 @@ pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
     materialized.extend(
         order
             .iter()
-            .filter(|n| matches!(n.op(), Op::Scan(..)))
+            .filter(|n| matches!(n.op(), Op::Scan(..) | Op::Sort(..)))
             .map(|n| n.id()),
     );
     materialized.extend(gather_sources(order));
@@ -167,7 +170,10 @@ fn pick(f: &Failure, materialized: &FxHashSet<u64>) -> NodeRef {
 /// matmul it reads when `t` lines up with it (fusing them), else
 /// elementwise.
 fn plan_for(t: &NodeRef, materialized: &FxHashSet<u64>) -> KernelPlan {
-    if matches!(t.op(), Op::Reduce(..) | Op::Matmul(..) | Op::Scan(..)) {
+    if matches!(
+        t.op(),
+        Op::Reduce(..) | Op::Matmul(..) | Op::Scan(..) | Op::Sort(..)
+    ) {
         return single_kernel(t);
     }
     let squeeze = |s: &[usize]| -> Vec<usize> { s.iter().copied().filter(|n| *n != 1).collect() };
@@ -308,7 +314,7 @@ fn permuted_store(
     let kept: Vec<usize> = match &domain.source {
         Source::Reduce(shape, axes) => (0..shape.len()).filter(|a| !axes.contains(a)).collect(),
         Source::Matmul(..) => (0..out.len()).collect(),
-        Source::Elementwise(_) | Source::Scan(..) => return None,
+        Source::Elementwise(_) | Source::Scan(..) | Source::Sort(..) => return None,
     };
     let mut strides: Vec<isize> = kept.iter().map(|j| stride_of_out_axis[*j]).collect();
     strides.resize(domain.ranges.len(), 0);

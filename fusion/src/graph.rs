@@ -4,7 +4,7 @@
 use crate::view::ShapeTracker;
 use rustc_hash::FxHashSet;
 use smelt_codegen::philox::Draw;
-use smelt_codegen::{BinaryOp, DType, ReduceOp, ScanOp, UnaryOp};
+use smelt_codegen::{BinaryOp, DType, ReduceOp, ScanOp, SortOp, UnaryOp};
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -58,6 +58,11 @@ pub enum Op {
     /// an element's number depends on its position alone) and, for
     /// [`Draw::Below`], the bound.
     Random(Draw, Vec<NodeRef>),
+    /// Stable sort along `axis` (the source's shape) of an `F32` or `I32`
+    /// source: the first `op.k` sorted values (rounded to the node's
+    /// dtype) or their positions. The node's shape is the source's with
+    /// `k` along `axis`.
+    Sort(SortOp, NodeRef, usize),
 }
 
 impl Op {
@@ -70,7 +75,8 @@ impl Op {
             | Op::Unary(_, a)
             | Op::Cast(a)
             | Op::Reduce(_, a, _)
-            | Op::Scan(_, a, _) => vec![a],
+            | Op::Scan(_, a, _)
+            | Op::Sort(_, a, _) => vec![a],
             Op::Binary(_, a, b) | Op::Matmul(a, b) | Op::Gather(a, b, _) => vec![a, b],
             Op::Where(c, a, b) => vec![c, a, b],
         }
@@ -102,6 +108,7 @@ impl Op {
             Op::Gather(..) => "gather".into(),
             Op::Iota => "iota".into(),
             Op::Random(d, _) => d.name().into(),
+            Op::Sort(op, ..) => op.name().into(),
         }
     }
 }
@@ -251,7 +258,8 @@ fn take_srcs(op: &mut Op, out: &mut Vec<NodeRef>) {
         | Op::Unary(_, a)
         | Op::Cast(a)
         | Op::Reduce(_, a, _)
-        | Op::Scan(_, a, _) => out.push(a),
+        | Op::Scan(_, a, _)
+        | Op::Sort(_, a, _) => out.push(a),
         Op::Binary(_, a, b) | Op::Matmul(a, b) | Op::Gather(a, b, _) => out.extend([a, b]),
         Op::Where(c, a, b) => out.extend([c, a, b]),
     }

@@ -9,7 +9,8 @@ use crate::schedule::ScalarSpec;
 use crate::view::{ShapeTracker, View};
 use rustc_hash::{FxHashMap, FxHashSet};
 use smelt_codegen::{
-    Arg, BinaryOp, Cond, DType, Expr, Inst, Kernel, KernelKind, Node, ReduceOp, Store, Val,
+    Arg, BinaryOp, Cond, DType, Expr, Inst, Kernel, KernelKind, Node, ReduceOp, SortPart, Store,
+    Val,
 };
 use std::hash::{Hash, Hasher};
 
@@ -184,6 +185,7 @@ impl Hash for InstKey {
             } => (input, index, valid, at, stride, len).hash(h),
             Inst::Index(e) => e.hash(h),
             Inst::Random(d, ops) => (d, ops).hash(h),
+            Inst::Sort(op, a) => (op, a).hash(h),
         }
     }
 }
@@ -247,6 +249,7 @@ pub struct Lowerer<'a> {
     pub inlined: Vec<u64>,
     matmul: bool,
     scan: bool,
+    sort: bool,
 }
 
 impl<'a> Lowerer<'a> {
@@ -279,6 +282,7 @@ impl<'a> Lowerer<'a> {
             inlined: Vec::new(),
             matmul: false,
             scan: false,
+            sort: false,
         }
     }
 
@@ -488,6 +492,19 @@ impl<'a> Lowerer<'a> {
                 self.scan = true;
                 vec![(a.clone(), self.trackers.intern(&t))]
             }
+            Op::Sort(sort, a, axis) => {
+                // Like a scan: computed only by its own kernel, which
+                // reads the source at each point of its row.
+                let own = Domain::of_sort(*sort, a, *axis);
+                let t = own.sort_result(a.shape(), *axis, sort.k);
+                if own != *self.domain || !self.trackers.get(tid).equivalent(&t) {
+                    return Visited::Done(self.fail_op(node, &op));
+                }
+                self.inlined.push(node.id());
+                self.sort = true;
+                let src_t = own.scan_tracker(a.shape(), *axis);
+                vec![(a.clone(), self.trackers.intern(&src_t))]
+            }
             Op::Matmul(a, b) => {
                 let own = matmul_domain(a.shape(), b.shape());
                 if own != *self.domain
@@ -571,6 +588,20 @@ impl<'a> Lowerer<'a> {
                 }
             }
             Op::Random(d, _) => self.push(Inst::Random(*d, vals), dt),
+            Op::Sort(op, a, _) => {
+                // Values are the source's (`F32` or `I32`), rounded once
+                // to the node's dtype.
+                let acc = match op.part {
+                    SortPart::Indices => dt,
+                    SortPart::Values => a.dtype(),
+                };
+                let v = self.push(Inst::Sort(*op, vals[0]), acc);
+                if acc == dt {
+                    v
+                } else {
+                    self.push(Inst::Cast(v), dt)
+                }
+            }
             Op::Matmul(a, _) => {
                 let acc = if dt.is_float() { DType::F32 } else { dt };
                 let (va, vb) = if a.dtype() == acc {
@@ -657,6 +688,11 @@ impl<'a> Lowerer<'a> {
         output
     }
 
+    /// Adds an output buffer that no store writes (a sort's scratch).
+    pub fn scratch(&mut self, arg: Arg) {
+        self.outputs.push(arg);
+    }
+
     /// The finished kernel; its kind follows from what it computes.
     pub fn finish(self) -> Kernel {
         let mut k = Kernel {
@@ -681,6 +717,8 @@ impl<'a> Lowerer<'a> {
             KernelKind::Matmul
         } else if self.scan {
             KernelKind::Scan
+        } else if self.sort {
+            KernelKind::Sort
         } else if reduces == 0 {
             KernelKind::Elementwise
         } else if reduces == 1 && !element_store {

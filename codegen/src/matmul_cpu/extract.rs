@@ -86,7 +86,9 @@ pub(super) fn copy_insts(
                 Inst::Unary(op, a) => Inst::Unary(*op, m(*a)),
                 Inst::Binary(op, a, b) => Inst::Binary(*op, m(*a), m(*b)),
                 Inst::Where(c, a, b) => Inst::Where(m(*c), m(*a), m(*b)),
-                Inst::Reduce(..) | Inst::Scan(..) | Inst::Gather { .. } => return None,
+                Inst::Reduce(..) | Inst::Scan(..) | Inst::Sort(..) | Inst::Gather { .. } => {
+                    return None
+                }
             },
         };
         new_of[i] = Some(out.len());

@@ -85,7 +85,7 @@ fn depends_on_or(k: &Kernel, var: usize, also: Option<Val>) -> Vec<bool> {
                 Inst::Reduce(..) => false,
                 // A scan differs along its row even where its operand
                 // does not.
-                Inst::Scan(_, a) => var >= k.n_kept || dep[*a],
+                Inst::Scan(_, a) | Inst::Sort(_, a) => var >= k.n_kept || dep[*a],
                 inst => {
                     let (e, c) = inst.exprs();
                     uses_var(e, c, var) || inst.operands().iter().any(|o| dep[*o])
@@ -287,6 +287,7 @@ impl Cx<'_> {
                 .collect(),
             Inst::Reduce(..) => unreachable!("reductions are lowered by the row kernel"),
             Inst::Scan(..) => unreachable!("scans are lowered by the scan kernel"),
+            Inst::Sort(..) => unreachable!("sorts are lowered by the sort kernel"),
         }
     }
 

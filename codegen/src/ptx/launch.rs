@@ -6,6 +6,7 @@ use super::eval::row_free_load;
 use super::memory::vector_ok;
 use super::target::Target;
 use crate::ir::{Inst, Kernel, KernelKind};
+use crate::sort::SORT_CHUNK;
 use crate::{Cond, Expr};
 
 /// How an elementwise kernel (no reduction) runs: a grid-stride loop over
@@ -79,6 +80,21 @@ pub struct Scan {
     pub grid: u32,
 }
 
+/// How a sort kernel runs: a CTA per row (a grid-stride loop over rows)
+/// sorts chunks of `chunk` elements in shared memory with a bitonic
+/// network over `(key, position)` pairs; rows longer than one chunk are
+/// then merged through the kernel's global scratch buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sort {
+    /// Pairs sorted at once in shared memory: a power of two, at least 2,
+    /// at most [`crate::sort::SORT_CHUNK`].
+    pub chunk: u32,
+    /// Threads per CTA (each compare step has `chunk / 2` comparisons).
+    pub block: u32,
+    /// CTAs in the grid.
+    pub grid: u32,
+}
+
 /// The mapping chosen for a kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Plan {
@@ -88,6 +104,8 @@ pub enum Plan {
     Rows(Rows),
     /// A scan, a team per row: see [`Scan`].
     Scan(Scan),
+    /// A sort, a CTA per row: see [`Sort`].
+    Sort(Sort),
 }
 
 /// Global accesses of a kernel: index, mask, dtype, and whether the
@@ -193,10 +211,25 @@ fn choose_scan(k: &Kernel) -> Scan {
     }
 }
 
+/// The mapping of a sort kernel: the row (padded to a power of two) in
+/// one chunk when it fits, else chunks of [`SORT_CHUNK`]; a thread per
+/// comparison up to 1024.
+fn choose_sort(k: &Kernel) -> Sort {
+    let chunk = k.row_len().clamp(2, SORT_CHUNK).next_power_of_two() as u32;
+    Sort {
+        chunk,
+        block: (chunk / 2).clamp(32, 1024),
+        grid: (k.rows() as u64).clamp(1, i32::MAX as u64) as u32,
+    }
+}
+
 /// Picks the mapping of `k` on `target`.
 pub fn choose(k: &Kernel, target: &Target) -> Plan {
     if k.kind == KernelKind::Scan {
         return Plan::Scan(choose_scan(k));
+    }
+    if k.kind == KernelKind::Sort {
+        return Plan::Sort(choose_sort(k));
     }
     let level = k.element_level();
     let has_reduce = k.insts.iter().any(|n| matches!(n.inst, Inst::Reduce(..)));
@@ -308,7 +341,17 @@ pub fn valid(k: &Kernel, plan: &Plan) -> Result<(), String> {
     let has_reduce = k.insts.iter().any(|n| matches!(n.inst, Inst::Reduce(..)));
     let last = k.ranges.last().copied().unwrap_or(1);
     let scan = k.kind == KernelKind::Scan;
+    let sort = k.kind == KernelKind::Sort;
     let (lanes, block) = match plan {
+        Plan::Sort(p) if sort => {
+            let chunk_ok = p.chunk.is_power_of_two()
+                && (2..=SORT_CHUNK as u32).contains(&p.chunk)
+                && (p.chunk as usize >= k.row_len() || p.chunk as usize == SORT_CHUNK);
+            if !chunk_ok || k.n_kept + 1 != k.ranges.len() || has_reduce {
+                return Err(format!("plan {p:?} does not fit sort kernel {}", k.name));
+            }
+            (1, p.block)
+        }
         Plan::Scan(p) if scan => {
             let team_ok = p.tpr == 1 || (p.tpr % 32 == 0 && p.block % p.tpr == 0);
             if !team_ok || k.n_kept + 1 != k.ranges.len() || has_reduce {
@@ -316,8 +359,8 @@ pub fn valid(k: &Kernel, plan: &Plan) -> Result<(), String> {
             }
             (p.lanes, p.block)
         }
-        Plan::Elementwise(p) if !has_reduce && !scan => (p.lanes, p.block),
-        Plan::Rows(p) if has_reduce && !scan => {
+        Plan::Elementwise(p) if !has_reduce && !scan && !sort => (p.lanes, p.block),
+        Plan::Rows(p) if has_reduce && !scan && !sort => {
             let teams_ok = p.tpr.is_power_of_two() && p.tpr <= p.block && p.block % p.tpr == 0;
             let cluster_ok = p.cluster == 1
                 || ([2, 4, 8].contains(&p.cluster)
@@ -342,6 +385,7 @@ pub fn valid(k: &Kernel, plan: &Plan) -> Result<(), String> {
         Plan::Elementwise(p) => p.grid,
         Plan::Rows(p) => p.grid,
         Plan::Scan(p) => p.grid,
+        Plan::Sort(p) => p.grid,
     };
     if lanes == 0
         || last % lanes as i64 != 0

@@ -12,6 +12,9 @@
 //! - Scans: a thread, warp or CTA per row walking it in chunks (thread,
 //!   warp shuffle and shared-memory scans, a carry between chunks). See
 //!   [`launch::Scan`] and the `scan` module.
+//! - Sorts: a CTA per row, a bitonic sort of `(key, position)` pairs in
+//!   shared memory, chunks of long rows merged through a global scratch
+//!   buffer. See [`launch::Sort`] and the `sort` module.
 //!
 //! Buffers must be at least 16-byte aligned (as device allocations are):
 //! vector accesses rely on it.
@@ -87,6 +90,7 @@ mod philox;
 pub mod ptxas;
 mod reduce;
 mod scan;
+mod sort;
 mod special;
 mod target;
 
@@ -124,7 +128,7 @@ pub fn emit_plan(kernel: &Kernel, target: &Target, plan: &Plan) -> Result<PtxKer
     launch::valid(kernel, plan)?;
     let cluster = match plan {
         Plan::Rows(p) => p.cluster,
-        Plan::Elementwise(_) | Plan::Scan(_) => 1,
+        Plan::Elementwise(_) | Plan::Scan(_) | Plan::Sort(_) => 1,
     };
     if cluster > 1 && target.sm < 90 {
         return Err(format!(
@@ -149,6 +153,10 @@ pub fn emit_plan(kernel: &Kernel, target: &Target, plan: &Plan) -> Result<PtxKer
             let shared = scan::emit(&mut b, &cx, p, &smem);
             (p.block, p.grid, shared, 1)
         }
+        Plan::Sort(p) => {
+            let shared = sort::emit(&mut b, &cx, p, &smem);
+            (p.block, p.grid, shared, 1)
+        }
     };
     let mut directives = format!(".maxntid {block}, 1, 1\n");
     if min_ctas > 1 {
@@ -159,7 +167,7 @@ pub fn emit_plan(kernel: &Kernel, target: &Target, plan: &Plan) -> Result<PtxKer
     }
     ins!(b, "ret");
     let shared_decl = if shared > 0 {
-        format!(".shared .align 4 .b8 {smem}[{shared}];\n\n")
+        format!(".shared .align 8 .b8 {smem}[{shared}];\n\n")
     } else {
         String::new()
     };
