@@ -12,9 +12,8 @@
 //! `f32` in another order, so the two agree within rounding); integer sums
 //! and products wrap, so every backend gives the same bits.
 
-use crate::expr::Expr;
-use crate::ir::{Inst, Kernel, Val};
-use crate::{DType, ReduceOp, ScanOp};
+use crate::ir::{Inst, Kernel, Store, StoreKind, Val};
+use crate::{BinaryOp, DType, ReduceOp, ScanOp};
 
 /// Points per tile: enough to amortise the per-instruction dispatch.
 const TILE: usize = 4096;
@@ -139,7 +138,10 @@ impl Plan {
             .collect();
         let (element_stores, row_stores): (Vec<usize>, Vec<usize>) =
             (0..k.stores.len()).partition(|s| k.store_is_element_level(&k.stores[*s], level));
-        let roots: Vec<Val> = element_stores.iter().map(|s| k.stores[*s].value).collect();
+        let roots: Vec<Val> = element_stores
+            .iter()
+            .flat_map(|s| k.stores[*s].operands())
+            .collect();
         Plan {
             level: level.to_vec(),
             reduce_needs,
@@ -247,15 +249,7 @@ impl State {
         for &s in &plan.row_stores {
             let st = &k.stores[s];
             let vars: Vec<&[i64]> = self.row_vars.iter().map(|v| v.as_slice()).collect();
-            write_out(
-                k,
-                st.output,
-                &st.index,
-                &self.row[st.value],
-                &vars,
-                outputs,
-                &mut self.idx,
-            )?;
+            write_out(k, st, &self.row, &vars, outputs, &mut self.idx)?;
         }
         if !plan.element_stores.is_empty() {
             let mut c0 = 0;
@@ -264,19 +258,13 @@ impl State {
                 self.eval_elements(k, plan, &plan.store_needs, args, nr, c0, nc)?;
                 for &s in &plan.element_stores {
                     let st = &k.stores[s];
-                    if !plan.level[st.value] {
-                        self.tmp_expand(st.value, nr, nc);
+                    for o in st.operands() {
+                        if !plan.level[o] {
+                            self.tmp_expand(o, nr, nc);
+                        }
                     }
                     let vars: Vec<&[i64]> = self.elem_vars.iter().map(|v| v.as_slice()).collect();
-                    write_out(
-                        k,
-                        st.output,
-                        &st.index,
-                        &self.elem[st.value],
-                        &vars,
-                        outputs,
-                        &mut self.idx,
-                    )?;
+                    write_out(k, st, &self.elem, &vars, outputs, &mut self.idx)?;
                 }
                 c0 += nc;
             }
@@ -559,29 +547,62 @@ fn eval_cond(
     Some(m)
 }
 
+/// Runs store `st` at the points whose variables are `vars`, with the
+/// instructions' values there in `vals`. An add at a data-dependent
+/// position ([`StoreKind::AddAt`]) reads, adds and rounds one point after
+/// the other in domain order, so repeated positions accumulate in the same
+/// order on every run.
 fn write_out(
     k: &Kernel,
-    output: usize,
-    index: &Expr,
-    vals: &[f64],
+    st: &Store,
+    vals: &[Vec<f64>],
     vars: &[&[i64]],
     outputs: &mut [&mut [u8]],
     idx: &mut Vec<i64>,
 ) -> Result<(), InterpError> {
+    let output = st.output;
     let arg = k.outputs[output];
-    idx.resize(vals.len(), 0);
-    index.eval_many(vars, idx);
+    let values = &vals[st.value];
+    idx.resize(values.len(), 0);
+    st.index.eval_many(vars, idx);
     let buf = &mut *outputs[output];
-    for (j, v) in idx.iter().zip(vals) {
-        if *j < 0 || *j as usize >= arg.len {
+    for (p, v) in values.iter().enumerate() {
+        let mut j = idx[p];
+        if let StoreKind::AddAt { at, stride, len } = st.kind {
+            // Index values are exact integers (i32 now; i64 up to 2^53).
+            let a = vals[at][p] as i64;
+            if a < 0 || a >= len {
+                return Err(InterpError(format!(
+                    "kernel {}: index {a} is out of range for an axis of size {len}",
+                    k.name
+                )));
+            }
+            j += a * stride;
+        }
+        if j < 0 || j as usize >= arg.len {
             return Err(InterpError(format!(
                 "kernel {}: store index {j} outside out{output} of {} elements",
                 k.name, arg.len
             )));
         }
-        arg.dtype.write(buf, *j as usize, *v);
+        let v = match st.kind {
+            StoreKind::Write => *v,
+            StoreKind::AddAt { .. } => add(arg.dtype, arg.dtype.read(buf, j as usize), *v),
+        };
+        arg.dtype.write(buf, j as usize, v);
     }
     Ok(())
+}
+
+/// `old + v` rounded to `dt`, as one atomic add on the GPU computes it:
+/// integers wrap, floats round once from the exact sum (`f64` holds the
+/// sum of two values of any of our float types exactly, up to f32
+/// overflow, which it rounds to infinity as `f32` does).
+fn add(dt: DType, old: f64, v: f64) -> f64 {
+    match dt {
+        DType::I32 => BinaryOp::Add.eval_i32(old, v),
+        _ => dt.round(old + v),
+    }
 }
 
 fn oob(k: &Kernel, input: usize, j: i64, len: usize) -> InterpError {

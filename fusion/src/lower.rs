@@ -640,11 +640,7 @@ impl<'a> Lowerer<'a> {
     pub fn store(&mut self, arg: Arg, index: Expr, value: Val) -> usize {
         self.outputs.push(arg);
         let output = self.outputs.len() - 1;
-        self.stores.push(Store {
-            output,
-            index,
-            value,
-        });
+        self.stores.push(Store::write(output, index, value));
         output
     }
 

@@ -64,6 +64,7 @@ mod ops;
 pub mod ptxas;
 mod reduce;
 mod scan;
+mod scatter;
 mod target;
 
 use crate::ir::{Inst, Kernel};
@@ -111,7 +112,7 @@ pub fn emit_plan(kernel: &Kernel, target: &Target, plan: &Plan) -> Result<PtxKer
     let entry = entry_name(kernel);
     let smem = format!("{entry}_red");
     let mut b = Builder::default();
-    let (params, cx) = prologue(kernel, &entry, &mut b);
+    let (params, cx) = prologue(kernel, target, &entry, &mut b);
     let (block, grid, shared, min_ctas) = match plan {
         Plan::Elementwise(p) => {
             elementwise::emit(&mut b, &cx, p);
@@ -186,11 +187,23 @@ fn validate(k: &Kernel, target: &Target) -> Result<(), String> {
         }
     }
     for s in &k.stores {
-        if s.output >= k.outputs.len() || s.value >= k.insts.len() {
+        if s.output >= k.outputs.len() || s.operands().iter().any(|o| *o >= k.insts.len()) {
             return bad(format!(
                 "store to out{} of %{} is out of range",
                 s.output, s.value
             ));
+        }
+        if let crate::StoreKind::AddAt { at, .. } = s.kind {
+            let reduced = k.n_kept < k.ranges.len();
+            if reduced || k.kind != crate::KernelKind::Scatter {
+                return bad("adds at data-dependent positions need a scatter kernel without reduced variables".into());
+            }
+            if !k.insts[at].dtype.is_index() || k.outputs[s.output].dtype == crate::DType::Bool {
+                return bad(format!(
+                    "an add into a {} output at a {} position",
+                    k.outputs[s.output].dtype, k.insts[at].dtype
+                ));
+            }
         }
     }
     Ok(())

@@ -49,6 +49,7 @@ pub fn scalar_param(dt: DType, value: f64) -> u64 {
 /// declarations and the lowering context.
 pub(super) fn prologue<'a>(
     kernel: &'a Kernel,
+    target: &Target,
     entry: &str,
     b: &mut Builder,
 ) -> (Vec<String>, Cx<'a>) {
@@ -93,6 +94,7 @@ pub(super) fn prologue<'a>(
         outputs,
         scalars,
         err,
+        sm: target.sm,
     };
     (decls, cx)
 }
