@@ -53,6 +53,7 @@ mod rng;
 mod runtime;
 pub mod safetensors;
 mod scan;
+mod scatter;
 mod shape;
 pub mod stats;
 mod tensor;

@@ -132,6 +132,7 @@ fn hash_op(op: &Op, h: &mut DefaultHasher) {
         Op::Matmul(..) => 9u8.hash(h),
         Op::Scan(o, _, axis) => (10u8, o, axis).hash(h),
         Op::Gather(_, _, axis) => (11u8, axis).hash(h),
+        Op::ScatterAdd(_, _, _, axis) => (12u8, axis).hash(h),
     }
 }
 

@@ -27,6 +27,8 @@ pub enum Source {
     Matmul(Vec<usize>, Vec<usize>),
     /// A scan of a tensor of this shape along this axis.
     Scan(Vec<usize>, usize),
+    /// Adds of the values of this shape into another tensor (a scatter).
+    Scatter(Vec<usize>),
 }
 
 impl Domain {
@@ -45,6 +47,15 @@ impl Domain {
             ranges: shape.iter().map(|n| *n as i64).collect(),
             n_kept: shape.len(),
             source: Source::Elementwise(shape.to_vec()),
+        }
+    }
+
+    /// The domain of a scatter of values of `shape`: one point per value,
+    /// all variables kept.
+    pub fn scatter(shape: &[usize]) -> Domain {
+        Domain {
+            source: Source::Scatter(shape.to_vec()),
+            ..Domain::elementwise(shape)
         }
     }
 
