@@ -100,7 +100,10 @@ fn scatter_add_matches_the_host_on_every_layout_and_dtype() {
                 );
                 check_dt(
                     &what,
-                    || t.tensor().scatter_add(*ax as isize, &idx.tensor(), &src.tensor()),
+                    || {
+                        t.tensor()
+                            .scatter_add(*ax as isize, &idx.tensor(), &src.tensor())
+                    },
                     dt,
                     &want,
                     EXACT,
@@ -219,7 +222,8 @@ fn zero_dim_tensors_and_computed_operands() {
         "scatter_add of computed tensors, then consumed",
         || {
             let five = Tensor::full([0usize; 0], 5.0, DType::I32, &test_device());
-            let y = (t.tensor() + 1.0).scatter_add(1, &(five - idx.tensor()), &(src.tensor() * 2.0));
+            let y =
+                (t.tensor() + 1.0).scatter_add(1, &(five - idx.tensor()), &(src.tensor() * 2.0));
             y * 0.5
         },
         &want,
@@ -238,8 +242,14 @@ fn fused_producers_make_two_kernels_and_the_input_is_not_changed() {
     assert_eq!(sched.items.len(), 2, "the copy and the adds:\n{sched}");
     let adds = &sched.items[1];
     assert_eq!(adds.kernel.kind, KernelKind::Scatter, "{sched}");
-    assert!(adds.ops.contains(&"mul".to_string()), "s * 2 fused:\n{sched}");
-    assert_eq!(adds.outputs, sched.items[0].outputs, "added in place:\n{sched}");
+    assert!(
+        adds.ops.contains(&"mul".to_string()),
+        "s * 2 fused:\n{sched}"
+    );
+    assert_eq!(
+        adds.outputs, sched.items[0].outputs,
+        "added in place:\n{sched}"
+    );
     // The adds write one element per value, not the whole output.
     assert_eq!(adds.kernel.bytes_written(), 6 * 4, "{sched}");
     // A consumer of the result and producers of the tensor add no kernel
@@ -271,8 +281,16 @@ fn chained_scatters_realized_together() {
         realize_all(&[&a, &b, &c], mode).unwrap();
         let a_want = vec![3, 0, 3, 6, 0, 9];
         assert_eq!(a.to_vec::<i32>().unwrap(), a_want, "{mode:?}");
-        assert_eq!(b.to_vec::<i32>().unwrap(), vec![6, 0, 6, 12, 0, 18], "{mode:?}");
-        assert_eq!(c.to_vec::<i32>().unwrap(), vec![3, 0, 3, 7, 2, 12], "{mode:?}");
+        assert_eq!(
+            b.to_vec::<i32>().unwrap(),
+            vec![6, 0, 6, 12, 0, 18],
+            "{mode:?}"
+        );
+        assert_eq!(
+            c.to_vec::<i32>().unwrap(),
+            vec![3, 0, 3, 7, 2, 12],
+            "{mode:?}"
+        );
     }
 }
 
@@ -329,7 +347,9 @@ fn float_indices_panic_at_the_op() {
 }
 
 #[test]
-#[should_panic(expected = "scatter_add: the values added must have the tensor's dtype float32, got int32")]
+#[should_panic(
+    expected = "scatter_add: the values added must have the tensor's dtype float32, got int32"
+)]
 fn values_of_another_dtype_panic() {
     let dev = test_device();
     let x = Tensor::zeros([2, 2], DType::F32, &dev);

@@ -11,6 +11,10 @@
 //! in `f64` and round each result once to its dtype (the GPU combines in
 //! `f32` in another order, so the two agree within rounding); integer sums
 //! and products wrap, so every backend gives the same bits.
+//!
+//! Adds at data-dependent positions ([`StoreKind::AddAt`]) read, add and
+//! write one point after the other in domain order, so a scatter's repeated
+//! positions accumulate in the same order on every run.
 
 use crate::ir::{Inst, Kernel, Store, StoreKind, Val};
 use crate::{BinaryOp, DType, ReduceOp, ScanOp};

@@ -88,12 +88,11 @@ impl KernelDag {
                     Some(prev) => prev,
                     // Adding into a buffer nothing wrote first reads it
                     // unwritten (`check_order` reports the `Missing` source).
-                    None if it.kernel.stores.iter().any(|s| s.output == o && s.is_add()) => {
-                        graph.add_node(match buffers[b] {
+                    None if it.kernel.stores.iter().any(|s| s.output == o && s.is_add()) => graph
+                        .add_node(match buffers[b] {
                             BufferSpec::Realized { .. } => DagNode::Input(b),
                             BufferSpec::New { .. } => DagNode::Missing(b),
-                        })
-                    }
+                        }),
                     None => continue,
                 };
                 graph.add_edge(prev, me, DagEdge { buffer: b });
@@ -481,7 +480,10 @@ pub(crate) mod tests {
         let swapped = vec![add(), item(&["cast"], &[0], &[1])];
         let dag = KernelDag::new(&swapped, &buffers[..2], &[1]);
         let err = dag.check_order().unwrap_err();
-        assert!(err.contains("kernel 0 reads buffer 1, which nothing writes"), "{err}");
+        assert!(
+            err.contains("kernel 0 reads buffer 1, which nothing writes"),
+            "{err}"
+        );
     }
 
     #[test]

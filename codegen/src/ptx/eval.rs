@@ -278,7 +278,9 @@ impl Cx<'_> {
         let w = self.width;
         let value = vals[s.value].as_ref().expect("stored value evaluated");
         if let StoreKind::AddAt { at, stride, len } = s.kind {
-            let err = self.err.expect("kernels with indirect stores get an error flag");
+            let err = self
+                .err
+                .expect("kernels with indirect stores get an error flag");
             let ats = vals[at].as_ref().expect("position evaluated");
             // Every lane is a point of its own and adds once, even where
             // the position and value are the same for all lanes.

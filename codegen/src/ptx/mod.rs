@@ -12,6 +12,8 @@
 //! - Scans: a thread, warp or CTA per row walking it in chunks (thread,
 //!   warp shuffle and shared-memory scans, a carry between chunks). See
 //!   [`launch::Scan`] and the `scan` module.
+//! - Scatter kernels: the elementwise mapping, each store an atomic add at
+//!   a checked data-dependent position (the `scatter` module).
 //!
 //! Buffers must be at least 16-byte aligned (as device allocations are):
 //! vector accesses rely on it.
@@ -80,8 +82,8 @@ pub use target::Target;
 ///
 /// Kernel parameters, in order: one `.u64` global pointer per input, then
 /// one per output, then 8 bytes per scalar parameter holding
-/// [`scalar_param`]'s value, then, for a kernel with indirect loads
-/// ([`Kernel::has_indirect`]), a `.u64` pointer to a `u32` error flag that
+/// [`scalar_param`]'s value, then, for a kernel with indirect loads or
+/// adds ([`Kernel::has_indirect`]), a `.u64` pointer to a `u32` error flag that
 /// the kernel sets to 1 where an index is out of range; nothing else. Every buffer must be 16-byte
 /// aligned.
 /// Errors on an unsupported target (below sm_80) or a malformed kernel.
