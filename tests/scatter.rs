@@ -294,6 +294,34 @@ fn chained_scatters_realized_together() {
     }
 }
 
+#[test]
+fn reductions_feed_values_and_indices() {
+    // Values with a row reduction and an index from an argmax: both are
+    // materialized before the adds' kernel, which reads them.
+    let x = Input::with_values(
+        Layout::Strided,
+        &[4, 6],
+        DType::F32,
+        &[1.5, -2.25, 3.0, -0.5, 8.0, 0.0, 2.5],
+    );
+    let hx = x.host();
+    let hmax = hx.max(&[1], true);
+    let centred = NdArray::from_fn(&[4, 6], |c| hx.at(c) - hmax.at(&[c[0], 0]));
+    let harg = hx.arg(1, true, |a, b| a > b);
+    let t = Input::with_values(Layout::Contiguous, &[4, 6], DType::F32, &[0.25, 1.0]);
+    let want = host_scatter_add(&t.host(), 1, &harg, &centred, DType::F32);
+    check(
+        "scatter_add at argmax of centred rows",
+        || {
+            let x = x.tensor();
+            let centred = &x - x.max_keepdim(1);
+            t.tensor().scatter_add(1, &x.argmax_keepdim(1), &centred)
+        },
+        &want,
+        EXACT,
+    );
+}
+
 /// The error realizing `y` under `mode`.
 fn realize_err(y: &Tensor, mode: Fusion) -> Error {
     match y.realize_with(mode) {
