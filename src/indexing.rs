@@ -15,7 +15,7 @@ use smelt_fusion::Op;
 /// Panics unless `index` has an index dtype (the one check every op of
 /// this family makes; [`crate::DType::is_index`] says which dtypes those are).
 #[track_caller]
-fn check_index(op: &str, index: &Tensor) {
+pub(crate) fn check_index(op: &str, index: &Tensor) {
     assert!(
         index.dtype().is_index(),
         "{op}: indices must have an integer index dtype, got {}",

@@ -56,6 +56,7 @@ mod reduce;
 mod runtime;
 pub mod safetensors;
 mod scan;
+mod scatter;
 mod shape;
 mod sort;
 pub mod stats;

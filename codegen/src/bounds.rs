@@ -3,11 +3,12 @@
 //! so a view bug becomes an `Err` instead of an out-of-bounds GPU read.
 
 use crate::expr::{Atom, Expr};
-use crate::ir::{Inst, Kernel, KernelKind};
+use crate::ir::{Inst, Kernel, KernelKind, StoreKind};
 
 impl Kernel {
     /// Checks every unmasked load and every store against its buffer's
-    /// length, and every scalar read against the scalar parameters
+    /// length (gathers and adds at data-dependent positions over their
+    /// whole axis), and every scalar read against the scalar parameters
     /// ([`Kernel::check_scalars`]).
     ///
     /// Only indices whose extremes are exact are judged: affine in distinct
@@ -39,7 +40,7 @@ impl Kernel {
                 *last = self.stored_len() as i64;
             }
         }
-        let stores = self.stores.iter().map(|s| {
+        let stores = self.stores.iter().filter(|s| !s.is_add()).map(|s| {
             let len = self.outputs[s.output].len;
             ("output", s.output, &s.index, len, &store_ranges)
         });
@@ -62,6 +63,20 @@ impl Kernel {
             }
             _ => None,
         });
+        // Adds at data-dependent positions, likewise over the whole axis.
+        let adds = self.stores.iter().filter_map(|s| match s.kind {
+            StoreKind::AddAt {
+                stride,
+                len: axis @ 1..,
+                ..
+            } => {
+                let (lo, hi) = exact_bounds(&s.index, ranges)?;
+                let end = (axis - 1) * stride;
+                let len = self.outputs[s.output].len;
+                Some(("output", s.output, lo + end.min(0), hi + end.max(0), len))
+            }
+            _ => None,
+        });
         let affine = loads
             .map(|(what, buf, index, len)| (what, buf, index, len, ranges))
             .chain(stores)
@@ -72,7 +87,7 @@ impl Kernel {
                 let (lo, hi) = exact_bounds(index, ranges)?;
                 Some((what, buf, lo, hi, len))
             });
-        for (what, buf, lo, hi, len) in affine.chain(gathers) {
+        for (what, buf, lo, hi, len) in affine.chain(gathers).chain(adds) {
             if lo < 0 || hi >= len as i64 {
                 return Err(format!(
                     "kernel {}: {what} {buf} is indexed in {lo}..={hi} but has {len} elements",
@@ -100,7 +115,7 @@ fn exact_bounds(index: &Expr, ranges: &[i64]) -> Option<(i64, i64)> {
 #[cfg(test)]
 mod tests {
     use crate::expr::Cond;
-    use crate::ir::{Arg, Inst, Kernel, KernelKind, Node, Store};
+    use crate::ir::{Arg, Inst, Kernel, KernelKind, Node, Store, StoreKind};
     use crate::{DType, Expr};
 
     /// A copy `out[i] = in[i + offset]` over `n` elements of an input of
@@ -128,11 +143,7 @@ mod tests {
                 },
                 dtype: DType::F32,
             }],
-            stores: vec![Store {
-                output: 0,
-                index: Expr::var(0),
-                value: 0,
-            }],
+            stores: vec![Store::write(0, Expr::var(0), 0)],
         }
     }
 
@@ -202,6 +213,28 @@ mod tests {
         assert!(e.contains("input 0 is indexed in 1..=8"), "{e}");
         let e = gather(5, -2, 4).check_bounds().unwrap_err();
         assert!(e.contains("input 0 is indexed in -1..=6"), "{e}");
+    }
+
+    /// A scatter-add of 2 points into an output of 8 elements along an
+    /// axis of `len` elements with `stride` from element `offset`.
+    fn scatter(offset: i64, stride: i64, len: i64) -> Kernel {
+        let mut k = gather(0, 1, 2);
+        k.outputs[0].len = 8;
+        k.stores = vec![Store {
+            output: 0,
+            index: Expr::var(0).add_const(offset),
+            value: 0,
+            kind: StoreKind::AddAt { at: 0, stride, len },
+        }];
+        k
+    }
+
+    #[test]
+    fn scatter_adds_are_judged_over_their_whole_axis() {
+        assert_eq!(scatter(0, 2, 4).check_bounds(), Ok(()));
+        assert_eq!(scatter(6, -2, 4).check_bounds(), Ok(()));
+        let e = scatter(1, 2, 4).check_bounds().unwrap_err();
+        assert!(e.contains("output 0 is indexed in 1..=8"), "{e}");
     }
 
     #[test]

@@ -15,11 +15,14 @@
 //! Sorts ([`Inst::Sort`]) take a whole row as one chunk, order it stably by
 //! [`crate::sort::sort_order`] and store its first [`Kernel::stored_len`]
 //! positions.
+//!
+//! Adds at data-dependent positions ([`StoreKind::AddAt`]) read, add and
+//! write one point after the other in domain order, so a scatter's repeated
+//! positions accumulate in the same order on every run.
 
-use crate::expr::Expr;
-use crate::ir::{Inst, Kernel, Val};
+use crate::ir::{Inst, Kernel, Store, StoreKind, Val};
 use crate::sort::{sort_order, SortPart};
-use crate::{DType, KernelKind, ReduceOp, ScanOp, SortOp};
+use crate::{BinaryOp, DType, KernelKind, ReduceOp, ScanOp, SortOp};
 
 /// Points per tile: enough to amortise the per-instruction dispatch.
 const TILE: usize = 4096;
@@ -145,7 +148,10 @@ impl Plan {
             .collect();
         let (element_stores, row_stores): (Vec<usize>, Vec<usize>) =
             (0..k.stores.len()).partition(|s| k.store_is_element_level(&k.stores[*s], level));
-        let roots: Vec<Val> = element_stores.iter().map(|s| k.stores[*s].value).collect();
+        let roots: Vec<Val> = element_stores
+            .iter()
+            .flat_map(|s| k.stores[*s].operands())
+            .collect();
         Plan {
             level: level.to_vec(),
             reduce_needs,
@@ -253,16 +259,7 @@ impl State {
         for &s in &plan.row_stores {
             let st = &k.stores[s];
             let vars: Vec<&[i64]> = self.row_vars.iter().map(|v| v.as_slice()).collect();
-            write_out(
-                k,
-                st.output,
-                &st.index,
-                &self.row[st.value],
-                &vars,
-                outputs,
-                &mut self.idx,
-                |_| true,
-            )?;
+            write_out(k, st, &self.row, &vars, outputs, &mut self.idx, |_| true)?;
         }
         if !plan.element_stores.is_empty() {
             let stored = k.stored_len();
@@ -275,20 +272,13 @@ impl State {
                 self.eval_elements(k, plan, &plan.store_needs, args, nr, c0, nc)?;
                 for &s in &plan.element_stores {
                     let st = &k.stores[s];
-                    if !plan.level[st.value] {
-                        self.tmp_expand(st.value, nr, nc);
+                    for o in st.operands() {
+                        if !plan.level[o] {
+                            self.tmp_expand(o, nr, nc);
+                        }
                     }
                     let vars: Vec<&[i64]> = self.elem_vars.iter().map(|v| v.as_slice()).collect();
-                    write_out(
-                        k,
-                        st.output,
-                        &st.index,
-                        &self.elem[st.value],
-                        &vars,
-                        outputs,
-                        &mut self.idx,
-                        keep,
-                    )?;
+                    write_out(k, st, &self.elem, &vars, outputs, &mut self.idx, keep)?;
                 }
                 c0 += nc;
             }
@@ -608,36 +598,67 @@ fn eval_cond(
     Some(m)
 }
 
-/// Writes `vals` at the points where `keep` (of the point's position in
-/// `vals`) holds.
-#[allow(clippy::too_many_arguments)]
+/// Runs store `st` at the points whose variables are `vars`, with the
+/// instructions' values there in `vals`. An add at a data-dependent
+/// position ([`StoreKind::AddAt`]) reads, adds and rounds one point after
+/// the other in domain order, so repeated positions accumulate in the same
+/// order on every run. Points where `keep` (of the point's position in
+/// `vals`) fails are not written.
 fn write_out(
     k: &Kernel,
-    output: usize,
-    index: &Expr,
-    vals: &[f64],
+    st: &Store,
+    vals: &[Vec<f64>],
     vars: &[&[i64]],
     outputs: &mut [&mut [u8]],
     idx: &mut Vec<i64>,
     keep: impl Fn(usize) -> bool,
 ) -> Result<(), InterpError> {
+    let output = st.output;
     let arg = k.outputs[output];
-    idx.resize(vals.len(), 0);
-    index.eval_many(vars, idx);
+    let values = &vals[st.value];
+    idx.resize(values.len(), 0);
+    st.index.eval_many(vars, idx);
     let buf = &mut *outputs[output];
-    for (p, (j, v)) in idx.iter().zip(vals).enumerate() {
+    for (p, v) in values.iter().enumerate() {
         if !keep(p) {
             continue;
         }
-        if *j < 0 || *j as usize >= arg.len {
+        let mut j = idx[p];
+        if let StoreKind::AddAt { at, stride, len } = st.kind {
+            // Index values are exact integers (i32 now; i64 up to 2^53).
+            let a = vals[at][p] as i64;
+            if a < 0 || a >= len {
+                return Err(InterpError(format!(
+                    "kernel {}: index {a} is out of range for an axis of size {len}",
+                    k.name
+                )));
+            }
+            j += a * stride;
+        }
+        if j < 0 || j as usize >= arg.len {
             return Err(InterpError(format!(
                 "kernel {}: store index {j} outside out{output} of {} elements",
                 k.name, arg.len
             )));
         }
-        arg.dtype.write(buf, *j as usize, *v);
+        let v = match st.kind {
+            StoreKind::Write => *v,
+            StoreKind::AddAt { .. } => add(arg.dtype, arg.dtype.read(buf, j as usize), *v),
+        };
+        arg.dtype.write(buf, j as usize, v);
     }
     Ok(())
+}
+
+/// `old + v` rounded to `dt`, as one atomic add on the GPU computes it:
+/// integers wrap, floats round once from the exact sum (`f64` holds the
+/// sum of two values of any of our float types exactly, up to f32
+/// overflow, which it rounds to infinity as `f32` does).
+fn add(dt: DType, old: f64, v: f64) -> f64 {
+    match dt {
+        DType::I32 => BinaryOp::Add.eval_i32(old, v),
+        _ => dt.round(old + v),
+    }
 }
 
 fn oob(k: &Kernel, input: usize, j: i64, len: usize) -> InterpError {

@@ -23,6 +23,12 @@
 //! longer than [`crate::sort::SORT_CHUNK`] has one more output that no
 //! store writes: the scratch buffer of [`crate::sort::scratch_len`]
 //! elements that the GPU merges through.
+//!
+//! A *scatter* kernel ([`KernelKind::Scatter`]) has no reduced variable and
+//! read-modify-writes its output: its stores are [`StoreKind::AddAt`], an
+//! atomic add at a position that is data. The output buffer is one an
+//! earlier kernel of the schedule wrote (a copy of the tensor scattered
+//! into), which the runtimes pass in place instead of a new buffer.
 
 use crate::expr::{Cond, Expr};
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
@@ -55,6 +61,10 @@ pub enum KernelKind {
     /// Sorts along the one reduced variable (`sort`, `argsort`, `topk`),
     /// with their producers fused into the loads.
     Sort,
+    /// Atomic adds ([`StoreKind::AddAt`]) into an output that an earlier
+    /// kernel wrote (`scatter_add`, `index_add`), over the domain of the
+    /// values added, their producers fused into the loads.
+    Scatter,
 }
 
 impl KernelKind {
@@ -67,6 +77,7 @@ impl KernelKind {
             KernelKind::Matmul => "matmul",
             KernelKind::Scan => "scan",
             KernelKind::Sort => "sort",
+            KernelKind::Scatter => "scatter",
         }
     }
 }
@@ -197,15 +208,70 @@ pub struct Arg {
     pub len: usize,
 }
 
-/// Writes `value` (cast to the output's dtype) to `outputs[output][index]`.
+/// Writes `value` (cast to the output's dtype) to `outputs[output]` at
+/// `index`, as `kind` says.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Store {
     /// The output buffer's position in [`Kernel::outputs`].
     pub output: usize,
-    /// Element index into that buffer.
+    /// Element index into that buffer (for [`StoreKind::AddAt`], of the
+    /// indexed axis' element 0).
     pub index: Expr,
     /// The value stored.
     pub value: Val,
+    /// Whether it overwrites or adds at a data-dependent position.
+    pub kind: StoreKind,
+}
+
+/// How a [`Store`] writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StoreKind {
+    /// Overwrites element `index`.
+    Write,
+    /// Adds the value to element `index + at * stride`, where `at` is an
+    /// integer value computed by the kernel (an index tensor's element)
+    /// that must lie in `0..len` (a scatter-add; compare
+    /// [`Inst::Gather`]). The sum is rounded to the output's dtype at each
+    /// add. Several points may add to one element: the CPU adds in domain
+    /// order, the GPU with atomics in any order (so float results may
+    /// differ in rounding between runs; integer ones never do). An `at`
+    /// outside `0..len` is a run-time error: the CPU returns it, the GPU
+    /// skips the add and raises the error flag ([`Kernel::has_indirect`]).
+    AddAt {
+        /// The position along the indexed axis (an integer value).
+        at: Val,
+        /// Elements between neighbours along the indexed axis.
+        stride: i64,
+        /// Size of the indexed axis: `at` must lie in `0..len`.
+        len: i64,
+    },
+}
+
+impl Store {
+    /// A plain write of `value` to element `index` of output `output`.
+    pub fn write(output: usize, index: Expr, value: Val) -> Store {
+        Store {
+            output,
+            index,
+            value,
+            kind: StoreKind::Write,
+        }
+    }
+
+    /// The values the store reads: its value and, for an add at a
+    /// data-dependent position, that position.
+    pub fn operands(&self) -> Vec<Val> {
+        match self.kind {
+            StoreKind::Write => vec![self.value],
+            StoreKind::AddAt { at, .. } => vec![self.value, at],
+        }
+    }
+
+    /// Whether the store adds into its output (which then holds data
+    /// before the kernel runs) instead of overwriting it.
+    pub fn is_add(&self) -> bool {
+        matches!(self.kind, StoreKind::AddAt { .. })
+    }
 }
 
 /// A whole kernel.
@@ -262,15 +328,17 @@ impl Kernel {
         (self.inputs.len() + self.outputs.len() + self.scalars.len() + flag) * PARAM_BYTES
     }
 
-    /// Whether the kernel has indirect loads ([`Inst::Gather`]), whose
-    /// indices are data and cannot be checked before launch. Such a kernel
-    /// takes one more parameter after its scalars: the address of a
-    /// device-side `u32` error flag that it sets to 1 where an index is out
-    /// of range (the runtime reads it once per realize).
+    /// Whether the kernel has indirect loads ([`Inst::Gather`]) or stores
+    /// ([`StoreKind::AddAt`]), whose indices are data and cannot be checked
+    /// before launch. Such a kernel takes one more parameter after its
+    /// scalars: the address of a device-side `u32` error flag that it sets
+    /// to 1 where an index is out of range (the runtime reads it once per
+    /// realize).
     pub fn has_indirect(&self) -> bool {
         self.insts
             .iter()
             .any(|n| matches!(n.inst, Inst::Gather { .. }))
+            || self.stores.iter().any(Store::is_add)
     }
 
     /// Checks that every [`Inst::Scalar`] reads a declared scalar parameter
@@ -373,7 +441,7 @@ impl Kernel {
     pub fn store_is_element_level(&self, s: &Store, level: &[bool]) -> bool {
         let mut vs = Vec::new();
         s.index.vars(&mut vs);
-        level[s.value] || vs.iter().any(|v| *v >= self.n_kept)
+        s.operands().iter().any(|o| level[*o]) || vs.iter().any(|v| *v >= self.n_kept)
     }
 
     /// Bytes the kernel reads from its inputs: every input counted by the
@@ -431,9 +499,21 @@ impl Kernel {
         (hi - lo).max(0) as usize
     }
 
-    /// Bytes the kernel writes.
+    /// Bytes the kernel writes: whole outputs, except that an output
+    /// only added into ([`StoreKind::AddAt`]) counts one element per
+    /// domain point, at most its length.
     pub fn bytes_written(&self) -> usize {
-        self.outputs.iter().map(|a| a.len * a.dtype.size()).sum()
+        let points: usize = self.ranges.iter().map(|r| *r as usize).product();
+        self.outputs
+            .iter()
+            .enumerate()
+            .map(|(o, a)| {
+                let mut stores = self.stores.iter().filter(|s| s.output == o).peekable();
+                let adds_only = stores.peek().is_some() && stores.all(Store::is_add);
+                let len = if adds_only { a.len.min(points) } else { a.len };
+                len * a.dtype.size()
+            })
+            .sum()
     }
 
     /// A stable hash of everything that defines the kernel's code, with a
@@ -550,7 +630,16 @@ impl fmt::Display for Kernel {
             writeln!(f)?;
         }
         for s in &self.stores {
-            writeln!(f, "  store out{}[{}] = %{}", s.output, s.index, s.value)?;
+            match s.kind {
+                StoreKind::Write => {
+                    writeln!(f, "  store out{}[{}] = %{}", s.output, s.index, s.value)?
+                }
+                StoreKind::AddAt { at, stride, len } => writeln!(
+                    f,
+                    "  add out{}[{} + %{at} * {stride}] += %{}, %{at} < {len}",
+                    s.output, s.index, s.value
+                )?,
+            }
         }
         Ok(())
     }

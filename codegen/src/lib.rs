@@ -30,7 +30,8 @@ pub const CODEGEN_HASH: &str = env!("SMELT_CODEGEN_HASH");
 pub use dtype::DType;
 pub use expr::{Cond, Expr};
 pub use ir::{
-    Arg, Inst, Kernel, KernelKind, Node, Store, Val, INST_BUDGET, PARAM_BYTES, PARAM_BYTES_LIMIT,
+    Arg, Inst, Kernel, KernelKind, Node, Store, StoreKind, Val, INST_BUDGET, PARAM_BYTES,
+    PARAM_BYTES_LIMIT,
 };
 pub use ops::{BinaryOp, ReduceOp, UnaryOp};
 pub use scan::ScanOp;

@@ -135,6 +135,7 @@ fn hash_op(op: &Op, h: &mut DefaultHasher) {
         Op::Iota => 12u8.hash(h),
         Op::Random(d, _) => (13u8, d).hash(h),
         Op::Sort(o, _, axis) => (14u8, o, axis).hash(h),
+        Op::ScatterAdd(_, _, _, axis) => (15u8, axis).hash(h),
     }
 }
 

@@ -1,7 +1,10 @@
 //! The kernel DAG of a schedule: kernels are nodes, buffers are edges.
 //!
 //! A buffer written by kernel `i` and read by kernel `j` is an edge
-//! `i -> j` labelled with the buffer's index. Buffers that exist before
+//! `i -> j` labelled with the buffer's index. A buffer that kernel `j`
+//! writes again after kernel `i` (an in-place update: a scatter's adds
+//! into its copy) is an edge `i -> j` too, and its readers read it from
+//! its last writer. Buffers that exist before
 //! the schedule runs (realized tensors) come from [`DagNode::Input`]
 //! sources; buffers handed to the realized nodes go to [`DagNode::Result`]
 //! sinks. So every buffer a kernel touches is an edge at that kernel, and
@@ -73,12 +76,26 @@ impl KernelDag {
         for i in 0..items.len() {
             graph.add_node(DagNode::Kernel(i));
         }
-        // Where each buffer comes from: its writer, or a source node made
-        // on its first read.
+        // Where each buffer comes from: its last writer, or a source node
+        // made on its first read. A buffer written again (a scatter adding
+        // into its copy in place) depends on its earlier writer: an edge
+        // from that writer to the kernel updating it.
         let mut source: Vec<Option<NodeIndex>> = vec![None; n_buffers];
         for (i, it) in items.iter().enumerate() {
-            for &b in &it.outputs {
-                source[b] = Some(NodeIndex::new(i));
+            let me = NodeIndex::new(i);
+            for (o, &b) in it.outputs.iter().enumerate() {
+                let prev = match source[b].replace(me) {
+                    Some(prev) => prev,
+                    // Adding into a buffer nothing wrote first reads it
+                    // unwritten (`check_order` reports the `Missing` source).
+                    None if it.kernel.stores.iter().any(|s| s.output == o && s.is_add()) => graph
+                        .add_node(match buffers[b] {
+                            BufferSpec::Realized { .. } => DagNode::Input(b),
+                            BufferSpec::New { .. } => DagNode::Missing(b),
+                        }),
+                    None => continue,
+                };
+                graph.add_edge(prev, me, DagEdge { buffer: b });
             }
         }
         let mut read = vec![false; n_buffers];
@@ -108,7 +125,8 @@ impl KernelDag {
         }
         for (i, it) in items.iter().enumerate() {
             for &b in &it.outputs {
-                if !read[b] && !is_result[b] {
+                let last_writer = source[b] == Some(NodeIndex::new(i));
+                if last_writer && !read[b] && !is_result[b] {
                     let to = graph.add_node(DagNode::Unread(b));
                     graph.add_edge(NodeIndex::new(i), to, DagEdge { buffer: b });
                 }
@@ -230,7 +248,7 @@ impl KernelDag {
 pub(crate) mod tests {
     use super::*;
     use crate::graph::BufferHandle;
-    use smelt_codegen::{Arg, DType, Kernel, KernelKind};
+    use smelt_codegen::{Arg, DType, Expr, Kernel, KernelKind, Store, StoreKind};
     use std::sync::Arc;
 
     /// A kernel item reading `inputs` and writing `outputs` (an empty
@@ -418,6 +436,54 @@ pub(crate) mod tests {
             );
             assert_eq!(dag.check_order(), Ok(()));
         }
+    }
+
+    /// Kernel 1 adds into buffer 1, which kernel 0 wrote (a scatter), and
+    /// kernel 2 reads the updated buffer.
+    #[test]
+    fn updates_in_place_follow_the_first_write() {
+        let add = || {
+            let mut it = item(&["scatter_add"], &[0], &[1]);
+            it.kernel.stores.push(Store {
+                output: 0,
+                index: Expr::var(0),
+                value: 0,
+                kind: StoreKind::AddAt {
+                    at: 0,
+                    stride: 1,
+                    len: 16,
+                },
+            });
+            it
+        };
+        let items = vec![
+            item(&["cast"], &[0], &[1]),
+            add(),
+            item(&["exp"], &[1], &[2]),
+        ];
+        let buffers = vec![realized(), new_buf(), new_buf()];
+        let dag = KernelDag::new(&items, &buffers, &[1, 2]);
+        use DagNode::*;
+        let mut want = vec![
+            (Input(0), Kernel(0), 0),
+            (Input(0), Kernel(1), 0),
+            (Kernel(0), Kernel(1), 1),
+            (Kernel(1), Kernel(2), 1),
+            (Kernel(1), Result(1), 1),
+            (Kernel(2), Result(2), 2),
+        ];
+        want.sort_by_key(|(a, b, buf)| (format!("{a:?}"), format!("{b:?}"), *buf));
+        assert_eq!(edges(&dag), want);
+        assert_eq!(dag.topo_order(), Ok(vec![0, 1, 2]));
+        assert_eq!(dag.check_order(), Ok(()));
+        // Adds into a buffer before anything wrote it.
+        let swapped = vec![add(), item(&["cast"], &[0], &[1])];
+        let dag = KernelDag::new(&swapped, &buffers[..2], &[1]);
+        let err = dag.check_order().unwrap_err();
+        assert!(
+            err.contains("kernel 0 reads buffer 1, which nothing writes"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -32,6 +32,8 @@ pub enum Source {
     /// storing `k` positions per row, of the source node with this id:
     /// only kernels sorting the same values merge (one sort per kernel).
     Sort(SortDomain),
+    /// Adds of the values of this shape into another tensor (a scatter).
+    Scatter(Vec<usize>),
 }
 
 /// What identifies a sort kernel's domain ([`Source::Sort`]).
@@ -65,6 +67,15 @@ impl Domain {
             ranges: shape.iter().map(|n| *n as i64).collect(),
             n_kept: shape.len(),
             source: Source::Elementwise(shape.to_vec()),
+        }
+    }
+
+    /// The domain of a scatter of values of `shape`: one point per value,
+    /// all variables kept.
+    pub fn scatter(shape: &[usize]) -> Domain {
+        Domain {
+            source: Source::Scatter(shape.to_vec()),
+            ..Domain::elementwise(shape)
         }
     }
 

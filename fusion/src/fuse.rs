@@ -28,6 +28,10 @@
 //! - a sort likewise, and only sorts of the same node in the same
 //!   direction with the same `k` merge (`sort`'s values and indices: one
 //!   kernel sorting once);
+//! - a scatter is two kernels: its copy of the tensor scattered into (with
+//!   that tensor's producers fused) and the adds over the values' domain
+//!   (with the values' and the index's producers fused), which update the
+//!   copy's buffer in place;
 //! - no kernel outgrows the instruction budget or the parameter space: long
 //!   chains and wide sums are cut ([`crate::budget::split`]) and merging
 //!   stops where a kernel would be full.
@@ -54,6 +58,7 @@ pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
             .map(|n| n.id()),
     );
     materialized.extend(gather_sources(order));
+    materialized.extend(scatter_nodes(order));
     let costs = split(order, &mut materialized);
     // Outputs that may not join a kernel they read from (joining made that
     // kernel read one of its own outputs at the wrong row).
@@ -137,6 +142,20 @@ fn matmul_operand_producers(order: &[NodeRef]) -> Vec<u64> {
         .collect()
 }
 
+/// Scatters and the copies they add into: each is materialized by a
+/// kernel of its own (the copy over its shape, the adds over the values'),
+/// the scatter's buffer being its copy's, updated in place.
+fn scatter_nodes(order: &[NodeRef]) -> Vec<u64> {
+    order
+        .iter()
+        .filter_map(|n| match n.op() {
+            Op::ScatterAdd(init, ..) => Some([n.id(), init.id()]),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
 /// The domain a reduction or matmul is computed in.
 fn domain_of(r: &NodeRef) -> Option<Domain> {
     match r.op() {
@@ -172,7 +191,7 @@ fn pick(f: &Failure, materialized: &FxHashSet<u64>) -> NodeRef {
 fn plan_for(t: &NodeRef, materialized: &FxHashSet<u64>) -> KernelPlan {
     if matches!(
         t.op(),
-        Op::Reduce(..) | Op::Matmul(..) | Op::Scan(..) | Op::Sort(..)
+        Op::Reduce(..) | Op::Matmul(..) | Op::Scan(..) | Op::Sort(..) | Op::ScatterAdd(..)
     ) {
         return single_kernel(t);
     }
@@ -314,7 +333,9 @@ fn permuted_store(
     let kept: Vec<usize> = match &domain.source {
         Source::Reduce(shape, axes) => (0..shape.len()).filter(|a| !axes.contains(a)).collect(),
         Source::Matmul(..) => (0..out.len()).collect(),
-        Source::Elementwise(_) | Source::Scan(..) | Source::Sort(..) => return None,
+        Source::Elementwise(_) | Source::Scan(..) | Source::Sort(..) | Source::Scatter(_) => {
+            return None
+        }
     };
     let mut strides: Vec<isize> = kept.iter().map(|j| stride_of_out_axis[*j]).collect();
     strides.resize(domain.ranges.len(), 0);

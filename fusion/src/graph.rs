@@ -63,6 +63,14 @@ pub enum Op {
     /// dtype) or their positions. The node's shape is the source's with
     /// `k` along `axis`.
     Sort(SortOp, NodeRef, usize),
+    /// `scatter_add(init, index, src, axis)`: `init` with `src[p]` added at
+    /// `p` with coordinate `axis` replaced by `index[p]`, for every `p` of
+    /// `index`'s shape (`src` has that shape and the node's dtype; the node
+    /// has `init`'s shape). `init` is a copy made for this node alone and
+    /// materialized by its own kernel; a scatter kernel over `index`'s
+    /// shape then adds into that buffer in place, and the buffer becomes
+    /// the node's.
+    ScatterAdd(NodeRef, NodeRef, NodeRef, usize),
 }
 
 impl Op {
@@ -78,16 +86,17 @@ impl Op {
             | Op::Scan(_, a, _)
             | Op::Sort(_, a, _) => vec![a],
             Op::Binary(_, a, b) | Op::Matmul(a, b) | Op::Gather(a, b, _) => vec![a, b],
-            Op::Where(c, a, b) => vec![c, a, b],
+            Op::Where(c, a, b) | Op::ScatterAdd(c, a, b, _) => vec![c, a, b],
         }
     }
 
     /// The sources read at the node's own coordinates (through the same
     /// tracker): all of them but a gather's source, read at data-dependent
-    /// positions.
+    /// positions, and none of a scatter's, which its own kernels compute.
     pub fn pointwise_srcs(&self) -> Vec<&NodeRef> {
         match self {
             Op::Gather(_, index, _) => vec![index],
+            Op::ScatterAdd(..) => vec![],
             op => op.srcs(),
         }
     }
@@ -109,6 +118,7 @@ impl Op {
             Op::Iota => "iota".into(),
             Op::Random(d, _) => d.name().into(),
             Op::Sort(op, ..) => op.name().into(),
+            Op::ScatterAdd(..) => "scatter_add".into(),
         }
     }
 }
@@ -261,7 +271,7 @@ fn take_srcs(op: &mut Op, out: &mut Vec<NodeRef>) {
         | Op::Scan(_, a, _)
         | Op::Sort(_, a, _) => out.push(a),
         Op::Binary(_, a, b) | Op::Matmul(a, b) | Op::Gather(a, b, _) => out.extend([a, b]),
-        Op::Where(c, a, b) => out.extend([c, a, b]),
+        Op::Where(c, a, b) | Op::ScatterAdd(c, a, b, _) => out.extend([c, a, b]),
     }
 }
 

@@ -6,11 +6,11 @@ use crate::domain::{matmul_domain, matmul_operands, Domain};
 use crate::graph::is_compute;
 use crate::graph::{BufferHandle, NodeRef, Op};
 use crate::schedule::ScalarSpec;
-use crate::view::{ShapeTracker, View};
+use crate::view::{contiguous_strides, ShapeTracker, View};
 use rustc_hash::{FxHashMap, FxHashSet};
 use smelt_codegen::{
     Arg, BinaryOp, Cond, DType, Expr, Inst, Kernel, KernelKind, Node, ReduceOp, SortPart, Store,
-    Val,
+    StoreKind, Val,
 };
 use std::hash::{Hash, Hasher};
 
@@ -250,6 +250,7 @@ pub struct Lowerer<'a> {
     matmul: bool,
     scan: bool,
     sort: bool,
+    scatter: bool,
 }
 
 impl<'a> Lowerer<'a> {
@@ -283,6 +284,7 @@ impl<'a> Lowerer<'a> {
             matmul: false,
             scan: false,
             sort: false,
+            scatter: false,
         }
     }
 
@@ -505,6 +507,9 @@ impl<'a> Lowerer<'a> {
                 let src_t = own.scan_tracker(a.shape(), *axis);
                 vec![(a.clone(), self.trackers.intern(&src_t))]
             }
+            // Computed only by its own kernels (scatters are always
+            // materialized, see `Lowerer::scatter_add`).
+            Op::ScatterAdd(..) => return Visited::Done(self.fail_op(node, &op)),
             Op::Matmul(a, b) => {
                 let own = matmul_domain(a.shape(), b.shape());
                 if own != *self.domain
@@ -621,7 +626,9 @@ impl<'a> Lowerer<'a> {
                 }
             }
             Op::Gather(src, _, axis) => self.gather(&p.node, src, *axis, p.tid, vals[0]),
-            Op::Buffer | Op::Const(_) | Op::Iota => unreachable!("visited without sources"),
+            Op::Buffer | Op::Const(_) | Op::Iota | Op::ScatterAdd(..) => {
+                unreachable!("visited without sources")
+            }
         }
     }
 
@@ -676,15 +683,46 @@ impl<'a> Lowerer<'a> {
         )
     }
 
+    /// Adds `node = scatter_add(init, index, src, axis)` as this kernel's
+    /// output `arg`, over the domain of `index` (this kernel's): at each
+    /// point `src` and `index` are computed (their producers fused) and
+    /// `src` is added to the output at the point with coordinate `axis`
+    /// replaced by `index` ([`StoreKind::AddAt`]). The output buffer holds
+    /// `init`'s copy, written by an earlier kernel.
+    pub fn scatter_add(&mut self, node: &NodeRef, arg: Arg) {
+        let Op::ScatterAdd(_, index, src, axis) = node.op() else {
+            unreachable!("scatter_add lowers scatter nodes")
+        };
+        let points = ShapeTracker::contiguous(index.shape());
+        let value = self.value(&src, &points);
+        let at = self.value(&index, &points);
+        // The output's strides with the scattered axis left to `at`.
+        let mut strides = contiguous_strides(node.shape());
+        let stride = std::mem::replace(&mut strides[axis], 0) as i64;
+        let (out_index, _) = self
+            .domain
+            .tracker(strides)
+            .expr(&self.domain.vars(), &self.domain.ranges);
+        self.outputs.push(arg);
+        self.stores.push(Store {
+            output: self.outputs.len() - 1,
+            index: out_index,
+            value,
+            kind: StoreKind::AddAt {
+                at,
+                stride,
+                len: node.shape()[axis] as i64,
+            },
+        });
+        self.scatter = true;
+        self.op_names.push(node.op().name());
+    }
+
     /// Adds an output buffer written at `index` with `value`.
     pub fn store(&mut self, arg: Arg, index: Expr, value: Val) -> usize {
         self.outputs.push(arg);
         let output = self.outputs.len() - 1;
-        self.stores.push(Store {
-            output,
-            index,
-            value,
-        });
+        self.stores.push(Store::write(output, index, value));
         output
     }
 
@@ -719,6 +757,8 @@ impl<'a> Lowerer<'a> {
             KernelKind::Scan
         } else if self.sort {
             KernelKind::Sort
+        } else if self.scatter {
+            KernelKind::Scatter
         } else if reduces == 0 {
             KernelKind::Elementwise
         } else if reduces == 1 && !element_store {

@@ -48,6 +48,15 @@ pub fn single_kernel(node: &NodeRef) -> KernelPlan {
                 outputs: vec![(node.clone(), out)],
             }
         }
+        Op::ScatterAdd(_, index, ..) => {
+            // The output is stored by the adds ([`Lowerer::scatter_add`]),
+            // not at this tracker.
+            let domain = Domain::scatter(index.shape());
+            KernelPlan {
+                domain,
+                outputs: vec![(node.clone(), ShapeTracker::contiguous(index.shape()))],
+            }
+        }
         Op::Matmul(a, b) => {
             let domain = matmul_domain(a.shape(), b.shape());
             let out = domain.matmul_result(node.shape());
@@ -64,7 +73,8 @@ pub fn single_kernel(node: &NodeRef) -> KernelPlan {
 }
 
 /// One kernel per compute node (and per gather source that must be
-/// materialized, see [`gather_sources`]).
+/// materialized, see [`gather_sources`]); a scatter's copy is a compute
+/// node (a cast), so it has its kernel before the scatter's.
 pub fn plan_unfused(order: &[NodeRef]) -> Vec<KernelPlan> {
     let sources: FxHashSet<u64> = gather_sources(order).into_iter().collect();
     order
@@ -93,6 +103,15 @@ pub fn lower_plans(
     let mut buf_of: FxHashMap<u64, usize> = FxHashMap::default();
     for p in plans {
         for (n, _) in &p.outputs {
+            if let Op::ScatterAdd(init, ..) = n.op() {
+                // Updated in place: the buffer of its copy, which an
+                // earlier plan stores (the planners materialize it).
+                let b = *buf_of
+                    .get(&init.id())
+                    .expect("a scatter's copy is materialized before it");
+                buf_of.insert(n.id(), b);
+                continue;
+            }
             buf_of.insert(n.id(), buffers.len());
             buffers.push(BufferSpec::New {
                 dtype: n.dtype(),
@@ -111,12 +130,17 @@ pub fn lower_plans(
         let mut outputs = Vec::new();
         let vars = p.domain.vars();
         for (n, t) in &p.outputs {
-            let v = low.value(n, t);
-            let (index, _) = t.expr(&vars, &p.domain.ranges);
             let arg = Arg {
                 dtype: n.dtype(),
                 len: n.numel(),
             };
+            if let Op::ScatterAdd(..) = n.op() {
+                low.scatter_add(n, arg);
+                outputs.push(buf_of[&n.id()]);
+                continue;
+            }
+            let v = low.value(n, t);
+            let (index, _) = t.expr(&vars, &p.domain.ranges);
             low.store(arg, index, v);
             outputs.push(buf_of[&n.id()]);
         }

@@ -55,10 +55,16 @@ pub fn execute(
         let outs: Result<Vec<Vec<u8>>> = it
             .outputs
             .iter()
-            .map(|b| match &schedule.buffers[*b] {
+            .map(|b| match (&schedule.buffers[*b], &mut slots[*b]) {
+                // Written by an earlier kernel: updated in place (a
+                // scatter's adds into its copy).
+                (_, slot @ Slot::Owned(_)) => match std::mem::replace(slot, Slot::Empty) {
+                    Slot::Owned(v) => Ok(v),
+                    _ => unreachable!("matched as owned"),
+                },
                 // Sized by user data: a failure is an `Err`, not an abort.
-                BufferSpec::New { dtype, len } => Ok(zeroed_bytes(*len, dtype.size())?),
-                BufferSpec::Realized { .. } => unreachable!("kernels write new buffers"),
+                (BufferSpec::New { dtype, len }, _) => Ok(zeroed_bytes(*len, dtype.size())?),
+                (BufferSpec::Realized { .. }, _) => unreachable!("kernels write new buffers"),
             })
             .collect();
         let mut outs = outs?;

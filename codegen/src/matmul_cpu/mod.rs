@@ -132,11 +132,7 @@ impl Matmul {
             }],
             scalars: k.scalars.clone(),
             insts,
-            stores: vec![Store {
-                output: 0,
-                index: row_major(&all, &ranges),
-                value: new_of[root]?,
-            }],
+            stores: vec![Store::write(0, row_major(&all, &ranges), new_of[root]?)],
             ranges,
         })
     }
@@ -167,10 +163,12 @@ impl Matmul {
                 let mut vs = Vec::new();
                 s.index.vars(&mut vs);
                 let index = s.index.substitute(&Expr::var, ranges);
-                (vs.iter().all(|v| *v < k.n_kept)).then(|| Store {
-                    output: s.output,
-                    index,
-                    value: new_of[s.value].expect("store values are copied"),
+                (vs.iter().all(|v| *v < k.n_kept)).then(|| {
+                    Store::write(
+                        s.output,
+                        index,
+                        new_of[s.value].expect("store values are copied"),
+                    )
                 })
             })
             .collect::<Option<Vec<_>>>()?;

@@ -67,7 +67,7 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Elementwise) {
     }
     let used = used_vars(cx);
     let all = vec![true; k.insts.len()];
-    let roots: Vec<_> = k.stores.iter().map(|s| s.value).collect();
+    let roots: Vec<_> = k.stores.iter().flat_map(|s| s.operands()).collect();
     let todo = needs(k, &all, &roots);
 
     let (g, stride) = global_thread(b, w);

@@ -11,7 +11,8 @@ use super::gather;
 use super::memory;
 use super::ops::{self, Value};
 use super::philox;
-use crate::ir::{Inst, Kernel, Store, Val};
+use super::scatter;
+use crate::ir::{Inst, Kernel, Store, StoreKind, Val};
 use crate::DType;
 
 /// An instruction's values: one per lane, or one for every lane.
@@ -35,8 +36,12 @@ pub struct Cx<'a> {
     pub outputs: Vec<Reg>,
     /// Names of the scalar parameters, by slot.
     pub scalars: Vec<String>,
-    /// Global address of the error flag (kernels with indirect loads).
+    /// Global address of the error flag (kernels with indirect loads or
+    /// stores).
     pub err: Option<Reg>,
+    /// The target's SM version (instructions such as `bf16` atomics
+    /// depend on it).
+    pub sm: u32,
 }
 
 /// A point group: registers of the variables with the lane variable at its
@@ -123,6 +128,7 @@ impl Cx<'_> {
             outputs: self.outputs.clone(),
             scalars: self.scalars.clone(),
             err: self.err,
+            sm: self.sm,
         }
     }
 
@@ -297,6 +303,28 @@ impl Cx<'_> {
         let ranges = &self.k.ranges;
         let w = self.width;
         let value = vals[s.value].as_ref().expect("stored value evaluated");
+        if let StoreKind::AddAt { at, stride, len } = s.kind {
+            let err = self
+                .err
+                .expect("kernels with indirect stores get an error flag");
+            let ats = vals[at].as_ref().expect("position evaluated");
+            // Every lane is a point of its own and adds once, even where
+            // the position and value are the same for all lanes.
+            for lane in 0..p.lanes {
+                let vars = self.lane_vars(b, p, lane);
+                let axis = gather::Axis {
+                    base,
+                    dtype: arg.dtype,
+                    idx: expr::eval(b, &s.index, &vars, ranges, w),
+                    stride,
+                    len,
+                };
+                let v = ops::convert(b, value[lane.min(value.len() - 1)], arg.dtype);
+                let a = ats[lane.min(ats.len() - 1)];
+                scatter::add(b, &axis, a, v, p.pred, err, w, self.sm);
+            }
+            return;
+        }
         let index_per_lane = p.lanes > 1 && uses_var(Some(&s.index), None, self.lane_var);
         let lanes = if index_per_lane { p.lanes } else { 1 };
         let vs: Vec<Value> = (0..lanes)

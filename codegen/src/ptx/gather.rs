@@ -10,9 +10,9 @@ use super::memory;
 use super::ops::Value;
 use crate::DType;
 
-/// Where and what a gather reads: a buffer of `dtype` at `base`, the
-/// index `idx` of the axis' element 0 (`width` bits), the axis' `stride`
-/// and `len`.
+/// Where and what a gather reads (or a scatter adds into): a buffer of
+/// `dtype` at `base`, the index `idx` of the axis' element 0 (`width`
+/// bits), the axis' `stride` and `len`.
 pub struct Axis {
     pub base: Reg,
     pub dtype: DType,
@@ -44,6 +44,22 @@ pub fn load(
     err: Reg,
     w: Width,
 ) -> Value {
+    let (j, read) = position(b, axis, at, pred, err, w);
+    memory::load(b, axis.base, j, axis.dtype, Some(read), w)
+}
+
+/// The element index of `at` along the axis (`width` bits) and the
+/// predicate under which it may be accessed: `pred` and `at` inside
+/// `0..len`. Raises `err` (a global `u32`) where `pred` holds and `at` is
+/// outside; there the index is meaningless and must not be used.
+pub fn position(
+    b: &mut Builder,
+    axis: &Axis,
+    at: Value,
+    pred: Option<Reg>,
+    err: Reg,
+    w: Width,
+) -> (Reg, Reg) {
     let a = index_s64(b, at);
     // Unsigned comparisons: a negative index is a huge one.
     let (ok, outside) = (b.reg(RegKind::Pred), b.reg(RegKind::Pred));
@@ -56,11 +72,11 @@ pub fn load(
         ins!(b, "mad.lo.s64 {j}, {a}, {}, {}", axis.stride, axis.idx);
     } else {
         // In range, `at * stride` fits (the kernel's width covers the
-        // whole axis); out of range the load below does not happen.
+        // whole axis); out of range the access does not happen.
         let a32 = b.reg(RegKind::B32);
         ins!(b, "cvt.u32.u64 {a32}, {a}");
         ins!(b, "mad.lo.s32 {j}, {a32}, {}, {}", axis.stride, axis.idx);
     }
-    let read = and(b, pred, Some(ok));
-    memory::load(b, axis.base, j, axis.dtype, read, w)
+    let inside = and(b, pred, Some(ok)).expect("a predicate");
+    (j, inside)
 }

@@ -32,7 +32,7 @@ pub fn vector_ok(index: &Expr, valid: &Cond, dt: DType, lanes: usize, var: usize
 }
 
 /// The byte address of element `idx` of a buffer at `base`.
-fn address(b: &mut Builder, base: Reg, idx: Reg, size: usize, w: Width) -> Reg {
+pub(super) fn address(b: &mut Builder, base: Reg, idx: Reg, size: usize, w: Width) -> Reg {
     let a = b.reg(RegKind::B64);
     if w.wide {
         ins!(b, "mad.lo.s64 {a}, {idx}, {size}, {base}");

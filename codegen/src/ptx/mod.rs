@@ -15,6 +15,8 @@
 //! - Sorts: a CTA per row, a bitonic sort of `(key, position)` pairs in
 //!   shared memory, chunks of long rows merged through a global scratch
 //!   buffer. See [`launch::Sort`] and the `sort` module.
+//! - Scatter kernels: the elementwise mapping, each store an atomic add at
+//!   a checked data-dependent position (the `scatter` module).
 //!
 //! Buffers must be at least 16-byte aligned (as device allocations are):
 //! vector accesses rely on it.
@@ -90,6 +92,7 @@ mod philox;
 pub mod ptxas;
 mod reduce;
 mod scan;
+mod scatter;
 mod sort;
 mod special;
 mod target;
@@ -107,8 +110,8 @@ pub use target::Target;
 ///
 /// Kernel parameters, in order: one `.u64` global pointer per input, then
 /// one per output, then 8 bytes per scalar parameter holding
-/// [`scalar_param`]'s value, then, for a kernel with indirect loads
-/// ([`Kernel::has_indirect`]), a `.u64` pointer to a `u32` error flag that
+/// [`scalar_param`]'s value, then, for a kernel with indirect loads or
+/// adds ([`Kernel::has_indirect`]), a `.u64` pointer to a `u32` error flag that
 /// the kernel sets to 1 where an index is out of range; nothing else. Every buffer must be 16-byte
 /// aligned.
 /// Errors on an unsupported target (below sm_80) or a malformed kernel.
@@ -139,7 +142,7 @@ pub fn emit_plan(kernel: &Kernel, target: &Target, plan: &Plan) -> Result<PtxKer
     let entry = entry_name(kernel);
     let smem = format!("{entry}_red");
     let mut b = Builder::default();
-    let (params, cx) = prologue(kernel, &entry, &mut b);
+    let (params, cx) = prologue(kernel, target, &entry, &mut b);
     let (block, grid, shared, min_ctas) = match plan {
         Plan::Elementwise(p) => {
             elementwise::emit(&mut b, &cx, p);
@@ -218,11 +221,23 @@ fn validate(k: &Kernel, target: &Target) -> Result<(), String> {
         }
     }
     for s in &k.stores {
-        if s.output >= k.outputs.len() || s.value >= k.insts.len() {
+        if s.output >= k.outputs.len() || s.operands().iter().any(|o| *o >= k.insts.len()) {
             return bad(format!(
                 "store to out{} of %{} is out of range",
                 s.output, s.value
             ));
+        }
+        if let crate::StoreKind::AddAt { at, .. } = s.kind {
+            let reduced = k.n_kept < k.ranges.len();
+            if reduced || k.kind != crate::KernelKind::Scatter {
+                return bad("adds at data-dependent positions need a scatter kernel without reduced variables".into());
+            }
+            if !k.insts[at].dtype.is_index() || k.outputs[s.output].dtype == crate::DType::Bool {
+                return bad(format!(
+                    "an add into a {} output at a {} position",
+                    k.outputs[s.output].dtype, k.insts[at].dtype
+                ));
+            }
         }
     }
     Ok(())

@@ -43,12 +43,13 @@ pub fn scalar_param(dt: DType, value: f64) -> u64 {
 
 /// Declares the entry's parameters (one `.u64` pointer per input, then per
 /// output, then an 8-byte parameter per scalar, then the error flag's
-/// `.u64` pointer if the kernel has indirect loads: [`Kernel::param_bytes`]
+/// `.u64` pointer if the kernel has indirect loads or adds: [`Kernel::param_bytes`]
 /// counts exactly these) and loads the pointers as global addresses at the
 /// top of the body (scalars are read where used); returns the parameter
 /// declarations and the lowering context.
 pub(super) fn prologue<'a>(
     kernel: &'a Kernel,
+    target: &Target,
     entry: &str,
     b: &mut Builder,
 ) -> (Vec<String>, Cx<'a>) {
@@ -93,6 +94,7 @@ pub(super) fn prologue<'a>(
         outputs,
         scalars,
         err,
+        sm: target.sm,
     };
     (decls, cx)
 }
@@ -163,7 +165,14 @@ fn width(k: &Kernel) -> Width {
         });
     }
     for s in &k.stores {
-        m = m.max(expr::magnitude(&s.index, r));
+        let reach = match s.kind {
+            // Like a gather: the position along the axis is data.
+            crate::StoreKind::AddAt { stride, len, .. } => {
+                (len as i128) * (stride.unsigned_abs() as i128)
+            }
+            crate::StoreKind::Write => 0,
+        };
+        m = m.max(expr::magnitude(&s.index, r) + reach);
     }
     Width { wide: m > LIMIT }
 }

@@ -124,11 +124,7 @@ impl Kb {
         let dtype = dtype.unwrap_or(self.k.insts[value].dtype);
         self.k.outputs.push(Arg { dtype, len });
         let output = self.k.outputs.len() - 1;
-        self.k.stores.push(Store {
-            output,
-            index,
-            value,
-        });
+        self.k.stores.push(Store::write(output, index, value));
     }
 
     pub fn done(self) -> Kernel {

@@ -80,14 +80,20 @@ pub(crate) fn execute(
     let dev = device(n)?;
     let last_use = schedule.last_uses();
     let mut slots = inputs;
-    // Kernels with indirect loads raise this flag where an index is out of
-    // range (they mask the read); it is read once, after the schedule.
+    // Kernels with indirect loads or adds raise this flag where an index is
+    // out of range (they mask the access); it is read once, after the
+    // schedule.
     let flag = match schedule.items.iter().any(|it| it.kernel.has_indirect()) {
         true => Some(dev.upload(&[0u8; 4])?),
         false => None,
     };
     for (i, it) in schedule.items.iter().enumerate() {
         for &b in &it.outputs {
+            // A buffer an earlier kernel wrote is updated in place (a
+            // scatter's adds into its copy), so it keeps its slot.
+            if slots[b].is_some() {
+                continue;
+            }
             if let BufferSpec::New { dtype, len } = schedule.buffers[b] {
                 let bytes = len.checked_mul(dtype.size()).ok_or_else(|| {
                     Error::OutOfMemory(format!("a buffer of {len} x {dtype} overflows usize"))
@@ -128,7 +134,7 @@ pub(crate) fn execute(
         // One synchronising read per realize with indirect loads.
         if dev.download(f, 4)? != [0u8; 4] {
             return Err(Error::Launch(
-                "an index is out of range for the axis it indexes (gather, index_select or embedding)"
+                "an index is out of range for the axis it indexes (gather, index_select, embedding, scatter_add or index_add)"
                     .into(),
             ));
         }

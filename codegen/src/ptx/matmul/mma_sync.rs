@@ -16,7 +16,7 @@ use crate::ptx::target::Target;
 /// Lowers the recognised matmul `s` of `kernel` with the `mma.sync` tile
 /// `t` (not `t.wgmma`).
 pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel {
-    let (mut bld, st) = start(kernel, s, t);
+    let (mut bld, st) = start(kernel, target, s, t);
     let tid = st.tid;
     let b = &mut bld;
     let (lane, warp) = lane_and_warp(b, tid);

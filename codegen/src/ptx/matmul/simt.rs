@@ -483,7 +483,7 @@ impl OperandCopy {
 /// Lowers the recognised exact-`f32` matmul `s` of `kernel` with
 /// configuration `t` (any of [`candidates`] is correct for any shape).
 pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Simt) -> PtxKernel {
-    let (mut bld, st) = start(kernel, s, t);
+    let (mut bld, st) = start(kernel, target, s, t);
     let (cx, tid, smem_base, m0, n0) = (&st.cx, st.tid, st.smem_base, st.m0, st.n0);
     let batch = st.batch.clone();
     let b = &mut bld;

@@ -28,11 +28,16 @@ pub(super) struct Start<'k> {
 
 /// The common start of a matmul kernel with CTA tiles `t`, and the
 /// builder holding its code so far.
-pub(super) fn start<'k>(kernel: &'k Kernel, s: &Shape, t: &impl CtaTile) -> (Builder, Start<'k>) {
+pub(super) fn start<'k>(
+    kernel: &'k Kernel,
+    target: &Target,
+    s: &Shape,
+    t: &impl CtaTile,
+) -> (Builder, Start<'k>) {
     let entry = entry_name(kernel);
     let smem = format!("{entry}_smem");
     let mut b = Builder::default();
-    let (params, cx) = prologue(kernel, &entry, &mut b);
+    let (params, cx) = prologue(kernel, target, &entry, &mut b);
     let sreg = |b: &mut Builder, name: &str| {
         let r = b.reg(RegKind::B32);
         ins!(b, "mov.u32 {r}, {name}");

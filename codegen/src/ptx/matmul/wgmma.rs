@@ -61,7 +61,7 @@ fn descriptor_bits(layout: Layout, bk: u32) -> (u64, u32, u32) {
 /// tile `t` (`t.wgmma`).
 pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel {
     debug_assert!(t.wgmma && t.k_bytes == 128 && t.stages >= 3);
-    let (mut bld, st) = start(kernel, s, t);
+    let (mut bld, st) = start(kernel, target, s, t);
     let tid = st.tid;
     let b = &mut bld;
     let (lane, warp) = lane_and_warp(b, tid);
