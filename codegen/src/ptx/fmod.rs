@@ -3,7 +3,7 @@
 //! `floor_divide` built on it.
 
 use super::builder::{ins, Builder, Reg, RegKind};
-use super::math::{add, freg, imm, select};
+use super::math::{add, freg, select};
 
 /// A finite nonzero `f32` magnitude `a` as `m * 2^(e - 150)` with the
 /// integer significand `m < 2^24` (subnormals: `e = 1`).
@@ -110,31 +110,46 @@ pub fn remainder(b: &mut Builder, x: Reg, y: Reg) -> Reg {
 /// the remainder's sign differs from `y`'s, then rounded to the nearest
 /// integer (floor, plus one above a half) to undo the division's rounding;
 /// a zero quotient takes the sign of `x / y`; `y = 0` gives `x / y`.
+/// The steps after the exact `fmod` run in `f64` and round once to `f32`,
+/// as the reference does: in `f32`, `x - fmod` and the division round twice
+/// and can land an ulp off for quotients beyond 2^24.
 pub fn floor_divide(b: &mut Builder, x: Reg, y: Reg) -> Reg {
     let m = fmod(b, x, y);
-    let num = freg(b);
-    ins!(b, "sub.rn.f32 {num}, {x}, {m}");
-    let div = freg(b);
-    ins!(b, "div.rn.f32 {div}, {num}, {y}");
     let adj = signs_differ(b, m, y);
-    let down = add(b, div, imm(-1.0));
-    let div = select(b, down, div, adj);
-    let fl = freg(b);
-    ins!(b, "cvt.rmi.f32.f32 {fl}, {div}");
-    let frac = freg(b);
-    ins!(b, "sub.rn.f32 {frac}, {div}, {fl}");
+    let wide = |b: &mut Builder, r: Reg| {
+        let d = b.reg(RegKind::F64);
+        ins!(b, "cvt.f64.f32 {d}, {r}");
+        d
+    };
+    let (xd, md, yd) = (wide(b, x), wide(b, m), wide(b, y));
+    let d = |b: &mut Builder| b.reg(RegKind::F64);
+    let num = d(b);
+    ins!(b, "sub.rn.f64 {num}, {xd}, {md}");
+    let div = d(b);
+    ins!(b, "div.rn.f64 {div}, {num}, {yd}");
+    let down = d(b);
+    ins!(b, "sub.rn.f64 {down}, {div}, 0d3FF0000000000000");
+    ins!(b, "selp.f64 {div}, {down}, {div}, {adj}");
+    let fl = d(b);
+    ins!(b, "cvt.rmi.f64.f64 {fl}, {div}");
+    let frac = d(b);
+    ins!(b, "sub.rn.f64 {frac}, {div}, {fl}");
     let up = b.reg(RegKind::Pred);
-    ins!(b, "setp.gt.f32 {up}, {frac}, {}", imm(0.5));
-    let fl1 = add(b, fl, imm(1.0));
-    let fl = select(b, fl1, fl, up);
-    let q = freg(b);
-    ins!(b, "div.rn.f32 {q}, {x}, {y}");
-    let z = freg(b);
-    ins!(b, "copysign.f32 {z}, {q}, 0f00000000");
+    ins!(b, "setp.gt.f64 {up}, {frac}, 0d3FE0000000000000");
+    let fl1 = d(b);
+    ins!(b, "add.rn.f64 {fl1}, {fl}, 0d3FF0000000000000");
+    ins!(b, "selp.f64 {fl}, {fl1}, {fl}, {up}");
+    let q = d(b);
+    ins!(b, "div.rn.f64 {q}, {xd}, {yd}");
+    let z = d(b);
+    ins!(b, "copysign.f64 {z}, {q}, 0d0000000000000000");
     let dz = b.reg(RegKind::Pred);
-    ins!(b, "setp.eq.f32 {dz}, {div}, 0f00000000");
-    let fl = select(b, z, fl, dz);
+    ins!(b, "setp.eq.f64 {dz}, {div}, 0d0000000000000000");
+    ins!(b, "selp.f64 {fl}, {z}, {fl}, {dz}");
     let yz = b.reg(RegKind::Pred);
-    ins!(b, "setp.eq.f32 {yz}, {y}, 0f00000000");
-    select(b, q, fl, yz)
+    ins!(b, "setp.eq.f64 {yz}, {yd}, 0d0000000000000000");
+    ins!(b, "selp.f64 {fl}, {q}, {fl}, {yz}");
+    let r = freg(b);
+    ins!(b, "cvt.rn.f32.f64 {r}, {fl}");
+    r
 }
