@@ -2,13 +2,15 @@
 //!
 //! Work is vectorised by tiles: a tile is a block of rows, and for the
 //! reduced variables a chunk of each row, so every instruction runs as a
-//! tight loop over a slice instead of once per element. Values are held as
-//! `f64` and rounded to each instruction's dtype, so the results match a
-//! backend computing in that dtype.
+//! tight loop over a slice instead of once per element. Values are held in
+//! typed [`Col`]umns (floats as `f64`, integers as `i64`) and rounded or
+//! wrapped to each instruction's dtype, so the results match a backend
+//! computing in that dtype.
 
+use crate::column::Col;
 use crate::expr::Expr;
 use crate::ir::{Inst, Kernel, Val};
-use crate::{DType, ReduceOp};
+use crate::DType;
 
 /// Points per tile: enough to amortise the per-instruction dispatch.
 const TILE: usize = 4096;
@@ -146,8 +148,8 @@ impl Plan {
 
 /// Reused scratch: per instruction a row-level and an element-level vector.
 struct State {
-    row: Vec<Vec<f64>>,
-    elem: Vec<Vec<f64>>,
+    row: Vec<Col>,
+    elem: Vec<Col>,
     /// Loop-variable values at the current points, one vector per variable.
     row_vars: Vec<Vec<i64>>,
     elem_vars: Vec<Vec<i64>>,
@@ -164,8 +166,8 @@ struct State {
 impl State {
     fn new(n: usize) -> State {
         State {
-            row: vec![Vec::new(); n],
-            elem: vec![Vec::new(); n],
+            row: vec![Col::default(); n],
+            elem: vec![Col::default(); n],
             row_vars: Vec::new(),
             elem_vars: Vec::new(),
             idx: Vec::new(),
@@ -200,7 +202,7 @@ impl State {
                 continue;
             }
             if let Inst::Reduce(op, a) = n.inst {
-                let mut acc = vec![op.identity(n.dtype); nr];
+                let mut acc = Col::identity(op, n.dtype, nr);
                 let mut c0 = 0;
                 while c0 < row_len {
                     let nc = chunk.min(row_len - c0);
@@ -212,10 +214,8 @@ impl State {
                         self.tmp_expand(a, nr, nc);
                         &self.elem[a]
                     };
-                    for (r, acc) in acc.iter_mut().enumerate() {
-                        let part = tree_fold(op, n.dtype, &src[r * nc..(r + 1) * nc]);
-                        *acc = op.fold(n.dtype, *acc, part);
-                    }
+                    let src = src.to(k.insts[a].dtype, n.dtype);
+                    Col::fold_rows(&mut acc, op, n.dtype, &src, nc);
                     c0 += nc;
                 }
                 self.row[i] = acc;
@@ -242,6 +242,7 @@ impl State {
                 st.output,
                 &st.index,
                 &self.row[st.value],
+                k.insts[st.value].dtype,
                 &vars,
                 outputs,
                 &mut self.idx,
@@ -263,6 +264,7 @@ impl State {
                         st.output,
                         &st.index,
                         &self.elem[st.value],
+                        k.insts[st.value].dtype,
                         &vars,
                         outputs,
                         &mut self.idx,
@@ -277,12 +279,7 @@ impl State {
     /// Copies row-level value `a` into its element-level slot, repeated over
     /// the chunk.
     fn tmp_expand(&mut self, a: Val, nr: usize, nc: usize) {
-        let mut e = std::mem::take(&mut self.elem[a]);
-        e.clear();
-        for r in 0..nr {
-            e.extend(std::iter::repeat_n(self.row[a][r], nc));
-        }
-        self.elem[a] = e;
+        self.elem[a] = self.row[a].repeat_each(nr, nc);
     }
 
     /// Evaluates element-level instructions `needs` at the points of rows
@@ -350,17 +347,6 @@ impl State {
     }
 }
 
-/// `op` over `vals` in dtype `dt`, pairwise (the halves folded separately,
-/// then together): rounding error grows with the log of the length, as on
-/// the GPU's tree reductions, instead of linearly as a running sum's does.
-fn tree_fold(op: ReduceOp, dt: DType, vals: &[f64]) -> f64 {
-    if vals.len() <= 8 {
-        return vals.iter().fold(op.identity(dt), |a, v| op.fold(dt, a, *v));
-    }
-    let (l, r) = vals.split_at(vals.len() / 2);
-    op.fold(dt, tree_fold(op, dt, l), tree_fold(op, dt, r))
-}
-
 /// Values of loop variables with sizes `ranges` at linear positions
 /// `start..start + n`.
 fn unravel(ranges: &[i64], start: usize, n: usize, out: &mut Vec<Vec<i64>>) {
@@ -382,16 +368,17 @@ fn unravel(ranges: &[i64], start: usize, n: usize, out: &mut Vec<Vec<i64>>) {
 fn compute(
     k: &Kernel,
     i: Val,
-    vals: &[Vec<f64>],
+    vals: &[Col],
     vars: &[&[i64]],
     args: Args,
     n: usize,
     idx: &mut Vec<i64>,
     tmp: &mut Vec<i64>,
-) -> Result<Vec<f64>, InterpError> {
+) -> Result<Col, InterpError> {
     let node = &k.insts[i];
     let dt = node.dtype;
-    let out: Vec<f64> = match &node.inst {
+    let dtype = |v: Val| k.insts[v].dtype;
+    let out = match &node.inst {
         Inst::Load {
             input,
             index,
@@ -402,48 +389,38 @@ fn compute(
             index.eval_many(vars, idx);
             let mask = eval_cond(valid, vars, n, tmp);
             let buf = args.inputs[*input];
-            let mut out = Vec::with_capacity(n);
             for p in 0..n {
-                if mask.as_ref().is_some_and(|m| !m[p]) {
-                    out.push(0.0);
-                    continue;
-                }
                 let j = idx[p];
-                if j < 0 || j as usize >= arg.len {
+                let masked = mask.as_ref().is_some_and(|m| !m[p]);
+                if !masked && (j < 0 || j as usize >= arg.len) {
                     return Err(oob(k, *input, j, arg.len));
                 }
-                out.push(arg.dtype.read(buf, j as usize));
             }
-            out
-        }
-        Inst::Const(c) => vec![dt.round(*c); n],
-        Inst::Scalar(slot) => vec![dt.round(args.scalars[*slot]); n],
-        Inst::Valid(c) => match eval_cond(c, vars, n, tmp) {
-            None => vec![1.0; n],
-            Some(m) => m.iter().map(|b| *b as u8 as f64).collect(),
-        },
-        Inst::Cast(a) => vals[*a].iter().map(|v| dt.round(*v)).collect(),
-        Inst::Unary(op, a) if dt == DType::I32 && k.insts[*a].dtype == DType::I32 => {
-            vals[*a].iter().map(|v| op.eval_i32(*v)).collect()
-        }
-        Inst::Unary(op, a) => vals[*a].iter().map(|v| dt.round(op.eval(*v))).collect(),
-        Inst::Binary(op, a, b) => {
-            let (a, b) = (&vals[*a], &vals[*b]);
-            if dt == DType::I32 {
-                a.iter().zip(b).map(|(x, y)| op.eval_i32(*x, *y)).collect()
+            // Masked points read 0 and touch no memory.
+            let at = |p: usize| match &mask {
+                Some(m) if !m[p] => None,
+                _ => Some(idx[p] as usize),
+            };
+            let raw = if arg.dtype.is_float() {
+                Col::F((0..n).map(|p| at(p).map_or(0.0, |j| arg.dtype.read(buf, j))).collect())
             } else {
-                a.iter()
-                    .zip(b)
-                    .map(|(x, y)| dt.round(op.eval(*x, *y)))
-                    .collect()
-            }
+                Col::I((0..n).map(|p| at(p).map_or(0, |j| arg.dtype.read_int(buf, j))).collect())
+            };
+            raw.to(arg.dtype, dt).into_owned()
         }
-        Inst::Where(c, a, b) => vals[*c]
-            .iter()
-            .zip(&vals[*a])
-            .zip(&vals[*b])
-            .map(|((c, a), b)| if *c != 0.0 { *a } else { *b })
-            .collect(),
+        Inst::Const(c) => Col::splat(dt, *c, n),
+        Inst::Scalar(slot) => Col::splat(dt, args.scalars[*slot], n),
+        Inst::Valid(c) => {
+            let b = match eval_cond(c, vars, n, tmp) {
+                None => Col::I(vec![1; n]),
+                Some(m) => Col::I(m.iter().map(|b| *b as i64).collect()),
+            };
+            b.to(DType::Bool, dt).into_owned()
+        }
+        Inst::Cast(a) => vals[*a].to(dtype(*a), dt).into_owned(),
+        Inst::Unary(op, a) => vals[*a].unary(*op, dtype(*a), dt),
+        Inst::Binary(op, a, b) => Col::binary(*op, &vals[*a], dtype(*a), &vals[*b], dtype(*b), dt),
+        Inst::Where(c, a, b) => Col::select(&vals[*c], &vals[*a], dtype(*a), &vals[*b], dtype(*b), dt),
         Inst::Reduce(..) => unreachable!("reductions are evaluated by run_rows"),
     };
     Ok(out)
@@ -472,11 +449,13 @@ fn eval_cond(
     Some(m)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn write_out(
     k: &Kernel,
     output: usize,
     index: &Expr,
-    vals: &[f64],
+    vals: &Col,
+    from: DType,
     vars: &[&[i64]],
     outputs: &mut [&mut [u8]],
     idx: &mut Vec<i64>,
@@ -484,15 +463,24 @@ fn write_out(
     let arg = k.outputs[output];
     idx.resize(vals.len(), 0);
     index.eval_many(vars, idx);
+    if let Some(j) = idx.iter().find(|j| **j < 0 || **j as usize >= arg.len) {
+        return Err(InterpError(format!(
+            "kernel {}: store index {j} outside out{output} of {} elements",
+            k.name, arg.len
+        )));
+    }
     let buf = &mut *outputs[output];
-    for (j, v) in idx.iter().zip(vals) {
-        if *j < 0 || *j as usize >= arg.len {
-            return Err(InterpError(format!(
-                "kernel {}: store index {j} outside out{output} of {} elements",
-                k.name, arg.len
-            )));
+    match &*vals.to(from, arg.dtype) {
+        Col::F(v) => {
+            for (j, v) in idx.iter().zip(v) {
+                arg.dtype.write(buf, *j as usize, *v);
+            }
         }
-        arg.dtype.write(buf, *j as usize, *v);
+        Col::I(v) => {
+            for (j, v) in idx.iter().zip(v) {
+                arg.dtype.write_int(buf, *j as usize, *v);
+            }
+        }
     }
     Ok(())
 }

@@ -52,6 +52,7 @@ mod eval;
 mod expr;
 pub mod launch;
 mod math;
+mod math_f64;
 pub mod matmul;
 mod memory;
 mod module;
@@ -62,6 +63,7 @@ mod reduce;
 mod target;
 
 use crate::ir::{Inst, Kernel};
+use crate::DType;
 use builder::{ins, Builder};
 pub use launch::Plan;
 use module::{entry_name, module, prologue};
@@ -124,7 +126,7 @@ pub fn emit_plan(kernel: &Kernel, target: &Target, plan: &Plan) -> Result<PtxKer
     }
     ins!(b, "ret");
     let shared_decl = if shared > 0 {
-        format!(".shared .align 4 .b8 {smem}[{shared}];\n\n")
+        format!(".shared .align 8 .b8 {smem}[{shared}];\n\n")
     } else {
         String::new()
     };
@@ -161,10 +163,21 @@ fn validate(k: &Kernel, target: &Target) -> Result<(), String> {
         if n.inst.operands().iter().any(|o| *o >= i) {
             return bad(format!("instruction {i} uses a later value"));
         }
-        if let Inst::Load { input, .. } = n.inst {
-            if input >= k.inputs.len() {
+        match n.inst {
+            Inst::Load { input, .. } if input >= k.inputs.len() => {
                 return bad(format!("instruction {i} loads missing input {input}"));
             }
+            Inst::Unary(op, _) if n.dtype == DType::F64 && !math_f64::has_unary(op) => {
+                return bad(format!("f64 {} has no PTX sequence", op.name()));
+            }
+            Inst::Binary(op, x, y)
+                if op.compute_dtype(k.insts[x].dtype, k.insts[y].dtype, n.dtype)
+                    == DType::F64
+                    && !math_f64::has_binary(op) =>
+            {
+                return bad(format!("f64 {} has no PTX sequence", op.name()));
+            }
+            _ => {}
         }
     }
     for s in &k.stores {
