@@ -55,12 +55,15 @@ fn input(k: &Kernel, i: usize, rng: &mut SplitMix64) -> Vec<u8> {
     for j in 0..a.len {
         let v = match a.dtype {
             DType::Bool => rng.below(2) as f64,
-            DType::I32 => {
-                if !small_ints && rng.next_u64().is_multiple_of(10) {
-                    rng.next_u64() as u32 as i32 as f64
+            dt if dt.is_int() => {
+                // Full-width bit patterns (wrapped to the type) now and then.
+                let v = if !small_ints && rng.next_u64().is_multiple_of(10) {
+                    rng.next_u64() as i64
                 } else {
-                    rng.below(13) as f64 - 6.0
-                }
+                    rng.below(13) as i64 - 6
+                };
+                dt.write_int(&mut buf, j, v);
+                continue;
             }
             _ => {
                 let r = rng.below(16);

@@ -154,7 +154,19 @@ pub fn contiguous(ranges: &[i64]) -> Expr {
 }
 
 const FLOATS: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
-const ALL: [DType; 5] = [DType::Bool, DType::I32, DType::F16, DType::BF16, DType::F32];
+const ALL: [DType; 10] = DType::ALL;
+const INTS: [DType; 5] = [DType::U8, DType::I8, DType::I16, DType::I32, DType::I64];
+
+/// The unary ops with an `f64` PTX sequence.
+pub const F64_UNARY: [UnaryOp; 7] = [
+    UnaryOp::Neg,
+    UnaryOp::Abs,
+    UnaryOp::Relu,
+    UnaryOp::Sqrt,
+    UnaryOp::Rsqrt,
+    UnaryOp::Recip,
+    UnaryOp::Square,
+];
 
 /// `out = op(x)` over `n` elements of dtype `dt`.
 pub fn unary(op: UnaryOp, dt: DType, n: i64) -> Kernel {
@@ -654,8 +666,13 @@ pub fn all() -> Vec<Kernel> {
             ks.push(unary(op, dt, 1001));
         }
     }
-    for op in [UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Relu, UnaryOp::Square] {
-        ks.push(unary(op, DType::I32, 1000));
+    for op in F64_UNARY {
+        ks.push(unary(op, DType::F64, 1001));
+    }
+    for dt in INTS {
+        for op in [UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Relu, UnaryOp::Square] {
+            ks.push(unary(op, dt, 1000));
+        }
     }
     ks.push(unary(UnaryOp::Not, DType::Bool, 1024));
     for dt in ALL {
@@ -677,7 +694,7 @@ pub fn all() -> Vec<Kernel> {
             BinaryOp::Or,
         ] {
             let operand = op.operand_dtype(dt, dt);
-            if operand == dt {
+            if operand == dt && !(dt == DType::F64 && op == BinaryOp::Pow) {
                 ks.push(binary(op, dt, 4096));
             }
         }
@@ -702,7 +719,10 @@ pub fn all() -> Vec<Kernel> {
         ks.push(reduce_last(ReduceOp::Min, dt, 37, 4096));
     }
     ks.push(reduce_last(ReduceOp::Prod, DType::F32, 16, 40));
-    ks.push(reduce_last(ReduceOp::Sum, DType::I32, 16, 2000));
+    for dt in [DType::I32, DType::U8, DType::I64, DType::F64] {
+        ks.push(reduce_last(ReduceOp::Sum, dt, 16, 2000));
+        ks.push(reduce_last(ReduceOp::Prod, dt, 7, 33));
+    }
     ks.push(reduce_last(ReduceOp::Sum, DType::Bool, 16, 2000));
     ks.push(reduce_first(1000, 16));
     ks.push(reduce_first(3, 5000));
