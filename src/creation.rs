@@ -40,7 +40,7 @@ impl Tensor {
         let source = match zeroed_bytes(n, dtype.size()) {
             Ok(mut bytes) => {
                 for (i, x) in data.iter().enumerate() {
-                    dtype.write(&mut bytes, i, x.to_f64());
+                    x.write(&mut bytes, i);
                 }
                 Source::Bytes(bytes)
             }

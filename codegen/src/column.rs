@@ -121,9 +121,12 @@ impl Col {
                     Col::F(it.map(|(x, y)| cd.round(op.eval(*x, *y))).collect())
                 }
             }
-            (Col::I(x), Col::I(y)) => {
-                Col::I(x.iter().zip(y).map(|(x, y)| op.eval_int(cd, *x, *y)).collect())
-            }
+            (Col::I(x), Col::I(y)) => Col::I(
+                x.iter()
+                    .zip(y)
+                    .map(|(x, y)| op.eval_int(cd, *x, *y))
+                    .collect(),
+            ),
             _ => unreachable!("operands converted to one dtype"),
         };
         r.to(rd, out).into_owned()

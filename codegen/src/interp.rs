@@ -402,9 +402,17 @@ fn compute(
                 _ => Some(idx[p] as usize),
             };
             let raw = if arg.dtype.is_float() {
-                Col::F((0..n).map(|p| at(p).map_or(0.0, |j| arg.dtype.read(buf, j))).collect())
+                Col::F(
+                    (0..n)
+                        .map(|p| at(p).map_or(0.0, |j| arg.dtype.read(buf, j)))
+                        .collect(),
+                )
             } else {
-                Col::I((0..n).map(|p| at(p).map_or(0, |j| arg.dtype.read_int(buf, j))).collect())
+                Col::I(
+                    (0..n)
+                        .map(|p| at(p).map_or(0, |j| arg.dtype.read_int(buf, j)))
+                        .collect(),
+                )
             };
             raw.to(arg.dtype, dt).into_owned()
         }
@@ -420,7 +428,9 @@ fn compute(
         Inst::Cast(a) => vals[*a].to(dtype(*a), dt).into_owned(),
         Inst::Unary(op, a) => vals[*a].unary(*op, dtype(*a), dt),
         Inst::Binary(op, a, b) => Col::binary(*op, &vals[*a], dtype(*a), &vals[*b], dtype(*b), dt),
-        Inst::Where(c, a, b) => Col::select(&vals[*c], &vals[*a], dtype(*a), &vals[*b], dtype(*b), dt),
+        Inst::Where(c, a, b) => {
+            Col::select(&vals[*c], &vals[*a], dtype(*a), &vals[*b], dtype(*b), dt)
+        }
         Inst::Reduce(..) => unreachable!("reductions are evaluated by run_rows"),
     };
     Ok(out)

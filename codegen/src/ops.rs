@@ -517,6 +517,9 @@ mod tests {
         assert_eq!(pow_int(2, -1), 0);
         assert_eq!(ReduceOp::Prod.fold_int(i32, max, max), 1);
         assert_eq!(ReduceOp::Min.identity_int(DType::I64), i64::MAX);
-        assert_eq!(DType::I64.saturate(ReduceOp::Min.identity(DType::I64)), i64::MAX);
+        assert_eq!(
+            DType::I64.saturate(ReduceOp::Min.identity(DType::I64)),
+            i64::MAX
+        );
     }
 }

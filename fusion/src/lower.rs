@@ -477,7 +477,12 @@ impl<'a> Lowerer<'a> {
             }
             Op::Reduce(op, ..) => self.push(Inst::Reduce(*op, vals[0]), dt),
             Op::Matmul(a, _) => {
-                let acc = if dt.is_float() { DType::F32 } else { dt };
+                // Halves multiply into f32, f64 into f64, integers wrap.
+                let acc = if dt.is_float() {
+                    dt.compute_float()
+                } else {
+                    dt
+                };
                 let (va, vb) = if a.dtype() == acc {
                     (vals[0], vals[1])
                 } else {

@@ -195,7 +195,13 @@ pub fn store_vector(
         for v in vs {
             let n = dt.size() / 4;
             let parts: Vec<Reg> = (0..n).map(|_| b.reg(RegKind::B32)).collect();
-            ins!(b, "mov.{} {}, {}", v.reg.kind.bit_ty(), reg_list(&parts), v.reg);
+            ins!(
+                b,
+                "mov.{} {}, {}",
+                v.reg.kind.bit_ty(),
+                reg_list(&parts),
+                v.reg
+            );
             words.extend(parts);
         }
     } else {

@@ -63,7 +63,7 @@ mod reduce;
 mod target;
 
 use crate::ir::{Inst, Kernel};
-use crate::DType;
+use crate::{BinaryOp, DType, UnaryOp};
 use builder::{ins, Builder};
 pub use launch::Plan;
 use module::{entry_name, module, prologue};
@@ -147,6 +147,18 @@ pub fn emit_plan(kernel: &Kernel, target: &Target, plan: &Plan) -> Result<PtxKer
     })
 }
 
+/// Whether the GPU has an `f64` sequence for `op` (PTX has no `f64`
+/// transcendental instructions: `math_f64` lists what smelt writes
+/// itself). A kernel with an `F64` op outside these does not emit.
+pub fn has_f64_unary(op: UnaryOp) -> bool {
+    math_f64::has_unary(op)
+}
+
+/// [`has_f64_unary`] for binary ops.
+pub fn has_f64_binary(op: BinaryOp) -> bool {
+    math_f64::has_binary(op)
+}
+
 fn validate(k: &Kernel, target: &Target) -> Result<(), String> {
     let bad = |what: String| Err(format!("kernel {}: {what}", k.name));
     if target.sm < 80 {
@@ -171,8 +183,7 @@ fn validate(k: &Kernel, target: &Target) -> Result<(), String> {
                 return bad(format!("f64 {} has no PTX sequence", op.name()));
             }
             Inst::Binary(op, x, y)
-                if op.compute_dtype(k.insts[x].dtype, k.insts[y].dtype, n.dtype)
-                    == DType::F64
+                if op.compute_dtype(k.insts[x].dtype, k.insts[y].dtype, n.dtype) == DType::F64
                     && !math_f64::has_binary(op) =>
             {
                 return bad(format!("f64 {} has no PTX sequence", op.name()));

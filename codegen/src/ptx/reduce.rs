@@ -638,11 +638,7 @@ fn team_reduce(
     let mut off = width / 2;
     while off > 0 {
         for a in accs {
-            let other: Vec<Reg> = a
-                .regs()
-                .iter()
-                .map(|r| shuffle_bfly(b, *r, off))
-                .collect();
+            let other: Vec<Reg> = a.regs().iter().map(|r| shuffle_bfly(b, *r, off)).collect();
             a.merge(b, k, &other);
         }
         off /= 2;
@@ -743,7 +739,11 @@ fn cluster_reduce(
                 ins!(b, "mapa.shared::cluster.u32 {peer}, {base}, {rank}");
             }
             let off = (w0 + j as u32) * WORD;
-            ins!(b, "ld.shared::cluster.{} {x}, [{peer}+{off}]", x.kind.bit_ty());
+            ins!(
+                b,
+                "ld.shared::cluster.{} {x}, [{peer}+{off}]",
+                x.kind.bit_ty()
+            );
         });
     }
 }
