@@ -158,7 +158,13 @@ const ALL: [DType; 10] = DType::ALL;
 const INTS: [DType; 5] = [DType::U8, DType::I8, DType::I16, DType::I32, DType::I64];
 
 /// The unary ops with an `f64` PTX sequence.
-pub const F64_UNARY: [UnaryOp; 7] = [
+pub const F64_UNARY: [UnaryOp; 13] = [
+    UnaryOp::Exp,
+    UnaryOp::Exp2,
+    UnaryOp::Log,
+    UnaryOp::Log2,
+    UnaryOp::Sigmoid,
+    UnaryOp::Silu,
     UnaryOp::Neg,
     UnaryOp::Abs,
     UnaryOp::Relu,
