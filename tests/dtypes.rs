@@ -542,3 +542,45 @@ fn creation_accepts_every_new_dtype() {
         vec![0.1]
     );
 }
+
+#[test]
+fn f64_composites_compute_in_f64() {
+    let mut rng = Rng::new(11);
+    let (rows, cols) = (5, 37);
+    let v: Vec<f64> = (0..rows * cols).map(|_| rng.uniform(-30.0, 30.0)).collect();
+    let (x, h) = make(&v, &[rows, cols], F64);
+    let t = Tol::new(1e-13, 1e-15);
+    let lse = |r: &[f64]| {
+        let m = r.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        m + r.iter().map(|v| (v - m).exp()).sum::<f64>().ln()
+    };
+    let mut soft = Vec::new();
+    let mut logsoft = Vec::new();
+    let mut norm = Vec::new();
+    for r in v.chunks(cols) {
+        let l = lse(r);
+        soft.extend(r.iter().map(|v| (v - l).exp()));
+        logsoft.extend(r.iter().map(|v| v - l));
+        let mean = r.iter().sum::<f64>() / cols as f64;
+        let var = r.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / cols as f64;
+        norm.extend(r.iter().map(|v| (v - mean) / (var + 1e-5).sqrt()));
+    }
+    let shape = [rows, cols];
+    check_dt("f64 softmax", || x.softmax(-1), F64, &NdArray::new(&shape, soft.clone()), t);
+    check_dt(
+        "f64 log_softmax",
+        || x.log_softmax(-1),
+        F64,
+        &NdArray::new(&shape, logsoft.clone()),
+        t,
+    );
+    check_dt(
+        "f64 layer_norm",
+        || x.layer_norm(-1, None, None, 1e-5),
+        F64,
+        &NdArray::new(&shape, norm.clone()),
+        t,
+    );
+    check("f64 exp", || x.exp(), &h.map(f64::exp), t);
+    check("f64 log", || x.abs().log(), &h.map(|v| v.abs().ln()), t);
+}
