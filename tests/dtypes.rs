@@ -566,7 +566,13 @@ fn f64_composites_compute_in_f64() {
         norm.extend(r.iter().map(|v| (v - mean) / (var + 1e-5).sqrt()));
     }
     let shape = [rows, cols];
-    check_dt("f64 softmax", || x.softmax(-1), F64, &NdArray::new(&shape, soft.clone()), t);
+    check_dt(
+        "f64 softmax",
+        || x.softmax(-1),
+        F64,
+        &NdArray::new(&shape, soft.clone()),
+        t,
+    );
     check_dt(
         "f64 log_softmax",
         || x.log_softmax(-1),

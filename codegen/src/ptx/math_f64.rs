@@ -424,8 +424,8 @@ mod tests {
             f64::INFINITY,
             f64::NEG_INFINITY,
             f64::NAN,
-            0.70710678118654752,
-            1.4142135623730951,
+            std::f64::consts::FRAC_1_SQRT_2,
+            std::f64::consts::SQRT_2,
             1.0 + 1e-15,
         ];
         for _ in 0..20_000 {
