@@ -144,7 +144,9 @@ impl Tensor {
         let c = x.shape()[1];
         let out = self.float_dtype();
         let x = x.cast(x.dtype().compute_float());
-        let classes = Tensor::arange(0.0, c as f64, 1.0, DType::I64, &x.device()).reshape([1, c]);
+        // I32 class numbers (4 bytes each) compared as I64, so an I64 target
+        // beyond 2^31 matches no class instead of wrapping onto one.
+        let classes = Tensor::arange(0.0, c as f64, 1.0, DType::I32, &x.device()).reshape([1, c]);
         let onehot = classes.eq(t.cast(DType::I64).unsqueeze(1));
         let picked = onehot.where_(&x, 0.0).sum(1);
         let loss = (x.logsumexp_f32(&[1], false) - picked).cast(out);

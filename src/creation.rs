@@ -72,10 +72,19 @@ impl Tensor {
         Tensor::from_node(Node::buffer(buf, shape, dtype), *device)
     }
 
-    /// A rank-0 tensor.
+    /// A rank-0 tensor: a graph constant (an `f64`), or a one-element
+    /// buffer for a value an `f64` cannot hold (an `i64` beyond 2^53).
     #[track_caller]
     pub fn scalar<T: Element>(value: T, device: &Device) -> Tensor {
-        Tensor::full([0usize; 0], value.to_f64(), T::DTYPE, device)
+        let v = value.to_f64();
+        let (mut exact, mut through_f64) = ([0u8; 8], [0u8; 8]);
+        value.write(&mut exact, 0);
+        T::from_f64(v).write(&mut through_f64, 0);
+        if exact == through_f64 {
+            Tensor::full([0usize; 0], v, T::DTYPE, device)
+        } else {
+            Tensor::from_vec(vec![value], [0usize; 0], device)
+        }
     }
 
     /// A tensor of `shape` filled with `value` (a broadcast constant: no

@@ -63,8 +63,9 @@ impl Operand for f32 {
     }
 }
 
-/// An integer scalar: the tensor's dtype (`I32` for `Bool`), through an
-/// exact rank-0 buffer where a graph constant (an `f64`) would round it.
+/// An integer scalar in the tensor's dtype (`I32` for `Bool`): a graph
+/// constant, or beyond 2^53 (where an `f64` constant would round) an exact
+/// [`Tensor::scalar`] cast to it.
 fn int_scalar(v: i64, like: &Tensor) -> Tensor {
     let dt = if like.dtype() == DType::Bool {
         DType::I32
@@ -74,7 +75,7 @@ fn int_scalar(v: i64, like: &Tensor) -> Tensor {
     if v.unsigned_abs() <= 1 << 53 {
         Tensor::full([0usize; 0], v as f64, dt, &like.device())
     } else {
-        Tensor::from_vec(vec![v], [0usize; 0], &like.device()).cast(dt)
+        Tensor::scalar(v, &like.device()).cast(dt)
     }
 }
 

@@ -71,6 +71,9 @@ fn scalars_follow_the_tensor() {
     let big = (1i64 << 60) + 7;
     let x = Tensor::from_vec(vec![1i64, -1], [2], &dev);
     assert_eq!((&x + big).to_vec::<i64>().unwrap(), vec![big + 1, big - 1]);
+    let s = Tensor::scalar(big, &dev);
+    assert_eq!(s.to_scalar::<i64>().unwrap(), big);
+    assert_eq!(Tensor::scalar(3i64, &dev).to_scalar::<i64>().unwrap(), 3);
 }
 
 /// The reference cast of `v`, a value of `from`, to `to`, by Rust's `as`
