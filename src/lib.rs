@@ -28,6 +28,7 @@
 #![warn(missing_docs)]
 
 mod assign;
+mod bitwise;
 mod composite;
 mod creation;
 pub mod cuda;
@@ -37,8 +38,10 @@ mod einsum;
 mod element;
 mod elementwise;
 mod error;
+mod indexing;
 mod join;
 mod linalg;
+mod math;
 mod matrices;
 mod movement;
 #[cfg(feature = "ndarray")]
@@ -47,13 +50,15 @@ mod norms;
 pub mod npy;
 mod operators;
 pub mod profile;
+mod random;
 mod reduce;
-mod rng;
 mod runtime;
 pub mod safetensors;
+mod scan;
 mod shape;
 pub mod stats;
 mod tensor;
+mod triangular;
 pub mod viz;
 
 pub use device::Device;
@@ -64,7 +69,7 @@ pub use error::{Error, Result};
 pub use linalg::Precision;
 pub use movement::{NewAxis, SliceArg};
 pub use shape::{IntoAxes, IntoShape};
-pub use smelt_codegen::{BinaryOp, DType, Kernel, KernelKind, ReduceOp, UnaryOp};
+pub use smelt_codegen::{BinaryOp, DType, Kernel, KernelKind, ReduceOp, ScanOp, UnaryOp};
 pub use smelt_fusion::{Fusion, Schedule};
 /// One schedule for several tensors: kernels they share run once, and
 /// kernels over the same domain merge.

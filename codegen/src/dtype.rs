@@ -111,6 +111,12 @@ impl DType {
         self.info().kind
     }
 
+    /// True for the types an index tensor may have (gather, index_select,
+    /// embedding, scatter_add): the one place that says which they are.
+    pub fn is_index(self) -> bool {
+        matches!(self, DType::I32 | DType::I64)
+    }
+
     /// True for the floating-point types.
     pub fn is_float(self) -> bool {
         self.kind() == Kind::Float

@@ -6,11 +6,18 @@
 //! typed [`Col`]umns (floats as `f64`, integers as `i64`) and rounded or
 //! wrapped to each instruction's dtype, so the results match a backend
 //! computing in that dtype.
+//!
+//! Scans ([`Inst::Scan`]) run left to right along each row, chunk after
+//! chunk, carrying their state between chunks. Float scans keep that state
+//! in `f64` and round each result once to its dtype (the GPU combines in
+//! the operand's dtype in another order, so the two agree within
+//! rounding); integer sums and products wrap in their dtype, so every
+//! backend gives the same bits.
 
 use crate::column::Col;
 use crate::expr::Expr;
 use crate::ir::{Inst, Kernel, Val};
-use crate::DType;
+use crate::{DType, ScanOp};
 
 /// Points per tile: enough to amortise the per-instruction dispatch.
 const TILE: usize = 4096;
@@ -161,6 +168,9 @@ struct State {
     /// values were computed for: a later pass over the same chunk (every
     /// pass, when a row fits one chunk) reuses them instead of recomputing.
     elem_at: Vec<Option<(usize, usize, usize)>>,
+    /// Per scan instruction, each row's running value and position after
+    /// the chunks evaluated so far.
+    scan: Vec<ScanState>,
 }
 
 impl State {
@@ -174,6 +184,7 @@ impl State {
             tmp: Vec::new(),
             tile: 0,
             elem_at: vec![None; n],
+            scan: vec![ScanState::default(); n],
         }
     }
 
@@ -331,19 +342,110 @@ impl State {
                 continue;
             }
             self.elem_at[i] = at;
-            let out = compute(
-                k,
-                i,
-                &self.elem,
-                &vars,
-                args,
-                n,
-                &mut self.idx,
-                &mut self.tmp,
-            )?;
+            let out = if let Inst::Scan(op, a) = k.insts[i].inst {
+                let (src_dt, out_dt) = (k.insts[a].dtype, k.insts[i].dtype);
+                if c0 == 0 {
+                    self.scan[i] = ScanState::new(op, src_dt, nr);
+                }
+                scan_chunk(op, src_dt, out_dt, &self.elem[a], &mut self.scan[i], c0)
+            } else {
+                compute(
+                    k,
+                    i,
+                    &self.elem,
+                    &vars,
+                    args,
+                    n,
+                    &mut self.idx,
+                    &mut self.tmp,
+                )?
+            };
             self.elem[i] = out;
         }
         Ok(())
+    }
+}
+
+/// One scan instruction's state for each row of a tile: the running value
+/// and, for index ops, the position where it was reached.
+#[derive(Clone, Default)]
+struct ScanState {
+    acc: Col,
+    pos: Vec<i64>,
+}
+
+impl ScanState {
+    /// `rows` fresh states of `op` over an `src_dt` operand.
+    fn new(op: ScanOp, src_dt: DType, rows: usize) -> ScanState {
+        let acc = if src_dt.is_float() {
+            Col::F(vec![op.identity(); rows])
+        } else {
+            Col::I(vec![op.identity_int(src_dt); rows])
+        };
+        ScanState {
+            acc,
+            pos: vec![0; rows],
+        }
+    }
+}
+
+/// Scan `op` of an `src_dt` operand at positions `c0..c0 + nc` of each
+/// row, whose values are `src` (`st`'s rows of `nc`), continuing each
+/// row's state from the previous chunk (which precedes it: the store pass
+/// visits chunks in order). Results are converted to `out_dt`; index ops
+/// give positions.
+fn scan_chunk(
+    op: ScanOp,
+    src_dt: DType,
+    out_dt: DType,
+    src: &Col,
+    st: &mut ScanState,
+    c0: usize,
+) -> Col {
+    let rows = st.pos.len();
+    let nc = (src.len() / rows.max(1)).max(1);
+    let mut pos_out = Vec::with_capacity(src.len());
+    let vals = match (src, &mut st.acc) {
+        (Col::F(src), Col::F(accs)) => {
+            let mut out = Vec::with_capacity(src.len());
+            for ((row, acc), pos) in src.chunks(nc).zip(accs.iter_mut()).zip(&mut st.pos) {
+                for (j, x) in row.iter().enumerate() {
+                    if op.is_index() {
+                        if op.later_wins(*acc, *x) {
+                            (*acc, *pos) = (*x, (c0 + j) as i64);
+                        }
+                        pos_out.push(*pos);
+                    } else {
+                        *acc = op.combine(*acc, *x);
+                        out.push(*acc);
+                    }
+                }
+            }
+            Col::F(out)
+        }
+        (Col::I(src), Col::I(accs)) => {
+            let mut out = Vec::with_capacity(src.len());
+            for ((row, acc), pos) in src.chunks(nc).zip(accs.iter_mut()).zip(&mut st.pos) {
+                for (j, x) in row.iter().enumerate() {
+                    if op.is_index() {
+                        if op.later_wins(*acc, *x) {
+                            (*acc, *pos) = (*x, (c0 + j) as i64);
+                        }
+                        pos_out.push(*pos);
+                    } else {
+                        *acc = op.combine_int(src_dt, *acc, *x);
+                        out.push(*acc);
+                    }
+                }
+            }
+            Col::I(out)
+        }
+        _ => unreachable!("a scan's state has its operand's kind"),
+    };
+    if op.is_index() {
+        Col::I(pos_out).to(DType::I64, out_dt).into_owned()
+    } else {
+        vals.to(src_dt, out_dt).into_owned()
     }
 }
 
@@ -416,6 +518,56 @@ fn compute(
             };
             raw.to(arg.dtype, dt).into_owned()
         }
+        Inst::Gather {
+            input,
+            index,
+            valid,
+            at,
+            stride,
+            len,
+        } => {
+            let arg = k.inputs[*input];
+            idx.resize(n, 0);
+            index.eval_many(vars, idx);
+            let mask = eval_cond(valid, vars, n, tmp);
+            let buf = args.inputs[*input];
+            let Col::I(ats) = &vals[*at] else {
+                unreachable!("gather positions are integers")
+            };
+            // Masked points read 0 and touch no memory.
+            let mut js = Vec::with_capacity(n);
+            for (p, a) in ats.iter().enumerate() {
+                if mask.as_ref().is_some_and(|m| !m[p]) {
+                    js.push(None);
+                    continue;
+                }
+                if *a < 0 || *a >= *len {
+                    return Err(InterpError(format!(
+                        "kernel {}: index {a} is out of range for an axis of size {len}",
+                        k.name
+                    )));
+                }
+                let j = idx[p] + a * stride;
+                if j < 0 || j as usize >= arg.len {
+                    return Err(oob(k, *input, j, arg.len));
+                }
+                js.push(Some(j as usize));
+            }
+            let raw = if arg.dtype.is_float() {
+                Col::F(
+                    js.iter()
+                        .map(|j| j.map_or(0.0, |j| arg.dtype.read(buf, j)))
+                        .collect(),
+                )
+            } else {
+                Col::I(
+                    js.iter()
+                        .map(|j| j.map_or(0, |j| arg.dtype.read_int(buf, j)))
+                        .collect(),
+                )
+            };
+            raw.to(arg.dtype, dt).into_owned()
+        }
         Inst::Const(c) => Col::splat(dt, *c, n),
         Inst::Scalar(slot) => Col::splat(dt, args.scalars[*slot], n),
         Inst::Valid(c) => {
@@ -431,7 +583,34 @@ fn compute(
         Inst::Where(c, a, b) => {
             Col::select(&vals[*c], &vals[*a], dtype(*a), &vals[*b], dtype(*b), dt)
         }
+        Inst::Index(e) => {
+            idx.resize(n, 0);
+            e.eval_many(vars, idx);
+            // Wrapped to the instruction's dtype, as a PTX `cvt` keeps the
+            // low bits.
+            Col::I(idx.clone()).to(DType::I64, dt).into_owned()
+        }
+        Inst::Random(draw, ops) => {
+            // Operands are 32-bit integers; the generator reads their bits.
+            let col = |o: Val| match &vals[o] {
+                Col::I(v) => v,
+                Col::F(_) => unreachable!("random operands are integers"),
+            };
+            let bits = |o: Val, p: usize| col(o)[p] as u32;
+            let bound = |p: usize| ops.get(3).map_or(0, |b| bits(*b, p));
+            let raw: Vec<f64> = (0..n)
+                .map(|p| {
+                    draw.eval(
+                        [bits(ops[0], p), bits(ops[1], p)],
+                        bits(ops[2], p),
+                        bound(p),
+                    )
+                })
+                .collect();
+            Col::F(raw).to(DType::F64, dt).into_owned()
+        }
         Inst::Reduce(..) => unreachable!("reductions are evaluated by run_rows"),
+        Inst::Scan(..) => unreachable!("scans are evaluated by eval_elements"),
     };
     Ok(out)
 }

@@ -25,6 +25,8 @@ pub enum Source {
     Reduce(Vec<usize>, Vec<usize>),
     /// A matmul of operands of these shapes.
     Matmul(Vec<usize>, Vec<usize>),
+    /// A scan of a tensor of this shape along this axis.
+    Scan(Vec<usize>, usize),
 }
 
 impl Domain {
@@ -56,6 +58,22 @@ impl Domain {
             n_kept: kept.len(),
             source: Source::Reduce(shape.to_vec(), red),
         }
+    }
+
+    /// The domain of a scan of a tensor of `shape` along `axis`: the other
+    /// axes kept (the rows), then the scanned one, so a row is one run of
+    /// the reduced variable whatever the view's strides.
+    pub fn scan(shape: &[usize], axis: usize) -> Domain {
+        Domain {
+            source: Source::Scan(shape.to_vec(), axis),
+            ..Domain::reduce(shape, &[axis])
+        }
+    }
+
+    /// How the scan's source and its result (both of `shape`) are indexed
+    /// in this domain.
+    pub fn scan_tracker(&self, shape: &[usize], axis: usize) -> ShapeTracker {
+        self.reduce_source(shape, &[axis])
     }
 
     /// How the reduction's source (of `shape`) is read in this domain.

@@ -3,7 +3,8 @@
 
 use crate::view::ShapeTracker;
 use rustc_hash::FxHashSet;
-use smelt_codegen::{BinaryOp, DType, ReduceOp, UnaryOp};
+use smelt_codegen::philox::Draw;
+use smelt_codegen::{BinaryOp, DType, ReduceOp, ScanOp, UnaryOp};
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -37,16 +38,51 @@ pub enum Op {
     Reduce(ReduceOp, NodeRef, Vec<usize>),
     /// `a[.., m, k] @ b[.., k, n]` with equal batch axes.
     Matmul(NodeRef, NodeRef),
+    /// Inclusive scan along `axis` (the source's shape). The source is
+    /// `F32` or `I32` and the scan runs in its dtype; the node's dtype is
+    /// the result's (a half, bool, or the index dtype of index ops), to
+    /// which each element is rounded when stored.
+    Scan(ScanOp, NodeRef, usize),
+    /// `gather(src, index, axis)`: element `p` is `src` at `p` with
+    /// coordinate `axis` replaced by `index[p]` (the node has `index`'s
+    /// shape, which equals `src`'s but along `axis`; `index` has an index
+    /// dtype). Computed inside its consumers' kernels as an indirect load
+    /// of `src`, which is read from a buffer through one strided view.
+    Gather(NodeRef, NodeRef, usize),
+    /// `I32`: each element's row-major linear index. Never held in memory
+    /// by a fused kernel: it lowers to the loop coordinates it reads
+    /// through (an arange viewed as a column is the row coordinate).
+    Iota,
+    /// A Philox draw per element (`smelt_codegen::philox`), elementwise
+    /// over its sources: the key's two words, the counter (an `Iota`, so
+    /// an element's number depends on its position alone) and, for
+    /// [`Draw::Below`], the bound.
+    Random(Draw, Vec<NodeRef>),
 }
 
 impl Op {
     /// The node's sources.
     pub fn srcs(&self) -> Vec<&NodeRef> {
         match self {
-            Op::Buffer | Op::Const(_) => vec![],
-            Op::View(a, _) | Op::Unary(_, a) | Op::Cast(a) | Op::Reduce(_, a, _) => vec![a],
-            Op::Binary(_, a, b) | Op::Matmul(a, b) => vec![a, b],
+            Op::Buffer | Op::Const(_) | Op::Iota => vec![],
+            Op::Random(_, srcs) => srcs.iter().collect(),
+            Op::View(a, _)
+            | Op::Unary(_, a)
+            | Op::Cast(a)
+            | Op::Reduce(_, a, _)
+            | Op::Scan(_, a, _) => vec![a],
+            Op::Binary(_, a, b) | Op::Matmul(a, b) | Op::Gather(a, b, _) => vec![a, b],
             Op::Where(c, a, b) => vec![c, a, b],
+        }
+    }
+
+    /// The sources read at the node's own coordinates (through the same
+    /// tracker): all of them but a gather's source, read at data-dependent
+    /// positions.
+    pub fn pointwise_srcs(&self) -> Vec<&NodeRef> {
+        match self {
+            Op::Gather(_, index, _) => vec![index],
+            op => op.srcs(),
         }
     }
 
@@ -62,6 +98,10 @@ impl Op {
             Op::Cast(..) => "cast".into(),
             Op::Reduce(op, ..) => op.name().into(),
             Op::Matmul(..) => "matmul".into(),
+            Op::Scan(op, ..) => op.name().into(),
+            Op::Gather(..) => "gather".into(),
+            Op::Iota => "iota".into(),
+            Op::Random(d, _) => d.name().into(),
         }
     }
 }
@@ -205,9 +245,14 @@ impl Drop for Node {
 /// Moves `op`'s sources into `out`, leaving `Op::Buffer`.
 fn take_srcs(op: &mut Op, out: &mut Vec<NodeRef>) {
     match std::mem::replace(op, Op::Buffer) {
-        Op::Buffer | Op::Const(_) => {}
-        Op::View(a, _) | Op::Unary(_, a) | Op::Cast(a) | Op::Reduce(_, a, _) => out.push(a),
-        Op::Binary(_, a, b) | Op::Matmul(a, b) => out.extend([a, b]),
+        Op::Buffer | Op::Const(_) | Op::Iota => {}
+        Op::Random(_, srcs) => out.extend(srcs),
+        Op::View(a, _)
+        | Op::Unary(_, a)
+        | Op::Cast(a)
+        | Op::Reduce(_, a, _)
+        | Op::Scan(_, a, _) => out.push(a),
+        Op::Binary(_, a, b) | Op::Matmul(a, b) | Op::Gather(a, b, _) => out.extend([a, b]),
         Op::Where(c, a, b) => out.extend([c, a, b]),
     }
 }

@@ -4,10 +4,10 @@
 
 use crate::domain::{matmul_domain, Domain};
 use crate::graph::{is_compute, NodeRef, Op};
-use crate::lower::{Failure, Input, Lowerer, Trackers};
+use crate::lower::{gather_sources, Failure, Input, Lowerer, Trackers};
 use crate::schedule::{BufferSpec, ScalarSpec, Schedule, ScheduleItem};
 use crate::view::ShapeTracker;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use smelt_codegen::Arg;
 use std::sync::Arc;
 
@@ -31,6 +31,14 @@ pub fn single_kernel(node: &NodeRef) -> KernelPlan {
                 outputs: vec![(node.clone(), out)],
             }
         }
+        Op::Scan(_, a, axis) => {
+            let domain = Domain::scan(a.shape(), axis);
+            let out = domain.scan_tracker(a.shape(), axis);
+            KernelPlan {
+                domain,
+                outputs: vec![(node.clone(), out)],
+            }
+        }
         Op::Matmul(a, b) => {
             let domain = matmul_domain(a.shape(), b.shape());
             let out = domain.matmul_result(node.shape());
@@ -46,11 +54,13 @@ pub fn single_kernel(node: &NodeRef) -> KernelPlan {
     }
 }
 
-/// One kernel per compute node.
+/// One kernel per compute node (and per gather source that must be
+/// materialized, see [`gather_sources`]).
 pub fn plan_unfused(order: &[NodeRef]) -> Vec<KernelPlan> {
+    let sources: FxHashSet<u64> = gather_sources(order).into_iter().collect();
     order
         .iter()
-        .filter(|n| is_compute(&n.op()))
+        .filter(|n| is_compute(&n.op()) || sources.contains(&n.id()))
         .map(single_kernel)
         .collect()
 }

@@ -3,7 +3,10 @@
 //! instruction, so `exp`, `exp2`, `log`, `log2`, `sigmoid` and `silu` are
 //! range reduction and polynomials written here (accuracy in [`unary`];
 //! the tests below run the same steps in Rust against `std`'s functions).
-//! Ops without an `f64` sequence (`sin`, `cos`, `tanh`, `gelu`, `pow`)
+//! `floor`, `ceil`, `round`, `trunc` (`cvt.r*i.f64.f64`), `sign` and the
+//! division family (`fmod`, `remainder`, `floor_divide`: the exact `fmod`
+//! of the `fmod` module) are exact. Ops without an `f64` sequence (`sin`,
+//! `cos`, `tanh`, both `gelu`s, `erf`, `log1p`, `expm1`, `pow`, `atan2`)
 //! return `None`; `validate` refuses such kernels and the tensor API
 //! refuses them on a CUDA device.
 
@@ -28,13 +31,19 @@ pub fn has_unary(op: UnaryOp) -> bool {
             | UnaryOp::Log2
             | UnaryOp::Sigmoid
             | UnaryOp::Silu
+            | UnaryOp::Floor
+            | UnaryOp::Ceil
+            | UnaryOp::Round
+            | UnaryOp::Trunc
+            | UnaryOp::Sign
     )
 }
 
-/// Whether [`binary`] (or [`max_min`]) has a sequence for `op`;
-/// comparisons are plain `setp`.
+/// Whether [`binary`] (or [`max_min`], or the `fmod` module for the
+/// division family) has a sequence for `op`; comparisons are plain
+/// `setp`.
 pub fn has_binary(op: BinaryOp) -> bool {
-    op != BinaryOp::Pow
+    !matches!(op, BinaryOp::Pow | BinaryOp::Atan2)
 }
 
 fn reg(b: &mut Builder) -> Reg {
@@ -42,7 +51,8 @@ fn reg(b: &mut Builder) -> Reg {
 }
 
 /// `op(x)` for an `f64` `x`, or `None` without a sequence. Exact
-/// (correctly rounded): `neg`, `abs`, `relu`, `square` (`mul.rn`), `sqrt`
+/// (correctly rounded): `neg`, `abs`, `relu`, `floor`, `ceil`, `round`,
+/// `trunc`, `sign`, `square` (`mul.rn`), `sqrt`
 /// (`sqrt.rn`), `recip` (`rcp.rn`), `rsqrt` (`sqrt.rn`, then `rcp.rn`,
 /// as the reference `1 / sqrt(x)` rounds twice). Within about 2 ulp:
 /// `exp`, `exp2` ([`exp_parts`]), `log`, `log2` ([`log_parts`]); within
@@ -76,6 +86,20 @@ pub fn unary(b: &mut Builder, op: UnaryOp, x: Reg) -> Option<Reg> {
             return Some(max_min(b, true, x, zero));
         }
         UnaryOp::Square => ins!(b, "mul.rn.f64 {r}, {x}, {x}"),
+        UnaryOp::Floor => ins!(b, "cvt.rmi.f64.f64 {r}, {x}"),
+        UnaryOp::Ceil => ins!(b, "cvt.rpi.f64.f64 {r}, {x}"),
+        UnaryOp::Round => ins!(b, "cvt.rni.f64.f64 {r}, {x}"),
+        UnaryOp::Trunc => ins!(b, "cvt.rzi.f64.f64 {r}, {x}"),
+        UnaryOp::Sign => {
+            // +-1 by the sign bit, then 0 for both zeros, NaN for NaN.
+            let (s, t) = (reg(b), reg(b));
+            ins!(b, "copysign.f64 {s}, {x}, {}", f64_imm(1.0));
+            let p = b.reg(RegKind::Pred);
+            ins!(b, "testp.notanumber.f64 {p}, {x}");
+            ins!(b, "selp.f64 {t}, {x}, {s}, {p}");
+            ins!(b, "setp.eq.f64 {p}, {x}, {}", f64_imm(0.0));
+            ins!(b, "selp.f64 {r}, {}, {t}, {p}", f64_imm(0.0));
+        }
         UnaryOp::Sqrt => ins!(b, "sqrt.rn.f64 {r}, {x}"),
         UnaryOp::Recip => ins!(b, "rcp.rn.f64 {r}, {x}"),
         UnaryOp::Rsqrt => {

@@ -5,8 +5,10 @@
 //! from their type's bits (see [`normalize`]).
 
 use super::builder::{f32_imm, ins, Builder, Reg, RegKind};
+use super::fmod::{self, Fl};
 use super::math::{self, LogBase, Trig};
 use super::math_f64;
+use super::{int, special};
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
 use crate::DType;
 
@@ -249,6 +251,15 @@ pub fn convert(b: &mut Builder, v: Value, to: DType) -> Value {
     Value { reg, dtype: to }
 }
 
+/// How accurate a float result of dtype `dt` must be.
+fn accuracy(dt: DType) -> math::Accuracy {
+    if dt == DType::F32 {
+        math::Accuracy::F32
+    } else {
+        math::Accuracy::Half
+    }
+}
+
 /// Rounds an `f32` result to the half type `dt` (identity for `F32`).
 fn finish_float(b: &mut Builder, f: Reg, dt: DType) -> Value {
     let reg = if dt == DType::F32 {
@@ -275,16 +286,29 @@ pub fn unary(b: &mut Builder, op: UnaryOp, x: Value, out: DType) -> Value {
         );
     }
     if !out.is_float() {
-        // Neg, Abs, Relu and Square on integers: in 32 or 64 bits, then
-        // wrapped to the type.
+        // The ops that keep integers, in 32 or 64 bits, then wrapped to
+        // the type (bools compute as `I32`, their result type).
         let x = convert(b, x, out).reg;
         let ty = compute_ty(out);
+        let bits = x.kind.bit_ty();
         let r = b.reg(x.kind);
         match op {
             UnaryOp::Neg => ins!(b, "neg.{ty} {r}, {x}"),
             UnaryOp::Abs => ins!(b, "abs.{ty} {r}, {x}"),
             UnaryOp::Relu => ins!(b, "max.{ty} {r}, {x}, 0"),
             UnaryOp::Square => ins!(b, "mul.lo.{ty} {r}, {x}, {x}"),
+            UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Trunc => {
+                ins!(b, "mov.{bits} {r}, {x}")
+            }
+            UnaryOp::Sign => {
+                // (x > 0) - (x < 0): selp gives 1 and -1 directly.
+                let (pos, neg) = (b.reg(RegKind::Pred), b.reg(RegKind::Pred));
+                ins!(b, "setp.gt.{ty} {pos}, {x}, 0");
+                ins!(b, "setp.lt.{ty} {neg}, {x}, 0");
+                ins!(b, "selp.{ty} {r}, 1, 0, {pos}");
+                ins!(b, "selp.{ty} {r}, -1, {r}, {neg}");
+            }
+            UnaryOp::BitNot => ins!(b, "not.{bits} {r}, {x}"),
             _ => unreachable!("{} has a float result", op.name()),
         }
         let reg = normalize(b, r, out);
@@ -298,11 +322,7 @@ pub fn unary(b: &mut Builder, op: UnaryOp, x: Value, out: DType) -> Value {
     }
     let x = convert(b, x, out).reg;
     let f = b.reg(RegKind::F32);
-    let accuracy = if out == DType::F32 {
-        math::Accuracy::F32
-    } else {
-        math::Accuracy::Half
-    };
+    let accuracy = accuracy(out);
     let r = match op {
         UnaryOp::Neg => {
             ins!(b, "neg.f32 {f}, {x}");
@@ -343,7 +363,27 @@ pub fn unary(b: &mut Builder, op: UnaryOp, x: Value, out: DType) -> Value {
         UnaryOp::Tanh => math::tanh(b, x, accuracy),
         UnaryOp::Sigmoid => math::over_one_plus_exp_neg(b, f32_imm(1.0), x, accuracy),
         UnaryOp::Silu => math::over_one_plus_exp_neg(b, x, x, accuracy),
-        UnaryOp::Gelu => math::gelu(b, x, accuracy),
+        UnaryOp::Gelu => special::gelu(b, x, accuracy),
+        UnaryOp::GeluTanh => math::gelu_tanh(b, x, accuracy),
+        UnaryOp::Erf => special::erf(b, x, accuracy),
+        UnaryOp::Log1p => special::log1p(b, x, accuracy),
+        UnaryOp::Expm1 => special::expm1(b, x),
+        // Integral results of half inputs are halves again: no rounding.
+        UnaryOp::Floor => return rounded(b, "rmi", x, out),
+        UnaryOp::Ceil => return rounded(b, "rpi", x, out),
+        UnaryOp::Round => return rounded(b, "rni", x, out),
+        UnaryOp::Trunc => return rounded(b, "rzi", x, out),
+        UnaryOp::Sign => {
+            // +-1 by the sign bit, then 0 for both zeros, NaN for NaN.
+            ins!(b, "copysign.f32 {f}, {x}, {}", f32_imm(1.0));
+            let p = b.reg(RegKind::Pred);
+            ins!(b, "testp.notanumber.f32 {p}, {x}");
+            ins!(b, "selp.f32 {f}, {x}, {f}, {p}");
+            ins!(b, "setp.eq.f32 {p}, {x}, 0f00000000");
+            ins!(b, "selp.f32 {f}, 0f00000000, {f}, {p}");
+            return Value { reg: f, dtype: out };
+        }
+        UnaryOp::BitNot => unreachable!("bitwise_not of a float"),
         UnaryOp::Square => math::mul(b, x, x),
         UnaryOp::RoundTf32 => {
             let t = b.reg(RegKind::B32);
@@ -353,6 +393,13 @@ pub fn unary(b: &mut Builder, op: UnaryOp, x: Value, out: DType) -> Value {
         }
     };
     finish_float(b, r, out)
+}
+
+/// `x` rounded to an integral value by the `cvt` rounding `mode`.
+fn rounded(b: &mut Builder, mode: &str, x: Reg, out: DType) -> Value {
+    let f = b.reg(RegKind::F32);
+    ins!(b, "cvt.{mode}.f32.f32 {f}, {x}");
+    Value { reg: f, dtype: out }
 }
 
 /// `op(x, y)` with result dtype `out`, computed in
@@ -395,21 +442,25 @@ pub fn binary(b: &mut Builder, op: BinaryOp, x: Value, y: Value, out: DType) -> 
             }
         }
         _ if !cd.is_float() => {
-            let text = match op {
-                BinaryOp::Add => "add",
-                BinaryOp::Sub => "sub",
-                BinaryOp::Mul => "mul.lo",
-                BinaryOp::Max => "max",
-                BinaryOp::Min => "min",
-                BinaryOp::Pow => "",
-                _ => unreachable!("{} computes in a float", op.name()),
-            };
-            let r = if op == BinaryOp::Pow {
-                math::powi(b, x, y)
-            } else {
-                let r = b.reg(x.kind);
-                ins!(b, "{text}.{ty} {r}, {x}, {y}");
-                r
+            let r = match op {
+                BinaryOp::Pow => math::powi(b, x, y),
+                BinaryOp::Fmod | BinaryOp::Remainder | BinaryOp::FloorDiv => {
+                    int::binary(b, op, x, y, cd.bits().max(32))
+                }
+                _ if op.is_bitwise() => int::binary(b, op, x, y, cd.bits().max(32)),
+                _ => {
+                    let text = match op {
+                        BinaryOp::Add => "add",
+                        BinaryOp::Sub => "sub",
+                        BinaryOp::Mul => "mul.lo",
+                        BinaryOp::Max => "max",
+                        BinaryOp::Min => "min",
+                        _ => unreachable!("{} computes in a float", op.name()),
+                    };
+                    let r = b.reg(x.kind);
+                    ins!(b, "{text}.{ty} {r}, {x}, {y}");
+                    r
+                }
             };
             Value {
                 reg: normalize(b, r, cd),
@@ -419,6 +470,9 @@ pub fn binary(b: &mut Builder, op: BinaryOp, x: Value, y: Value, out: DType) -> 
         DType::F64 => {
             let reg = match op {
                 BinaryOp::Max | BinaryOp::Min => math_f64::max_min(b, op == BinaryOp::Max, x, y),
+                BinaryOp::Fmod => fmod::fmod(b, Fl::F64, x, y),
+                BinaryOp::Remainder => fmod::remainder(b, Fl::F64, x, y),
+                BinaryOp::FloorDiv => fmod::floor_divide(b, Fl::F64, x, y),
                 _ => math_f64::binary(b, op, x, y)
                     .unwrap_or_else(|| unreachable!("validate rejects f64 {}", op.name())),
             };
@@ -440,7 +494,24 @@ pub fn binary(b: &mut Builder, op: BinaryOp, x: Value, y: Value, out: DType) -> 
                     let v = finish_float(b, r, cd);
                     return convert(b, v, out);
                 }
-                _ => unreachable!("comparisons handled above"),
+                BinaryOp::Atan2 => {
+                    let r = special::atan2(b, x, y, accuracy(cd));
+                    return finish_float(b, r, cd);
+                }
+                BinaryOp::Fmod => {
+                    // Exact, so a half result needs no rounding.
+                    let r = fmod::fmod(b, Fl::F32, x, y);
+                    return Value { reg: r, dtype: cd };
+                }
+                BinaryOp::Remainder => {
+                    let r = fmod::remainder(b, Fl::F32, x, y);
+                    return finish_float(b, r, cd);
+                }
+                BinaryOp::FloorDiv => {
+                    let r = fmod::floor_divide(b, Fl::F32, x, y);
+                    return finish_float(b, r, cd);
+                }
+                _ => unreachable!("comparisons handled above, no bitwise ops on floats"),
             }
             if matches!(op, BinaryOp::Max | BinaryOp::Min) {
                 Value { reg: r, dtype: cd }
