@@ -7,10 +7,10 @@ use crate::{DType, Device, Element, Tensor};
 use smelt_codegen::host_alloc::zeroed_bytes;
 use smelt_fusion::{Node, Op, ShapeTracker};
 
-/// The dtype of integer results that PyTorch makes `int64` (`randint`,
-/// `count_nonzero`): `I32` until smelt has a 64-bit integer type, then
-/// switched here.
-pub(crate) const LONG: DType = DType::I32;
+/// The dtype of integer results that PyTorch makes `int64`
+/// (`count_nonzero`): `I64`. (`randint` draws 32 bits and stays `I32`: see
+/// [`Tensor::randint`].)
+pub(crate) const LONG: DType = DType::I64;
 
 impl Tensor {
     /// A tensor holding `data` with `shape` on `device`.

@@ -133,14 +133,13 @@ impl Tensor {
     }
 
     /// How many elements over `axes` are nonzero (PyTorch
-    /// `count_nonzero`; NaN counts), as an `I32` (PyTorch's `int64`, until
-    /// smelt has one).
+    /// `count_nonzero`; NaN counts), as an `I64` like PyTorch's.
     ///
     /// ```
     /// use smelt::{Device, Tensor};
     /// let x = Tensor::from_vec(vec![0.0f32, 1.5, -2.0, 0.0, 0.0, 0.0], [2, 3], &Device::Cpu);
-    /// assert_eq!(x.count_nonzero(1).to_vec::<i32>().unwrap(), vec![2, 0]);
-    /// assert_eq!(x.count_nonzero(..).to_vec::<i32>().unwrap(), vec![2]);
+    /// assert_eq!(x.count_nonzero(1).to_vec::<i64>().unwrap(), vec![2, 0]);
+    /// assert_eq!(x.count_nonzero(..).to_vec::<i64>().unwrap(), vec![2]);
     /// ```
     ///
     /// # Panics

@@ -8,16 +8,15 @@ use smelt_codegen::ScanOp;
 use smelt_fusion::Op;
 
 /// The dtype of integer and bool `cumsum`/`cumprod` results and of
-/// `cummax`/`cummin` indices. PyTorch uses `int64`; smelt has no 64-bit
-/// integer yet, so `I32` (sums wrap past `i32::MAX`). The one place to
-/// change when `I64` lands.
-pub(crate) const SCAN_INT_DTYPE: DType = DType::I32;
+/// `cummax`/`cummin` indices: `I64`, as in PyTorch (sums and products wrap
+/// past `i64::MAX`). The one place that names it.
+pub(crate) const SCAN_INT_DTYPE: DType = DType::I64;
 
 impl Tensor {
     /// Cumulative sum along `axis` (negative counts from the end), as
     /// PyTorch's `cumsum`. Floats keep their dtype (halves accumulate in
-    /// `F32` and are rounded once per element); integers and bools give
-    /// `I32` (PyTorch: `int64`), wrapping on overflow.
+    /// `F32` and are rounded once per element; `F64` in `F64`); integers
+    /// and bools give `I64`, as in PyTorch, wrapping on overflow.
     ///
     /// ```
     /// use smelt::{Device, Tensor};
@@ -47,14 +46,14 @@ impl Tensor {
     /// Running maximum along `axis` and the index where it was reached, as
     /// PyTorch's `cummax`: on ties the later index, once a NaN is seen the
     /// value stays NaN and the index is the latest NaN's. Values keep the
-    /// dtype; indices are `I32` (PyTorch: `int64`).
+    /// dtype; indices are `I64`, as in PyTorch.
     ///
     /// ```
     /// use smelt::{Device, Tensor};
     /// let x = Tensor::from_vec(vec![1.0f32, 3.0, 2.0, 3.0], [4], &Device::Cpu);
     /// let (v, i) = x.cummax(0);
     /// assert_eq!(v.to_vec::<f32>().unwrap(), vec![1.0, 3.0, 3.0, 3.0]);
-    /// assert_eq!(i.to_vec::<i32>().unwrap(), vec![0, 1, 1, 3]);
+    /// assert_eq!(i.to_vec::<i64>().unwrap(), vec![0, 1, 1, 3]);
     /// ```
     ///
     /// # Panics

@@ -593,3 +593,86 @@ fn f64_composites_compute_in_f64() {
     check("f64 exp", || x.exp(), &h.map(f64::exp), t);
     check("f64 log", || x.abs().log(), &h.map(|v| v.abs().ln()), t);
 }
+
+#[test]
+fn f64_rounding_and_division_family_are_exact() {
+    let dev = test_device();
+    // Fractions f32 cannot hold, halves (round to even), huge and tiny
+    // magnitudes, signed zeros, infinities and NaN.
+    let a = [
+        2.5,
+        -2.5,
+        3.5,
+        1.0 + 1e-12,
+        -(1e15 + 0.5),
+        4503599627370497.0,
+        1e300,
+        -5e-324,
+        -0.0,
+        f64::INFINITY,
+        f64::NAN,
+    ];
+    let b = [0.1, -3.0, 1e-300, 7.0, f64::INFINITY, -0.0];
+    let (na, nb) = (a.len(), b.len());
+    for mode in MODES {
+        let x = Tensor::from_vec(a.to_vec(), [na], &dev);
+        type Round = (&'static str, fn(&Tensor) -> Tensor, fn(f64) -> f64);
+        let rounding: [Round; 5] = [
+            ("floor", |t| t.floor(), f64::floor),
+            ("ceil", |t| t.ceil(), f64::ceil),
+            ("round", |t| t.round(), f64::round_ties_even),
+            ("trunc", |t| t.trunc(), f64::trunc),
+            (
+                "sign",
+                |t| t.sign(),
+                |v| {
+                    if v.is_nan() {
+                        v
+                    } else if v == 0.0 {
+                        0.0
+                    } else {
+                        v.signum()
+                    }
+                },
+            ),
+        ];
+        for (name, op, f) in rounding {
+            let y = op(&x);
+            y.realize_with(mode).unwrap();
+            assert_eq!(y.dtype(), F64);
+            for (g, v) in y.to_vec::<f64>().unwrap().iter().zip(a) {
+                let w = f(v);
+                assert!(
+                    (g.is_nan() && w.is_nan()) || *g == w,
+                    "{name}({v}) = {g}, want {w} [{mode:?}]"
+                );
+            }
+        }
+        // fmod is exact: Rust's `%` on f64 is C's fmod.
+        let x = Tensor::from_vec(a.to_vec(), [na, 1], &dev);
+        let y = Tensor::from_vec(b.to_vec(), [1, nb], &dev);
+        let r = x.fmod(&y);
+        r.realize_with(mode).unwrap();
+        for (p, g) in r.to_vec::<f64>().unwrap().iter().enumerate() {
+            let w = a[p / nb] % b[p % nb];
+            assert!(
+                (g.is_nan() && w.is_nan()) || g.to_bits() == w.to_bits(),
+                "fmod({}, {}) = {g}, want {w} [{mode:?}]",
+                a[p / nb],
+                b[p % nb]
+            );
+        }
+        // floor_divide and remainder agree with the quotient identity
+        // where it is exact: x = q * y + r for small integers.
+        let xi = Tensor::from_vec(vec![7.0f64, -7.0, 7.0, -7.0], [4], &dev);
+        let yi = Tensor::from_vec(vec![2.0f64, 2.0, -2.0, -2.0], [4], &dev);
+        assert_eq!(
+            xi.floor_divide(&yi).to_vec::<f64>().unwrap(),
+            vec![3.0, -4.0, -4.0, 3.0]
+        );
+        assert_eq!(
+            xi.remainder(&yi).to_vec::<f64>().unwrap(),
+            vec![1.0, 1.0, -1.0, -1.0]
+        );
+    }
+}

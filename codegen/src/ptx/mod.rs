@@ -19,7 +19,8 @@
 //! # Numerics
 //! Half types compute in `f32` and are rounded to the half type after
 //! every instruction, as the interpreter does. Bools are predicates in
-//! registers and bytes in memory. `i32` arithmetic wraps. Exact ops use the
+//! registers and bytes in memory. Integer arithmetic wraps in its dtype.
+//! `f64` sequences are in `math_f64`. Exact ops use the
 //! IEEE-rounded instructions (`add/sub/mul/div/sqrt/rcp .rn`, never fused
 //! into fma). Approximations, with their error against the exact `f32`
 //! result:
@@ -56,18 +57,19 @@
 //!   half-type result they use the plain `ex2.approx` and `div.full.f32`.
 //!   `softplus` and `logaddexp` are composites of `exp`, `log1p` and
 //!   `max` (a few ulp, never overflowing).
-//! - `fmod` (float): exact, from the integer significands (`fmod.rs`);
-//!   `remainder` and `floor_divide` follow PyTorch's formulas on it.
-//!   `floor`, `ceil`, `round` (to even), `trunc`: `cvt.r*i.f32.f32`, exact.
-//! - Integer `floor_divide`, `remainder`, `fmod`, shifts (`int.rs`):
-//!   exact, with `crate::int_ops`' rules at division by zero and shifts
-//!   past the width.
+//! - `fmod` (float): exact, from the integer significands (`fmod.rs`, `f32`
+//!   and `f64`); `remainder` and `floor_divide` follow PyTorch's formulas
+//!   on it. `floor`, `ceil`, `round` (to even), `trunc`: `cvt.r*i`, exact.
+//! - Integer `floor_divide`, `remainder`, `fmod`, shifts (`int.rs`, 32 or
+//!   64 bits): exact, with `crate::int_ops`' rules at division by zero and
+//!   shifts past the width.
 //! - Reductions combine in a tree (per thread, then shuffles, then shared
 //!   memory), not left to right: sums differ from the interpreter by
 //!   rounding. Half-type sums and products accumulate in `f32` and round
 //!   once (the front end already casts them to `f32`).
-//! - `f32` to `i32` conversion wraps as the interpreter does (through
-//!   `s64`); `i32` to half types rounds once, correctly.
+//! - Conversions follow `convert.rs`'s one rule, as the interpreter does:
+//!   float to integer truncates and saturates (NaN to 0); integers and
+//!   `f64` to half types round once, correctly.
 
 mod builder;
 mod elementwise;
