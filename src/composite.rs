@@ -25,7 +25,7 @@ impl Tensor {
     pub fn softmax(&self, ax: isize) -> Tensor {
         // Checked here so an error names softmax, not the max inside it.
         let a = crate::shape::axes("softmax", ax, self.shape());
-        let x = self.cast(DType::F32);
+        let x = self.cast(self.dtype().compute_float());
         let e = (&x - x.reduce_axes(ReduceOp::Max, &a, true)).exp();
         (&e / e.sum_keepdim(a)).cast(self.float_dtype())
     }
@@ -34,7 +34,7 @@ impl Tensor {
     #[track_caller]
     pub fn log_softmax(&self, ax: isize) -> Tensor {
         let a = crate::shape::axes("log_softmax", ax, self.shape());
-        let x = self.cast(DType::F32);
+        let x = self.cast(self.dtype().compute_float());
         let s = &x - x.reduce_axes(ReduceOp::Max, &a, true);
         (&s - s.exp().sum_keepdim(a).log()).cast(self.float_dtype())
     }
@@ -47,9 +47,9 @@ impl Tensor {
         self.logsumexp_f32(&a, keepdim).cast(self.float_dtype())
     }
 
-    /// [`Tensor::logsumexp`] over normalised axes, in `F32`.
+    /// [`Tensor::logsumexp`] over normalised axes, in `F32` (`F64` for `F64`).
     fn logsumexp_f32(&self, a: &[usize], keepdim: bool) -> Tensor {
-        let x = self.cast(DType::F32);
+        let x = self.cast(self.dtype().compute_float());
         let m = x.reduce_axes(ReduceOp::Max, a, true);
         let finite = m.abs().lt(f64::INFINITY);
         let m = finite.where_(&m, 0.0);
@@ -80,7 +80,7 @@ impl Tensor {
     /// [`Tensor::var`] over normalised axes, in `F32`.
     fn var_f32(&self, a: &[usize], correction: usize, keepdim: bool) -> Tensor {
         let n: usize = a.iter().map(|d| self.shape()[*d]).product();
-        let x = self.cast(DType::F32);
+        let x = self.cast(self.dtype().compute_float());
         let xc = &x - x.mean_keepdim(a.to_vec());
         let denom = n.saturating_sub(correction) as f64;
         xc.square().reduce_axes(ReduceOp::Sum, a, keepdim) / denom
@@ -104,7 +104,7 @@ impl Tensor {
         eps: f64,
     ) -> Tensor {
         let a = crate::shape::axes("layer_norm", ax, self.shape());
-        let x = self.cast(DType::F32);
+        let x = self.cast(self.dtype().compute_float());
         let xc = &x - x.mean_keepdim(a.clone());
         let y = &xc * (xc.square().mean_keepdim(a) + eps).rsqrt();
         affine("layer_norm", self.float_dtype(), y, weight, bias)
@@ -115,7 +115,7 @@ impl Tensor {
     #[track_caller]
     pub fn rms_norm(&self, ax: impl IntoAxes + Clone, weight: Option<&Tensor>, eps: f64) -> Tensor {
         let a = crate::shape::axes("rms_norm", ax, self.shape());
-        let x = self.cast(DType::F32);
+        let x = self.cast(self.dtype().compute_float());
         let y = &x * (x.square().mean_keepdim(a) + eps).rsqrt();
         affine("rms_norm", self.float_dtype(), y, weight, None)
     }
@@ -143,9 +143,11 @@ impl Tensor {
         );
         let c = x.shape()[1];
         let out = self.float_dtype();
-        let x = x.cast(DType::F32);
+        let x = x.cast(x.dtype().compute_float());
+        // I32 class numbers (4 bytes each) compared as I64, so an I64 target
+        // beyond 2^31 matches no class instead of wrapping onto one.
         let classes = Tensor::arange(0.0, c as f64, 1.0, DType::I32, &x.device()).reshape([1, c]);
-        let onehot = classes.eq(t.cast(DType::I32).unsqueeze(1));
+        let onehot = classes.eq(t.cast(DType::I64).unsqueeze(1));
         let picked = onehot.where_(&x, 0.0).sum(1);
         let loss = (x.logsumexp_f32(&[1], false) - picked).cast(out);
         if self.ndim() == 1 {
@@ -156,7 +158,7 @@ impl Tensor {
     }
 }
 
-/// `y * weight + bias` in `F32`, cast to `x_dtype` promoted with the
+/// `y * weight + bias` in `y`'s dtype (`F32`, or `F64`), cast to `x_dtype` promoted with the
 /// dtypes of `weight` and `bias` (what the op would give in that dtype).
 /// The optional parameters of `op` are checked for device here so the
 /// message names `op`, not `mul`.
@@ -178,14 +180,20 @@ fn affine(
     let y = match weight {
         Some(w) => {
             out = out.promote(w.dtype());
-            y * w.cast(DType::F32)
+            {
+                let c = w.cast(y.dtype());
+                y * c
+            }
         }
         None => y,
     };
     let y = match bias {
         Some(b) => {
             out = out.promote(b.dtype());
-            y + b.cast(DType::F32)
+            {
+                let c = b.cast(y.dtype());
+                y + c
+            }
         }
         None => y,
     };

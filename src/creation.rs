@@ -7,10 +7,10 @@ use crate::{DType, Device, Element, Tensor};
 use smelt_codegen::host_alloc::zeroed_bytes;
 use smelt_fusion::{Node, Op, ShapeTracker};
 
-/// The dtype of integer results that PyTorch makes `int64` (`randint`,
-/// `count_nonzero`): `I32` until smelt has a 64-bit integer type, then
-/// switched here.
-pub(crate) const LONG: DType = DType::I32;
+/// The dtype of integer results that PyTorch makes `int64`
+/// (`count_nonzero`): `I64`. (`randint` draws 32 bits and stays `I32`: see
+/// [`Tensor::randint`].)
+pub(crate) const LONG: DType = DType::I64;
 
 impl Tensor {
     /// A tensor holding `data` with `shape` on `device`.
@@ -46,7 +46,7 @@ impl Tensor {
         let source = match zeroed_bytes(n, dtype.size()) {
             Ok(mut bytes) => {
                 for (i, x) in data.iter().enumerate() {
-                    dtype.write(&mut bytes, i, x.to_f64());
+                    x.write(&mut bytes, i);
                 }
                 Source::Bytes(bytes)
             }
@@ -78,10 +78,19 @@ impl Tensor {
         Tensor::from_node(Node::buffer(buf, shape, dtype), *device)
     }
 
-    /// A rank-0 tensor.
+    /// A rank-0 tensor: a graph constant (an `f64`), or a one-element
+    /// buffer for a value an `f64` cannot hold (an `i64` beyond 2^53).
     #[track_caller]
     pub fn scalar<T: Element>(value: T, device: &Device) -> Tensor {
-        Tensor::full([0usize; 0], value.to_f64(), T::DTYPE, device)
+        let v = value.to_f64();
+        let (mut exact, mut through_f64) = ([0u8; 8], [0u8; 8]);
+        value.write(&mut exact, 0);
+        T::from_f64(v).write(&mut through_f64, 0);
+        if exact == through_f64 {
+            Tensor::full([0usize; 0], v, T::DTYPE, device)
+        } else {
+            Tensor::from_vec(vec![value], [0usize; 0], device)
+        }
     }
 
     /// A tensor of `shape` filled with `value` (a broadcast constant: no

@@ -3,15 +3,15 @@
 
 use crate::device::same_device;
 use crate::shape::broadcast_shapes;
-use crate::{DType, Tensor};
+use crate::{DType, Device, Tensor};
 use smelt_codegen::{BinaryOp, UnaryOp};
 use smelt_fusion::Op;
 
 /// A right-hand side of a binary op: a tensor or a Rust scalar.
 ///
 /// Scalars follow PyTorch: a float scalar keeps a float tensor's dtype and
-/// makes an integer tensor `F32`; an integer scalar keeps the tensor's
-/// dtype (`I32` for `Bool`).
+/// makes an integer tensor `F32`; an integer scalar (`i64`, `i32`, `i16`,
+/// `i8`, `u8`) keeps the tensor's dtype (`I32` for `Bool`), wrapping to it.
 pub trait Operand {
     /// The operand as a tensor on `like`'s device.
     fn into_operand(self, like: &Tensor) -> Tensor;
@@ -63,16 +63,33 @@ impl Operand for f32 {
     }
 }
 
-impl Operand for i32 {
-    fn into_operand(self, like: &Tensor) -> Tensor {
-        let dt = if like.dtype() == DType::Bool {
-            DType::I32
-        } else {
-            like.dtype()
-        };
-        Tensor::full([0usize; 0], self as f64, dt, &like.device())
+/// An integer scalar in the tensor's dtype (`I32` for `Bool`): a graph
+/// constant, or beyond 2^53 (where an `f64` constant would round) an exact
+/// [`Tensor::scalar`] cast to it.
+fn int_scalar(v: i64, like: &Tensor) -> Tensor {
+    let dt = if like.dtype() == DType::Bool {
+        DType::I32
+    } else {
+        like.dtype()
+    };
+    if v.unsigned_abs() <= 1 << 53 {
+        Tensor::full([0usize; 0], v as f64, dt, &like.device())
+    } else {
+        Tensor::scalar(v, &like.device()).cast(dt)
     }
 }
+
+macro_rules! int_operand {
+    ($($t:ty),*) => {$(
+        impl Operand for $t {
+            fn into_operand(self, like: &Tensor) -> Tensor {
+                int_scalar(self as i64, like)
+            }
+        }
+    )*};
+}
+
+int_operand!(i64, i32, i16, i8, u8);
 
 impl Operand for bool {
     fn into_operand(self, like: &Tensor) -> Tensor {
@@ -83,7 +100,7 @@ impl Operand for bool {
 macro_rules! unary_methods {
     ($($(#[$doc:meta])* $name:ident => $op:ident;)*) => {
         impl Tensor {
-            $($(#[$doc])* pub fn $name(&self) -> Tensor { self.unary(UnaryOp::$op) })*
+            $($(#[$doc])* #[track_caller] pub fn $name(&self) -> Tensor { self.unary(UnaryOp::$op) })*
         }
     };
 }
@@ -238,8 +255,19 @@ impl Tensor {
     /// Applies a unary op, casting the input to the op's compute dtype
     /// first (integers become `F32` for float math, anything becomes `Bool`
     /// for `logical_not`).
+    ///
+    /// # Panics
+    /// On a CUDA device, for an `F64` result of an op without an `f64`
+    /// GPU sequence (see [`smelt_codegen::ptx::has_f64_unary`]).
+    #[track_caller]
     pub fn unary(&self, op: UnaryOp) -> Tensor {
         let out = op.out_dtype(self.dtype());
+        check_f64_gpu(
+            op.name(),
+            out,
+            &self.device(),
+            smelt_codegen::ptx::has_f64_unary(op),
+        );
         let x = if op == UnaryOp::Not {
             self.cast(DType::Bool)
         } else {
@@ -260,6 +288,8 @@ impl Tensor {
         same_device(name, &[self.device(), other.device()]);
         let shape = broadcast_shapes(name, self.shape(), other.shape());
         let dt = op.operand_dtype(self.dtype(), other.dtype());
+        let has = smelt_codegen::ptx::has_f64_binary(op);
+        check_f64_gpu(name, dt, &self.device(), has);
         let a = self.cast(dt).broadcast_to(&shape);
         let b = other.cast(dt).broadcast_to(&shape);
         a.derive(
@@ -316,6 +346,18 @@ impl Tensor {
     pub fn isnan(&self) -> Tensor {
         self.ne(self)
     }
+}
+
+/// Refuses, at the op, an `f64` op that the GPU has no sequence for (PTX
+/// has no `f64` transcendental instructions; `README.md` lists the ops
+/// that have one), instead of computing it in a lower precision.
+#[track_caller]
+fn check_f64_gpu(op: &str, dt: DType, device: &Device, has: bool) {
+    assert!(
+        has || dt != DType::F64 || !matches!(device, Device::Cuda(_)),
+        "{op}: float64 {op} is not implemented on {device:?} (PTX has no f64 instruction for it); \
+         cast to float32 first"
+    );
 }
 
 /// `cond ? a : b` elementwise with broadcasting (NumPy's `where`).

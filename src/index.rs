@@ -3,7 +3,7 @@
 
 use crate::DType;
 
-/// PyTorch uses `int64`; smelt has no 64-bit integer yet, so `I32` (sums
-/// wrap past `i32::MAX`, and a sorted axis may not be longer than
-/// `i32::MAX`). The one place to change when `I64` lands.
-pub(crate) const INDEX_DTYPE: DType = DType::I32;
+/// `I64`, as in PyTorch (integer scan sums and products wrap past
+/// `i64::MAX`). Sort kernels compute positions in `I32` (a sorted axis may
+/// not be longer than `i32::MAX`) and widen them when storing.
+pub(crate) const INDEX_DTYPE: DType = DType::I64;

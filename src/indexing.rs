@@ -39,7 +39,7 @@ impl Tensor {
     /// ```
     /// use smelt::{Device, Tensor};
     /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], [2, 2], &Device::Cpu);
-    /// let i = Tensor::from_vec(vec![0i32, 0, 1, 0], [2, 2], &Device::Cpu);
+    /// let i = Tensor::from_vec(vec![0i64, 0, 1, 0], [2, 2], &Device::Cpu);
     /// assert_eq!(x.gather(1, &i).to_vec::<f32>().unwrap(), vec![1.0, 1.0, 4.0, 3.0]);
     /// ```
     ///
@@ -150,7 +150,7 @@ impl Tensor {
     /// ```
     /// use smelt::{Device, Tensor};
     /// let table = Tensor::from_vec(vec![0.0f32, 0.5, 1.0, 1.5, 2.0, 2.5], [3, 2], &Device::Cpu);
-    /// let ids = Tensor::from_vec(vec![2i32, 2, 0], [3], &Device::Cpu);
+    /// let ids = Tensor::from_vec(vec![2i64, 2, 0], [3], &Device::Cpu);
     /// let e = table.embedding(&ids);
     /// assert_eq!(e.shape(), &[3, 2]);
     /// assert_eq!(e.to_vec::<f32>().unwrap(), vec![2.0, 2.5, 2.0, 2.5, 0.0, 0.5]);

@@ -1,7 +1,8 @@
 //! Elementwise math composed of primitives: `clamp`, `isinf` / `isfinite`,
 //! `logaddexp`, `softplus` and powers of a scalar base. Each fuses into
 //! its neighbours like any chain of elementwise ops; float composites
-//! compute in `F32` and cast the result back, as PyTorch does for halves.
+//! compute in `F32` (`F64` for `F64`) and cast the result back, as PyTorch
+//! does for halves.
 
 use crate::device::same_device;
 use crate::elementwise::Operand;
@@ -82,7 +83,8 @@ impl Tensor {
     /// `ln(e^self + e^other)` without overflow: `max + log1p(e^-|a - b|)`,
     /// with `a == b` (infinities included) giving `max + ln 2`, so
     /// `logaddexp(-inf, -inf)` is `-inf`. Operands promote like `+`;
-    /// integers compute in `F32`.
+    /// integers compute in `F32`, `F64` in `F64` (which has no GPU `log1p`:
+    /// it panics on CUDA).
     ///
     /// ```
     /// use smelt::{Device, Tensor};
@@ -99,7 +101,8 @@ impl Tensor {
         let other = other.into_operand(self);
         check_operands("logaddexp", self, &[&other]);
         let out = self.dtype().promote(other.dtype()).to_float();
-        let (a, b) = (self.cast(DType::F32), other.cast(DType::F32));
+        let cd = out.compute_float();
+        let (a, b) = (self.cast(cd), other.cast(cd));
         let gap = (&a - &b).abs().neg();
         let gap = a.eq(&b).where_(0.0, &gap);
         (a.maximum(&b) + gap.exp().log1p()).cast(out)
@@ -113,9 +116,10 @@ impl Tensor {
 
     /// PyTorch's `softplus(x, beta, threshold)`: `ln(1 + e^(beta x)) / beta`,
     /// and `x` where `beta x > threshold`. Computed in `F32` (integers
-    /// too), cast back to a half input's dtype.
+    /// too; `F64` in `F64`, which has no GPU `log1p`: it panics on CUDA),
+    /// cast back to a half input's dtype.
     pub fn softplus_with(&self, beta: f64, threshold: f64) -> Tensor {
-        let x = self.cast(DType::F32);
+        let x = self.cast(self.dtype().compute_float());
         let bx = if beta == 1.0 { x.clone() } else { &x * beta };
         let soft = bx.exp().log1p();
         let soft = if beta == 1.0 { soft } else { soft / beta };

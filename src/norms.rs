@@ -4,7 +4,7 @@
 //! returned in the input's float type (integers give `F32`).
 
 use crate::shape::{axes, IntoAxes};
-use crate::{DType, Tensor};
+use crate::Tensor;
 use smelt_codegen::ReduceOp;
 
 impl Tensor {
@@ -56,7 +56,7 @@ impl Tensor {
         assert!(!p.is_nan(), "norm: p is NaN");
         let a = axes("norm", ax, self.shape());
         let out = self.dtype().to_float();
-        let x = self.cast(DType::F32).abs();
+        let x = self.cast(self.dtype().compute_float()).abs();
         let r = if p == f64::INFINITY {
             // Floored at 0 afterwards, so an empty axis (-inf) gives 0.
             x.reduce_axes(ReduceOp::Max, &a, keepdim).maximum(0.0)
@@ -65,7 +65,7 @@ impl Tensor {
         } else if p == 0.0 {
             // NaN counts as non-zero, as in PyTorch.
             x.ne(0.0)
-                .cast(DType::F32)
+                .cast(x.dtype())
                 .reduce_axes(ReduceOp::Sum, &a, keepdim)
         } else if p == 1.0 {
             x.reduce_axes(ReduceOp::Sum, &a, keepdim)

@@ -77,9 +77,14 @@ fn read_array<R: Read>(npy: NpyFile<R>, available: u64, device: &Device) -> Resu
         shape.clone()
     };
     let t = match (ts.type_char(), ts.size_field()) {
+        (TypeChar::Float, 8) => read_as::<f64, R>(npy, &stored, device)?,
         (TypeChar::Float, 4) => read_as::<f32, R>(npy, &stored, device)?,
         (TypeChar::Float, 2) => read_as::<f16, R>(npy, &stored, device)?,
+        (TypeChar::Int, 8) => read_as::<i64, R>(npy, &stored, device)?,
         (TypeChar::Int, 4) => read_as::<i32, R>(npy, &stored, device)?,
+        (TypeChar::Int, 2) => read_as::<i16, R>(npy, &stored, device)?,
+        (TypeChar::Int, 1) => read_as::<i8, R>(npy, &stored, device)?,
+        (TypeChar::Uint, 1) => read_as::<u8, R>(npy, &stored, device)?,
         (TypeChar::Bool, 1) => read_as::<bool, R>(npy, &stored, device)?,
         _ => return Err(fail(format!("dtype {ts} is not one smelt has"))),
     };
@@ -109,7 +114,12 @@ fn read_as<T: Element + Deserialize, R: Read>(
 fn write_array<W: Write>(w: W, t: &Tensor) -> Result<()> {
     let shape: Vec<u64> = t.shape().iter().map(|d| *d as u64).collect();
     match t.dtype() {
+        DType::F64 => write_as(w, &shape, t.to_vec::<f64>()?),
         DType::F32 => write_as(w, &shape, t.to_vec::<f32>()?),
+        DType::I64 => write_as(w, &shape, t.to_vec::<i64>()?),
+        DType::I16 => write_as(w, &shape, t.to_vec::<i16>()?),
+        DType::I8 => write_as(w, &shape, t.to_vec::<i8>()?),
+        DType::U8 => write_as(w, &shape, t.to_vec::<u8>()?),
         DType::F16 => write_as(w, &shape, t.to_vec::<f16>()?),
         DType::I32 => write_as(w, &shape, t.to_vec::<i32>()?),
         DType::Bool => write_as(w, &shape, t.to_vec::<bool>()?),

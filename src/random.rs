@@ -10,11 +10,17 @@
 //! `bernoulli(p, s)` is `rand(s) < p`), `randint` word 1, `randn` and
 //! `normal` words 2 and 3.
 
-use crate::creation::LONG;
 use crate::shape::dims;
 use crate::{DType, Device, IntoShape, Tensor};
 use smelt_codegen::philox::{key_of_seed, Draw};
 use smelt_fusion::{Node, Op};
+
+/// The dtype of `randint`'s values: `I32`, not PyTorch's `int64`. A draw
+/// is one 32-bit Philox word scaled to the range (Lemire's multiply-shift,
+/// bias at most `range / 2^32`): a 64-bit range would need two words per
+/// element and a 64-bit multiply-shift, which smelt does not do yet, and
+/// an `I64` result of a 32-bit draw would promise ranges it cannot give.
+pub(crate) const RANDINT_DTYPE: DType = DType::I32;
 
 /// Largest element count a random tensor may have: the counter is 32 bits
 /// wide, and a larger tensor would repeat its numbers.
@@ -62,8 +68,8 @@ fn float_dtype(op: &str, dtype: DType) {
 }
 
 impl Tensor {
-    /// Uniform random values in `[0, 1)` (multiples of `2^-24`); the same
-    /// `seed` gives the same values on every device.
+    /// Uniform random values in `[0, 1)` (multiples of `2^-24`, `F64` too);
+    /// the same `seed` gives the same values on every device.
     ///
     /// ```
     /// use smelt::{Device, DType, Tensor};
@@ -154,8 +160,9 @@ impl Tensor {
     }
 
     /// Uniform random integers in `[low, high)` (PyTorch `randint`), of
-    /// dtype `I32` (PyTorch's default is `int64`; smelt's widest integer
-    /// type is `I32` for now).
+    /// dtype `I32` (PyTorch's default is `int64`: the draw is one 32-bit
+    /// word, see `RANDINT_DTYPE` in `random.rs`; cast the result for
+    /// `I64`).
     ///
     /// ```
     /// use smelt::{Device, Tensor};
@@ -177,7 +184,7 @@ impl Tensor {
         let (min, max) = (i64::from(i32::MIN), i64::from(i32::MAX) + 1);
         assert!(
             low < high && low >= min && high <= max,
-            "randint: expected {min} <= low < high <= {max} for dtype {LONG}, got [{low}, {high})"
+            "randint: expected {min} <= low < high <= {max} for dtype {RANDINT_DTYPE}, got [{low}, {high})"
         );
         let shape = dims("randint", shape);
         // The range, up to 2^32, as the draw's unsigned bound (2^32 is 0).
@@ -210,12 +217,14 @@ impl Tensor {
             None,
             &self.device(),
         );
-        u.lt(self.cast(DType::F32)).cast(self.dtype())
+        u.lt(self.cast(self.dtype().compute_float()))
+            .cast(self.dtype())
     }
 
     /// Dropout as in training (PyTorch `F.dropout(x, p)`): each element is
     /// zeroed with probability `p` (where `rand(seed) < p`) and the others
-    /// are scaled by `1 / (1 - p)`; computed in `f32` for half types. As in
+    /// are scaled by `1 / (1 - p)`; computed in `f32` for half types (in
+    /// `f64` for `F64`). As in
     /// PyTorch the input is multiplied by the mask, so a dropped NaN or
     /// infinity gives NaN; `p = 0` returns the values unchanged, `p = 1`
     /// zeros (times the input).
@@ -246,9 +255,10 @@ impl Tensor {
             &self.device(),
         );
         // 1 / (1 - p) is infinite for p = 1, where no element is kept.
-        let scale = Tensor::scalar((1.0 / (1.0 - p)) as f32, &self.device());
+        let cd = self.dtype().compute_float();
+        let scale = Tensor::full([0usize; 0], 1.0 / (1.0 - p), cd, &self.device());
         let scale = u.ge(p).where_(&scale, 0.0);
-        (self.cast(DType::F32) * scale).cast(self.dtype())
+        (self.cast(cd) * scale).cast(self.dtype())
     }
 }
 

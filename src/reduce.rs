@@ -31,7 +31,7 @@ macro_rules! reductions {
 
 reductions! {
     /// Sum over `axes` (`..` for all). Half floats accumulate in `F32`;
-    /// bools sum to `I32`.
+    /// integers and bools sum to `I64`, as in PyTorch; `F64` sums in `F64`.
     ///
     /// ```
     /// use smelt::{Device, Tensor};
@@ -133,14 +133,13 @@ impl Tensor {
     }
 
     /// How many elements over `axes` are nonzero (PyTorch
-    /// `count_nonzero`; NaN counts), as an `I32` (PyTorch's `int64`, until
-    /// smelt has one).
+    /// `count_nonzero`; NaN counts), as an `I64` like PyTorch's.
     ///
     /// ```
     /// use smelt::{Device, Tensor};
     /// let x = Tensor::from_vec(vec![0.0f32, 1.5, -2.0, 0.0, 0.0, 0.0], [2, 3], &Device::Cpu);
-    /// assert_eq!(x.count_nonzero(1).to_vec::<i32>().unwrap(), vec![2, 0]);
-    /// assert_eq!(x.count_nonzero(..).to_vec::<i32>().unwrap(), vec![2]);
+    /// assert_eq!(x.count_nonzero(1).to_vec::<i64>().unwrap(), vec![2, 0]);
+    /// assert_eq!(x.count_nonzero(..).to_vec::<i64>().unwrap(), vec![2]);
     /// ```
     ///
     /// # Panics
@@ -256,19 +255,19 @@ impl Tensor {
         self.mean_impl(ax, true)
     }
 
-    /// Sums in `F32` and divides before the cast to the result dtype, so
+    /// Sums in `F32` (`F64` for `F64`) and divides before the cast to the result dtype, so
     /// a half mean is finite whenever the mean itself is.
     fn mean_impl(&self, ax: impl IntoAxes, keepdim: bool) -> Tensor {
         let a = axes("mean", ax, self.shape());
         let count: usize = a.iter().map(|d| self.shape()[*d]).product();
         let sum = self
-            .cast(DType::F32)
+            .cast(self.dtype().compute_float())
             .reduce_axes(ReduceOp::Sum, &a, keepdim);
         (sum / count as f64).cast(self.dtype().to_float())
     }
 
     /// Index of the maximum along `axis` (first one on ties, the first NaN
-    /// if any), as `I32`.
+    /// if any), as `I64` (as in PyTorch).
     #[track_caller]
     pub fn argmax(&self, ax: isize) -> Tensor {
         self.arg_reduce(ReduceOp::Max, ax, false)
@@ -281,7 +280,7 @@ impl Tensor {
     }
 
     /// Index of the minimum along `axis` (first one on ties, the first NaN
-    /// if any), as `I32`.
+    /// if any), as `I64` (as in PyTorch).
     #[track_caller]
     pub fn argmin(&self, ax: isize) -> Tensor {
         self.arg_reduce(ReduceOp::Min, ax, false)
@@ -304,7 +303,7 @@ impl Tensor {
         if self.ndim() == 0 {
             // A scalar's only element is at index 0, as in PyTorch.
             axes(name, ax, self.shape());
-            return Tensor::full([0usize; 0], 0.0, DType::I32, &self.device());
+            return Tensor::full([0usize; 0], 0.0, DType::I64, &self.device());
         }
         let d = axis(name, ax, self.shape());
         let n = self.shape()[d];
@@ -317,8 +316,8 @@ impl Tensor {
         let hit = self.eq(&m).logical_or(self.isnan());
         let mut idx_shape = vec![1usize; self.ndim()];
         idx_shape[d] = n;
-        let idx = Tensor::arange(0.0, n as f64, 1.0, DType::I32, &self.device()).reshape(idx_shape);
-        hit.where_(&idx, n as i32)
+        let idx = Tensor::arange(0.0, n as f64, 1.0, DType::I64, &self.device()).reshape(idx_shape);
+        hit.where_(&idx, n as i64)
             .reduce(ReduceOp::Min, [d], keepdim)
     }
 }

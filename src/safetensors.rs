@@ -30,8 +30,13 @@ use std::sync::Arc;
 /// The file format's name for `dt`.
 fn to_format(dt: DType) -> Dtype {
     match dt {
+        DType::F64 => Dtype::F64,
         DType::F32 => Dtype::F32,
         DType::F16 => Dtype::F16,
+        DType::I64 => Dtype::I64,
+        DType::I16 => Dtype::I16,
+        DType::I8 => Dtype::I8,
+        DType::U8 => Dtype::U8,
         DType::BF16 => Dtype::BF16,
         DType::I32 => Dtype::I32,
         DType::Bool => Dtype::BOOL,
@@ -40,9 +45,7 @@ fn to_format(dt: DType) -> Dtype {
 
 /// The dtype a file's tensor loads as, if smelt has it.
 fn from_format(dt: Dtype) -> Option<DType> {
-    [DType::F32, DType::F16, DType::BF16, DType::I32, DType::Bool]
-        .into_iter()
-        .find(|d| to_format(*d) == dt)
+    DType::ALL.into_iter().find(|d| to_format(*d) == dt)
 }
 
 /// Every tensor of the file at `path`, by name, as lazy tensors on

@@ -11,8 +11,8 @@ use smelt_fusion::Op;
 impl Tensor {
     /// Cumulative sum along `axis` (negative counts from the end), as
     /// PyTorch's `cumsum`. Floats keep their dtype (halves accumulate in
-    /// `F32` and are rounded once per element); integers and bools give
-    /// `I32` (PyTorch: `int64`), wrapping on overflow.
+    /// `F32` and are rounded once per element; `F64` in `F64`); integers
+    /// and bools give `I64`, as in PyTorch, wrapping on overflow.
     ///
     /// ```
     /// use smelt::{Device, Tensor};
@@ -42,14 +42,14 @@ impl Tensor {
     /// Running maximum along `axis` and the index where it was reached, as
     /// PyTorch's `cummax`: on ties the later index, once a NaN is seen the
     /// value stays NaN and the index is the latest NaN's. Values keep the
-    /// dtype; indices are `I32` (PyTorch: `int64`).
+    /// dtype; indices are `I64`, as in PyTorch.
     ///
     /// ```
     /// use smelt::{Device, Tensor};
     /// let x = Tensor::from_vec(vec![1.0f32, 3.0, 2.0, 3.0], [4], &Device::Cpu);
     /// let (v, i) = x.cummax(0);
     /// assert_eq!(v.to_vec::<f32>().unwrap(), vec![1.0, 3.0, 3.0, 3.0]);
-    /// assert_eq!(i.to_vec::<i32>().unwrap(), vec![0, 1, 1, 3]);
+    /// assert_eq!(i.to_vec::<i64>().unwrap(), vec![0, 1, 1, 3]);
     /// ```
     ///
     /// # Panics
@@ -74,7 +74,7 @@ impl Tensor {
     /// `log(cumsum(exp(x)))` along `axis`, computed without overflow
     /// (pairwise `max + log1p(exp(min - max))`), as PyTorch's
     /// `logcumsumexp`. Integers and bools are scanned as `F32`; halves
-    /// compute in `F32` and round once.
+    /// compute in `F32` and round once; `F64` scans in `F64`.
     ///
     /// ```
     /// use smelt::{Device, Tensor};
@@ -102,7 +102,8 @@ impl Tensor {
     }
 
     /// A value scan `op` along `ax` with result dtype `out`, computed in
-    /// `F32` for floats and in the integer dtype otherwise.
+    /// `F32` for floats (`F64` for `F64`) and in the integer dtype
+    /// otherwise.
     #[track_caller]
     fn scan_values(&self, name: &str, op: ScanOp, ax: isize, out: DType) -> Tensor {
         let d = self.scan_axis(name, ax);
@@ -131,7 +132,7 @@ impl Tensor {
         Some(axis(name, ax, self.shape()))
     }
 
-    /// Records `op` along axis `d` of this (already `F32` or integer)
+    /// Records `op` along axis `d` of this (already `F32`, `F64` or integer)
     /// tensor with result dtype `out`. A scan over one element is the
     /// element itself (its index 0), so it needs no scan kernel; nor does
     /// an empty tensor.
@@ -154,11 +155,12 @@ impl Tensor {
 }
 
 /// The dtype a scan with result dtype `out` computes in: `F32` for every
-/// float, the integer scan dtype for integers and bools.
+/// float but `F64` (itself), an integer type itself, the integer scan
+/// dtype for bools.
 fn scan_dtype(out: DType) -> DType {
-    if out.is_float() {
-        DType::F32
-    } else {
-        INDEX_DTYPE
+    match out {
+        DType::Bool => INDEX_DTYPE,
+        _ if out.is_float() => out.compute_float(),
+        _ => out,
     }
 }

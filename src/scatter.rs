@@ -16,11 +16,12 @@
 //! CUDA `scatter_add_` does); integer results are exact and identical on
 //! every device.
 //!
-//! Dtypes: floats and `I32`; each add rounds to the tensor's dtype (half
-//! types accumulate in the half type, as PyTorch does; on sm_80 a `BF16`
-//! add computes in `f32` and rounds once). Bool tensors panic: there is no
-//! atomic add on bytes, and PyTorch's bool "sum" is a logical or that a
-//! user can write as a scatter into `I32` and a comparison.
+//! Dtypes: floats, `I32` and `I64`; each add rounds to the tensor's dtype
+//! (half types accumulate in the half type, as PyTorch does; on sm_80 a
+//! `BF16` add computes in `f32` and rounds once). Bool, `U8`, `I8` and
+//! `I16` tensors panic: there is no atomic add on bytes or 16-bit integers
+//! (cast to `I32`), and PyTorch's bool "sum" is a logical or that a user
+//! can write as a scatter into `I32` and a comparison.
 
 use crate::device::same_device;
 use crate::indexing::check_index;
@@ -209,8 +210,8 @@ impl Tensor {
     }
 }
 
-/// Panics unless `values` can be added into `t`: the same dtype, not
-/// `Bool`.
+/// Panics unless `values` can be added into `t`: the same dtype, one with
+/// an atomic add (not `Bool` or an 8- or 16-bit integer).
 #[track_caller]
 fn check_values(op: &str, t: &Tensor, values: &Tensor) {
     assert!(
@@ -222,5 +223,10 @@ fn check_values(op: &str, t: &Tensor, values: &Tensor) {
     assert!(
         t.dtype() != DType::Bool,
         "{op}: bool tensors have no atomic add; cast to int32 (and compare with 0 for a logical or)"
+    );
+    assert!(
+        !matches!(t.dtype(), DType::U8 | DType::I8 | DType::I16),
+        "{op}: {} tensors have no atomic add; cast to int32",
+        t.dtype()
     );
 }

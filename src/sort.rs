@@ -11,8 +11,8 @@ use smelt_fusion::Op;
 impl Tensor {
     /// Sorts along `axis` (negative counts from the end), as PyTorch's
     /// `sort(dim, descending, stable=True)`: the sorted values and, for
-    /// each, its position along `axis` before sorting (`I32`; PyTorch:
-    /// `int64`). The sort is stable (equal values keep their order;
+    /// each, its position along `axis` before sorting (`I64`, as in
+    /// PyTorch). The sort is stable (equal values keep their order;
     /// `-0.0` equals `0.0`), NaN sorts above `+inf` (last ascending, first
     /// descending), and halves, integers and bools compare by value.
     ///
@@ -20,10 +20,10 @@ impl Tensor {
     /// use smelt::{Device, Tensor};
     /// let x = Tensor::from_vec(vec![3.0f32, f32::NAN, -1.0, 3.0], [4], &Device::Cpu);
     /// let (v, i) = x.sort(0, false);
-    /// assert_eq!(i.to_vec::<i32>().unwrap(), vec![2, 0, 3, 1]);
+    /// assert_eq!(i.to_vec::<i64>().unwrap(), vec![2, 0, 3, 1]);
     /// assert_eq!(v.to_vec::<f32>().unwrap()[..3], [-1.0, 3.0, 3.0]);
     /// let (_, i) = x.sort(-1, true);
-    /// assert_eq!(i.to_vec::<i32>().unwrap(), vec![1, 0, 3, 2]);
+    /// assert_eq!(i.to_vec::<i64>().unwrap(), vec![1, 0, 3, 2]);
     /// ```
     ///
     /// # Panics
@@ -40,8 +40,8 @@ impl Tensor {
     /// ```
     /// use smelt::{Device, Tensor};
     /// let x = Tensor::from_vec(vec![2i32, 1, 2, 0], [2, 2], &Device::Cpu);
-    /// assert_eq!(x.argsort(1, false).to_vec::<i32>().unwrap(), vec![1, 0, 1, 0]);
-    /// assert_eq!(x.argsort(0, true).to_vec::<i32>().unwrap(), vec![0, 0, 1, 1]);
+    /// assert_eq!(x.argsort(1, false).to_vec::<i64>().unwrap(), vec![1, 0, 1, 0]);
+    /// assert_eq!(x.argsort(0, true).to_vec::<i64>().unwrap(), vec![0, 0, 1, 1]);
     /// ```
     ///
     /// # Panics
@@ -63,7 +63,7 @@ impl Tensor {
     /// let x = Tensor::from_vec(vec![1.0f32, 5.0, 3.0, 5.0, 2.0], [5], &Device::Cpu);
     /// let (v, i) = x.topk(3, 0, true);
     /// assert_eq!(v.to_vec::<f32>().unwrap(), vec![5.0, 5.0, 3.0]);
-    /// assert_eq!(i.to_vec::<i32>().unwrap(), vec![1, 3, 2]);
+    /// assert_eq!(i.to_vec::<i64>().unwrap(), vec![1, 3, 2]);
     /// let (v, _) = x.topk(2, -1, false);
     /// assert_eq!(v.to_vec::<f32>().unwrap(), vec![1.0, 2.0]);
     /// ```
@@ -124,7 +124,14 @@ impl Tensor {
         if n == 1 {
             return (self.clone(), Tensor::zeros(out, INDEX_DTYPE, &dev));
         }
-        // Floats sort as `F32` (exact for halves), bools as integers.
+        // Sort keys are 32 bits: floats sort as `F32` (exact for halves),
+        // bools and narrow integers as `I32`.
+        assert!(
+            !matches!(self.dtype(), DType::F64 | DType::I64),
+            "sort: {} tensors (shape {:?}) cannot be sorted yet: the sort kernel compares 32-bit keys",
+            self.dtype(),
+            self.shape()
+        );
         let key = if self.dtype().is_float() {
             DType::F32
         } else {

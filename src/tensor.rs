@@ -122,7 +122,7 @@ impl Tensor {
         let dt = self.dtype();
         let bytes = self.contiguous_bytes()?;
         let mut out = smelt_codegen::host_alloc::vec_with_capacity(self.numel())?;
-        out.extend((0..self.numel()).map(|i| T::from_f64(dt.read(&bytes, i))));
+        out.extend((0..self.numel()).map(|i| T::read(dt, &bytes, i)));
         Ok(out)
     }
 

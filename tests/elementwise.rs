@@ -655,6 +655,7 @@ fn ref_cast(v: f64, to: DType) -> f64 {
         DType::I32 => v.trunc(),
         DType::F32 => v as f32 as f64,
         DType::F16 | DType::BF16 => to.round(v),
+        _ => unreachable!("tests/dtypes.rs casts the other dtypes"),
     }
 }
 

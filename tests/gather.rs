@@ -9,13 +9,27 @@ mod common;
 use common::*;
 use smelt::{DType, Error, Fusion, Tensor};
 
-const DTYPES: [DType; 5] = [DType::F32, DType::F16, DType::BF16, DType::I32, DType::Bool];
+const DTYPES: [DType; 8] = [
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::F64,
+    DType::I32,
+    DType::I64,
+    DType::U8,
+    DType::Bool,
+];
+
+/// The index dtypes ([`DType::is_index`]).
+const INDEX_DTYPES: [DType; 2] = [DType::I64, DType::I32];
 
 /// Stored source values: NaN and infinities among them for floats.
 fn source_values(dt: DType) -> Vec<f64> {
     match dt {
         DType::Bool => vec![1.0, 0.0, 0.0, 1.0, 1.0],
         DType::I32 => vec![7.0, -3.0, 2147483647.0, -2147483648.0, 0.0, 11.0, 5.0],
+        DType::I64 => vec![7.0, -3.0, 2f64.powi(62), -(2f64.powi(63)), 0.0, 11.0, 5.0],
+        DType::U8 => vec![7.0, 255.0, 0.0, 128.0, 11.0],
         _ => vec![
             1.5,
             f64::NAN,
@@ -30,11 +44,12 @@ fn source_values(dt: DType) -> Vec<f64> {
     }
 }
 
-/// An index input of `shape` in `layout` whose entries lie in `0..n`.
-fn index_input(layout: Layout, shape: &[usize], n: usize, seed: u64) -> Input {
+/// An index input of `shape` in `layout` and index dtype `dt` whose
+/// entries lie in `0..n`.
+fn index_input(layout: Layout, shape: &[usize], n: usize, seed: u64, dt: DType) -> Input {
     let mut rng = Rng::new(seed);
     let vals: Vec<f64> = (0..64).map(|_| rng.below(n.max(1)) as f64).collect();
-    Input::with_values(layout, shape, DType::I32, &vals)
+    Input::with_values(layout, shape, dt, &vals)
 }
 
 /// `gather` on the host: `src` at each index position with coordinate
@@ -65,10 +80,11 @@ fn gather_matches_the_host_on_every_layout_and_dtype() {
                 // The index in a different layout from the source's.
                 let il = LAYOUTS[(li + ci) % LAYOUTS.len()];
                 let n = if il == Layout::Padded { 1 } else { shape[*ax] };
-                let idx = index_input(il, ishape, n, (li * 10 + ci) as u64);
+                let idt = INDEX_DTYPES[(li + ci) % 2];
+                let idx = index_input(il, ishape, n, (li * 10 + ci) as u64, idt);
                 let want = host_gather(&src.host(), *ax, &idx.host());
                 let what = format!(
-                    "gather {dt} src {layout:?} {shape:?} axis {ax} index {il:?} {ishape:?}"
+                    "gather {dt} src {layout:?} {shape:?} axis {ax} index {il:?} {idt} {ishape:?}"
                 );
                 check_dt(
                     &what,
@@ -89,11 +105,13 @@ fn index_select_matches_the_host_on_every_layout_and_dtype() {
             for ax in 0..3usize {
                 let shape = [3usize, 4, 5];
                 let src = Input::with_values(layout, &shape, dt, &source_values(dt));
-                for idx in [vec![2i32, 0, 2, 1], vec![], vec![1]] {
+                for idx in [vec![2i64, 0, 2, 1], vec![], vec![1]] {
                     let pos: Vec<usize> = idx.iter().map(|i| *i as usize).collect();
                     let want = src.host().take(ax, &pos);
                     let what = format!("index_select {dt} {layout:?} axis {ax} {idx:?}");
                     let it = Tensor::from_vec(idx.clone(), [idx.len()], &test_device());
+                    // I64 indices, or the same as I32 on odd axes.
+                    let it = if ax % 2 == 1 { it.cast(DType::I32) } else { it };
                     check_dt(
                         &what,
                         || src.tensor().index_select(ax as isize - 3, &it),
@@ -114,7 +132,7 @@ fn embedding_reads_rows_of_every_layout_and_long_rows() {
             // A long row (odd, beyond a vector width) and a short one.
             for (vocab, dim) in [(7usize, 1031usize), (5, 3)] {
                 let table = Input::with_values(layout, &[vocab, dim], dt, &source_values(dt));
-                let ids = index_input(Layout::Flipped, &[2, 3], vocab, 9);
+                let ids = index_input(Layout::Flipped, &[2, 3], vocab, 9, INDEX_DTYPES[dim % 2]);
                 let host_ids = ids.host();
                 let mut shape = host_ids.shape.clone();
                 shape.push(dim);
@@ -152,7 +170,7 @@ fn zero_dim_and_computed_sources_gather() {
         DType::F32,
         &source_values(DType::F32),
     );
-    let idx = index_input(Layout::Contiguous, &[4, 6], 6, 3);
+    let idx = index_input(Layout::Contiguous, &[4, 6], 6, 3, DType::I64);
     let host = src.host().map(|v| v * 2.0 - 1.0);
     let hidx = idx.host().map(|v| 5.0 - v);
     let want = host_gather(&host, 1, &hidx);
@@ -174,7 +192,7 @@ fn zero_dim_and_computed_sources_gather() {
         &[1.0, 2.0, -3.0, 0.5, 7.0],
     );
     let stacked = base.host().permute(&[1, 0]).reshape(&[3, 8]);
-    let idx = index_input(Layout::Contiguous, &[3, 5], 8, 4);
+    let idx = index_input(Layout::Contiguous, &[3, 5], 8, 4, DType::I32);
     let want = host_gather(&stacked, 1, &idx.host()).sum(&[1], false);
     check(
         "sum of a gather from a stacked view",
@@ -233,6 +251,38 @@ fn out_of_range_and_negative_indices_are_errors_at_realize() {
     let i = Tensor::from_vec(vec![3i32, 0, 2], [3, 1], &dev);
     assert_eq!(
         x.gather(1, &i).to_vec::<f32>().unwrap(),
+        vec![3.0, 4.0, 10.0]
+    );
+}
+
+#[test]
+fn int64_indices_beyond_32_bits_are_errors_not_wrapped_reads() {
+    let dev = test_device();
+    let x = Tensor::from_vec((0..12).map(|v| v as f32).collect(), [3, 4], &dev);
+    // 2^32 + 1 would read element 1 if the index were cut to 32 bits.
+    for bad in [(1i64 << 32) + 1, 1 << 40, -(1 << 32), i64::MAX, i64::MIN] {
+        for mode in MODES {
+            let i = Tensor::from_vec(vec![0i64, bad, 1], [3, 1], &dev);
+            let e = realize_err(&x.gather(1, &i), mode);
+            assert!(
+                matches!(&e, Error::Launch(m) if m.contains("out of range")),
+                "gather index {bad} [{mode:?}]: {e}"
+            );
+            let i = Tensor::from_vec(vec![bad], [1], &dev);
+            let e = realize_err(&x.index_select(0, &i), mode);
+            assert!(matches!(e, Error::Launch(_)), "index_select {bad}: {e}");
+            let e = realize_err(&x.embedding(&i), mode);
+            assert!(matches!(e, Error::Launch(_)), "embedding {bad}: {e}");
+        }
+    }
+    // In range, I64 and I32 indices select the same elements.
+    let i64s = Tensor::from_vec(vec![3i64, 0, 2], [3, 1], &dev);
+    assert_eq!(
+        x.gather(1, &i64s).to_vec::<f32>().unwrap(),
+        x.gather(1, &i64s.cast(DType::I32)).to_vec::<f32>().unwrap()
+    );
+    assert_eq!(
+        x.gather(1, &i64s).to_vec::<f32>().unwrap(),
         vec![3.0, 4.0, 10.0]
     );
 }
@@ -303,7 +353,7 @@ fn gathers_feed_scans_and_read_scanned_sources() {
         DType::F32,
         &source_values(DType::F32),
     );
-    let idx = index_input(Layout::Permuted, &[5, 7], 9, 11);
+    let idx = index_input(Layout::Permuted, &[5, 7], 9, 11, DType::I64);
     // The gather is computed in the scan kernel's loads.
     let want = host_cumsum_rows(&host_gather(&src.host(), 1, &idx.host()));
     check(

@@ -771,3 +771,106 @@ fn bad_input_panics_naming_the_op() {
     let msg = panic_message(|| f.logaddexp(Tensor::zeros([5], DType::F32, &dev)));
     assert!(msg.contains("logaddexp"), "{msg}");
 }
+
+/// `v` wrapped to the integer dtype `dt` (two's complement low bits).
+fn wrap_to(dt: DType, v: i128) -> i64 {
+    match dt {
+        DType::U8 => v as u8 as i64,
+        DType::I8 => v as i8 as i64,
+        DType::I16 => v as i16 as i64,
+        DType::I32 => v as i32 as i64,
+        _ => v as i64,
+    }
+}
+
+/// Exact host references for the integer-only binary ops at `dt`'s width,
+/// written independently of smelt's `int_ops`: Python's `//` and `%`,
+/// C's `fmod`, 0 for a zero divisor, shifts past the width to 0 or the
+/// sign fill.
+fn int_reference(name: &str, dt: DType, a: i64, b: i64) -> i64 {
+    let bits = 8 * dt.size() as i64;
+    let (x, y) = (a as i128, b as i128);
+    let r = match name {
+        "floor_divide" | "remainder" | "fmod" if b == 0 => 0,
+        "floor_divide" => x.div_euclid(y) - i128::from(y < 0 && x.rem_euclid(y) != 0),
+        "remainder" => x - y * (x.div_euclid(y) - i128::from(y < 0 && x.rem_euclid(y) != 0)),
+        "fmod" => x % y,
+        "bitwise_and" => x & y,
+        "bitwise_or" => x | y,
+        "bitwise_xor" => x ^ y,
+        "<<" if b < 0 || b >= bits => 0,
+        "<<" => x << b,
+        ">>" if b < 0 || b >= bits => -i128::from(a < 0),
+        ">>" => x >> b,
+        _ => unreachable!("{name}"),
+    };
+    wrap_to(dt, r)
+}
+
+#[test]
+fn integer_ops_on_every_width_with_their_edges() {
+    let dev = test_device();
+    let cases: [(DType, Vec<i64>, Vec<i64>); 5] = [
+        (
+            DType::U8,
+            vec![0, 1, 7, 128, 200, 255],
+            vec![0, 1, 2, 3, 7, 8, 9, 201, 255],
+        ),
+        (
+            DType::I8,
+            vec![0, 1, -1, 7, -7, -128, 127],
+            vec![2, -2, 0, -1, 3, 7, 8, -5],
+        ),
+        (
+            DType::I16,
+            vec![0, 1, -1, 12345, -32768, 32767],
+            vec![2, -2, 0, -1, 15, 16, 17, -7],
+        ),
+        (
+            DType::I32,
+            vec![0, -7, i32::MIN as i64, i32::MAX as i64],
+            vec![2, -1, 0, 31, 32, -3],
+        ),
+        (
+            DType::I64,
+            vec![0, 1, -1, 7, -7, i64::MIN, i64::MAX, 1 << 40, -(1 << 53) - 1],
+            vec![2, -2, 0, -1, 3, 31, 32, 63, 64, -5, (1 << 33) + 1, i64::MIN],
+        ),
+    ];
+    for (dt, va, vb) in cases {
+        let (na, nb) = (va.len(), vb.len());
+        let a = Tensor::from_vec(va.clone(), [na, 1], &dev).cast(dt);
+        let b = Tensor::from_vec(vb.clone(), [1, nb], &dev).cast(dt);
+        for (name, op, _, _) in int_binary_cases() {
+            for mode in MODES {
+                let y = op(&a, &b);
+                assert_eq!(y.dtype(), dt, "{name} {dt}");
+                y.realize_with(mode).unwrap();
+                let got = y.cast(DType::I64).to_vec::<i64>().unwrap();
+                for (p, g) in got.iter().enumerate() {
+                    let (x, z) = (va[p / nb], vb[p % nb]);
+                    let want = int_reference(name, dt, x, z);
+                    assert_eq!(*g, want, "{name} {dt}: {x} op {z} [{mode:?}]");
+                }
+            }
+        }
+        type Unary = (&'static str, fn(&Tensor) -> Tensor, fn(i128) -> i128);
+        let unary: [Unary; 7] = [
+            ("neg", |t| -t, |x| -x),
+            ("abs", |t| t.abs(), |x| x.abs()),
+            ("sign", |t| t.sign(), |x| x.signum()),
+            ("bitwise_not", |t| !t, |x| !x),
+            ("floor", |t| t.floor(), |x| x),
+            ("trunc", |t| t.trunc(), |x| x),
+            ("square", |t| t.square(), |x| x * x),
+        ];
+        for (name, op, f) in unary {
+            let y = op(&a);
+            assert_eq!(y.dtype(), dt, "{name} {dt}");
+            let got = y.cast(DType::I64).to_vec::<i64>().unwrap();
+            for (g, x) in got.iter().zip(&va) {
+                assert_eq!(*g, wrap_to(dt, f(*x as i128)), "{name} {dt} of {x}");
+            }
+        }
+    }
+}

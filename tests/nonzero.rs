@@ -44,7 +44,7 @@ fn ops() -> [(&'static str, f64, Fold, DType, Build); 3] {
             "count_nonzero",
             0.0,
             |a, x| a + (x != 0.0) as u8 as f64,
-            DType::I32,
+            DType::I64,
             |t, a, k| {
                 if k {
                     t.count_nonzero_keepdim(a)
@@ -125,12 +125,12 @@ fn rows_of_all_ones_all_zeros_long_rows_and_empty_axes() {
     // A huge row goes through the split reduction.
     let n: usize = 1 << 21;
     let y = Tensor::zeros([n], DType::F32, &test_device()).exp() - 1.0;
-    assert_eq!(y.count_nonzero(..).to_vec::<i32>().unwrap(), vec![0]);
+    assert_eq!(y.count_nonzero(..).to_vec::<i64>().unwrap(), vec![0]);
     assert_eq!(y.any(..).to_vec::<bool>().unwrap(), vec![false]);
     let ones = Tensor::ones([n], DType::F16, &test_device());
     assert_eq!(
-        ones.count_nonzero(0).to_vec::<i32>().unwrap(),
-        vec![n as i32]
+        ones.count_nonzero(0).to_vec::<i64>().unwrap(),
+        vec![n as i64]
     );
     assert_eq!(ones.all(0).to_vec::<bool>().unwrap(), vec![true]);
 }

@@ -18,8 +18,8 @@ enum Op {
     Lse,
 }
 
-/// Host scan of `x` along `axis`: values (f64, or exact wrapping `i32`
-/// arithmetic with `int`) and, for max/min, PyTorch's indices (the later
+/// Host scan of `x` along `axis`: values (f64, or exact wrapping `i64`
+/// arithmetic with `int`, as `cumsum`/`cumprod` of integers compute) and, for max/min, PyTorch's indices (the later
 /// index on ties, the latest NaN once one was seen). Also, per element,
 /// the scale its rounding error is measured against: the running sum of
 /// magnitudes for sums (cancellation can make the sum itself tiny), the
@@ -35,15 +35,23 @@ fn host_scan(x: &NdArray, axis: usize, op: Op, int: bool) -> (NdArray, NdArray, 
             continue; // not the first element of its row
         }
         let (mut acc, mut at, mut mag) = (f64::NAN, 0usize, 0.0);
+        let mut iacc = 0i64;
         for i in 0..n {
             let p = start + i * stride;
             let v = x.data[p];
             if i == 0 {
                 acc = v;
+                iacc = v as i64;
             } else {
                 acc = match op {
-                    Op::Sum if int => (acc as i32).wrapping_add(v as i32) as f64,
-                    Op::Prod if int => (acc as i32).wrapping_mul(v as i32) as f64,
+                    Op::Sum if int => {
+                        iacc = iacc.wrapping_add(v as i64);
+                        iacc as f64
+                    }
+                    Op::Prod if int => {
+                        iacc = iacc.wrapping_mul(v as i64);
+                        iacc as f64
+                    }
                     Op::Sum => acc + v,
                     Op::Prod => acc * v,
                     Op::Max | Op::Min => {
@@ -128,7 +136,7 @@ fn out_dtype(op: Op, dt: DType) -> DType {
         Op::Max | Op::Min => dt,
         Op::Lse => dt.to_float(),
         _ if dt.is_float() => dt,
-        _ => DType::I32,
+        _ => DType::I64,
     }
 }
 
@@ -163,7 +171,7 @@ fn check_all_axes(what: &str, x: &Input, op: Op, t: Tol) {
                     };
                     i
                 },
-                DType::I32,
+                DType::I64,
                 &i,
                 &i,
                 EXACT,
@@ -188,8 +196,11 @@ fn every_layout_axis_and_dtype() {
     ];
     // Products of many of these would overflow the halves: values near 1.
     let near_one = [1.25, -0.75, 1.0, 0.5, -1.5, 1.125, 0.875, -1.0, 2.0];
-    let cases: [(DType, &[Op]); 5] = [
+    let cases: [(DType, &[Op]); 8] = [
         (DType::F32, &[Op::Sum, Op::Prod, Op::Max, Op::Min, Op::Lse]),
+        (DType::F64, &[Op::Sum, Op::Prod, Op::Max, Op::Min, Op::Lse]),
+        (DType::I64, &[Op::Sum, Op::Prod, Op::Max, Op::Min]),
+        (DType::U8, &[Op::Sum, Op::Max, Op::Min]),
         (DType::F16, &[Op::Sum, Op::Prod, Op::Max, Op::Lse]),
         (DType::BF16, &[Op::Sum, Op::Min, Op::Lse]),
         (DType::I32, &[Op::Sum, Op::Prod, Op::Max, Op::Min, Op::Lse]),
@@ -282,6 +293,49 @@ fn nan_and_infinities() {
         &[-inf, -inf, 1.0, inf, 2.0, -inf],
     );
     check_all_axes("inf", &x, Op::Lse, scan_tol(DType::F32));
+}
+
+#[test]
+fn integer_scans_are_int64_and_exact_past_2_53() {
+    let dev = test_device();
+    // cumsum/cumprod of I32 accumulate in I64 (PyTorch): no wrap at 2^31.
+    let x = Tensor::from_vec(vec![100_000i32, 100_000, 100_000, -3], [4], &dev);
+    let p = x.cumprod(0);
+    assert_eq!(p.dtype(), DType::I64);
+    assert_eq!(
+        p.to_vec::<i64>().unwrap(),
+        vec![
+            100_000,
+            10_000_000_000,
+            1_000_000_000_000_000,
+            -3_000_000_000_000_000
+        ]
+    );
+    // I64 sums beyond 2^53 are exact, and wrap at 2^63.
+    let big = (1i64 << 60) + 1;
+    let y = Tensor::from_vec(vec![big, big, big, big, big, big, big, big, 5], [9], &dev);
+    let want: Vec<i64> = (1..=9)
+        .map(|k: i64| {
+            if k <= 8 {
+                big.wrapping_mul(k)
+            } else {
+                big.wrapping_mul(8).wrapping_add(5)
+            }
+        })
+        .collect();
+    assert_eq!(y.cumsum(0).to_vec::<i64>().unwrap(), want);
+    // cummax of I64 compares exactly; indices are I64.
+    let z = Tensor::from_vec(vec![big, big + 1, big, i64::MIN], [4], &dev);
+    let (v, i) = z.cummax(0);
+    assert_eq!(
+        v.to_vec::<i64>().unwrap(),
+        vec![big, big + 1, big + 1, big + 1]
+    );
+    assert_eq!(i.dtype(), DType::I64);
+    assert_eq!(i.to_vec::<i64>().unwrap(), vec![0, 1, 1, 1]);
+    // Bools count as I64.
+    let b = Tensor::from_vec(vec![true, false, true], [3], &dev);
+    assert_eq!(b.cumsum(0).to_vec::<i64>().unwrap(), vec![1, 1, 2]);
 }
 
 #[test]

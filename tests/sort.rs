@@ -76,14 +76,14 @@ fn check_all_axes(what: &str, x: &Input, ks: &[usize]) {
             check_dt(
                 &format!("{label} indices"),
                 || x.tensor().sort(signed, descending).1,
-                DType::I32,
+                DType::I64,
                 &i,
                 EXACT,
             );
             check_dt(
                 &format!("{label} argsort"),
                 || x.tensor().argsort(signed, descending),
-                DType::I32,
+                DType::I64,
                 &i,
                 EXACT,
             );
@@ -100,7 +100,7 @@ fn check_all_axes(what: &str, x: &Input, ks: &[usize]) {
                 check_dt(
                     &format!("{l} indices"),
                     || x.tensor().topk(k, signed, descending).1,
-                    DType::I32,
+                    DType::I64,
                     &ti,
                     EXACT,
                 );
@@ -175,7 +175,7 @@ fn nan_infinities_and_signed_zeros() {
     let (x, _) = make(&[0.0, -0.0, -0.0, 0.0], &[4], DType::F32);
     let (v, i) = x.sort(0, false);
     let v = v.to_vec::<f32>().unwrap();
-    assert_eq!(i.to_vec::<i32>().unwrap(), vec![0, 1, 2, 3]);
+    assert_eq!(i.to_vec::<i64>().unwrap(), vec![0, 1, 2, 3]);
     let signs: Vec<bool> = v.iter().map(|x| x.is_sign_negative()).collect();
     assert_eq!(signs, vec![false, true, true, false]);
 }

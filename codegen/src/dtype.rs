@@ -1,68 +1,232 @@
-//! Element types and the promotion rules between them.
+//! Element types, their one table of properties, the promotion rules
+//! between them and the one conversion rule every backend follows.
 
 use std::fmt;
 
 /// Element type of a tensor.
 ///
-/// Promotion follows PyTorch: `Bool < I32 < F16/BF16 < F32`, and `F16` with
-/// `BF16` promotes to `F32`.
+/// Promotion follows PyTorch's `torch.result_type`: the categories order
+/// `Bool < integers < floats`, and the higher category wins; within a
+/// category the wider type wins, `U8` with `I8` gives `I16` and `F16` with
+/// `BF16` gives `F32`.
 ///
 /// ```
 /// use smelt_codegen::DType;
-/// assert_eq!(DType::I32.promote(DType::F16), DType::F16);
+/// assert_eq!(DType::I64.promote(DType::F16), DType::F16);
 /// assert_eq!(DType::F16.promote(DType::BF16), DType::F32);
+/// assert_eq!(DType::U8.promote(DType::I8), DType::I16);
+/// assert_eq!(DType::I32.promote(DType::I64), DType::I64);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DType {
     /// Booleans, one byte each (0 or 1).
     Bool,
+    /// 8-bit unsigned integers (arithmetic wraps).
+    U8,
+    /// 8-bit two's-complement integers (arithmetic wraps).
+    I8,
+    /// 16-bit two's-complement integers (arithmetic wraps).
+    I16,
     /// 32-bit two's-complement integers (arithmetic wraps).
     I32,
+    /// 64-bit two's-complement integers (arithmetic wraps); indices
+    /// (`argmax`) and integer sums have this type, as in PyTorch.
+    I64,
     /// IEEE half precision (computed in `f32`).
     F16,
     /// bfloat16 (computed in `f32`).
     BF16,
     /// IEEE single precision.
     F32,
+    /// IEEE double precision (computed in `f64`).
+    F64,
+}
+
+/// The category a dtype promotes by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    /// `Bool`.
+    Bool,
+    /// Unsigned integers (`U8`).
+    Unsigned,
+    /// Signed integers.
+    Signed,
+    /// Floating point.
+    Float,
+}
+
+/// One row of the dtype table.
+struct Info {
+    kind: Kind,
+    size: usize,
+    name: &'static str,
+    short: &'static str,
 }
 
 impl DType {
+    /// Every dtype, narrowest category first.
+    pub const ALL: [DType; 10] = [
+        DType::Bool,
+        DType::U8,
+        DType::I8,
+        DType::I16,
+        DType::I32,
+        DType::I64,
+        DType::F16,
+        DType::BF16,
+        DType::F32,
+        DType::F64,
+    ];
+
+    /// The dtype table: every per-dtype fact the crates need that is not a
+    /// conversion lives here.
+    fn info(self) -> Info {
+        let (kind, size, name, short) = match self {
+            DType::Bool => (Kind::Bool, 1, "bool", "bool"),
+            DType::U8 => (Kind::Unsigned, 1, "uint8", "u8"),
+            DType::I8 => (Kind::Signed, 1, "int8", "i8"),
+            DType::I16 => (Kind::Signed, 2, "int16", "i16"),
+            DType::I32 => (Kind::Signed, 4, "int32", "i32"),
+            DType::I64 => (Kind::Signed, 8, "int64", "i64"),
+            DType::F16 => (Kind::Float, 2, "float16", "f16"),
+            DType::BF16 => (Kind::Float, 2, "bfloat16", "bf16"),
+            DType::F32 => (Kind::Float, 4, "float32", "f32"),
+            DType::F64 => (Kind::Float, 8, "float64", "f64"),
+        };
+        Info {
+            kind,
+            size,
+            name,
+            short,
+        }
+    }
+
     /// Size of one element in bytes.
     pub fn size(self) -> usize {
-        match self {
-            DType::Bool => 1,
-            DType::F16 | DType::BF16 => 2,
-            DType::I32 | DType::F32 => 4,
-        }
+        self.info().size
+    }
+
+    /// The promotion category.
+    pub fn kind(self) -> Kind {
+        self.info().kind
     }
 
     /// True for the types an index tensor may have (gather, index_select,
     /// embedding, scatter_add): the one place that says which they are.
     pub fn is_index(self) -> bool {
-        matches!(self, DType::I32)
+        matches!(self, DType::I32 | DType::I64)
     }
 
     /// True for the floating-point types.
     pub fn is_float(self) -> bool {
-        matches!(self, DType::F16 | DType::BF16 | DType::F32)
+        self.kind() == Kind::Float
     }
 
-    /// The type both operands of a binary op are cast to.
+    /// True for the integer types (not `Bool`).
+    pub fn is_int(self) -> bool {
+        matches!(self.kind(), Kind::Signed | Kind::Unsigned)
+    }
+
+    /// True for the signed integer types and the floats.
+    pub fn is_signed(self) -> bool {
+        matches!(self.kind(), Kind::Signed | Kind::Float)
+    }
+
+    /// Bits of one element.
+    pub fn bits(self) -> u32 {
+        8 * self.size() as u32
+    }
+
+    /// Smallest value of an integer type or `Bool` (0).
+    pub fn int_min(self) -> i64 {
+        match self.kind() {
+            Kind::Signed => -1i64 << (self.bits() - 1),
+            _ => 0,
+        }
+    }
+
+    /// Largest value of an integer type or `Bool` (1).
+    pub fn int_max(self) -> i64 {
+        match self.kind() {
+            Kind::Signed => ((1u64 << (self.bits() - 1)) - 1) as i64,
+            Kind::Bool => 1,
+            _ => ((1u64 << self.bits()) - 1) as i64,
+        }
+    }
+
+    /// Smallest value as an `f64` (`-inf` for floats).
+    pub fn min_value(self) -> f64 {
+        if self.is_float() {
+            f64::NEG_INFINITY
+        } else {
+            self.int_min() as f64
+        }
+    }
+
+    /// Largest value as an `f64` (`inf` for floats; `I64`'s rounds to
+    /// 2^63, which converts back to `i64::MAX`).
+    pub fn max_value(self) -> f64 {
+        if self.is_float() {
+            f64::INFINITY
+        } else {
+            self.int_max() as f64
+        }
+    }
+
+    /// The PTX type of one element in memory (`u8`, `s16`, `f32`, ...;
+    /// `Bool` is a `u8`).
+    pub fn ptx(self) -> &'static str {
+        match self {
+            DType::Bool | DType::U8 => "u8",
+            DType::I8 => "s8",
+            DType::I16 => "s16",
+            DType::I32 => "s32",
+            DType::I64 => "s64",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+        }
+    }
+
+    /// The type both operands of a binary op are cast to
+    /// (`torch.result_type` of two tensors).
     pub fn promote(self, other: DType) -> DType {
-        use DType::*;
-        match (self, other) {
-            (a, b) if a == b => a,
-            (F16, BF16) | (BF16, F16) => F32,
-            (F32, _) | (_, F32) => F32,
-            (F16, _) | (_, F16) => F16,
-            (BF16, _) | (_, BF16) => BF16,
-            (I32, _) | (_, I32) => I32,
-            _ => Bool,
+        let category = |d: DType| match d.kind() {
+            Kind::Bool => 0,
+            Kind::Unsigned | Kind::Signed => 1,
+            Kind::Float => 2,
+        };
+        if self == other {
+            return self;
+        }
+        if category(self) != category(other) {
+            return if category(self) > category(other) {
+                self
+            } else {
+                other
+            };
+        }
+        match self.kind() {
+            Kind::Float if self.size() == other.size() => DType::F32,
+            // U8 with a signed type: the narrowest signed type holding both
+            // ranges (I16 for I8).
+            k if k != other.kind() => {
+                let signed = if k == Kind::Signed { self } else { other };
+                if signed.size() > 1 {
+                    signed
+                } else {
+                    DType::I16
+                }
+            }
+            _ if self.size() >= other.size() => self,
+            _ => other,
         }
     }
 
     /// The float type an op such as `exp` or `/` computes in for this input:
-    /// integers and bools become `F32`, floats stay.
+    /// integers and bools become `F32` (PyTorch's default float), floats
+    /// stay.
     pub fn to_float(self) -> DType {
         if self.is_float() {
             self
@@ -71,91 +235,26 @@ impl DType {
         }
     }
 
-    /// Converts an `f64` to this type by smelt's one conversion rule, the
-    /// rule of Rust's `as` (and of `cast()` on every backend): floats round
-    /// to nearest even (once, from the exact value), float to `I32`
-    /// truncates toward zero and saturates with NaN giving 0, `Bool` is
-    /// `!= 0` (NaN is true).
-    #[inline]
-    pub fn round(self, v: f64) -> f64 {
-        match self {
-            DType::F32 => v as f32 as f64,
-            DType::F16 => to_f16(v).to_f64(),
-            DType::BF16 => to_bf16(v).to_f64(),
-            DType::I32 => v as i32 as f64,
-            DType::Bool => (v != 0.0) as u8 as f64,
+    /// The dtype composites (softmax, layer norm, mean, ...) compute their
+    /// intermediates in: `F64` for `F64`, `F32` for everything else.
+    pub fn compute_float(self) -> DType {
+        if self == DType::F64 {
+            DType::F64
+        } else {
+            DType::F32
         }
     }
 
-    /// Reads element `i` of a byte buffer holding this type.
-    #[inline]
-    pub fn read(self, bytes: &[u8], i: usize) -> f64 {
-        match self {
-            DType::F32 => f32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap()) as f64,
-            DType::I32 => i32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap()) as f64,
-            DType::F16 => {
-                half::f16::from_le_bytes(bytes[2 * i..2 * i + 2].try_into().unwrap()).to_f64()
-            }
-            DType::BF16 => {
-                half::bf16::from_le_bytes(bytes[2 * i..2 * i + 2].try_into().unwrap()).to_f64()
-            }
-            DType::Bool => (bytes[i] != 0) as u8 as f64,
-        }
-    }
-
-    /// Writes `v` (rounded to this type) as element `i` of a byte buffer.
-    #[inline]
-    pub fn write(self, bytes: &mut [u8], i: usize, v: f64) {
-        match self {
-            DType::F32 => bytes[4 * i..4 * i + 4].copy_from_slice(&(v as f32).to_le_bytes()),
-            DType::I32 => bytes[4 * i..4 * i + 4].copy_from_slice(&(v as i32).to_le_bytes()),
-            DType::F16 => bytes[2 * i..2 * i + 2].copy_from_slice(&to_f16(v).to_le_bytes()),
-            DType::BF16 => bytes[2 * i..2 * i + 2].copy_from_slice(&to_bf16(v).to_le_bytes()),
-            DType::Bool => bytes[i] = (v != 0.0) as u8,
-        }
-    }
-
-    /// The name NumPy and PyTorch print (`float32`, `int32`, ...).
+    /// The name NumPy and PyTorch print (`float32`, `int64`, ...).
     pub fn name(self) -> &'static str {
-        match self {
-            DType::Bool => "bool",
-            DType::I32 => "int32",
-            DType::F16 => "float16",
-            DType::BF16 => "bfloat16",
-            DType::F32 => "float32",
-        }
+        self.info().name
     }
-}
 
-/// `v` as an `f32` rounded to odd: exact when representable, else the
-/// truncation with its last bit set. A later rounding to a half type (11 or
-/// 8 significant bits, far fewer than f32's 24) then rounds once, correctly;
-/// `half`'s own `from_f64` drops the low mantissa bits and can round wrong.
-#[inline]
-fn to_f32_odd(v: f64) -> f32 {
-    let f = v as f32;
-    if !v.is_finite() || f as f64 == v {
-        return f;
+    /// The short name (`f32`, `i64`, ...) of kernel pictures and debug
+    /// output.
+    pub fn short_name(self) -> &'static str {
+        self.info().short
     }
-    // Round-to-nearest went away from zero: step back toward zero first.
-    let bits = if (f as f64).abs() > v.abs() {
-        f.to_bits() - 1
-    } else {
-        f.to_bits()
-    };
-    f32::from_bits(bits | 1)
-}
-
-/// `v` rounded once to the nearest `f16` (ties to even).
-#[inline]
-pub fn to_f16(v: f64) -> half::f16 {
-    half::f16::from_f32(to_f32_odd(v))
-}
-
-/// `v` rounded once to the nearest `bf16` (ties to even).
-#[inline]
-pub fn to_bf16(v: f64) -> half::bf16 {
-    half::bf16::from_f32(to_f32_odd(v))
 }
 
 impl fmt::Display for DType {
@@ -170,43 +269,26 @@ mod tests {
 
     #[test]
     fn promotion_is_symmetric_and_matches_torch() {
-        let all = [DType::Bool, DType::I32, DType::F16, DType::BF16, DType::F32];
-        for a in all {
-            for b in all {
+        for a in DType::ALL {
+            for b in DType::ALL {
                 assert_eq!(a.promote(b), b.promote(a));
             }
         }
         assert_eq!(DType::Bool.promote(DType::I32), DType::I32);
-        assert_eq!(DType::BF16.promote(DType::I32), DType::BF16);
+        assert_eq!(DType::BF16.promote(DType::I64), DType::BF16);
+        assert_eq!(DType::U8.promote(DType::I8), DType::I16);
+        assert_eq!(DType::U8.promote(DType::I16), DType::I16);
+        assert_eq!(DType::U8.promote(DType::Bool), DType::U8);
+        assert_eq!(DType::F64.promote(DType::BF16), DType::F64);
     }
 
     #[test]
-    fn rounding_and_bytes_roundtrip() {
-        let mut buf = vec![0u8; 8];
-        for dt in [DType::F32, DType::F16, DType::BF16, DType::I32, DType::Bool] {
-            dt.write(&mut buf, 1, 3.0);
-            assert_eq!(dt.read(&buf, 1), dt.round(3.0));
-        }
-        // Float to int saturates like Rust's `as` and PTX `cvt.rzi.s32.f32`.
-        assert_eq!(DType::I32.round(2147483648.0), 2147483647.0);
-        assert_eq!(DType::I32.round(f64::NAN), 0.0);
-        assert_eq!(DType::I32.round(-2.7), -2.0);
-        assert_eq!(DType::F16.round(1.0 + 1e-4), 1.0);
-    }
-
-    #[test]
-    fn halves_round_once_to_nearest_even() {
-        // Above the tie between 1 and 1 + 2^-7 by 2^-23: rounds up.
-        let x = 1.0 + 2f64.powi(-8) + 2f64.powi(-23);
-        assert_eq!(DType::BF16.round(x), 1.0 + 2f64.powi(-7));
-        // An exact tie rounds to even (down), a hair above it rounds up.
-        assert_eq!(DType::BF16.round(1.0 + 2f64.powi(-8)), 1.0);
-        assert_eq!(
-            DType::F16.round(1.0 + 2f64.powi(-11) + 2f64.powi(-40)),
-            1.0 + 2f64.powi(-10)
-        );
-        assert_eq!(DType::F16.round(1.0 + 2f64.powi(-11)), 1.0);
-        assert_eq!(DType::F16.round(1e6), f64::INFINITY);
-        assert!(DType::BF16.round(f64::NAN).is_nan());
+    fn table() {
+        assert_eq!(DType::I16.int_min(), i16::MIN as i64);
+        assert_eq!(DType::I64.int_max(), i64::MAX);
+        assert_eq!(DType::U8.int_max(), 255);
+        assert_eq!(DType::I8.size(), 1);
+        assert!(DType::U8.is_int() && !DType::U8.is_signed());
+        assert_eq!(DType::F64.name(), "float64");
     }
 }

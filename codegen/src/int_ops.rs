@@ -1,38 +1,40 @@
 //! Integer semantics of the ops whose C or PyTorch behaviour is undefined
-//! or raises at the edges, written once for every width (`bits`, signed
-//! two's complement, operands already in range) so that each integer dtype
-//! shares them and every backend matches them:
+//! or raises at the edges, written once for every integer dtype (operands
+//! already in the dtype's range, results wrapped to it by
+//! [`DType::wrap`]) so that each integer width shares them and every
+//! backend matches them:
 //! - division by zero gives 0 (`fmod`, `remainder`, `floor_divide`), as
 //!   NumPy's integer division does; PyTorch raises, which a kernel cannot;
 //! - the most negative value divided by -1 wraps (to itself), its
 //!   remainder is 0;
 //! - shifts by a negative amount or by the width or more give 0 (`<<`) or
 //!   the sign fill (`>>`), as PyTorch's shift kernels define them (and as
-//!   PTX `shl` / `shr.s` clamp their shift amount).
+//!   PTX `shl` / `shr` clamp their shift amount).
 
-/// `v` reduced to a `bits`-wide two's complement integer.
+use crate::DType;
+
+/// `v` wrapped to `dt` (through `i128`, where no quotient overflows).
 #[inline]
-pub fn wrap(v: i128, bits: u32) -> i64 {
-    let s = 128 - bits;
-    ((v << s) >> s) as i64
+fn wrap(dt: DType, v: i128) -> i64 {
+    dt.wrap(v as i64)
 }
 
 /// `a - trunc(a / b) * b` (C's `%`), 0 for `b = 0`.
 #[inline]
-pub fn fmod(a: i64, b: i64, bits: u32) -> i64 {
+pub fn fmod(dt: DType, a: i64, b: i64) -> i64 {
     if b == 0 {
         0
     } else {
-        wrap(a as i128 % b as i128, bits)
+        wrap(dt, a as i128 % b as i128)
     }
 }
 
 /// `a - floor(a / b) * b` (Python's `%`): the sign of `b`; 0 for `b = 0`.
 #[inline]
-pub fn remainder(a: i64, b: i64, bits: u32) -> i64 {
-    let r = fmod(a, b, bits);
+pub fn remainder(dt: DType, a: i64, b: i64) -> i64 {
+    let r = fmod(dt, a, b);
     if r != 0 && (r < 0) != (b < 0) {
-        r + b
+        wrap(dt, r as i128 + b as i128)
     } else {
         r
     }
@@ -40,7 +42,7 @@ pub fn remainder(a: i64, b: i64, bits: u32) -> i64 {
 
 /// `floor(a / b)`, wrapping; 0 for `b = 0`.
 #[inline]
-pub fn floor_div(a: i64, b: i64, bits: u32) -> i64 {
+pub fn floor_div(dt: DType, a: i64, b: i64) -> i64 {
     if b == 0 {
         return 0;
     }
@@ -51,24 +53,25 @@ pub fn floor_div(a: i64, b: i64, bits: u32) -> i64 {
     } else {
         q
     };
-    wrap(q, bits)
+    wrap(dt, q)
 }
 
-/// `a << b`, wrapping; 0 when `b` is negative or at least `bits`.
+/// `a << b`, wrapping; 0 when `b` is negative or at least the width.
 #[inline]
-pub fn shl(a: i64, b: i64, bits: u32) -> i64 {
-    if b < 0 || b >= bits as i64 {
+pub fn shl(dt: DType, a: i64, b: i64) -> i64 {
+    if b < 0 || b >= dt.bits() as i64 {
         0
     } else {
-        wrap((a as i128) << b, bits)
+        wrap(dt, (a as i128) << b)
     }
 }
 
-/// `a >> b`, arithmetic; the sign fill (0 or -1) when `b` is negative or
-/// at least `bits`.
+/// `a >> b`, arithmetic for signed types (unsigned values are never
+/// negative, so it is logical for them); the sign fill (0 or -1) when `b`
+/// is negative or at least the width.
 #[inline]
-pub fn shr(a: i64, b: i64, bits: u32) -> i64 {
-    if b < 0 || b >= bits as i64 {
+pub fn shr(dt: DType, a: i64, b: i64) -> i64 {
+    if b < 0 || b >= dt.bits() as i64 {
         if a < 0 {
             -1
         } else {
@@ -85,26 +88,39 @@ mod tests {
 
     #[test]
     fn edges_match_the_documented_rules() {
+        let i32 = DType::I32;
         let (min, max) = (i32::MIN as i64, i32::MAX as i64);
-        assert_eq!(fmod(-7, 2, 32), -1);
-        assert_eq!(remainder(-7, 2, 32), 1);
-        assert_eq!(remainder(7, -2, 32), -1);
-        assert_eq!(floor_div(-7, 2, 32), -4);
-        assert_eq!(floor_div(7, -2, 32), -4);
-        assert_eq!(floor_div(6, -2, 32), -3);
-        assert_eq!(floor_div(5, 0, 32), 0);
-        assert_eq!(remainder(5, 0, 32), 0);
-        assert_eq!(fmod(min, -1, 32), 0);
-        assert_eq!(floor_div(min, -1, 32), min);
-        assert_eq!(shl(1, 31, 32), min);
-        assert_eq!(shl(max, 1, 32), -2);
-        assert_eq!(shl(1, 32, 32), 0);
-        assert_eq!(shl(1, -1, 32), 0);
-        assert_eq!(shr(-8, 1, 32), -4);
-        assert_eq!(shr(-8, 40, 32), -1);
-        assert_eq!(shr(8, -3, 32), 0);
-        // The same rules at another width.
-        assert_eq!(shl(1, 7, 8), -128);
-        assert_eq!(floor_div(-128, -1, 8), -128);
+        assert_eq!(fmod(i32, -7, 2), -1);
+        assert_eq!(remainder(i32, -7, 2), 1);
+        assert_eq!(remainder(i32, 7, -2), -1);
+        assert_eq!(floor_div(i32, -7, 2), -4);
+        assert_eq!(floor_div(i32, 7, -2), -4);
+        assert_eq!(floor_div(i32, 6, -2), -3);
+        assert_eq!(floor_div(i32, 5, 0), 0);
+        assert_eq!(remainder(i32, 5, 0), 0);
+        assert_eq!(fmod(i32, min, -1), 0);
+        assert_eq!(floor_div(i32, min, -1), min);
+        assert_eq!(shl(i32, 1, 31), min);
+        assert_eq!(shl(i32, max, 1), -2);
+        assert_eq!(shl(i32, 1, 32), 0);
+        assert_eq!(shl(i32, 1, -1), 0);
+        assert_eq!(shr(i32, -8, 1), -4);
+        assert_eq!(shr(i32, -8, 40), -1);
+        assert_eq!(shr(i32, 8, -3), 0);
+        // The same rules at other widths.
+        assert_eq!(shl(DType::I8, 1, 7), -128);
+        assert_eq!(floor_div(DType::I8, -128, -1), -128);
+        assert_eq!(shl(DType::U8, 200, 1), 144);
+        assert_eq!(shr(DType::U8, 200, 8), 0);
+        assert_eq!(remainder(DType::U8, 200, 201), 200);
+        assert_eq!(floor_div(DType::U8, 255, 1), 255);
+        let (lmin, lmax) = (i64::MIN, i64::MAX);
+        assert_eq!(floor_div(DType::I64, lmin, -1), lmin);
+        assert_eq!(fmod(DType::I64, lmin, -1), 0);
+        assert_eq!(remainder(DType::I64, lmax, lmin), -1);
+        assert_eq!(shl(DType::I64, 1, 63), lmin);
+        assert_eq!(shl(DType::I64, 1, 64), 0);
+        assert_eq!(shr(DType::I64, lmin, 63), -1);
+        assert_eq!(shl(DType::I16, 3, 15), -32768);
     }
 }

@@ -2,15 +2,17 @@
 //!
 //! Work is vectorised by tiles: a tile is a block of rows, and for the
 //! reduced variables a chunk of each row, so every instruction runs as a
-//! tight loop over a slice instead of once per element. Values are held as
-//! `f64` and rounded to each instruction's dtype, so the results match a
-//! backend computing in that dtype.
+//! tight loop over a slice instead of once per element. Values are held in
+//! typed [`Col`]umns (floats as `f64`, integers as `i64`) and rounded or
+//! wrapped to each instruction's dtype, so the results match a backend
+//! computing in that dtype.
 //!
 //! Scans ([`Inst::Scan`]) run left to right along each row, chunk after
 //! chunk, carrying their state between chunks. Float scans keep that state
 //! in `f64` and round each result once to its dtype (the GPU combines in
-//! `f32` in another order, so the two agree within rounding); integer sums
-//! and products wrap, so every backend gives the same bits.
+//! the operand's dtype in another order, so the two agree within
+//! rounding); integer sums and products wrap in their dtype, so every
+//! backend gives the same bits.
 //!
 //! Sorts ([`Inst::Sort`]) take a whole row as one chunk, order it stably by
 //! [`crate::sort::sort_order`] and store its first [`Kernel::stored_len`]
@@ -20,9 +22,10 @@
 //! write one point after the other in domain order, so a scatter's repeated
 //! positions accumulate in the same order on every run.
 
+use crate::column::Col;
 use crate::ir::{Inst, Kernel, Store, StoreKind, Val};
 use crate::sort::{sort_order, SortPart};
-use crate::{BinaryOp, DType, KernelKind, ReduceOp, ScanOp, SortOp};
+use crate::{DType, KernelKind, ScanOp, SortOp};
 
 /// Points per tile: enough to amortise the per-instruction dispatch.
 const TILE: usize = 4096;
@@ -164,8 +167,8 @@ impl Plan {
 
 /// Reused scratch: per instruction a row-level and an element-level vector.
 struct State {
-    row: Vec<Vec<f64>>,
-    elem: Vec<Vec<f64>>,
+    row: Vec<Col>,
+    elem: Vec<Col>,
     /// Loop-variable values at the current points, one vector per variable.
     row_vars: Vec<Vec<i64>>,
     elem_vars: Vec<Vec<i64>>,
@@ -179,21 +182,21 @@ struct State {
     elem_at: Vec<Option<(usize, usize, usize)>>,
     /// Per scan instruction, each row's running value and position after
     /// the chunks evaluated so far.
-    scan: Vec<Vec<(f64, f64)>>,
+    scan: Vec<ScanState>,
 }
 
 impl State {
     fn new(n: usize) -> State {
         State {
-            row: vec![Vec::new(); n],
-            elem: vec![Vec::new(); n],
+            row: vec![Col::default(); n],
+            elem: vec![Col::default(); n],
             row_vars: Vec::new(),
             elem_vars: Vec::new(),
             idx: Vec::new(),
             tmp: Vec::new(),
             tile: 0,
             elem_at: vec![None; n],
-            scan: vec![Vec::new(); n],
+            scan: vec![ScanState::default(); n],
         }
     }
 
@@ -222,7 +225,7 @@ impl State {
                 continue;
             }
             if let Inst::Reduce(op, a) = n.inst {
-                let mut acc = vec![op.identity(n.dtype); nr];
+                let mut acc = Col::identity(op, n.dtype, nr);
                 let mut c0 = 0;
                 while c0 < row_len {
                     let nc = chunk.min(row_len - c0);
@@ -234,10 +237,8 @@ impl State {
                         self.tmp_expand(a, nr, nc);
                         &self.elem[a]
                     };
-                    for (r, acc) in acc.iter_mut().enumerate() {
-                        let part = tree_fold(op, n.dtype, &src[r * nc..(r + 1) * nc]);
-                        *acc = op.fold(n.dtype, *acc, part);
-                    }
+                    let src = src.to(k.insts[a].dtype, n.dtype);
+                    Col::fold_rows(&mut acc, op, n.dtype, &src, nc);
                     c0 += nc;
                 }
                 self.row[i] = acc;
@@ -289,12 +290,7 @@ impl State {
     /// Copies row-level value `a` into its element-level slot, repeated over
     /// the chunk.
     fn tmp_expand(&mut self, a: Val, nr: usize, nc: usize) {
-        let mut e = std::mem::take(&mut self.elem[a]);
-        e.clear();
-        for r in 0..nr {
-            e.extend(std::iter::repeat_n(self.row[a][r], nc));
-        }
-        self.elem[a] = e;
+        self.elem[a] = self.row[a].repeat_each(nr, nc);
     }
 
     /// Evaluates element-level instructions `needs` at the points of rows
@@ -349,11 +345,11 @@ impl State {
             let out = if let Inst::Scan(op, a) = k.insts[i].inst {
                 let (src_dt, out_dt) = (k.insts[a].dtype, k.insts[i].dtype);
                 if c0 == 0 {
-                    self.scan[i] = vec![(op.identity(src_dt), 0.0); nr];
+                    self.scan[i] = ScanState::new(op, src_dt, nr);
                 }
                 scan_chunk(op, src_dt, out_dt, &self.elem[a], &mut self.scan[i], c0)
             } else if let Inst::Sort(op, a) = k.insts[i].inst {
-                sort_rows(op, k.insts[a].dtype, &self.elem[a], nc)
+                sort_rows(op, &self.elem[a], nc)
             } else {
                 compute(
                     k,
@@ -372,62 +368,108 @@ impl State {
     }
 }
 
+/// One scan instruction's state for each row of a tile: the running value
+/// and, for index ops, the position where it was reached.
+#[derive(Clone, Default)]
+struct ScanState {
+    acc: Col,
+    pos: Vec<i64>,
+}
+
+impl ScanState {
+    /// `rows` fresh states of `op` over an `src_dt` operand.
+    fn new(op: ScanOp, src_dt: DType, rows: usize) -> ScanState {
+        let acc = if src_dt.is_float() {
+            Col::F(vec![op.identity(); rows])
+        } else {
+            Col::I(vec![op.identity_int(src_dt); rows])
+        };
+        ScanState {
+            acc,
+            pos: vec![0; rows],
+        }
+    }
+}
+
 /// Scan `op` of an `src_dt` operand at positions `c0..c0 + nc` of each
-/// row, whose values are `src` (`states.len()` rows of `nc`), continuing
-/// each row's `(value, position)` state from the previous chunk (which
-/// precedes it: the store pass visits chunks in order). Results are rounded
-/// to `out_dt`.
+/// row, whose values are `src` (`st`'s rows of `nc`), continuing each
+/// row's state from the previous chunk (which precedes it: the store pass
+/// visits chunks in order). Results are converted to `out_dt`; index ops
+/// give positions.
 fn scan_chunk(
     op: ScanOp,
     src_dt: DType,
     out_dt: DType,
-    src: &[f64],
-    states: &mut [(f64, f64)],
+    src: &Col,
+    st: &mut ScanState,
     c0: usize,
-) -> Vec<f64> {
-    let nc = src.len() / states.len().max(1);
-    let mut out = Vec::with_capacity(src.len());
-    for (row, state) in src.chunks(nc.max(1)).zip(states.iter_mut()) {
-        let (mut acc, mut pos) = *state;
-        for (j, x) in row.iter().enumerate() {
-            if op.is_index() {
-                if op.later_wins(acc, *x) {
-                    (acc, pos) = (*x, (c0 + j) as f64);
+) -> Col {
+    let rows = st.pos.len();
+    let nc = (src.len() / rows.max(1)).max(1);
+    let mut pos_out = Vec::with_capacity(src.len());
+    let vals = match (src, &mut st.acc) {
+        (Col::F(src), Col::F(accs)) => {
+            let mut out = Vec::with_capacity(src.len());
+            for ((row, acc), pos) in src.chunks(nc).zip(accs.iter_mut()).zip(&mut st.pos) {
+                for (j, x) in row.iter().enumerate() {
+                    if op.is_index() {
+                        if op.later_wins(*acc, *x) {
+                            (*acc, *pos) = (*x, (c0 + j) as i64);
+                        }
+                        pos_out.push(*pos);
+                    } else {
+                        *acc = op.combine(*acc, *x);
+                        out.push(*acc);
+                    }
                 }
-                out.push(pos);
-            } else {
-                acc = op.combine(src_dt, acc, *x);
-                out.push(out_dt.round(acc));
             }
+            Col::F(out)
         }
-        *state = (acc, pos);
+        (Col::I(src), Col::I(accs)) => {
+            let mut out = Vec::with_capacity(src.len());
+            for ((row, acc), pos) in src.chunks(nc).zip(accs.iter_mut()).zip(&mut st.pos) {
+                for (j, x) in row.iter().enumerate() {
+                    if op.is_index() {
+                        if op.later_wins(*acc, *x) {
+                            (*acc, *pos) = (*x, (c0 + j) as i64);
+                        }
+                        pos_out.push(*pos);
+                    } else {
+                        *acc = op.combine_int(src_dt, *acc, *x);
+                        out.push(*acc);
+                    }
+                }
+            }
+            Col::I(out)
+        }
+        _ => unreachable!("a scan's state has its operand's kind"),
+    };
+    if op.is_index() {
+        Col::I(pos_out).to(DType::I64, out_dt).into_owned()
+    } else {
+        vals.to(src_dt, out_dt).into_owned()
     }
-    out
 }
 
-/// Sort `op` of the rows of `src` (each `nc` long, the whole row; `dt`
-/// is the operand's `F32` or `I32`): the sorted values or their positions.
-fn sort_rows(op: SortOp, dt: DType, src: &[f64], nc: usize) -> Vec<f64> {
-    let mut out = Vec::with_capacity(src.len());
-    for row in src.chunks(nc.max(1)) {
-        let order = sort_order(op, dt == DType::I32, row);
-        out.extend(order.iter().map(|j| match op.part {
-            SortPart::Values => row[*j as usize],
-            SortPart::Indices => *j as f64,
-        }));
+/// Sort `op` of the rows of `src` (each `nc` long, the whole row; `F32` or
+/// `I32` values): the sorted values (of `src`'s kind) or their positions.
+fn sort_rows(op: SortOp, src: &Col, nc: usize) -> Col {
+    let nc = nc.max(1);
+    let keys: Vec<f64> = match src {
+        Col::F(v) => v.clone(),
+        Col::I(v) => v.iter().map(|x| *x as f64).collect(),
+    };
+    let is_int = matches!(src, Col::I(_));
+    let mut pos = Vec::with_capacity(keys.len());
+    for row in keys.chunks(nc) {
+        pos.extend(sort_order(op, is_int, row).iter().map(|j| *j as usize));
     }
-    out
-}
-
-/// `op` over `vals` in dtype `dt`, pairwise (the halves folded separately,
-/// then together): rounding error grows with the log of the length, as on
-/// the GPU's tree reductions, instead of linearly as a running sum's does.
-fn tree_fold(op: ReduceOp, dt: DType, vals: &[f64]) -> f64 {
-    if vals.len() <= 8 {
-        return vals.iter().fold(op.identity(dt), |a, v| op.fold(dt, a, *v));
+    let at = |p: usize| (p / nc) * nc + pos[p];
+    match (op.part, src) {
+        (SortPart::Indices, _) => Col::I(pos.iter().map(|j| *j as i64).collect()),
+        (SortPart::Values, Col::F(v)) => Col::F((0..pos.len()).map(|p| v[at(p)]).collect()),
+        (SortPart::Values, Col::I(v)) => Col::I((0..pos.len()).map(|p| v[at(p)]).collect()),
     }
-    let (l, r) = vals.split_at(vals.len() / 2);
-    op.fold(dt, tree_fold(op, dt, l), tree_fold(op, dt, r))
 }
 
 /// Values of loop variables with sizes `ranges` at linear positions
@@ -451,16 +493,17 @@ fn unravel(ranges: &[i64], start: usize, n: usize, out: &mut Vec<Vec<i64>>) {
 fn compute(
     k: &Kernel,
     i: Val,
-    vals: &[Vec<f64>],
+    vals: &[Col],
     vars: &[&[i64]],
     args: Args,
     n: usize,
     idx: &mut Vec<i64>,
     tmp: &mut Vec<i64>,
-) -> Result<Vec<f64>, InterpError> {
+) -> Result<Col, InterpError> {
     let node = &k.insts[i];
     let dt = node.dtype;
-    let out: Vec<f64> = match &node.inst {
+    let dtype = |v: Val| k.insts[v].dtype;
+    let out = match &node.inst {
         Inst::Load {
             input,
             index,
@@ -471,19 +514,32 @@ fn compute(
             index.eval_many(vars, idx);
             let mask = eval_cond(valid, vars, n, tmp);
             let buf = args.inputs[*input];
-            let mut out = Vec::with_capacity(n);
             for p in 0..n {
-                if mask.as_ref().is_some_and(|m| !m[p]) {
-                    out.push(0.0);
-                    continue;
-                }
                 let j = idx[p];
-                if j < 0 || j as usize >= arg.len {
+                let masked = mask.as_ref().is_some_and(|m| !m[p]);
+                if !masked && (j < 0 || j as usize >= arg.len) {
                     return Err(oob(k, *input, j, arg.len));
                 }
-                out.push(arg.dtype.read(buf, j as usize));
             }
-            out
+            // Masked points read 0 and touch no memory.
+            let at = |p: usize| match &mask {
+                Some(m) if !m[p] => None,
+                _ => Some(idx[p] as usize),
+            };
+            let raw = if arg.dtype.is_float() {
+                Col::F(
+                    (0..n)
+                        .map(|p| at(p).map_or(0.0, |j| arg.dtype.read(buf, j)))
+                        .collect(),
+                )
+            } else {
+                Col::I(
+                    (0..n)
+                        .map(|p| at(p).map_or(0, |j| arg.dtype.read_int(buf, j)))
+                        .collect(),
+                )
+            };
+            raw.to(arg.dtype, dt).into_owned()
         }
         Inst::Gather {
             input,
@@ -498,15 +554,17 @@ fn compute(
             index.eval_many(vars, idx);
             let mask = eval_cond(valid, vars, n, tmp);
             let buf = args.inputs[*input];
-            let mut out = Vec::with_capacity(n);
-            for (p, a) in vals[*at].iter().enumerate() {
+            let Col::I(ats) = &vals[*at] else {
+                unreachable!("gather positions are integers")
+            };
+            // Masked points read 0 and touch no memory.
+            let mut js = Vec::with_capacity(n);
+            for (p, a) in ats.iter().enumerate() {
                 if mask.as_ref().is_some_and(|m| !m[p]) {
-                    out.push(0.0);
+                    js.push(None);
                     continue;
                 }
-                // Index values are exact integers (i32 now; i64 up to 2^53).
-                let a = *a as i64;
-                if a < 0 || a >= *len {
+                if *a < 0 || *a >= *len {
                     return Err(InterpError(format!(
                         "kernel {}: index {a} is out of range for an axis of size {len}",
                         k.name
@@ -516,49 +574,54 @@ fn compute(
                 if j < 0 || j as usize >= arg.len {
                     return Err(oob(k, *input, j, arg.len));
                 }
-                out.push(arg.dtype.read(buf, j as usize));
+                js.push(Some(j as usize));
             }
-            out
-        }
-        Inst::Const(c) => vec![dt.round(*c); n],
-        Inst::Scalar(slot) => vec![dt.round(args.scalars[*slot]); n],
-        Inst::Valid(c) => match eval_cond(c, vars, n, tmp) {
-            None => vec![1.0; n],
-            Some(m) => m.iter().map(|b| *b as u8 as f64).collect(),
-        },
-        Inst::Cast(a) => vals[*a].iter().map(|v| dt.round(*v)).collect(),
-        Inst::Unary(op, a) if dt == DType::I32 && k.insts[*a].dtype == DType::I32 => {
-            vals[*a].iter().map(|v| op.eval_i32(*v)).collect()
-        }
-        Inst::Unary(op, a) => vals[*a].iter().map(|v| dt.round(op.eval(*v))).collect(),
-        Inst::Binary(op, a, b) => {
-            let (a, b) = (&vals[*a], &vals[*b]);
-            if dt == DType::I32 {
-                a.iter().zip(b).map(|(x, y)| op.eval_i32(*x, *y)).collect()
+            let raw = if arg.dtype.is_float() {
+                Col::F(
+                    js.iter()
+                        .map(|j| j.map_or(0.0, |j| arg.dtype.read(buf, j)))
+                        .collect(),
+                )
             } else {
-                a.iter()
-                    .zip(b)
-                    .map(|(x, y)| dt.round(op.eval(*x, *y)))
-                    .collect()
-            }
+                Col::I(
+                    js.iter()
+                        .map(|j| j.map_or(0, |j| arg.dtype.read_int(buf, j)))
+                        .collect(),
+                )
+            };
+            raw.to(arg.dtype, dt).into_owned()
         }
-        Inst::Where(c, a, b) => vals[*c]
-            .iter()
-            .zip(&vals[*a])
-            .zip(&vals[*b])
-            .map(|((c, a), b)| if *c != 0.0 { *a } else { *b })
-            .collect(),
+        Inst::Const(c) => Col::splat(dt, *c, n),
+        Inst::Scalar(slot) => Col::splat(dt, args.scalars[*slot], n),
+        Inst::Valid(c) => {
+            let b = match eval_cond(c, vars, n, tmp) {
+                None => Col::I(vec![1; n]),
+                Some(m) => Col::I(m.iter().map(|b| *b as i64).collect()),
+            };
+            b.to(DType::Bool, dt).into_owned()
+        }
+        Inst::Cast(a) => vals[*a].to(dtype(*a), dt).into_owned(),
+        Inst::Unary(op, a) => vals[*a].unary(*op, dtype(*a), dt),
+        Inst::Binary(op, a, b) => Col::binary(*op, &vals[*a], dtype(*a), &vals[*b], dtype(*b), dt),
+        Inst::Where(c, a, b) => {
+            Col::select(&vals[*c], &vals[*a], dtype(*a), &vals[*b], dtype(*b), dt)
+        }
         Inst::Index(e) => {
             idx.resize(n, 0);
             e.eval_many(vars, idx);
-            // The `I32` register's value (a PTX `cvt` keeps the low bits).
-            idx.iter().map(|v| *v as i32 as f64).collect()
+            // Wrapped to the instruction's dtype, as a PTX `cvt` keeps the
+            // low bits.
+            Col::I(idx.clone()).to(DType::I64, dt).into_owned()
         }
         Inst::Random(draw, ops) => {
-            // Operands are `I32` values; the generator reads their bits.
-            let bits = |o: Val, p: usize| vals[o][p] as i32 as u32;
+            // Operands are 32-bit integers; the generator reads their bits.
+            let col = |o: Val| match &vals[o] {
+                Col::I(v) => v,
+                Col::F(_) => unreachable!("random operands are integers"),
+            };
+            let bits = |o: Val, p: usize| col(o)[p] as u32;
             let bound = |p: usize| ops.get(3).map_or(0, |b| bits(*b, p));
-            (0..n)
+            let raw: Vec<f64> = (0..n)
                 .map(|p| {
                     draw.eval(
                         [bits(ops[0], p), bits(ops[1], p)],
@@ -566,7 +629,8 @@ fn compute(
                         bound(p),
                     )
                 })
-                .collect()
+                .collect();
+            Col::F(raw).to(DType::F64, dt).into_owned()
         }
         Inst::Reduce(..) => unreachable!("reductions are evaluated by run_rows"),
         Inst::Scan(..) => unreachable!("scans are evaluated by eval_elements"),
@@ -600,14 +664,14 @@ fn eval_cond(
 
 /// Runs store `st` at the points whose variables are `vars`, with the
 /// instructions' values there in `vals`. An add at a data-dependent
-/// position ([`StoreKind::AddAt`]) reads, adds and rounds one point after
-/// the other in domain order, so repeated positions accumulate in the same
-/// order on every run. Points where `keep` (of the point's position in
-/// `vals`) fails are not written.
+/// position ([`StoreKind::AddAt`]) reads, adds and rounds (or wraps) one
+/// point after the other in domain order, so repeated positions accumulate
+/// in the same order on every run. Points where `keep` (of the point's
+/// position in `vals`) fails are not written.
 fn write_out(
     k: &Kernel,
     st: &Store,
-    vals: &[Vec<f64>],
+    vals: &[Col],
     vars: &[&[i64]],
     outputs: &mut [&mut [u8]],
     idx: &mut Vec<i64>,
@@ -615,18 +679,22 @@ fn write_out(
 ) -> Result<(), InterpError> {
     let output = st.output;
     let arg = k.outputs[output];
-    let values = &vals[st.value];
+    let from = k.insts[st.value].dtype;
+    let values = vals[st.value].to(from, arg.dtype);
     idx.resize(values.len(), 0);
     st.index.eval_many(vars, idx);
     let buf = &mut *outputs[output];
-    for (p, v) in values.iter().enumerate() {
+    let add = st.is_add();
+    for p in 0..values.len() {
         if !keep(p) {
             continue;
         }
         let mut j = idx[p];
         if let StoreKind::AddAt { at, stride, len } = st.kind {
-            // Index values are exact integers (i32 now; i64 up to 2^53).
-            let a = vals[at][p] as i64;
+            let Col::I(ats) = &vals[at] else {
+                unreachable!("scatter positions are integers")
+            };
+            let a = ats[p];
             if a < 0 || a >= len {
                 return Err(InterpError(format!(
                     "kernel {}: index {a} is out of range for an axis of size {len}",
@@ -641,24 +709,17 @@ fn write_out(
                 k.name, arg.len
             )));
         }
-        let v = match st.kind {
-            StoreKind::Write => *v,
-            StoreKind::AddAt { .. } => add(arg.dtype, arg.dtype.read(buf, j as usize), *v),
-        };
-        arg.dtype.write(buf, j as usize, v);
+        let (j, dt) = (j as usize, arg.dtype);
+        match &*values {
+            Col::F(v) if add => dt.write(buf, j, dt.round(dt.read(buf, j) + v[p])),
+            Col::F(v) => dt.write(buf, j, v[p]),
+            Col::I(v) if add => {
+                dt.write_int(buf, j, dt.wrap(dt.read_int(buf, j).wrapping_add(v[p])))
+            }
+            Col::I(v) => dt.write_int(buf, j, v[p]),
+        }
     }
     Ok(())
-}
-
-/// `old + v` rounded to `dt`, as one atomic add on the GPU computes it:
-/// integers wrap, floats round once from the exact sum (`f64` holds the
-/// sum of two values of any of our float types exactly, up to f32
-/// overflow, which it rounds to infinity as `f32` does).
-fn add(dt: DType, old: f64, v: f64) -> f64 {
-    match dt {
-        DType::I32 => BinaryOp::Add.eval_i32(old, v),
-        _ => dt.round(old + v),
-    }
 }
 
 fn oob(k: &Kernel, input: usize, j: i64, len: usize) -> InterpError {

@@ -5,6 +5,8 @@
 #![warn(missing_docs)]
 
 pub mod bounds;
+pub mod column;
+pub mod convert;
 pub mod cpu;
 pub mod dtype;
 pub mod env;

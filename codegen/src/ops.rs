@@ -1,6 +1,8 @@
 //! Scalar operations shared by the graph, the kernel IR and every backend,
-//! with their reference semantics (evaluated in `f64`; callers round to the
-//! result dtype).
+//! with their reference semantics: floats evaluated in `f64` (callers round
+//! to the result dtype), integers in wrapping `i64` arithmetic wrapped to
+//! their dtype after every op (so 8-, 16- and 32-bit results are what a
+//! backend computing in 32 bits and wrapping gives).
 
 use crate::{int_ops, DType};
 
@@ -80,7 +82,7 @@ pub enum BinaryOp {
     Mul,
     /// `a / b` (operands promoted to a float type first).
     Div,
-    /// `a` to the power `b` (integers: see [`pow_i32`]).
+    /// `a` to the power `b` (integers: see [`pow_int`]).
     Pow,
     /// Larger of the two; NaN if either is NaN.
     Max,
@@ -151,10 +153,11 @@ pub fn round_tf32(x: f32) -> f32 {
     f32::from_bits((x.to_bits() + 0x1000) & !0x1fff)
 }
 
-/// `a^b` in wrapping `i32` arithmetic (square and multiply). A negative
-/// exponent gives the truncated real power: 1 for `a = 1`, +-1 for
-/// `a = -1`, else 0 (PyTorch raises instead; a kernel cannot).
-pub fn pow_i32(a: i32, b: i32) -> i32 {
+/// `a^b` in wrapping `i64` arithmetic (square and multiply); wrapped to a
+/// narrower type it is that type's wrapping power. A negative exponent
+/// gives the truncated real power: 1 for `a = 1`, +-1 for `a = -1`, else 0
+/// (PyTorch raises instead; a kernel cannot).
+pub fn pow_int(a: i64, b: i64) -> i64 {
     if b < 0 {
         return match a {
             1 => 1,
@@ -163,7 +166,7 @@ pub fn pow_i32(a: i32, b: i32) -> i32 {
             _ => 0,
         };
     }
-    let (mut r, mut base, mut e) = (1i32, a, b as u32);
+    let (mut r, mut base, mut e) = (1i64, a, b as u64);
     while e != 0 {
         if e & 1 != 0 {
             r = r.wrapping_mul(base);
@@ -303,17 +306,24 @@ impl UnaryOp {
         }
     }
 
-    /// The op on an `i32` with an `i32` result, wrapping like PTX
-    /// (`neg.s32`, `abs.s32`, `mul.lo.s32`).
+    /// The op on an integer (or bool as 0/1) with an integer result of
+    /// dtype `dt`, wrapping like PTX (`neg`, `abs`, `mul.lo`). Only the ops
+    /// that [`UnaryOp::keeps_integers`] and `Not` have integer results.
     #[inline]
-    pub fn eval_i32(self, x: f64) -> f64 {
-        let v = x as i32;
-        match self {
-            UnaryOp::Neg => v.wrapping_neg() as f64,
-            UnaryOp::Abs => v.wrapping_abs() as f64,
-            UnaryOp::Square => v.wrapping_mul(v) as f64,
-            _ => self.eval(x),
-        }
+    pub fn eval_int(self, dt: DType, v: i64) -> i64 {
+        let r = match self {
+            UnaryOp::Neg => v.wrapping_neg(),
+            UnaryOp::Abs => v.wrapping_abs(),
+            UnaryOp::Relu => v.max(0),
+            UnaryOp::Square => v.wrapping_mul(v),
+            UnaryOp::Not => (v == 0) as i64,
+            // Integers are their own floor, ceiling, rounding and truncation.
+            UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Trunc => v,
+            UnaryOp::Sign => v.signum(),
+            UnaryOp::BitNot => !v,
+            _ => panic!("{} has no integer result", self.name()),
+        };
+        dt.wrap(r)
     }
 
     /// True for the ops that map integers to integers (the rest compute
@@ -427,38 +437,61 @@ impl BinaryOp {
             BinaryOp::BitAnd => (a as i64 & b as i64) as f64,
             BinaryOp::BitOr => (a as i64 | b as i64) as f64,
             BinaryOp::BitXor => (a as i64 ^ b as i64) as f64,
-            // Shifts exist on integers only, where `eval_int` runs them.
-            BinaryOp::Shl | BinaryOp::Shr => self.eval_i32(a, b),
+            // Shifts exist on integers only, where `eval_int` runs them (at
+            // the widest integer width here).
+            BinaryOp::Shl | BinaryOp::Shr => self.eval_int(DType::I64, a as i64, b as i64) as f64,
         }
     }
 
-    /// The op on `i32` operands with an `i32` result: two's complement,
-    /// wrapping, as PTX `add.s32` / `mul.lo.s32` compute it. `Pow` is
-    /// [`pow_i32`].
+    /// The op on integer operands of compute dtype `dt` (see
+    /// [`BinaryOp::compute_dtype`]; never `Div`, which computes in a
+    /// float): two's complement, wrapping to `dt`, as PTX `add` / `mul.lo`
+    /// compute it. Comparisons give 0 or 1. `Pow` is [`pow_int`]; the
+    /// division family and shifts follow [`crate::int_ops`] at `dt`'s width.
     #[inline]
-    pub fn eval_i32(self, a: f64, b: f64) -> f64 {
-        let (x, y) = (a as i32, b as i32);
-        match self {
-            BinaryOp::Add => x.wrapping_add(y) as f64,
-            BinaryOp::Sub => x.wrapping_sub(y) as f64,
-            BinaryOp::Mul => x.wrapping_mul(y) as f64,
-            BinaryOp::Pow => pow_i32(x, y) as f64,
-            _ => self.eval_int(a as i64, b as i64, 32) as f64,
-        }
+    pub fn eval_int(self, dt: DType, a: i64, b: i64) -> i64 {
+        let r = match self {
+            BinaryOp::Add => a.wrapping_add(b),
+            BinaryOp::Sub => a.wrapping_sub(b),
+            BinaryOp::Mul => a.wrapping_mul(b),
+            BinaryOp::Pow => pow_int(a, b),
+            BinaryOp::Max => a.max(b),
+            BinaryOp::Min => a.min(b),
+            BinaryOp::Lt => return (a < b) as i64,
+            BinaryOp::Le => return (a <= b) as i64,
+            BinaryOp::Gt => return (a > b) as i64,
+            BinaryOp::Ge => return (a >= b) as i64,
+            BinaryOp::Eq => return (a == b) as i64,
+            BinaryOp::Ne => return (a != b) as i64,
+            BinaryOp::And => return (a != 0 && b != 0) as i64,
+            BinaryOp::Or => return (a != 0 || b != 0) as i64,
+            BinaryOp::BitAnd => a & b,
+            BinaryOp::BitOr => a | b,
+            BinaryOp::BitXor => a ^ b,
+            BinaryOp::Fmod => int_ops::fmod(dt, a, b),
+            BinaryOp::Remainder => int_ops::remainder(dt, a, b),
+            BinaryOp::FloorDiv => int_ops::floor_div(dt, a, b),
+            BinaryOp::Shl => int_ops::shl(dt, a, b),
+            BinaryOp::Shr => int_ops::shr(dt, a, b),
+            BinaryOp::Div | BinaryOp::Atan2 => {
+                panic!("integer {} computes in a float", self.name())
+            }
+        };
+        dt.wrap(r)
     }
 
-    /// The integer division family, shifts and bitwise ops on `bits`-wide
-    /// signed operands ([`crate::int_ops`]: division by zero gives 0, as in
-    /// NumPy; results wrap); any other op by [`BinaryOp::eval`].
-    #[inline]
-    pub fn eval_int(self, a: i64, b: i64, bits: u32) -> i64 {
+    /// The dtype the op computes in for operands `x`, `y` and result
+    /// `out`, on every backend: comparisons in the promoted operand type,
+    /// logical ops in `Bool`, arithmetic with a `Bool` result (`bool +
+    /// bool`) in `I32`, `Div` of integers in `F32`, the rest in `out`.
+    pub fn compute_dtype(self, x: DType, y: DType, out: DType) -> DType {
         match self {
-            BinaryOp::Fmod => int_ops::fmod(a, b, bits),
-            BinaryOp::Remainder => int_ops::remainder(a, b, bits),
-            BinaryOp::FloorDiv => int_ops::floor_div(a, b, bits),
-            BinaryOp::Shl => int_ops::shl(a, b, bits),
-            BinaryOp::Shr => int_ops::shr(a, b, bits),
-            _ => self.eval(a as f64, b as f64) as i64,
+            BinaryOp::And | BinaryOp::Or => DType::Bool,
+            _ if self.is_comparison() => x.promote(y),
+            BinaryOp::Max | BinaryOp::Min => out,
+            BinaryOp::Div | BinaryOp::Atan2 => out.to_float(),
+            _ if out == DType::Bool => DType::I32,
+            _ => out,
         }
     }
 
@@ -550,17 +583,25 @@ impl BinaryOp {
 }
 
 impl ReduceOp {
-    /// The neutral element the accumulator starts from.
+    /// The neutral element the accumulator starts from, as an `f64`
+    /// (`I64`'s maximum rounds to 2^63 there; [`DType::saturate`] turns it
+    /// back into `i64::MAX`).
     pub fn identity(self, dtype: DType) -> f64 {
-        match (self, dtype) {
-            (ReduceOp::Sum, _) => 0.0,
-            (ReduceOp::Prod, _) => 1.0,
-            (ReduceOp::Max, DType::I32) => i32::MIN as f64,
-            (ReduceOp::Min, DType::I32) => i32::MAX as f64,
-            (ReduceOp::Max, DType::Bool) => 0.0,
-            (ReduceOp::Min, DType::Bool) => 1.0,
-            (ReduceOp::Max, _) => f64::NEG_INFINITY,
-            (ReduceOp::Min, _) => f64::INFINITY,
+        match self {
+            ReduceOp::Sum => 0.0,
+            ReduceOp::Prod => 1.0,
+            ReduceOp::Max => dtype.min_value(),
+            ReduceOp::Min => dtype.max_value(),
+        }
+    }
+
+    /// The neutral element of an integer (or `Bool`) reduction.
+    pub fn identity_int(self, dtype: DType) -> i64 {
+        match self {
+            ReduceOp::Sum => 0,
+            ReduceOp::Prod => 1,
+            ReduceOp::Max => dtype.int_min(),
+            ReduceOp::Min => dtype.int_max(),
         }
     }
 
@@ -575,22 +616,31 @@ impl ReduceOp {
         }
     }
 
-    /// Folds `x` into `acc` with the result rounded to `dtype`: wrapping
-    /// two's complement for `I32` (as the GPU adds and multiplies),
-    /// [`DType::round`] of the exact value otherwise.
+    /// Folds `x` into `acc` with the result rounded to the float `dtype`
+    /// ([`DType::round`] of the exact value).
     #[inline]
     pub fn fold(self, dtype: DType, acc: f64, x: f64) -> f64 {
-        match (self, dtype) {
-            (ReduceOp::Sum, DType::I32) => BinaryOp::Add.eval_i32(acc, x),
-            (ReduceOp::Prod, DType::I32) => BinaryOp::Mul.eval_i32(acc, x),
-            _ => dtype.round(self.combine(acc, x)),
-        }
+        dtype.round(self.combine(acc, x))
     }
 
-    /// Dtype of the result for an input dtype (sums of ints and bools are `I32`).
+    /// Folds `x` into `acc` in the integer (or `Bool`) `dtype`: wrapping
+    /// two's complement, as the GPU adds and multiplies.
+    #[inline]
+    pub fn fold_int(self, dtype: DType, acc: i64, x: i64) -> i64 {
+        let op = match self {
+            ReduceOp::Sum => BinaryOp::Add,
+            ReduceOp::Prod => BinaryOp::Mul,
+            ReduceOp::Max => BinaryOp::Max,
+            ReduceOp::Min => BinaryOp::Min,
+        };
+        op.eval_int(dtype, acc, x)
+    }
+
+    /// Dtype of the result for an input dtype: sums and products of
+    /// integers and bools are `I64`, as in PyTorch.
     pub fn out_dtype(self, x: DType) -> DType {
-        match (self, x) {
-            (ReduceOp::Sum | ReduceOp::Prod, DType::Bool) => DType::I32,
+        match self {
+            ReduceOp::Sum | ReduceOp::Prod if !x.is_float() => DType::I64,
             _ => x,
         }
     }
@@ -632,23 +682,40 @@ mod tests {
         );
         assert_eq!(BinaryOp::Lt.out_dtype(DType::F32), DType::Bool);
         assert_eq!(UnaryOp::Exp.out_dtype(DType::I32), DType::F32);
-        assert_eq!(ReduceOp::Sum.out_dtype(DType::Bool), DType::I32);
+        assert_eq!(UnaryOp::Exp.out_dtype(DType::I64), DType::F32);
+        assert_eq!(ReduceOp::Sum.out_dtype(DType::Bool), DType::I64);
+        assert_eq!(ReduceOp::Sum.out_dtype(DType::U8), DType::I64);
+        assert_eq!(ReduceOp::Max.out_dtype(DType::I8), DType::I8);
         assert_eq!(
             BinaryOp::Add.operand_dtype(DType::Bool, DType::Bool),
             DType::Bool
         );
-        assert_eq!(BinaryOp::Mul.eval_i32(65536.0, 65536.0), 0.0);
+        assert_eq!(BinaryOp::Mul.eval_int(DType::I32, 65536, 65536), 0);
+        assert_eq!(BinaryOp::Mul.eval_int(DType::I64, 65536, 65536), 1 << 32);
     }
 
     #[test]
-    fn i32_ops_wrap_exactly() {
-        let max = i32::MAX as f64;
-        assert_eq!(UnaryOp::Square.eval_i32(max), 1.0);
-        assert_eq!(UnaryOp::Neg.eval_i32(i32::MIN as f64), i32::MIN as f64);
-        assert_eq!(BinaryOp::Add.eval_i32(max, 1.0), i32::MIN as f64);
-        assert_eq!(pow_i32(3, 40), 3i32.wrapping_pow(40));
-        assert_eq!(pow_i32(-1, -3), -1);
-        assert_eq!(pow_i32(2, -1), 0);
-        assert_eq!(ReduceOp::Prod.fold(DType::I32, max, max), 1.0);
+    fn int_ops_wrap_exactly() {
+        let max = i32::MAX as i64;
+        let i32 = DType::I32;
+        assert_eq!(UnaryOp::Square.eval_int(i32, max), 1);
+        assert_eq!(UnaryOp::Neg.eval_int(i32, i32::MIN as i64), i32::MIN as i64);
+        assert_eq!(UnaryOp::Abs.eval_int(DType::I8, -128), -128);
+        assert_eq!(BinaryOp::Add.eval_int(i32, max, 1), i32::MIN as i64);
+        assert_eq!(BinaryOp::Add.eval_int(DType::U8, 200, 100), 44);
+        assert_eq!(BinaryOp::Add.eval_int(DType::I64, i64::MAX, 1), i64::MIN);
+        assert_eq!(
+            DType::I32.wrap(pow_int(3, 40)),
+            3i32.wrapping_pow(40) as i64
+        );
+        assert_eq!(pow_int(3, 40), 3i64.wrapping_pow(40));
+        assert_eq!(pow_int(-1, -3), -1);
+        assert_eq!(pow_int(2, -1), 0);
+        assert_eq!(ReduceOp::Prod.fold_int(i32, max, max), 1);
+        assert_eq!(ReduceOp::Min.identity_int(DType::I64), i64::MAX);
+        assert_eq!(
+            DType::I64.saturate(ReduceOp::Min.identity(DType::I64)),
+            i64::MAX
+        );
     }
 }

@@ -2,9 +2,9 @@
 //! semantics: what `cumsum`, `cumprod`, `cummax`/`cummin` (values and
 //! indices) and `logcumsumexp` compute at each position of a row.
 //!
-//! Scans run on `F32` or `I32` operands only: the tensor API casts halves
-//! to `f32` (they scan in `f32` and are rounded once when stored) and bools
-//! to an integer type.
+//! Scans run on `F32`, `F64` or `I64` operands only: the tensor API casts
+//! halves to `f32` (they scan in `f32` and are rounded once when stored)
+//! and every integer and bool to `I64`.
 
 use crate::ops::BinaryOp;
 use crate::DType;
@@ -40,29 +40,35 @@ impl ScanOp {
         matches!(self, ScanOp::ArgMax | ScanOp::ArgMin)
     }
 
-    /// The value the running state starts from (for index ops, the value
-    /// part of the state; the position starts at 0).
-    pub fn identity(self, dtype: DType) -> f64 {
-        let int = dtype == DType::I32;
+    /// The value the running state of a float scan starts from (for index
+    /// ops, the value part of the state; the position starts at 0).
+    pub fn identity(self) -> f64 {
         match self {
             ScanOp::Sum => 0.0,
             ScanOp::Prod => 1.0,
-            ScanOp::Max | ScanOp::ArgMax if int => i32::MIN as f64,
-            ScanOp::Min | ScanOp::ArgMin if int => i32::MAX as f64,
             ScanOp::Max | ScanOp::ArgMax | ScanOp::LogSumExp => f64::NEG_INFINITY,
             ScanOp::Min | ScanOp::ArgMin => f64::INFINITY,
         }
     }
 
-    /// Folds the later value `x` into the running value `acc` (exact, in
-    /// `f64`; `I32` sums and products wrap as two's complement). Index ops
-    /// fold their value part like `Max`/`Min`.
-    #[inline]
-    pub fn combine(self, dtype: DType, acc: f64, x: f64) -> f64 {
-        let int = dtype == DType::I32;
+    /// The value the running state of a scan of the integer `dtype`
+    /// starts from.
+    pub fn identity_int(self, dtype: DType) -> i64 {
         match self {
-            ScanOp::Sum if int => BinaryOp::Add.eval_i32(acc, x),
-            ScanOp::Prod if int => BinaryOp::Mul.eval_i32(acc, x),
+            ScanOp::Sum => 0,
+            ScanOp::Prod => 1,
+            ScanOp::Max | ScanOp::ArgMax => dtype.int_min(),
+            ScanOp::Min | ScanOp::ArgMin => dtype.int_max(),
+            ScanOp::LogSumExp => panic!("logcumsumexp scans floats"),
+        }
+    }
+
+    /// Folds the later value `x` into the running value `acc` of a float
+    /// scan (exact, in `f64`). Index ops fold their value part like
+    /// `Max`/`Min`.
+    #[inline]
+    pub fn combine(self, acc: f64, x: f64) -> f64 {
+        match self {
             ScanOp::Sum => acc + x,
             ScanOp::Prod => acc * x,
             ScanOp::Max | ScanOp::Min | ScanOp::ArgMax | ScanOp::ArgMin => {
@@ -76,14 +82,35 @@ impl ScanOp {
         }
     }
 
+    /// Folds `x` into `acc` for a scan of the integer `dtype`: sums and
+    /// products wrap as two's complement ([`BinaryOp::eval_int`]).
+    #[inline]
+    pub fn combine_int(self, dtype: DType, acc: i64, x: i64) -> i64 {
+        match self {
+            ScanOp::Sum => BinaryOp::Add.eval_int(dtype, acc, x),
+            ScanOp::Prod => BinaryOp::Mul.eval_int(dtype, acc, x),
+            ScanOp::Max | ScanOp::Min | ScanOp::ArgMax | ScanOp::ArgMin => {
+                if self.later_wins(acc, x) {
+                    x
+                } else {
+                    acc
+                }
+            }
+            ScanOp::LogSumExp => panic!("logcumsumexp scans floats"),
+        }
+    }
+
     /// For the max/min family: whether the later value `x` replaces the
     /// running value `acc` (and its position). A NaN always does, nothing
     /// replaces a NaN but a NaN, and ties go to the later position
     /// (PyTorch's `cummax` compares with `>=`, `cummin` with `<=`).
+    /// Integers have no NaN.
     #[inline]
-    pub fn later_wins(self, acc: f64, x: f64) -> bool {
+    pub fn later_wins<T: PartialOrd>(self, acc: T, x: T) -> bool {
         let max = matches!(self, ScanOp::Max | ScanOp::ArgMax);
-        x.is_nan() || (!acc.is_nan() && if max { x >= acc } else { x <= acc })
+        // Only a NaN is unordered with itself.
+        let nan = |v: &T| v.partial_cmp(v).is_none();
+        nan(&x) || (!nan(&acc) && if max { x >= acc } else { x <= acc })
     }
 
     /// Lower-case name used in kernel names and debug output.
@@ -129,7 +156,9 @@ mod tests {
         assert!(ScanOp::ArgMax.later_wins(5.0, f64::NAN));
         assert!(!ScanOp::ArgMax.later_wins(f64::NAN, 9.0));
         assert!(ScanOp::ArgMax.later_wins(f64::NAN, f64::NAN));
-        assert!(ScanOp::Max.combine(DType::F32, f64::NAN, 3.0).is_nan());
+        assert!(ScanOp::Max.combine(f64::NAN, 3.0).is_nan());
+        assert!(ScanOp::ArgMin.later_wins(3i64, 3));
+        assert!(!ScanOp::ArgMin.later_wins(3i64, 4));
     }
 
     #[test]
@@ -147,9 +176,10 @@ mod tests {
 
     #[test]
     fn integer_scans_wrap() {
-        let max = i32::MAX as f64;
-        assert_eq!(ScanOp::Sum.combine(DType::I32, max, 1.0), i32::MIN as f64);
-        assert_eq!(ScanOp::Prod.combine(DType::I32, 65536.0, 65536.0), 0.0);
-        assert_eq!(ScanOp::Max.identity(DType::I32), i32::MIN as f64);
+        let max = i64::MAX;
+        assert_eq!(ScanOp::Sum.combine_int(DType::I64, max, 1), i64::MIN);
+        assert_eq!(ScanOp::Prod.combine_int(DType::I64, 1 << 32, 1 << 32), 0);
+        assert_eq!(ScanOp::Prod.combine_int(DType::I32, 65536, 65536), 0);
+        assert_eq!(ScanOp::Max.identity_int(DType::I64), i64::MIN);
     }
 }

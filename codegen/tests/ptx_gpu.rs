@@ -55,12 +55,15 @@ fn input(k: &Kernel, i: usize, rng: &mut SplitMix64) -> Vec<u8> {
     for j in 0..a.len {
         let v = match a.dtype {
             DType::Bool => rng.below(2) as f64,
-            DType::I32 => {
-                if !small_ints && rng.next_u64().is_multiple_of(10) {
-                    rng.next_u64() as u32 as i32 as f64
+            dt if dt.is_int() => {
+                // Full-width bit patterns (wrapped to the type) now and then.
+                let v = if !small_ints && rng.next_u64().is_multiple_of(10) {
+                    rng.next_u64() as i64
                 } else {
-                    rng.below(13) as f64 - 6.0
-                }
+                    rng.below(13) as i64 - 6
+                };
+                dt.write_int(&mut buf, j, v);
+                continue;
             }
             _ => {
                 let r = rng.below(16);
@@ -94,25 +97,20 @@ fn input(k: &Kernel, i: usize, rng: &mut SplitMix64) -> Vec<u8> {
 fn scalar_value(dt: DType, slot: usize) -> f64 {
     match dt {
         DType::Bool => (slot % 2) as f64,
-        DType::I32 => [3.0, -7.0][slot % 2],
+        _ if !dt.is_float() => [3.0, -7.0][slot % 2],
         _ => [0.75, -1.5][slot % 2],
     }
 }
 
 fn dtype_name(dt: DType) -> &'static str {
-    match dt {
-        DType::Bool => "bool",
-        DType::I32 => "i32",
-        DType::F16 => "f16",
-        DType::BF16 => "bf16",
-        DType::F32 => "f32",
-    }
+    dt.short_name()
 }
 
 /// Relative and absolute tolerance for output dtype `dt` of `k`.
 fn tolerance(k: &Kernel, dt: DType) -> (f64, f64) {
     match dt {
-        DType::Bool | DType::I32 => (0.0, 0.0),
+        DType::F64 => (1e-13, 1e-13),
+        _ if !dt.is_float() => (0.0, 0.0),
         DType::BF16 => (1.6e-2, 1e-2),
         DType::F16 => (2e-3, 1e-3),
         DType::F32 if k.name.starts_with("elementwise") && k.name.contains("pow") => (4e-5, 1e-6),
@@ -121,7 +119,7 @@ fn tolerance(k: &Kernel, dt: DType) -> (f64, f64) {
         // A sum of n unit-scale values that cancels keeps an absolute error
         // of about eps * log2(n) * sum |x| (tree order vs sequential).
         DType::F32 if k.name.contains("sum") => (1e-4, (1e-6 * k.row_len() as f64).max(1e-4)),
-        DType::F32 => (1e-4, 1e-4),
+        _ => (1e-4, 1e-4),
     }
 }
 

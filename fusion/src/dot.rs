@@ -102,7 +102,7 @@ impl Schedule {
                     let _ = write!(
                         label,
                         "<br/>{} {} (node {})",
-                        short(node.dtype()),
+                        node.dtype().short_name(),
                         html(&format!("{:?}", node.shape())),
                         node.id()
                     );
@@ -285,22 +285,11 @@ fn buffer_info(s: &Schedule) -> Vec<Option<(DType, usize)>> {
     info
 }
 
-/// The short dtype names of kernel names and PyTorch's shorthand.
-fn short(dtype: DType) -> &'static str {
-    match dtype {
-        DType::Bool => "bool",
-        DType::I32 => "i32",
-        DType::F16 => "f16",
-        DType::BF16 => "bf16",
-        DType::F32 => "f32",
-    }
-}
-
 /// `f32 · 4,194,304 (16.0 MiB)`.
 fn describe((dtype, len): (DType, usize)) -> String {
     format!(
         "{} · {} ({})",
-        short(dtype),
+        dtype.short_name(),
         thousands(len),
         bytes(len.saturating_mul(dtype.size()))
     )

@@ -596,8 +596,10 @@ impl<'a> Lowerer<'a> {
             Op::Sort(op, a, _) => {
                 // Values are the source's (`F32` or `I32`), rounded once
                 // to the node's dtype.
+                // Positions are computed as `I32` and widened to the
+                // index dtype by the cast.
                 let acc = match op.part {
-                    SortPart::Indices => dt,
+                    SortPart::Indices => DType::I32,
                     SortPart::Values => a.dtype(),
                 };
                 let v = self.push(Inst::Sort(*op, vals[0]), acc);
@@ -608,7 +610,12 @@ impl<'a> Lowerer<'a> {
                 }
             }
             Op::Matmul(a, _) => {
-                let acc = if dt.is_float() { DType::F32 } else { dt };
+                // Halves multiply into f32, f64 into f64, integers wrap.
+                let acc = if dt.is_float() {
+                    dt.compute_float()
+                } else {
+                    dt
+                };
                 let (va, vb) = if a.dtype() == acc {
                     (vals[0], vals[1])
                 } else {

@@ -501,17 +501,19 @@ pub fn ax(a: isize, rank: usize) -> usize {
 /// the exact host copy of what it holds.
 pub fn make(values: &[f64], shape: &[usize], dtype: DType) -> (Tensor, NdArray) {
     let dev = test_device();
+    // `as` converts by the cast rule, as `DType::round` does.
     let t = match dtype {
+        DType::F64 => Tensor::from_vec(values.to_vec(), shape, &dev),
         DType::F32 => Tensor::from_vec(
             values.iter().map(|v| *v as f32).collect::<Vec<_>>(),
             shape,
             &dev,
         ),
-        DType::I32 => Tensor::from_vec(
-            values.iter().map(|v| DType::I32.round(*v) as i32).collect(),
-            shape,
-            &dev,
-        ),
+        DType::I64 => Tensor::from_vec(values.iter().map(|v| *v as i64).collect(), shape, &dev),
+        DType::I32 => Tensor::from_vec(values.iter().map(|v| *v as i32).collect(), shape, &dev),
+        DType::I16 => Tensor::from_vec(values.iter().map(|v| *v as i16).collect(), shape, &dev),
+        DType::I8 => Tensor::from_vec(values.iter().map(|v| *v as i8).collect(), shape, &dev),
+        DType::U8 => Tensor::from_vec(values.iter().map(|v| *v as u8).collect(), shape, &dev),
         DType::Bool => Tensor::from_vec(
             values.iter().map(|v| *v != 0.0).collect::<Vec<_>>(),
             shape,
@@ -543,12 +545,13 @@ pub fn tensor_of(a: &NdArray, dtype: DType) -> Tensor {
     make(&a.data, &a.shape, dtype).0
 }
 
-/// Random values in `[lo, hi)` (integers for I32, coin flips for Bool).
+/// Random values in `[lo, hi)` (whole numbers for integer types, coin
+/// flips for Bool).
 pub fn random_values(n: usize, dtype: DType, lo: f64, hi: f64, rng: &mut Rng) -> Vec<f64> {
     (0..n)
         .map(|_| match dtype {
             DType::Bool => rng.chance(0.5) as u8 as f64,
-            DType::I32 => rng.uniform(lo, hi).floor(),
+            _ if dtype.is_int() => rng.uniform(lo, hi).floor(),
             _ => rng.uniform(lo, hi),
         })
         .collect()
@@ -747,10 +750,11 @@ impl Tol {
 /// The tolerance of a few rounding steps in `dt`.
 pub fn tol(dt: DType) -> Tol {
     match dt {
+        DType::F64 => Tol::new(1e-12, 1e-14),
         DType::F32 => Tol::new(2e-5, 1e-6),
         DType::F16 => Tol::new(4e-3, 1e-3),
         DType::BF16 => Tol::new(3e-2, 1e-2),
-        DType::I32 | DType::Bool => EXACT,
+        _ => EXACT,
     }
 }
 

@@ -35,6 +35,18 @@ impl RegKind {
         }
     }
 
+    /// The bit-size PTX type of the class (`b32`, `b64`, ...) that moves,
+    /// selects, shuffles and shared-memory accesses use; `pred` for
+    /// predicates.
+    pub fn bit_ty(self) -> &'static str {
+        match self {
+            RegKind::Pred => "pred",
+            RegKind::B16 => "b16",
+            RegKind::B32 | RegKind::F32 => "b32",
+            RegKind::B64 | RegKind::F64 => "b64",
+        }
+    }
+
     fn decl(self) -> &'static str {
         match self {
             RegKind::Pred => ".pred",

@@ -357,39 +357,34 @@ impl Cx<'_> {
 /// constant: ptxas turns the read into a constant-bank operand, so it
 /// costs no register across loops.
 fn scalar(b: &mut Builder, param: &str, dt: DType) -> Value {
-    let reg = match dt {
-        DType::Bool => {
+    let reg = match ops::reg_kind(dt) {
+        RegKind::Pred => {
             let r = b.reg(RegKind::B32);
             ins!(b, "ld.param.b32 {r}, [{param}]");
             let p = b.reg(RegKind::Pred);
             ins!(b, "setp.ne.b32 {p}, {r}, 0");
             p
         }
-        DType::I32 => {
-            let r = b.reg(RegKind::B32);
-            ins!(b, "ld.param.b32 {r}, [{param}]");
-            r
-        }
-        _ => {
-            let r = b.reg(RegKind::F32);
-            ins!(b, "ld.param.f32 {r}, [{param}]");
+        kind => {
+            let r = b.reg(kind);
+            ins!(b, "ld.param.{} {r}, [{param}]", kind.bit_ty());
             r
         }
     };
     Value { reg, dtype: dt }
 }
 
-/// The constant `c` of dtype `dt` (rounded as the interpreter does).
+/// The constant `c` of dtype `dt` (converted as the interpreter does).
 fn constant(b: &mut Builder, c: f64, dt: DType) -> Value {
-    let v = dt.round(c);
-    let reg = match dt {
-        DType::Bool => {
+    let reg = match ops::reg_kind(dt) {
+        RegKind::Pred => {
             let p = b.reg(RegKind::Pred);
-            ins!(b, "setp.ne.u32 {p}, {}, 0", v as u32);
+            ins!(b, "setp.ne.u32 {p}, {}, 0", dt.saturate(c));
             p
         }
-        DType::I32 => b.mov(RegKind::B32, "b32", v as i32),
-        _ => b.mov(RegKind::F32, "f32", f32_imm(v as f32)),
+        RegKind::F32 => b.mov(RegKind::F32, "f32", f32_imm(dt.round(c) as f32)),
+        RegKind::F64 => b.mov(RegKind::F64, "f64", ops::f64_imm(c)),
+        kind => b.mov(kind, kind.bit_ty(), dt.saturate(c)),
     };
     Value { reg, dtype: dt }
 }

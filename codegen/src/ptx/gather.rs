@@ -30,6 +30,7 @@ fn index_s64(b: &mut Builder, at: Value) -> Reg {
             ins!(b, "cvt.s64.s32 {r}, {}", at.reg);
             r
         }
+        DType::I64 => at.reg,
         dt => unreachable!("validate admits only index dtypes, not {dt}"),
     }
 }

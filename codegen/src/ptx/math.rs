@@ -412,40 +412,47 @@ pub fn powf(bld: &mut Builder, a: Reg, b: Reg) -> Reg {
     select(bld, "0f3F800000", r, one)
 }
 
-/// `a^b` for `i32`, wrapping: square-and-multiply for `b >= 0`; for
-/// `b < 0` the truncated `powf` (1 for `a = 1`, +-1 for `a = -1`, else 0).
+/// `a^b` for `i32` or `i64` (by the registers' class), wrapping:
+/// square-and-multiply for `b >= 0`; for `b < 0` the truncated `powf` (1
+/// for `a = 1`, +-1 for `a = -1`, else 0), as `ops::pow_int`.
 pub fn powi(bld: &mut Builder, a: Reg, b: Reg) -> Reg {
-    let int = |bld: &mut Builder| bld.reg(RegKind::B32);
-    let r = bld.mov(RegKind::B32, "b32", 1);
+    let kind = a.kind;
+    let (ty, bits) = if kind == RegKind::B64 {
+        ("s64", "b64")
+    } else {
+        ("s32", "b32")
+    };
+    let int = |bld: &mut Builder| bld.reg(kind);
+    let r = bld.mov(kind, bits, 1);
     let base = int(bld);
-    ins!(bld, "mov.b32 {base}, {a}");
+    ins!(bld, "mov.{bits} {base}, {a}");
     let e = int(bld);
-    ins!(bld, "max.s32 {e}, {b}, 0");
+    ins!(bld, "max.{ty} {e}, {b}, 0");
     let (top, done) = (bld.label(), bld.label());
     let p = bld.reg(RegKind::Pred);
     let bit = int(bld);
     bld.place(&top);
-    ins!(bld, "setp.eq.s32 {p}, {e}, 0");
+    ins!(bld, "setp.eq.{ty} {p}, {e}, 0");
     ins!(bld, "@{p} bra {done}");
-    ins!(bld, "and.b32 {bit}, {e}, 1");
-    ins!(bld, "setp.ne.u32 {p}, {bit}, 0");
-    ins!(bld, "@{p} mul.lo.s32 {r}, {r}, {base}");
-    ins!(bld, "mul.lo.s32 {base}, {base}, {base}");
-    ins!(bld, "shr.u32 {e}, {e}, 1");
+    ins!(bld, "and.{bits} {bit}, {e}, 1");
+    ins!(bld, "setp.ne.{ty} {p}, {bit}, 0");
+    ins!(bld, "@{p} mul.lo.{ty} {r}, {r}, {base}");
+    ins!(bld, "mul.lo.{ty} {base}, {base}, {base}");
+    ins!(bld, "shr.{bits} {e}, {e}, 1");
     ins!(bld, "bra {top}");
     bld.place(&done);
     // Negative exponents.
     let neg = int(bld);
-    ins!(bld, "and.b32 {bit}, {b}, 1");
-    ins!(bld, "setp.ne.u32 {p}, {bit}, 0");
-    ins!(bld, "selp.s32 {neg}, -1, 1, {p}");
-    ins!(bld, "setp.eq.s32 {p}, {a}, -1");
+    ins!(bld, "and.{bits} {bit}, {b}, 1");
+    ins!(bld, "setp.ne.{ty} {p}, {bit}, 0");
+    ins!(bld, "selp.{bits} {neg}, -1, 1, {p}");
+    ins!(bld, "setp.eq.{ty} {p}, {a}, -1");
     let small = int(bld);
-    ins!(bld, "selp.s32 {small}, {neg}, 0, {p}");
-    ins!(bld, "setp.eq.s32 {p}, {a}, 1");
-    ins!(bld, "selp.s32 {small}, 1, {small}, {p}");
-    ins!(bld, "setp.lt.s32 {p}, {b}, 0");
+    ins!(bld, "selp.{bits} {small}, {neg}, 0, {p}");
+    ins!(bld, "setp.eq.{ty} {p}, {a}, 1");
+    ins!(bld, "selp.{bits} {small}, 1, {small}, {p}");
+    ins!(bld, "setp.lt.{ty} {p}, {b}, 0");
     let out = int(bld);
-    ins!(bld, "selp.b32 {out}, {small}, {r}, {p}");
+    ins!(bld, "selp.{bits} {out}, {small}, {r}, {p}");
     out
 }

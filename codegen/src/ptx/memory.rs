@@ -4,7 +4,7 @@
 
 use super::builder::{ins, Builder, Reg, RegKind};
 use super::expr::Width;
-use super::ops::{narrow_half, widen_half, Value};
+use super::ops::{narrow_half, reg_kind, widen_half, Value};
 use crate::expr::{Cond, Expr};
 use crate::DType;
 
@@ -46,21 +46,24 @@ fn guard(pred: Option<Reg>) -> String {
     pred.map(|p| format!("@{p} ")).unwrap_or_default()
 }
 
+/// The PTX type of a scalar load or store of `dt`: 8- and 16-bit integers
+/// are sign- or zero-extended into (or truncated from) a `.b32` register.
+fn mem_ty(dt: DType) -> &'static str {
+    match dt {
+        DType::Bool | DType::U8 => "u8",
+        DType::I8 => "s8",
+        DType::I16 => "s16",
+        DType::F16 | DType::BF16 => "b16",
+        _ => reg_kind(dt).bit_ty(),
+    }
+}
+
 /// Element `idx` of a `dt` buffer at `base`; 0 where `pred` fails.
 pub fn load(b: &mut Builder, base: Reg, idx: Reg, dt: DType, pred: Option<Reg>, w: Width) -> Value {
     let a = address(b, base, idx, dt.size(), w);
     let g = guard(pred);
+    let ty = mem_ty(dt);
     let reg = match dt {
-        DType::F32 | DType::I32 => {
-            let kind = if dt == DType::F32 {
-                RegKind::F32
-            } else {
-                RegKind::B32
-            };
-            let r = b.mov(kind, "b32", 0);
-            ins!(b, "{g}ld.global.b32 {r}, [{a}]");
-            r
-        }
         DType::F16 | DType::BF16 => {
             let h = b.mov(RegKind::B16, "b16", 0);
             ins!(b, "{g}ld.global.b16 {h}, [{a}]");
@@ -73,8 +76,45 @@ pub fn load(b: &mut Builder, base: Reg, idx: Reg, dt: DType, pred: Option<Reg>, 
             ins!(b, "setp.ne.u32 {p}, {r}, 0");
             p
         }
+        _ => {
+            let kind = reg_kind(dt);
+            let r = b.mov(kind, kind.bit_ty(), 0);
+            ins!(b, "{g}ld.global.{ty} {r}, [{a}]");
+            r
+        }
     };
     Value { reg, dtype: dt }
+}
+
+/// The lanes of one 32-bit word holding elements of `dt` narrower than 4
+/// bytes, each extended as [`normalize`](super::ops::normalize) does.
+fn unpack_word(b: &mut Builder, w: Reg, dt: DType, out: &mut Vec<Value>) {
+    match dt {
+        DType::F16 | DType::BF16 => {
+            let (lo, hi) = (b.reg(RegKind::B16), b.reg(RegKind::B16));
+            ins!(b, "mov.b32 {{{lo}, {hi}}}, {w}");
+            for h in [lo, hi] {
+                let reg = widen_half(b, h, dt);
+                out.push(Value { reg, dtype: dt });
+            }
+        }
+        _ => {
+            let bits = dt.bits();
+            let ext = if dt.is_signed() { "s32" } else { "u32" };
+            for k in 0..32 / bits {
+                let t = b.reg(RegKind::B32);
+                ins!(b, "bfe.{ext} {t}, {w}, {}, {bits}", bits * k);
+                let reg = if dt == DType::Bool {
+                    let p = b.reg(RegKind::Pred);
+                    ins!(b, "setp.ne.u32 {p}, {t}, 0");
+                    p
+                } else {
+                    t
+                };
+                out.push(Value { reg, dtype: dt });
+            }
+        }
+    }
 }
 
 /// `lanes` consecutive elements from `idx` (see [`vector_ok`]); zeros where
@@ -100,34 +140,19 @@ pub fn load_vector(
         reg_list(&words)
     );
     let mut out = Vec::with_capacity(lanes);
-    for w in words {
-        match dt {
-            DType::F32 | DType::I32 => {
-                let reg = if dt == DType::F32 {
-                    let f = b.reg(RegKind::F32);
-                    ins!(b, "mov.b32 {f}, {w}");
-                    f
-                } else {
-                    w
-                };
+    match dt.size() {
+        // One element per word (or per pair of words).
+        4 | 8 => {
+            for pair in words.chunks(dt.size() / 4) {
+                let kind = reg_kind(dt);
+                let reg = b.reg(kind);
+                ins!(b, "mov.{} {reg}, {}", kind.bit_ty(), reg_list(pair));
                 out.push(Value { reg, dtype: dt });
             }
-            DType::F16 | DType::BF16 => {
-                let (lo, hi) = (b.reg(RegKind::B16), b.reg(RegKind::B16));
-                ins!(b, "mov.b32 {{{lo}, {hi}}}, {w}");
-                for h in [lo, hi] {
-                    let reg = widen_half(b, h, dt);
-                    out.push(Value { reg, dtype: dt });
-                }
-            }
-            DType::Bool => {
-                for k in 0..4 {
-                    let t = b.reg(RegKind::B32);
-                    ins!(b, "bfe.u32 {t}, {w}, {}, 8", 8 * k);
-                    let p = b.reg(RegKind::Pred);
-                    ins!(b, "setp.ne.u32 {p}, {t}, 0");
-                    out.push(Value { reg: p, dtype: dt });
-                }
+        }
+        _ => {
+            for w in words {
+                unpack_word(b, w, dt, &mut out);
             }
         }
     }
@@ -140,7 +165,6 @@ pub fn store(b: &mut Builder, base: Reg, idx: Reg, v: Value, pred: Option<Reg>, 
     let a = address(b, base, idx, v.dtype.size(), w);
     let g = guard(pred);
     match v.dtype {
-        DType::F32 | DType::I32 => ins!(b, "{g}st.global.b32 [{a}], {}", v.reg),
         DType::F16 | DType::BF16 => {
             let h = narrow_half(b, v.reg, v.dtype);
             ins!(b, "{g}st.global.b16 [{a}], {h}");
@@ -150,6 +174,8 @@ pub fn store(b: &mut Builder, base: Reg, idx: Reg, v: Value, pred: Option<Reg>, 
             ins!(b, "selp.u32 {r}, 1, 0, {}", v.reg);
             ins!(b, "{g}st.global.u8 [{a}], {r}");
         }
+        // Narrow integers store their register's low bits.
+        dt => ins!(b, "{g}st.global.{} [{a}], {}", mem_ty(dt), v.reg),
     }
 }
 
@@ -164,27 +190,46 @@ pub fn store_vector(
 ) {
     let dt = vs[0].dtype;
     let a = address(b, base, idx, dt.size(), w);
-    let per_word = 4 / dt.size();
     let mut words = Vec::new();
-    for chunk in vs.chunks(per_word) {
-        let r = b.reg(RegKind::B32);
-        match dt {
-            DType::F32 | DType::I32 => ins!(b, "mov.b32 {r}, {}", chunk[0].reg),
-            DType::F16 | DType::BF16 => {
-                let lo = narrow_half(b, chunk[0].reg, dt);
-                let hi = narrow_half(b, chunk[1].reg, dt);
-                ins!(b, "mov.b32 {r}, {{{lo}, {hi}}}");
-            }
-            DType::Bool => {
-                ins!(b, "mov.b32 {r}, 0");
-                for (k, v) in chunk.iter().enumerate() {
-                    let t = b.reg(RegKind::B32);
-                    ins!(b, "selp.u32 {t}, 1, 0, {}", v.reg);
-                    ins!(b, "bfi.b32 {r}, {t}, {r}, {}, 8", 8 * k);
+    if dt.size() >= 4 {
+        for v in vs {
+            let n = dt.size() / 4;
+            let parts: Vec<Reg> = (0..n).map(|_| b.reg(RegKind::B32)).collect();
+            ins!(
+                b,
+                "mov.{} {}, {}",
+                v.reg.kind.bit_ty(),
+                reg_list(&parts),
+                v.reg
+            );
+            words.extend(parts);
+        }
+    } else {
+        for chunk in vs.chunks(4 / dt.size()) {
+            let r = b.reg(RegKind::B32);
+            match dt {
+                DType::F16 | DType::BF16 => {
+                    let lo = narrow_half(b, chunk[0].reg, dt);
+                    let hi = narrow_half(b, chunk[1].reg, dt);
+                    ins!(b, "mov.b32 {r}, {{{lo}, {hi}}}");
+                }
+                _ => {
+                    let bits = dt.bits();
+                    ins!(b, "mov.b32 {r}, 0");
+                    for (k, v) in chunk.iter().enumerate() {
+                        let t = if dt == DType::Bool {
+                            let t = b.reg(RegKind::B32);
+                            ins!(b, "selp.u32 {t}, 1, 0, {}", v.reg);
+                            t
+                        } else {
+                            v.reg
+                        };
+                        ins!(b, "bfi.b32 {r}, {t}, {r}, {}, {bits}", bits * k as u32);
+                    }
                 }
             }
+            words.push(r);
         }
-        words.push(r);
     }
     let g = guard(pred);
     ins!(

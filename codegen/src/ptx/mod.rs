@@ -24,7 +24,8 @@
 //! # Numerics
 //! Half types compute in `f32` and are rounded to the half type after
 //! every instruction, as the interpreter does. Bools are predicates in
-//! registers and bytes in memory. `i32` arithmetic wraps. Exact ops use the
+//! registers and bytes in memory. Integer arithmetic wraps in its dtype.
+//! `f64` sequences are in `math_f64`. Exact ops use the
 //! IEEE-rounded instructions (`add/sub/mul/div/sqrt/rcp .rn`, never fused
 //! into fma). Approximations, with their error against the exact `f32`
 //! result:
@@ -61,18 +62,19 @@
 //!   half-type result they use the plain `ex2.approx` and `div.full.f32`.
 //!   `softplus` and `logaddexp` are composites of `exp`, `log1p` and
 //!   `max` (a few ulp, never overflowing).
-//! - `fmod` (float): exact, from the integer significands (`fmod.rs`);
-//!   `remainder` and `floor_divide` follow PyTorch's formulas on it.
-//!   `floor`, `ceil`, `round` (to even), `trunc`: `cvt.r*i.f32.f32`, exact.
-//! - Integer `floor_divide`, `remainder`, `fmod`, shifts (`int.rs`):
-//!   exact, with `crate::int_ops`' rules at division by zero and shifts
-//!   past the width.
+//! - `fmod` (float): exact, from the integer significands (`fmod.rs`, `f32`
+//!   and `f64`); `remainder` and `floor_divide` follow PyTorch's formulas
+//!   on it. `floor`, `ceil`, `round` (to even), `trunc`: `cvt.r*i`, exact.
+//! - Integer `floor_divide`, `remainder`, `fmod`, shifts (`int.rs`, 32 or
+//!   64 bits): exact, with `crate::int_ops`' rules at division by zero and
+//!   shifts past the width.
 //! - Reductions combine in a tree (per thread, then shuffles, then shared
 //!   memory), not left to right: sums differ from the interpreter by
 //!   rounding. Half-type sums and products accumulate in `f32` and round
 //!   once (the front end already casts them to `f32`).
-//! - `f32` to `i32` conversion wraps as the interpreter does (through
-//!   `s64`); `i32` to half types rounds once, correctly.
+//! - Conversions follow `convert.rs`'s one rule, as the interpreter does:
+//!   float to integer truncates and saturates (NaN to 0); integers and
+//!   `f64` to half types round once, correctly.
 
 mod builder;
 mod elementwise;
@@ -83,6 +85,7 @@ mod gather;
 mod int;
 pub mod launch;
 mod math;
+mod math_f64;
 pub mod matmul;
 mod memory;
 mod module;
@@ -98,6 +101,7 @@ mod special;
 mod target;
 
 use crate::ir::{Inst, Kernel};
+use crate::{BinaryOp, DType, UnaryOp};
 use builder::{ins, Builder};
 pub use launch::Plan;
 use module::{entry_name, module, prologue};
@@ -191,6 +195,18 @@ pub fn emit_plan(kernel: &Kernel, target: &Target, plan: &Plan) -> Result<PtxKer
     })
 }
 
+/// Whether the GPU has an `f64` sequence for `op` (PTX has no `f64`
+/// transcendental instructions: `math_f64` lists what smelt writes
+/// itself). A kernel with an `F64` op outside these does not emit.
+pub fn has_f64_unary(op: UnaryOp) -> bool {
+    math_f64::has_unary(op)
+}
+
+/// [`has_f64_unary`] for binary ops.
+pub fn has_f64_binary(op: BinaryOp) -> bool {
+    math_f64::has_binary(op)
+}
+
 fn validate(k: &Kernel, target: &Target) -> Result<(), String> {
     let bad = |what: String| Err(format!("kernel {}: {what}", k.name));
     if target.sm < 80 {
@@ -217,6 +233,15 @@ fn validate(k: &Kernel, target: &Target) -> Result<(), String> {
                     k.insts[at].dtype
                 ));
             }
+            Inst::Unary(op, _) if n.dtype == DType::F64 && !math_f64::has_unary(op) => {
+                return bad(format!("f64 {} has no PTX sequence", op.name()));
+            }
+            Inst::Binary(op, x, y)
+                if op.compute_dtype(k.insts[x].dtype, k.insts[y].dtype, n.dtype) == DType::F64
+                    && !math_f64::has_binary(op) =>
+            {
+                return bad(format!("f64 {} has no PTX sequence", op.name()));
+            }
             _ => {}
         }
     }
@@ -232,7 +257,9 @@ fn validate(k: &Kernel, target: &Target) -> Result<(), String> {
             if reduced || k.kind != crate::KernelKind::Scatter {
                 return bad("adds at data-dependent positions need a scatter kernel without reduced variables".into());
             }
-            if !k.insts[at].dtype.is_index() || k.outputs[s.output].dtype == crate::DType::Bool {
+            let into = k.outputs[s.output].dtype;
+            let atomic = into.is_float() || matches!(into, crate::DType::I32 | crate::DType::I64);
+            if !k.insts[at].dtype.is_index() || !atomic {
                 return bad(format!(
                     "an add into a {} output at a {} position",
                     k.outputs[s.output].dtype, k.insts[at].dtype

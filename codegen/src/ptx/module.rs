@@ -27,17 +27,19 @@ pub struct PtxKernel {
 }
 
 /// The 8 bytes a launch passes for a scalar parameter of dtype `dt` holding
-/// `value`, as a little-endian `u64`. The value is rounded to `dt` by
-/// [`DType::round`], as the interpreter does, and passed as the
-/// kernel's registers hold it: the bits of an `f32` for every float type
-/// (halves compute in `f32`; a half value is exact there, and the kernel
-/// then needs no conversion), of an `i32`, or 0/1 for a bool.
+/// `value`, as a little-endian `u64`. The value is converted to `dt` by
+/// the one conversion rule, as the interpreter does, and passed as the
+/// kernel's registers hold it: the bits of an `f32` for `F32` and the
+/// half types (halves compute in `f32`; a half value is exact there, and
+/// the kernel then needs no conversion), of an `f64`, of an `i64`, of an
+/// `i32` for the narrower integers (sign- or zero-extended from their
+/// type), or 0/1 for a bool.
 pub fn scalar_param(dt: DType, value: f64) -> u64 {
-    let v = dt.round(value);
     match dt {
-        DType::Bool => u64::from(v != 0.0),
-        DType::I32 => u64::from(v as i32 as u32),
-        _ => u64::from((v as f32).to_bits()),
+        DType::F64 => value.to_bits(),
+        DType::I64 => dt.saturate(value) as u64,
+        _ if dt.is_float() => u64::from((dt.round(value) as f32).to_bits()),
+        _ => u64::from(dt.saturate(value) as i32 as u32),
     }
 }
 

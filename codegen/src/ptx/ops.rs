@@ -1,11 +1,14 @@
 //! Scalar ops on register values: dtype conversions, the unary and binary
 //! ops, `where`, and the reduction combiners. Half types live in `.f32`
 //! registers holding a value already rounded to the half type; bools live in
-//! predicates.
+//! predicates; 8- and 16-bit integers in `.b32` registers, always extended
+//! from their type's bits (see [`normalize`]).
 
 use super::builder::{f32_imm, ins, Builder, Reg, RegKind};
+use super::fmod::{self, Fl};
 use super::math::{self, LogBase, Trig};
-use super::{fmod, int, special};
+use super::math_f64;
+use super::{int, special};
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
 use crate::DType;
 
@@ -16,13 +19,54 @@ pub struct Value {
     pub dtype: DType,
 }
 
-/// The register class that holds `dt`.
+/// The register class that holds `dt`: predicates for bools, `.b32` for
+/// integers up to 32 bits (8- and 16-bit ones always sign- or
+/// zero-extended, see [`normalize`]), `.b64` for `I64`, `.f32` for `F32`
+/// and the half types, `.f64` for `F64`.
 pub fn reg_kind(dt: DType) -> RegKind {
     match dt {
         DType::Bool => RegKind::Pred,
-        DType::I32 => RegKind::B32,
-        DType::F16 | DType::BF16 | DType::F32 => RegKind::F32,
+        DType::I64 => RegKind::B64,
+        DType::F64 => RegKind::F64,
+        _ if dt.is_float() => RegKind::F32,
+        _ => RegKind::B32,
     }
+}
+
+/// The PTX type an integer (or float) dtype computes in: `s32` for every
+/// integer up to 32 bits, `s64`, `f32` (halves too) or `f64`.
+fn compute_ty(dt: DType) -> &'static str {
+    match reg_kind(dt) {
+        RegKind::B64 => "s64",
+        RegKind::F64 => "f64",
+        RegKind::F32 => "f32",
+        _ => "s32",
+    }
+}
+
+/// The `.f64` immediate of `v`.
+pub fn f64_imm(v: f64) -> String {
+    format!("0d{:016X}", v.to_bits())
+}
+
+/// The 32-bit register `r` wrapped to the 8-, 16- or 32-bit integer type
+/// `dt` and extended back to 32 bits (zero for `U8`, sign otherwise): how
+/// narrow integers live in registers, so that every op sees the value
+/// the interpreter's [`DType::wrap`] gives.
+pub fn normalize(b: &mut Builder, r: Reg, dt: DType) -> Reg {
+    let len = match dt {
+        DType::U8 => {
+            let t = b.reg(RegKind::B32);
+            ins!(b, "and.b32 {t}, {r}, 255");
+            return t;
+        }
+        DType::I8 => 8,
+        DType::I16 => 16,
+        _ => return r,
+    };
+    let t = b.reg(RegKind::B32);
+    ins!(b, "bfe.s32 {t}, {r}, 0, {len}");
+    t
 }
 
 /// `f32` value of the `.b16` register `h` holding an `F16` or `BF16`.
@@ -53,16 +97,22 @@ fn round_half(b: &mut Builder, f: Reg, dt: DType) -> Reg {
     widen_half(b, h, dt)
 }
 
-/// `v` as an `f32` rounded to odd: exact when representable, else the
-/// truncation with its last bit set, so that a later rounding to a half type
-/// rounds once, correctly.
-fn i32_to_f32_odd(b: &mut Builder, v: Reg) -> Reg {
+/// `v` (of PTX type `src`: `s32`, `s64` or `f64`) as an `f32` rounded to
+/// odd: exact when representable, else the truncation with its last bit
+/// set, so that a later rounding to a half type rounds once, correctly
+/// (the interpreter's `convert::to_f32_odd`).
+fn to_f32_odd(b: &mut Builder, v: Reg, src: &str) -> Reg {
     let f = b.reg(RegKind::F32);
-    ins!(b, "cvt.rz.f32.s32 {f}, {v}");
-    let back = b.reg(RegKind::B32);
-    ins!(b, "cvt.rzi.s32.f32 {back}, {f}");
+    ins!(b, "cvt.rz.f32.{src} {f}, {v}");
+    let back = b.reg(v.kind);
     let inexact = b.reg(RegKind::Pred);
-    ins!(b, "setp.ne.s32 {inexact}, {back}, {v}");
+    if src == "f64" {
+        ins!(b, "cvt.f64.f32 {back}, {f}");
+        ins!(b, "setp.neu.f64 {inexact}, {back}, {v}");
+    } else {
+        ins!(b, "cvt.rzi.{src}.f32 {back}, {f}");
+        ins!(b, "setp.ne.{src} {inexact}, {back}, {v}");
+    }
     let bits = b.reg(RegKind::B32);
     ins!(b, "mov.b32 {bits}, {f}");
     let odd = b.reg(RegKind::B32);
@@ -73,49 +123,130 @@ fn i32_to_f32_odd(b: &mut Builder, v: Reg) -> Reg {
     r
 }
 
-/// `f32` to `i32` by the one conversion rule ([`DType::round`], Rust's
-/// `as`): truncation toward zero, saturating, NaN to 0.
-fn f32_to_i32(b: &mut Builder, f: Reg) -> Reg {
-    let r = b.reg(RegKind::B32);
-    ins!(b, "cvt.rzi.s32.f32 {r}, {f}");
+/// A value as a predicate: `!= 0`, NaN true (unordered not-equal).
+fn to_bool(b: &mut Builder, v: Value) -> Reg {
+    let p = b.reg(RegKind::Pred);
+    match reg_kind(v.dtype) {
+        RegKind::F32 => ins!(b, "setp.neu.f32 {p}, {}, 0f00000000", v.reg),
+        RegKind::F64 => ins!(b, "setp.neu.f64 {p}, {}, {}", v.reg, f64_imm(0.0)),
+        _ => ins!(b, "setp.ne.{} {p}, {}, 0", compute_ty(v.dtype), v.reg),
+    }
+    p
+}
+
+/// A predicate as 1 or 0 of dtype `to`.
+fn from_bool(b: &mut Builder, p: Reg, to: DType) -> Reg {
+    let r = b.reg(reg_kind(to));
+    match reg_kind(to) {
+        RegKind::F32 => ins!(b, "selp.f32 {r}, {}, {}, {p}", f32_imm(1.0), f32_imm(0.0)),
+        RegKind::F64 => ins!(b, "selp.f64 {r}, {}, {}, {p}", f64_imm(1.0), f64_imm(0.0)),
+        RegKind::B64 => ins!(b, "selp.b64 {r}, 1, 0, {p}"),
+        _ => ins!(b, "selp.b32 {r}, 1, 0, {p}"),
+    }
     r
 }
 
-/// `v` converted to `to` with the interpreter's rounding.
-pub fn convert(b: &mut Builder, v: Value, to: DType) -> Value {
-    if v.dtype == to {
-        return v;
-    }
-    let reg = match (v.dtype, to) {
-        (DType::I32, DType::Bool) => {
-            let p = b.reg(RegKind::Pred);
-            ins!(b, "setp.ne.s32 {p}, {}, 0", v.reg);
-            p
-        }
-        (_, DType::Bool) => {
-            // NaN is truthy: unordered not-equal.
-            let p = b.reg(RegKind::Pred);
-            ins!(b, "setp.neu.f32 {p}, {}, 0f00000000", v.reg);
-            p
-        }
-        (DType::Bool, DType::I32) => {
-            let r = b.reg(RegKind::B32);
-            ins!(b, "selp.s32 {r}, 1, 0, {}", v.reg);
-            r
-        }
-        (DType::Bool, _) => math::select(b, f32_imm(1.0), f32_imm(0.0), v.reg),
-        (_, DType::I32) => f32_to_i32(b, v.reg),
-        (DType::I32, DType::F32) => {
+fn float_to_float(b: &mut Builder, v: Value, to: DType) -> Reg {
+    match (v.dtype, to) {
+        (DType::F64, DType::F32) => {
             let f = b.reg(RegKind::F32);
-            ins!(b, "cvt.rn.f32.s32 {f}, {}", v.reg);
+            ins!(b, "cvt.rn.f32.f64 {f}, {}", v.reg);
             f
         }
-        (DType::I32, half) => {
-            let f = i32_to_f32_odd(b, v.reg);
+        (DType::F64, half) => {
+            let f = to_f32_odd(b, v.reg, "f64");
             round_half(b, f, half)
+        }
+        (_, DType::F64) => {
+            let d = b.reg(RegKind::F64);
+            ins!(b, "cvt.f64.f32 {d}, {}", v.reg);
+            d
         }
         (_, DType::F32) => v.reg,
         (_, half) => round_half(b, v.reg, half),
+    }
+}
+
+/// Float to integer by the one rule: truncation toward zero, saturating
+/// (`cvt.rzi` clamps to the destination range, and 8- and 16-bit types
+/// clamp after), NaN to 0 (made explicit: the PTX manual promises it for
+/// no `cvt`).
+fn float_to_int(b: &mut Builder, v: Value, to: DType) -> Reg {
+    let src = compute_ty(v.dtype);
+    let dst = compute_ty(to);
+    let r = b.reg(reg_kind(to));
+    ins!(b, "cvt.rzi.{dst}.{src} {r}, {}", v.reg);
+    if to.bits() < 32 {
+        ins!(b, "max.s32 {r}, {r}, {}", to.int_min());
+        ins!(b, "min.s32 {r}, {r}, {}", to.int_max());
+    }
+    let nan = b.reg(RegKind::Pred);
+    ins!(b, "setp.nan.{src} {nan}, {}, {}", v.reg, v.reg);
+    let out = b.reg(reg_kind(to));
+    ins!(b, "selp.b{} {out}, 0, {r}, {nan}", to.bits().max(32));
+    out
+}
+
+fn int_to_float(b: &mut Builder, v: Value, to: DType) -> Reg {
+    let src = compute_ty(v.dtype);
+    match to {
+        DType::F32 | DType::F64 => {
+            let f = b.reg(reg_kind(to));
+            ins!(b, "cvt.rn.{}.{src} {f}, {}", compute_ty(to), v.reg);
+            f
+        }
+        // Below 2^24 the f32 is exact; beyond it round to odd first.
+        half if v.dtype.bits() < 32 => {
+            let f = b.reg(RegKind::F32);
+            ins!(b, "cvt.rn.f32.s32 {f}, {}", v.reg);
+            round_half(b, f, half)
+        }
+        half => {
+            let f = to_f32_odd(b, v.reg, src);
+            round_half(b, f, half)
+        }
+    }
+}
+
+fn int_to_int(b: &mut Builder, v: Value, to: DType) -> Reg {
+    let from = v.dtype;
+    if to.int_min() <= from.int_min() && from.int_max() <= to.int_max() {
+        // Every value of `from` is one of `to`: only the register may widen.
+        if to == DType::I64 && from != DType::I64 {
+            let r = b.reg(RegKind::B64);
+            ins!(b, "cvt.s64.s32 {r}, {}", v.reg);
+            return r;
+        }
+        return v.reg;
+    }
+    let low = if from == DType::I64 {
+        let r = b.reg(RegKind::B32);
+        ins!(b, "cvt.u32.u64 {r}, {}", v.reg);
+        r
+    } else {
+        v.reg
+    };
+    normalize(b, low, to)
+}
+
+/// `v` converted to `to` by the one conversion rule (`convert.rs`).
+pub fn convert(b: &mut Builder, v: Value, to: DType) -> Value {
+    let from = v.dtype;
+    if from == to {
+        return v;
+    }
+    let reg = if to == DType::Bool {
+        to_bool(b, v)
+    } else if from == DType::Bool {
+        from_bool(b, v.reg, to)
+    } else if from.is_float() && to.is_float() {
+        float_to_float(b, v, to)
+    } else if from.is_float() {
+        float_to_int(b, v, to)
+    } else if to.is_float() {
+        int_to_float(b, v, to)
+    } else {
+        int_to_int(b, v, to)
     };
     Value { reg, dtype: to }
 }
@@ -155,40 +286,39 @@ pub fn unary(b: &mut Builder, op: UnaryOp, x: Value, out: DType) -> Value {
         );
     }
     if !out.is_float() {
-        // The ops that keep integers (bools compute as i32).
-        let x = convert(b, x, DType::I32).reg;
-        let r = b.reg(RegKind::B32);
+        // The ops that keep integers, in 32 or 64 bits, then wrapped to
+        // the type (bools compute as `I32`, their result type).
+        let x = convert(b, x, out).reg;
+        let ty = compute_ty(out);
+        let bits = x.kind.bit_ty();
+        let r = b.reg(x.kind);
         match op {
-            UnaryOp::Neg => ins!(b, "neg.s32 {r}, {x}"),
-            UnaryOp::Abs => ins!(b, "abs.s32 {r}, {x}"),
-            UnaryOp::Relu => ins!(b, "max.s32 {r}, {x}, 0"),
-            UnaryOp::Square => ins!(b, "mul.lo.s32 {r}, {x}, {x}"),
+            UnaryOp::Neg => ins!(b, "neg.{ty} {r}, {x}"),
+            UnaryOp::Abs => ins!(b, "abs.{ty} {r}, {x}"),
+            UnaryOp::Relu => ins!(b, "max.{ty} {r}, {x}, 0"),
+            UnaryOp::Square => ins!(b, "mul.lo.{ty} {r}, {x}, {x}"),
             UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Trunc => {
-                ins!(b, "mov.b32 {r}, {x}")
+                ins!(b, "mov.{bits} {r}, {x}")
             }
             UnaryOp::Sign => {
                 // (x > 0) - (x < 0): selp gives 1 and -1 directly.
                 let (pos, neg) = (b.reg(RegKind::Pred), b.reg(RegKind::Pred));
-                ins!(b, "setp.gt.s32 {pos}, {x}, 0");
-                ins!(b, "setp.lt.s32 {neg}, {x}, 0");
-                ins!(b, "selp.s32 {r}, 1, 0, {pos}");
-                ins!(b, "selp.s32 {r}, -1, {r}, {neg}");
+                ins!(b, "setp.gt.{ty} {pos}, {x}, 0");
+                ins!(b, "setp.lt.{ty} {neg}, {x}, 0");
+                ins!(b, "selp.{ty} {r}, 1, 0, {pos}");
+                ins!(b, "selp.{ty} {r}, -1, {r}, {neg}");
             }
-            UnaryOp::BitNot => ins!(b, "not.b32 {r}, {x}"),
-            _ => {
-                // Float ops into an integer result: compute in f32.
-                let f = unary(b, op, i32_value(x), DType::F32);
-                return convert(b, f, out);
-            }
+            UnaryOp::BitNot => ins!(b, "not.{bits} {r}, {x}"),
+            _ => unreachable!("{} has a float result", op.name()),
         }
-        return convert(
-            b,
-            Value {
-                reg: r,
-                dtype: DType::I32,
-            },
-            out,
-        );
+        let reg = normalize(b, r, out);
+        return Value { reg, dtype: out };
+    }
+    if out == DType::F64 {
+        let x = convert(b, x, out).reg;
+        let reg = math_f64::unary(b, op, x)
+            .unwrap_or_else(|| unreachable!("validate rejects f64 {}", op.name()));
+        return Value { reg, dtype: out };
     }
     let x = convert(b, x, out).reg;
     let f = b.reg(RegKind::F32);
@@ -272,29 +402,13 @@ fn rounded(b: &mut Builder, mode: &str, x: Reg, out: DType) -> Value {
     Value { reg: f, dtype: out }
 }
 
-fn i32_value(reg: Reg) -> Value {
-    Value {
-        reg,
-        dtype: DType::I32,
-    }
-}
-
-/// The dtype a binary op computes in, given its operands and result.
-fn compute_dtype(op: BinaryOp, x: DType, y: DType, out: DType) -> DType {
-    match op {
-        BinaryOp::And | BinaryOp::Or => DType::Bool,
-        _ if op.is_comparison() => x.promote(y),
-        BinaryOp::Max | BinaryOp::Min => out,
-        _ if out == DType::Bool => DType::I32,
-        _ => out,
-    }
-}
-
-/// `op(x, y)` with result dtype `out`.
+/// `op(x, y)` with result dtype `out`, computed in
+/// [`BinaryOp::compute_dtype`] as the interpreter does.
 pub fn binary(b: &mut Builder, op: BinaryOp, x: Value, y: Value, out: DType) -> Value {
-    let cd = compute_dtype(op, x.dtype, y.dtype, out);
+    let cd = op.compute_dtype(x.dtype, y.dtype, out);
     let (xv, yv) = (convert(b, x, cd), convert(b, y, cd));
     let (x, y) = (xv.reg, yv.reg);
+    let ty = compute_ty(cd);
     let v = match cd {
         DType::Bool => {
             let p = b.reg(RegKind::Pred);
@@ -314,12 +428,11 @@ pub fn binary(b: &mut Builder, op: BinaryOp, x: Value, y: Value, out: DType) -> 
             }
         }
         _ if op.is_comparison() => {
-            let (ty, cmp) = match (cd, op) {
-                (DType::I32, BinaryOp::Ne) => ("s32", "ne"),
-                (DType::I32, _) => ("s32", cmp_name(op)),
+            let cmp = match op {
                 // Unordered not-equal: NaN != anything.
-                (_, BinaryOp::Ne) => ("f32", "neu"),
-                _ => ("f32", cmp_name(op)),
+                BinaryOp::Ne if cd.is_float() => "neu",
+                BinaryOp::Ne => "ne",
+                _ => cmp_name(op),
             };
             let p = b.reg(RegKind::Pred);
             ins!(b, "setp.{cmp}.{ty} {p}, {x}, {y}");
@@ -328,37 +441,42 @@ pub fn binary(b: &mut Builder, op: BinaryOp, x: Value, y: Value, out: DType) -> 
                 dtype: DType::Bool,
             }
         }
-        DType::I32 => {
-            let r = b.reg(RegKind::B32);
-            match op {
-                BinaryOp::Add => ins!(b, "add.s32 {r}, {x}, {y}"),
-                BinaryOp::Sub => ins!(b, "sub.s32 {r}, {x}, {y}"),
-                BinaryOp::Mul => ins!(b, "mul.lo.s32 {r}, {x}, {y}"),
-                BinaryOp::Max => ins!(b, "max.s32 {r}, {x}, {y}"),
-                BinaryOp::Min => ins!(b, "min.s32 {r}, {x}, {y}"),
-                BinaryOp::Pow => {
-                    let r = math::powi(b, x, y);
-                    return convert(b, i32_value(r), out);
-                }
+        _ if !cd.is_float() => {
+            let r = match op {
+                BinaryOp::Pow => math::powi(b, x, y),
                 BinaryOp::Fmod | BinaryOp::Remainder | BinaryOp::FloorDiv => {
-                    let r = int::binary(b, op, x, y, 32);
-                    return convert(b, i32_value(r), out);
+                    int::binary(b, op, x, y, cd.bits().max(32))
                 }
-                _ if op.is_bitwise() => {
-                    let r = int::binary(b, op, x, y, 32);
-                    return convert(b, i32_value(r), out);
-                }
-                // True division of integers is a float op.
+                _ if op.is_bitwise() => int::binary(b, op, x, y, cd.bits().max(32)),
                 _ => {
-                    let (xf, yf) = (convert(b, xv, DType::F32), convert(b, yv, DType::F32));
-                    let q = binary(b, op, xf, yf, DType::F32);
-                    return convert(b, q, out);
+                    let text = match op {
+                        BinaryOp::Add => "add",
+                        BinaryOp::Sub => "sub",
+                        BinaryOp::Mul => "mul.lo",
+                        BinaryOp::Max => "max",
+                        BinaryOp::Min => "min",
+                        _ => unreachable!("{} computes in a float", op.name()),
+                    };
+                    let r = b.reg(x.kind);
+                    ins!(b, "{text}.{ty} {r}, {x}, {y}");
+                    r
                 }
-            }
+            };
             Value {
-                reg: r,
-                dtype: DType::I32,
+                reg: normalize(b, r, cd),
+                dtype: cd,
             }
+        }
+        DType::F64 => {
+            let reg = match op {
+                BinaryOp::Max | BinaryOp::Min => math_f64::max_min(b, op == BinaryOp::Max, x, y),
+                BinaryOp::Fmod => fmod::fmod(b, Fl::F64, x, y),
+                BinaryOp::Remainder => fmod::remainder(b, Fl::F64, x, y),
+                BinaryOp::FloorDiv => fmod::floor_divide(b, Fl::F64, x, y),
+                _ => math_f64::binary(b, op, x, y)
+                    .unwrap_or_else(|| unreachable!("validate rejects f64 {}", op.name())),
+            };
+            Value { reg, dtype: cd }
         }
         _ => {
             let r = b.reg(RegKind::F32);
@@ -373,7 +491,8 @@ pub fn binary(b: &mut Builder, op: BinaryOp, x: Value, y: Value, out: DType) -> 
                 BinaryOp::Min => ins!(b, "min.NaN.f32 {r}, {x}, {y}"),
                 BinaryOp::Pow => {
                     let r = math::powf(b, x, y);
-                    return finish_float(b, r, cd);
+                    let v = finish_float(b, r, cd);
+                    return convert(b, v, out);
                 }
                 BinaryOp::Atan2 => {
                     let r = special::atan2(b, x, y, accuracy(cd));
@@ -381,15 +500,15 @@ pub fn binary(b: &mut Builder, op: BinaryOp, x: Value, y: Value, out: DType) -> 
                 }
                 BinaryOp::Fmod => {
                     // Exact, so a half result needs no rounding.
-                    let r = fmod::fmod(b, x, y);
+                    let r = fmod::fmod(b, Fl::F32, x, y);
                     return Value { reg: r, dtype: cd };
                 }
                 BinaryOp::Remainder => {
-                    let r = fmod::remainder(b, x, y);
+                    let r = fmod::remainder(b, Fl::F32, x, y);
                     return finish_float(b, r, cd);
                 }
                 BinaryOp::FloorDiv => {
-                    let r = fmod::floor_divide(b, x, y);
+                    let r = fmod::floor_divide(b, Fl::F32, x, y);
                     return finish_float(b, r, cd);
                 }
                 _ => unreachable!("comparisons handled above, no bitwise ops on floats"),
@@ -420,27 +539,27 @@ pub fn select(b: &mut Builder, c: Value, x: Value, y: Value, out: DType) -> Valu
     let c = convert(b, c, DType::Bool).reg;
     let (x, y) = (convert(b, x, out).reg, convert(b, y, out).reg);
     let r = b.reg(reg_kind(out));
-    match out {
-        DType::Bool => {
+    match reg_kind(out) {
+        RegKind::Pred => {
             let (t, nc) = (b.reg(RegKind::Pred), b.reg(RegKind::Pred));
             ins!(b, "and.pred {t}, {c}, {x}");
             ins!(b, "not.pred {nc}, {c}");
             ins!(b, "and.pred {r}, {nc}, {y}");
             ins!(b, "or.pred {r}, {r}, {t}");
         }
-        DType::I32 => ins!(b, "selp.b32 {r}, {x}, {y}, {c}"),
-        _ => ins!(b, "selp.f32 {r}, {x}, {y}, {c}"),
+        k => ins!(b, "selp.{} {r}, {x}, {y}, {c}", k.bit_ty()),
     }
     Value { reg: r, dtype: out }
 }
 
-/// The dtype a reduction accumulates in: bools as 0/1 `i32` (so that warp
-/// shuffles can move them), half types in `f32`.
+/// The dtype a reduction accumulates in: bools and integers up to 32 bits
+/// as `i32` (so that warp shuffles can move them), `I64` and `F64` as
+/// themselves, half types in `f32`.
 pub fn acc_dtype(dt: DType) -> DType {
     match dt {
-        DType::Bool => DType::I32,
-        DType::I32 => DType::I32,
-        _ => DType::F32,
+        DType::I64 | DType::F64 => dt,
+        _ if dt.is_float() => DType::F32,
+        _ => DType::I32,
     }
 }
 
@@ -448,11 +567,11 @@ pub fn acc_dtype(dt: DType) -> DType {
 /// reduction of result dtype `dt`.
 pub fn identity(b: &mut Builder, op: ReduceOp, dt: DType) -> Reg {
     let acc = acc_dtype(dt);
-    let v = op.identity(dt);
-    if acc == DType::I32 {
-        b.mov(RegKind::B32, "b32", v as i32)
-    } else {
-        b.mov(RegKind::F32, "f32", f32_imm(v as f32))
+    match acc {
+        DType::I32 => b.mov(RegKind::B32, "b32", op.identity_int(dt) as i32),
+        DType::I64 => b.mov(RegKind::B64, "b64", op.identity_int(dt)),
+        DType::F64 => b.mov(RegKind::F64, "f64", f64_imm(op.identity(dt))),
+        _ => b.mov(RegKind::F32, "f32", f32_imm(op.identity(dt) as f32)),
     }
 }
 
@@ -460,15 +579,21 @@ pub fn identity(b: &mut Builder, op: ReduceOp, dt: DType) -> Reg {
 /// already in [`acc_dtype`].
 pub fn combine(b: &mut Builder, op: ReduceOp, acc_dt: DType, acc: Reg, x: Reg, pred: Option<Reg>) {
     let guard = pred.map(|p| format!("@{p} ")).unwrap_or_default();
-    let text = match (op, acc_dt) {
-        (ReduceOp::Sum, DType::I32) => "add.s32",
-        (ReduceOp::Prod, DType::I32) => "mul.lo.s32",
-        (ReduceOp::Max, DType::I32) => "max.s32",
-        (ReduceOp::Min, DType::I32) => "min.s32",
-        (ReduceOp::Sum, _) => "add.rn.f32",
-        (ReduceOp::Prod, _) => "mul.rn.f32",
-        (ReduceOp::Max, _) => "max.NaN.f32",
-        (ReduceOp::Min, _) => "min.NaN.f32",
+    let ty = compute_ty(acc_dt);
+    if acc_dt == DType::F64 && matches!(op, ReduceOp::Max | ReduceOp::Min) {
+        let m = math_f64::max_min(b, op == ReduceOp::Max, acc, x);
+        ins!(b, "{guard}mov.f64 {acc}, {m}");
+        return;
+    }
+    let text = match (op, acc_dt.is_float()) {
+        (ReduceOp::Sum, false) => "add",
+        (ReduceOp::Prod, false) => "mul.lo",
+        (ReduceOp::Sum, true) => "add.rn",
+        (ReduceOp::Prod, true) => "mul.rn",
+        (ReduceOp::Max, false) => "max",
+        (ReduceOp::Min, false) => "min",
+        (ReduceOp::Max, true) => "max.NaN",
+        (ReduceOp::Min, true) => "min.NaN",
     };
-    ins!(b, "{guard}{text} {acc}, {acc}, {x}");
+    ins!(b, "{guard}{text}.{ty} {acc}, {acc}, {x}");
 }

@@ -14,6 +14,26 @@ use super::ops::{self, acc_dtype, Value};
 use crate::ir::{Inst, Val};
 use crate::ReduceOp;
 
+/// Bytes of one shared-memory slot: an accumulator register of 32 or 64
+/// bits (`F64` and `I64` reductions).
+const WORD: u32 = 8;
+
+/// `r` of the lane `off` away in a butterfly; 64-bit registers move as
+/// two 32-bit halves.
+fn shuffle_bfly(b: &mut Builder, r: Reg, off: u32) -> Reg {
+    let t = b.reg(r.kind);
+    if r.kind.bit_ty() == "b64" {
+        let (lo, hi) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+        ins!(b, "mov.b64 {{{lo}, {hi}}}, {r}");
+        ins!(b, "shfl.sync.bfly.b32 {lo}, {lo}, {off}, 31, -1");
+        ins!(b, "shfl.sync.bfly.b32 {hi}, {hi}, {off}, 31, -1");
+        ins!(b, "mov.b64 {t}, {{{lo}, {hi}}}");
+    } else {
+        ins!(b, "shfl.sync.bfly.b32 {t}, {r}, {off}, 31, -1");
+    }
+    t
+}
+
 /// A reduction being accumulated by each thread.
 enum Acc {
     /// `Reduce(op, ..)` of instruction `val`, in `reg` (of [`acc_dtype`]).
@@ -59,7 +79,7 @@ impl Acc {
     ) {
         let regs = self.regs();
         for (r, id) in regs.iter().zip(self.identity(b, k)) {
-            ins!(b, "mov.b32 {r}, {id}");
+            ins!(b, "mov.{} {r}, {id}", r.kind.bit_ty());
         }
         for part in 0..parts {
             let other: Vec<Reg> = regs
@@ -313,7 +333,7 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Rows, smem: &str) -> u32 {
         0
     };
     let cluster_words = if plan.cluster > 1 { nred as u32 } else { 0 };
-    let shared_bytes = 2 * (cta_words + cluster_words) * 4;
+    let shared_bytes = 2 * (cta_words + cluster_words) * WORD;
 
     // Team geometry. With a cluster, its CTAs are the team: rows go by
     // cluster, and a thread's lane counts from the CTA's rank in it.
@@ -618,15 +638,7 @@ fn team_reduce(
     let mut off = width / 2;
     while off > 0 {
         for a in accs {
-            let other: Vec<Reg> = a
-                .regs()
-                .iter()
-                .map(|r| {
-                    let t = b.reg(r.kind);
-                    ins!(b, "shfl.sync.bfly.b32 {t}, {r}, {off}, 31, -1");
-                    t
-                })
-                .collect();
+            let other: Vec<Reg> = a.regs().iter().map(|r| shuffle_bfly(b, *r, off)).collect();
             a.merge(b, k, &other);
         }
         off /= 2;
@@ -643,7 +655,7 @@ fn team_reduce(
         b,
         "mul.lo.s32 {t}, {}, {}",
         team.parity,
-        nred as u32 * warps * 4
+        nred as u32 * warps * WORD
     );
     ins!(b, "add.s32 {base}, {base}, {t}");
     let lane0 = b.reg(RegKind::Pred);
@@ -651,14 +663,19 @@ fn team_reduce(
     ins!(b, "and.b32 {l}, {}, 31", team.tid);
     ins!(b, "setp.eq.u32 {lane0}, {l}, 0");
     let wa = b.reg(RegKind::B32);
-    ins!(b, "shl.b32 {wa}, {}, 2", team.warp);
+    ins!(b, "shl.b32 {wa}, {}, {}", team.warp, WORD.trailing_zeros());
     ins!(b, "add.s32 {wa}, {wa}, {base}");
     let mut word = ordinal as u32;
     let mut first = Vec::new();
     for a in accs {
         first.push(word);
         for r in a.regs() {
-            ins!(b, "@{lane0} st.shared.b32 [{wa}+{}], {r}", word * warps * 4);
+            ins!(
+                b,
+                "@{lane0} st.shared.{} [{wa}+{}], {r}",
+                r.kind.bit_ty(),
+                word * warps * WORD
+            );
             word += 1;
         }
     }
@@ -666,8 +683,8 @@ fn team_reduce(
     for (a, w0) in accs.iter().zip(&first) {
         // Every warp's result, in warp order.
         a.merge_parts(b, k, warps, |b, wi, j, x| {
-            let off = ((w0 + j as u32) * warps + wi) * 4;
-            ins!(b, "ld.shared.b32 {x}, [{base}+{off}]");
+            let off = ((w0 + j as u32) * warps + wi) * WORD;
+            ins!(b, "ld.shared.{} {x}, [{base}+{off}]", x.kind.bit_ty());
         });
     }
     if plan.cluster > 1 {
@@ -696,10 +713,10 @@ fn cluster_reduce(
     ins!(
         b,
         "add.s32 {base}, {base}, {}",
-        2 * nred * (plan.tpr / 32) * 4
+        2 * nred * (plan.tpr / 32) * WORD
     );
     let t = b.reg(RegKind::B32);
-    ins!(b, "mul.lo.s32 {t}, {}, {}", team.parity, nred * 4);
+    ins!(b, "mul.lo.s32 {t}, {}, {}", team.parity, nred * WORD);
     ins!(b, "add.s32 {base}, {base}, {t}");
     let t0 = b.reg(RegKind::Pred);
     ins!(b, "setp.eq.u32 {t0}, {}, 0", team.tid);
@@ -707,8 +724,9 @@ fn cluster_reduce(
         for (j, r) in a.regs().iter().enumerate() {
             ins!(
                 b,
-                "@{t0} st.shared.b32 [{base}+{}], {r}",
-                (w0 + j as u32) * 4
+                "@{t0} st.shared.{} [{base}+{}], {r}",
+                r.kind.bit_ty(),
+                (w0 + j as u32) * WORD
             );
         }
     }
@@ -720,8 +738,12 @@ fn cluster_reduce(
             if j == 0 {
                 ins!(b, "mapa.shared::cluster.u32 {peer}, {base}, {rank}");
             }
-            let off = (w0 + j as u32) * 4;
-            ins!(b, "ld.shared::cluster.b32 {x}, [{peer}+{off}]");
+            let off = (w0 + j as u32) * WORD;
+            ins!(
+                b,
+                "ld.shared::cluster.{} {x}, [{peer}+{off}]",
+                x.kind.bit_ty()
+            );
         });
     }
 }

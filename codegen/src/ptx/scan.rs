@@ -17,12 +17,13 @@ use super::elementwise::used_vars;
 use super::eval::{needs, Cx, Lanes, Point, Vals};
 use super::expr;
 use super::launch::Scan;
-use super::ops::{self, Value};
+use super::math_f64;
+use super::ops::{self, f64_imm, Value};
 use crate::ir::{Inst, Val};
 use crate::{DType, ScanOp, UnaryOp};
 
-/// A running scan state: the value (an `f32` or `s32` register) and, for
-/// index ops, its position (`s32`).
+/// A running scan state: the value (an `f32`, `f64`, `s32` or `s64`
+/// register) and, for index ops, its position (`s32`).
 #[derive(Clone, Copy)]
 struct State {
     v: Reg,
@@ -42,8 +43,8 @@ impl State {
     }
 }
 
-/// One scan instruction: `op` over operand `src` of dtype `dt` (`F32` or
-/// `I32`), its result instruction `val`.
+/// One scan instruction: `op` over operand `src` of dtype `dt` (`F32`,
+/// `F64`, `I32` or `I64`), its result instruction `val`.
 #[derive(Clone, Copy)]
 struct ScanInst {
     val: Val,
@@ -54,11 +55,11 @@ struct ScanInst {
 
 impl ScanInst {
     fn identity(&self, b: &mut Builder) -> State {
-        let x = self.op.identity(self.dt);
-        let v = if self.dt == DType::I32 {
-            b.mov(RegKind::B32, "b32", x as i32)
-        } else {
-            b.mov(RegKind::F32, "f32", f32_imm(x as f32))
+        let v = match self.dt {
+            DType::F32 => b.mov(RegKind::F32, "f32", f32_imm(self.op.identity() as f32)),
+            DType::F64 => b.mov(RegKind::F64, "f64", f64_imm(self.op.identity())),
+            DType::I64 => b.mov(RegKind::B64, "b64", self.op.identity_int(self.dt)),
+            _ => b.mov(RegKind::B32, "b32", self.op.identity_int(self.dt) as i32),
         };
         let i = self.op.is_index().then(|| b.mov(RegKind::B32, "b32", 0));
         State { v, i }
@@ -66,7 +67,13 @@ impl ScanInst {
 
     /// `earlier` combined with `later`, in fresh registers.
     fn combine(&self, b: &mut Builder, earlier: State, later: State) -> State {
-        let int = self.dt == DType::I32;
+        let int = !self.dt.is_float();
+        let ty = match self.dt {
+            DType::F32 => "f32",
+            DType::F64 => "f64",
+            DType::I64 => "s64",
+            _ => "s32",
+        };
         let (e, l) = (earlier.v, later.v);
         let arith = |b: &mut Builder, text: &str| {
             let r = b.reg(e.kind);
@@ -74,12 +81,12 @@ impl ScanInst {
             State { v: r, i: None }
         };
         match self.op {
-            ScanOp::Sum if int => arith(b, "add.s32"),
-            ScanOp::Sum => arith(b, "add.rn.f32"),
-            ScanOp::Prod if int => arith(b, "mul.lo.s32"),
-            ScanOp::Prod => arith(b, "mul.rn.f32"),
+            ScanOp::Sum if int => arith(b, &format!("add.{ty}")),
+            ScanOp::Sum => arith(b, &format!("add.rn.{ty}")),
+            ScanOp::Prod if int => arith(b, &format!("mul.lo.{ty}")),
+            ScanOp::Prod => arith(b, &format!("mul.rn.{ty}")),
             ScanOp::LogSumExp => State {
-                v: log_add_exp(b, e, l),
+                v: log_add_exp(b, self.dt, e, l),
                 i: None,
             },
             ScanOp::Max | ScanOp::Min | ScanOp::ArgMax | ScanOp::ArgMin => {
@@ -87,15 +94,12 @@ impl ScanInst {
                 // with a non-NaN earlier one (a NaN earlier value fails
                 // the ordered comparison).
                 let max = matches!(self.op, ScanOp::Max | ScanOp::ArgMax);
-                let (cmp, ty) = (
-                    if max { "ge" } else { "le" },
-                    if int { "s32" } else { "f32" },
-                );
+                let cmp = if max { "ge" } else { "le" };
                 let wins = b.reg(RegKind::Pred);
                 ins!(b, "setp.{cmp}.{ty} {wins}, {l}, {e}");
                 if !int {
                     let nan = b.reg(RegKind::Pred);
-                    ins!(b, "setp.nan.f32 {nan}, {l}, {l}");
+                    ins!(b, "setp.nan.{ty} {nan}, {l}, {l}");
                     ins!(b, "or.pred {wins}, {wins}, {nan}");
                 }
                 select(b, wins, later, earlier)
@@ -112,44 +116,55 @@ fn select(b: &mut Builder, p: Reg, a: State, c: State) -> State {
         .zip(c.regs())
         .map(|(x, y)| {
             let r = b.reg(x.kind);
-            let ty = if x.kind == RegKind::F32 { "f32" } else { "b32" };
-            ins!(b, "selp.{ty} {r}, {x}, {y}, {p}");
+            ins!(b, "selp.{} {r}, {x}, {y}, {p}", x.kind.bit_ty());
             r
         })
         .collect();
     State::from_regs(&regs)
 }
 
-/// `log(e^a + e^c)` in `f32` as `hi + log1p(e^(lo - hi))`, with `log1p(t)`
-/// as `log(u) * t / (u - 1)` for `u = 1 + t` (exact to a few ulp where
-/// `1 + t` rounds). NaN if either is NaN; an infinite maximum is the
-/// result (where `lo - hi` would be NaN).
-fn log_add_exp(b: &mut Builder, a: Reg, c: Reg) -> Reg {
-    let f = |b: &mut Builder| b.reg(RegKind::F32);
-    let (hi, lo, d) = (f(b), f(b), f(b));
-    ins!(b, "max.NaN.f32 {hi}, {a}, {c}");
-    ins!(b, "min.NaN.f32 {lo}, {a}, {c}");
-    ins!(b, "sub.rn.f32 {d}, {lo}, {hi}");
-    let as_f32 = |reg| Value {
-        reg,
-        dtype: DType::F32,
+/// `log(e^a + e^c)` in the float `dt` (`F32` or `F64`) as
+/// `hi + log1p(e^(lo - hi))`, with `log1p(t)` as `log(u) * t / (u - 1)`
+/// for `u = 1 + t` (exact to a few ulp where `1 + t` rounds). NaN if
+/// either is NaN; an infinite maximum is the result (where `lo - hi` would
+/// be NaN).
+fn log_add_exp(b: &mut Builder, dt: DType, a: Reg, c: Reg) -> Reg {
+    let kind = a.kind;
+    let (ty, one, zero) = if dt == DType::F64 {
+        ("f64", f64_imm(1.0), f64_imm(0.0))
+    } else {
+        ("f32", f32_imm(1.0), f32_imm(0.0))
     };
-    let t = ops::unary(b, UnaryOp::Exp, as_f32(d), DType::F32).reg;
+    let f = |b: &mut Builder| b.reg(kind);
+    let (hi, lo) = if dt == DType::F64 {
+        (
+            math_f64::max_min(b, true, a, c),
+            math_f64::max_min(b, false, a, c),
+        )
+    } else {
+        let (hi, lo) = (f(b), f(b));
+        ins!(b, "max.NaN.f32 {hi}, {a}, {c}");
+        ins!(b, "min.NaN.f32 {lo}, {a}, {c}");
+        (hi, lo)
+    };
+    let d = f(b);
+    ins!(b, "sub.rn.{ty} {d}, {lo}, {hi}");
+    let val = |reg| Value { reg, dtype: dt };
+    let t = ops::unary(b, UnaryOp::Exp, val(d), dt).reg;
     let (u, um1) = (f(b), f(b));
-    let one = f32_imm(1.0);
-    ins!(b, "add.rn.f32 {u}, {t}, {one}");
-    ins!(b, "sub.rn.f32 {um1}, {u}, {one}");
-    let lu = ops::unary(b, UnaryOp::Log, as_f32(u), DType::F32).reg;
+    ins!(b, "add.rn.{ty} {u}, {t}, {one}");
+    ins!(b, "sub.rn.{ty} {um1}, {u}, {one}");
+    let lu = ops::unary(b, UnaryOp::Log, val(u), dt).reg;
     let (q, l1p, r) = (f(b), f(b), f(b));
-    ins!(b, "div.rn.f32 {q}, {t}, {um1}");
-    ins!(b, "mul.rn.f32 {l1p}, {lu}, {q}");
+    ins!(b, "div.rn.{ty} {q}, {t}, {um1}");
+    ins!(b, "mul.rn.{ty} {l1p}, {lu}, {q}");
     let tiny = b.reg(RegKind::Pred);
-    ins!(b, "setp.eq.f32 {tiny}, {um1}, 0f00000000");
-    ins!(b, "selp.f32 {l1p}, {t}, {l1p}, {tiny}");
-    ins!(b, "add.rn.f32 {r}, {hi}, {l1p}");
+    ins!(b, "setp.eq.{ty} {tiny}, {um1}, {zero}");
+    ins!(b, "selp.{ty} {l1p}, {t}, {l1p}, {tiny}");
+    ins!(b, "add.rn.{ty} {r}, {hi}, {l1p}");
     let inf = b.reg(RegKind::Pred);
-    ins!(b, "testp.infinite.f32 {inf}, {hi}");
-    ins!(b, "selp.f32 {r}, {hi}, {r}, {inf}");
+    ins!(b, "testp.infinite.{ty} {inf}, {hi}");
+    ins!(b, "selp.{ty} {r}, {hi}, {r}, {inf}");
     r
 }
 
@@ -161,7 +176,16 @@ fn shuffle(b: &mut Builder, mode: &str, s: State, arg: &str) -> State {
         .iter()
         .map(|r| {
             let t = b.reg(r.kind);
-            ins!(b, "shfl.sync.{mode}.b32 {t}, {r}, {arg}, {c}, -1");
+            if r.kind.bit_ty() == "b64" {
+                // Shuffles move 32 bits: the two halves separately.
+                let (lo, hi) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+                ins!(b, "mov.b64 {{{lo}, {hi}}}, {r}");
+                ins!(b, "shfl.sync.{mode}.b32 {lo}, {lo}, {arg}, {c}, -1");
+                ins!(b, "shfl.sync.{mode}.b32 {hi}, {hi}, {arg}, {c}, -1");
+                ins!(b, "mov.b64 {t}, {{{lo}, {hi}}}");
+            } else {
+                ins!(b, "shfl.sync.{mode}.b32 {t}, {r}, {arg}, {c}, -1");
+            }
             t
         })
         .collect();
@@ -219,7 +243,8 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
         .sum::<u32>();
     let warps = plan.tpr / 32;
     let cta = plan.tpr > 32;
-    let shared_bytes = if cta { 2 * nslots * warps * 4 } else { 0 };
+    // Every shared entry takes 8 bytes (a 64-bit state register fits).
+    let shared_bytes = if cta { 2 * nslots * warps * 8 } else { 0 };
 
     // Team geometry: `team_lane` within the row's team, `lane` within the
     // warp, `warp` within the team.
@@ -345,17 +370,17 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
         ins!(
             b,
             "mad.lo.s32 {wa}, {parity}, {}, {base}",
-            nslots * warps * 4
+            nslots * warps * 8
         );
         let last = b.reg(RegKind::Pred);
         ins!(b, "setp.eq.u32 {last}, {lane}, 31");
         let my = b.reg(RegKind::B32);
-        ins!(b, "shl.b32 {my}, {warp}, 2");
+        ins!(b, "shl.b32 {my}, {warp}, 3");
         ins!(b, "add.s32 {my}, {my}, {wa}");
         for (t, slot) in incl.iter().zip(&slots) {
             for (j, r) in t.regs().iter().enumerate() {
-                let off = (*slot + j) as u32 * warps * 4;
-                ins!(b, "@{last} st.shared.b32 [{my}+{off}], {r}");
+                let off = (*slot + j) as u32 * warps * 8;
+                ins!(b, "@{last} st.shared.{} [{my}+{off}], {r}", r.kind.bit_ty());
             }
         }
         ins!(b, "bar.sync 0");
@@ -372,7 +397,7 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
             let has = b.reg(RegKind::Pred);
             ins!(b, "setp.lt.u32 {has}, {lane}, {warps}");
             let addr = b.reg(RegKind::B32);
-            ins!(b, "shl.b32 {addr}, {lane}, 2");
+            ins!(b, "shl.b32 {addr}, {lane}, 3");
             ins!(b, "add.s32 {addr}, {addr}, {wa}");
             let id = si.identity(b);
             let regs: Vec<Reg> = id
@@ -381,9 +406,10 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
                 .enumerate()
                 .map(|(j, r)| {
                     let x = b.reg(r.kind);
-                    ins!(b, "mov.b32 {x}, {r}");
-                    let off = (slots[s] + j) as u32 * warps * 4;
-                    ins!(b, "@{has} ld.shared.b32 {x}, [{addr}+{off}]");
+                    let bt = r.kind.bit_ty();
+                    ins!(b, "mov.{bt} {x}, {r}");
+                    let off = (slots[s] + j) as u32 * warps * 8;
+                    ins!(b, "@{has} ld.shared.{bt} {x}, [{addr}+{off}]");
                     x
                 })
                 .collect();
@@ -427,7 +453,7 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
         vals[si.val] = Some(out);
         let next = si.combine(b, carry[s], total);
         for (dst, src) in carry[s].regs().iter().zip(next.regs()) {
-            ins!(b, "mov.b32 {dst}, {src}");
+            ins!(b, "mov.{} {dst}, {src}", dst.kind.bit_ty());
         }
     }
     cx.eval(b, &point, &store_todo, &mut vals);

@@ -37,6 +37,9 @@ pub fn add(
     match axis.dtype {
         DType::F32 => ins!(b, "@{ok} red.global.add.f32 [{a}], {}", v.reg),
         DType::I32 => ins!(b, "@{ok} red.global.add.s32 [{a}], {}", v.reg),
+        DType::F64 => ins!(b, "@{ok} red.global.add.f64 [{a}], {}", v.reg),
+        // Two's complement: the unsigned add wraps as the signed one.
+        DType::I64 => ins!(b, "@{ok} red.global.add.u64 [{a}], {}", v.reg),
         DType::F16 => {
             let h = narrow_half(b, v.reg, DType::F16);
             ins!(b, "@{ok} red.global.add.noftz.f16 [{a}], {h}");
@@ -46,7 +49,9 @@ pub fn add(
             ins!(b, "@{ok} red.global.add.noftz.bf16 [{a}], {h}");
         }
         DType::BF16 => cas_add_bf16(b, a, v.reg, ok),
-        DType::Bool => unreachable!("validate rejects adds into bool outputs"),
+        DType::Bool | DType::U8 | DType::I8 | DType::I16 => {
+            unreachable!("validate rejects adds into {} outputs", axis.dtype)
+        }
     }
 }
 

@@ -151,7 +151,30 @@ pub fn contiguous(ranges: &[i64]) -> Expr {
 }
 
 const FLOATS: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
-const ALL: [DType; 5] = [DType::Bool, DType::I32, DType::F16, DType::BF16, DType::F32];
+const ALL: [DType; 10] = DType::ALL;
+const INTS: [DType; 5] = [DType::U8, DType::I8, DType::I16, DType::I32, DType::I64];
+
+/// The unary ops with an `f64` PTX sequence.
+pub const F64_UNARY: [UnaryOp; 18] = [
+    UnaryOp::Exp,
+    UnaryOp::Exp2,
+    UnaryOp::Log,
+    UnaryOp::Log2,
+    UnaryOp::Sigmoid,
+    UnaryOp::Silu,
+    UnaryOp::Neg,
+    UnaryOp::Abs,
+    UnaryOp::Relu,
+    UnaryOp::Sqrt,
+    UnaryOp::Rsqrt,
+    UnaryOp::Recip,
+    UnaryOp::Square,
+    UnaryOp::Floor,
+    UnaryOp::Ceil,
+    UnaryOp::Round,
+    UnaryOp::Trunc,
+    UnaryOp::Sign,
+];
 
 /// `out = op(x)` over `n` elements of dtype `dt`.
 pub fn unary(op: UnaryOp, dt: DType, n: i64) -> Kernel {
@@ -287,7 +310,8 @@ pub fn reduce_last(op: ReduceOp, dt: DType, rows: i64, len: i64) -> Kernel {
 }
 
 /// Scan `op` of a contiguous `[rows, len]` of `dt` (halves scanned in
-/// `f32` and rounded back) along its last axis, or with `axis0` along
+/// `f32` and rounded back, integers in `i64` as the tensor API does)
+/// along its last axis, or with `axis0` along
 /// its first axis of a `[len, rows]` (a thread per row).
 pub fn scan(op: ScanOp, dt: DType, rows: i64, len: i64, axis0: bool) -> Kernel {
     let r = [rows, len];
@@ -303,13 +327,13 @@ pub fn scan(op: ScanOp, dt: DType, rows: i64, len: i64, axis0: bool) -> Kernel {
         contiguous(&r)
     };
     let x = kb.load(dt, (rows * len) as usize, index.clone());
-    let acc = if dt.is_float() {
-        DType::F32
-    } else {
-        DType::I32
+    let acc = match dt {
+        DType::F64 => DType::F64,
+        _ if dt.is_float() => DType::F32,
+        _ => DType::I64,
     };
     let x = if acc == dt { x } else { kb.cast(x, acc) };
-    let out = if op.is_index() { DType::I32 } else { acc };
+    let out = if op.is_index() { DType::I64 } else { acc };
     let s = kb.push(Inst::Scan(op, x), out);
     let s = if op.is_index() || out == dt {
         s
@@ -687,8 +711,13 @@ pub fn all() -> Vec<Kernel> {
             }
         }
     }
-    for op in UnaryOp::ALL.into_iter().filter(|op| op.keeps_integers()) {
-        ks.push(unary(op, DType::I32, 1000));
+    for op in F64_UNARY {
+        ks.push(unary(op, DType::F64, 1001));
+    }
+    for dt in INTS {
+        for op in UnaryOp::ALL.into_iter().filter(|op| op.keeps_integers()) {
+            ks.push(unary(op, dt, 1000));
+        }
     }
     ks.push(unary(UnaryOp::Not, DType::Bool, 1024));
     for dt in ALL {
@@ -719,7 +748,8 @@ pub fn all() -> Vec<Kernel> {
             BinaryOp::Shr,
         ] {
             let operand = op.operand_dtype(dt, dt);
-            if operand == dt && !(op.is_bitwise() && dt.is_float()) {
+            let f64_refused = dt == DType::F64 && matches!(op, BinaryOp::Pow | BinaryOp::Atan2);
+            if operand == dt && !f64_refused && !(op.is_bitwise() && dt.is_float()) {
                 ks.push(binary(op, dt, 4096));
             }
         }
@@ -739,8 +769,13 @@ pub fn all() -> Vec<Kernel> {
         ScanOp::LogSumExp,
     ] {
         ks.push(scan(op, DType::F32, 64, 8192, false));
+        ks.push(scan(op, DType::F64, 64, 8192, false));
         ks.push(scan(op, DType::BF16, 1000, 100, false));
-        ks.push(scan(op, DType::I32, 4096, 129, true));
+        if op != ScanOp::LogSumExp {
+            ks.push(scan(op, DType::I32, 4096, 129, true));
+            ks.push(scan(op, DType::I64, 64, 8192, false));
+            ks.push(scan(op, DType::U8, 1000, 100, false));
+        }
     }
     ks.push(scan(ScanOp::ArgMax, DType::F16, 3, 100_003, false));
     ks.push(broadcast_add(33, 64, DType::F32));
@@ -756,7 +791,10 @@ pub fn all() -> Vec<Kernel> {
         ks.push(reduce_last(ReduceOp::Min, dt, 37, 4096));
     }
     ks.push(reduce_last(ReduceOp::Prod, DType::F32, 16, 40));
-    ks.push(reduce_last(ReduceOp::Sum, DType::I32, 16, 2000));
+    for dt in [DType::I32, DType::U8, DType::I64, DType::F64] {
+        ks.push(reduce_last(ReduceOp::Sum, dt, 16, 2000));
+        ks.push(reduce_last(ReduceOp::Prod, dt, 7, 33));
+    }
     ks.push(reduce_last(ReduceOp::Sum, DType::Bool, 16, 2000));
     ks.push(reduce_first(1000, 16));
     ks.push(reduce_first(3, 5000));
