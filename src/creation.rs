@@ -4,6 +4,7 @@ use crate::runtime::host::{self, Source};
 use crate::shape::{dims, IntoShape};
 use crate::{rng, DType, Device, Element, Tensor};
 use smelt_codegen::host_alloc::zeroed_bytes;
+use smelt_codegen::Shape;
 use smelt_fusion::{Node, Op, ShapeTracker};
 
 impl Tensor {
@@ -54,7 +55,7 @@ impl Tensor {
     #[track_caller]
     fn generated(
         value: impl Fn(usize) -> f64 + Send + Sync + 'static,
-        shape: Vec<usize>,
+        shape: impl Into<Shape>,
         dtype: DType,
         device: &Device,
     ) -> Tensor {
@@ -63,10 +64,11 @@ impl Tensor {
 
     pub(crate) fn from_source(
         source: Source,
-        shape: Vec<usize>,
+        shape: impl Into<Shape>,
         dtype: DType,
         device: &Device,
     ) -> Tensor {
+        let shape = shape.into();
         let n = shape.iter().product();
         let buf = host::pending(source, dtype, n);
         Tensor::from_node(Node::buffer(buf, shape, dtype), *device)

@@ -443,7 +443,7 @@ impl Tensor {
                     .all(|(a, b)| a == b || *a == 1),
             "broadcast_to: shape {s:?} cannot broadcast to {target:?}"
         );
-        if target == s {
+        if target.as_slice() == s {
             return self.clone();
         }
         let mut padded = vec![1; target.len() - s.len()];

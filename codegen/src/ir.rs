@@ -10,6 +10,7 @@
 //! kernel with several reductions over the same row (softmax, layer norm) is
 //! thus one kernel whose row stays on chip between the passes.
 
+use crate::dims::Ranges;
 use crate::expr::{Cond, Expr};
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
 use crate::DType;
@@ -130,7 +131,7 @@ pub struct Kernel {
     /// Which pattern the kernel follows (elementwise, reduce, matmul...).
     pub kind: KernelKind,
     /// Size of every loop variable: kept ones first.
-    pub ranges: Vec<i64>,
+    pub ranges: Ranges,
     /// How many leading variables are kept.
     pub n_kept: usize,
     /// The input buffers, in parameter order.

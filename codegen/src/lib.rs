@@ -6,6 +6,7 @@
 
 pub mod bounds;
 pub mod cpu;
+pub mod dims;
 pub mod dtype;
 pub mod env;
 pub mod expr;
@@ -23,6 +24,7 @@ pub mod rng;
 /// makes them miss instead of reusing stale code.
 pub const CODEGEN_HASH: &str = env!("SMELT_CODEGEN_HASH");
 
+pub use dims::{Axes, Dims, Ranges, Shape, Strides};
 pub use dtype::DType;
 pub use expr::{Cond, Expr};
 pub use ir::{

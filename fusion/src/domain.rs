@@ -2,13 +2,14 @@
 //! matmuls and their results are read and indexed in them.
 
 use crate::view::{contiguous_strides, ShapeTracker, View};
-use smelt_codegen::Expr;
+use smallvec::smallvec;
+use smelt_codegen::{Axes, Dims, Expr, Ranges, Shape, Strides};
 
 /// The loop domain of a kernel: its loop sizes and what iterates over it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Domain {
     /// Size of every loop variable: kept ones first.
-    pub ranges: Vec<i64>,
+    pub ranges: Ranges,
     /// How many leading variables are kept.
     pub n_kept: usize,
     /// What the domain iterates over.
@@ -20,20 +21,20 @@ pub struct Domain {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
     /// Every element of a tensor of this shape.
-    Elementwise(Vec<usize>),
+    Elementwise(Shape),
     /// A reduction of a tensor of this shape over these axes.
-    Reduce(Vec<usize>, Vec<usize>),
+    Reduce(Shape, Axes),
     /// A matmul of operands of these shapes.
-    Matmul(Vec<usize>, Vec<usize>),
+    Matmul(Shape, Shape),
 }
 
 impl Domain {
     /// Loop variables as expressions.
-    pub fn vars(&self) -> Vec<Expr> {
+    pub fn vars(&self) -> Dims<Expr> {
         (0..self.ranges.len()).map(Expr::var).collect()
     }
 
-    fn shape(&self) -> Vec<usize> {
+    fn shape(&self) -> Shape {
         self.ranges.iter().map(|r| *r as usize).collect()
     }
 
@@ -42,7 +43,7 @@ impl Domain {
         Domain {
             ranges: shape.iter().map(|n| *n as i64).collect(),
             n_kept: shape.len(),
-            source: Source::Elementwise(shape.to_vec()),
+            source: Source::Elementwise(shape.into()),
         }
     }
 
@@ -54,7 +55,7 @@ impl Domain {
         Domain {
             ranges,
             n_kept: kept.len(),
-            source: Source::Reduce(shape.to_vec(), red),
+            source: Source::Reduce(shape.into(), red),
         }
     }
 
@@ -69,7 +70,7 @@ impl Domain {
     /// `axes`) is indexed in this domain: kept variables only.
     pub fn reduce_result(&self, shape: &[usize], axes: &[usize]) -> ShapeTracker {
         let (kept, red) = split_axes(shape.len(), axes);
-        let out: Vec<usize> = (0..shape.len())
+        let out: Shape = (0..shape.len())
             .map(|a| if axes.contains(&a) { 1 } else { shape[a] })
             .collect();
         let cs = contiguous_strides(&out);
@@ -89,9 +90,9 @@ impl Domain {
     }
 
     /// The tracker of a single view over the domain with `strides`.
-    pub fn tracker(&self, strides: Vec<isize>) -> ShapeTracker {
+    pub fn tracker(&self, strides: Strides) -> ShapeTracker {
         ShapeTracker {
-            views: vec![View {
+            views: smallvec![View {
                 shape: self.shape(),
                 strides,
                 offset: 0,
@@ -102,21 +103,21 @@ impl Domain {
 }
 
 /// `(kept axes, reduced axes)` of a rank-`rank` tensor.
-pub fn split_axes(rank: usize, axes: &[usize]) -> (Vec<usize>, Vec<usize>) {
+pub fn split_axes(rank: usize, axes: &[usize]) -> (Axes, Axes) {
     let kept = (0..rank).filter(|a| !axes.contains(a)).collect();
-    let mut red = axes.to_vec();
+    let mut red: Axes = axes.into();
     red.sort_unstable();
     (kept, red)
 }
 
 /// Strides over the matmul domain `[batch.., m, n, k]` for both operands
 /// (contiguous `a: [batch.., m, k]`, `b: [batch.., k, n]`).
-pub(crate) fn matmul_operands(a: &[usize], b: &[usize]) -> (Vec<isize>, Vec<isize>) {
+pub(crate) fn matmul_operands(a: &[usize], b: &[usize]) -> (Strides, Strides) {
     let r = a.len();
     let (ca, cb) = (contiguous_strides(a), contiguous_strides(b));
-    let mut ta: Vec<isize> = ca[..r - 2].to_vec();
+    let mut ta: Strides = ca[..r - 2].into();
     ta.extend([ca[r - 2], 0, ca[r - 1]]);
-    let mut tb: Vec<isize> = cb[..r - 2].to_vec();
+    let mut tb: Strides = cb[..r - 2].into();
     tb.extend([0, cb[r - 1], cb[r - 2]]);
     (ta, tb)
 }
@@ -124,11 +125,11 @@ pub(crate) fn matmul_operands(a: &[usize], b: &[usize]) -> (Vec<isize>, Vec<isiz
 /// The domain of a matmul with operands of shapes `a` and `b`.
 pub fn matmul_domain(a: &[usize], b: &[usize]) -> Domain {
     let r = a.len();
-    let mut ranges: Vec<i64> = a[..r - 2].iter().map(|n| *n as i64).collect();
+    let mut ranges: Ranges = a[..r - 2].iter().map(|n| *n as i64).collect();
     ranges.extend([a[r - 2] as i64, b[r - 1] as i64, a[r - 1] as i64]);
     Domain {
         n_kept: r,
         ranges,
-        source: Source::Matmul(a.to_vec(), b.to_vec()),
+        source: Source::Matmul(a.into(), b.into()),
     }
 }

@@ -405,7 +405,7 @@ mod tests {
             Node::new(Op::View(r, Arc::new(st)), shape.clone(), DType::F32)
         };
         let m = Node::new(
-            Op::Reduce(ReduceOp::Max, x.clone(), vec![1]),
+            Op::Reduce(ReduceOp::Max, x.clone(), smelt_codegen::dims![1]),
             rows.clone(),
             DType::F32,
         );
@@ -416,7 +416,7 @@ mod tests {
         );
         let e = Node::new(Op::Unary(UnaryOp::Exp, d), shape.clone(), DType::F32);
         let s = Node::new(
-            Op::Reduce(ReduceOp::Sum, e.clone(), vec![1]),
+            Op::Reduce(ReduceOp::Sum, e.clone(), smelt_codegen::dims![1]),
             rows.clone(),
             DType::F32,
         );

@@ -32,7 +32,7 @@ use crate::plan::{lower_plans, plan_unfused, single_kernel, KernelPlan};
 use crate::schedule::Schedule;
 use crate::view::{contiguous_strides, ShapeTracker};
 use rustc_hash::{FxHashMap, FxHashSet};
-use smelt_codegen::UnaryOp;
+use smelt_codegen::{dims, Axes, Dims, Shape, Strides, UnaryOp};
 
 /// Groups `order` (sources first) into kernels that materialize `targets`
 /// and lowers them.
@@ -158,7 +158,7 @@ fn plan_for(t: &NodeRef, materialized: &FxHashSet<u64>) -> KernelPlan {
     if matches!(t.op(), Op::Reduce(..) | Op::Matmul(..)) {
         return single_kernel(t);
     }
-    let squeeze = |s: &[usize]| -> Vec<usize> { s.iter().copied().filter(|n| *n != 1).collect() };
+    let squeeze = |s: &[usize]| -> Shape { s.iter().copied().filter(|n| *n != 1).collect() };
     // Best first: a row kernel over t's own shape (multi-reduce), then
     // storing per row of a reduction or matmul, then sharing the kernel of
     // one already materialized.
@@ -275,8 +275,8 @@ fn permuted_store(
     let out = r.shape();
     let cs_out = contiguous_strides(out);
     let cs_t = contiguous_strides(t.shape());
-    let mut stride_of_out_axis = vec![0isize; out.len()];
-    let mut used = vec![false; out.len()];
+    let mut stride_of_out_axis: Strides = dims![0; out.len()];
+    let mut used: Dims<bool> = dims![false; out.len()];
     for (i, (&n, &s)) in t.shape().iter().zip(&v.strides).enumerate() {
         if n == 1 {
             continue;
@@ -289,12 +289,12 @@ fn permuted_store(
         return None;
     }
     // The domain's kept variables are r's non-reduced output axes in order.
-    let kept: Vec<usize> = match &domain.source {
+    let kept: Axes = match &domain.source {
         Source::Reduce(shape, axes) => (0..shape.len()).filter(|a| !axes.contains(a)).collect(),
         Source::Matmul(..) => (0..out.len()).collect(),
         Source::Elementwise(_) => return None,
     };
-    let mut strides: Vec<isize> = kept.iter().map(|j| stride_of_out_axis[*j]).collect();
+    let mut strides: Strides = kept.iter().map(|j| stride_of_out_axis[*j]).collect();
     strides.resize(domain.ranges.len(), 0);
     Some(domain.tracker(strides))
 }

@@ -54,7 +54,7 @@ impl Kb {
             k: Kernel {
                 name: name.into(),
                 kind,
-                ranges: ranges.to_vec(),
+                ranges: ranges.into(),
                 n_kept,
                 inputs: vec![],
                 outputs: vec![],
