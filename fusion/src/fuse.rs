@@ -26,7 +26,7 @@
 
 use crate::budget::{split, Cost};
 use crate::domain::{matmul_domain, Domain, Source};
-use crate::graph::{is_compute, NodeRef, Op};
+use crate::graph::{NodeRef, Op};
 use crate::lower::{Failure, Trackers};
 use crate::plan::{lower_plans, plan_unfused, single_kernel, KernelPlan};
 use crate::schedule::Schedule;
@@ -104,28 +104,32 @@ fn matmul_operand_producers(order: &[NodeRef]) -> Vec<u64> {
     let root = |x: &NodeRef| {
         let mut n = x.clone();
         loop {
-            n = match n.op() {
-                Op::View(src, _) | Op::Unary(UnaryOp::RoundTf32, src) => src,
-                _ => return n,
+            let below = match &*n.op_ref() {
+                Op::View(src, _) | Op::Unary(UnaryOp::RoundTf32, src) => Some(src.clone()),
+                _ => None,
             };
+            match below {
+                Some(b) => n = b,
+                None => return n,
+            }
         }
     };
     order
         .iter()
-        .filter_map(|n| match n.op() {
-            Op::Matmul(a, b) => Some([root(&a), root(&b)]),
+        .filter_map(|n| match &*n.op_ref() {
+            Op::Matmul(a, b) => Some([root(a), root(b)]),
             _ => None,
         })
         .flatten()
-        .filter(|r| is_compute(&r.op()))
+        .filter(|r| r.computes())
         .map(|r| r.id())
         .collect()
 }
 
 /// The domain a reduction or matmul is computed in.
 fn domain_of(r: &NodeRef) -> Option<Domain> {
-    match r.op() {
-        Op::Reduce(_, a, axes) => Some(Domain::reduce(a.shape(), &axes)),
+    match &*r.op_ref() {
+        Op::Reduce(_, a, axes) => Some(Domain::reduce(a.shape(), axes)),
         Op::Matmul(a, b) => Some(matmul_domain(a.shape(), b.shape())),
         _ => None,
     }
@@ -141,7 +145,7 @@ fn pick(f: &Failure, materialized: &FxHashSet<u64>) -> NodeRef {
         .iter()
         .skip(1)
         .find(|x| {
-            is_compute(&x.op())
+            x.computes()
                 && x.numel() == f.node.numel()
                 && row_candidates(x, materialized, false)
                     .iter()
@@ -155,7 +159,7 @@ fn pick(f: &Failure, materialized: &FxHashSet<u64>) -> NodeRef {
 /// matmul it reads when `t` lines up with it (fusing them), else
 /// elementwise.
 fn plan_for(t: &NodeRef, materialized: &FxHashSet<u64>) -> KernelPlan {
-    if matches!(t.op(), Op::Reduce(..) | Op::Matmul(..)) {
+    if t.is_row_op() {
         return single_kernel(t);
     }
     let squeeze = |s: &[usize]| -> Shape { s.iter().copied().filter(|n| *n != 1).collect() };
@@ -163,7 +167,7 @@ fn plan_for(t: &NodeRef, materialized: &FxHashSet<u64>) -> KernelPlan {
     // storing per row of a reduction or matmul, then sharing the kernel of
     // one already materialized.
     let mut candidates = row_candidates(t, materialized, true);
-    let rank = |r: &NodeRef| match r.op() {
+    let rank = |r: &NodeRef| match &*r.op_ref() {
         _ if materialized.contains(&r.id()) => 2,
         Op::Reduce(_, a, _) if a.shape() == t.shape() => 0,
         _ => 1,
@@ -173,14 +177,14 @@ fn plan_for(t: &NodeRef, materialized: &FxHashSet<u64>) -> KernelPlan {
         let Some(domain) = domain_of(&r) else {
             continue;
         };
-        let store = match (&domain.source, r.op()) {
-            (Source::Reduce(shape, axes), _) if t.shape() == shape.as_slice() => {
+        let store = match &domain.source {
+            Source::Reduce(shape, axes) if t.shape() == shape.as_slice() => {
                 Some(domain.reduce_source(shape, axes))
             }
-            (Source::Reduce(shape, axes), _) if squeeze(t.shape()) == squeeze(r.shape()) => {
+            Source::Reduce(shape, axes) if squeeze(t.shape()) == squeeze(r.shape()) => {
                 Some(domain.reduce_result(shape, axes))
             }
-            (Source::Matmul(..), _) if squeeze(t.shape()) == squeeze(r.shape()) => {
+            Source::Matmul(..) if squeeze(t.shape()) == squeeze(r.shape()) => {
                 Some(domain.matmul_result(r.shape()))
             }
             _ => permuted_store(t, &r, &domain, materialized),
@@ -210,7 +214,7 @@ fn row_candidates(
         if !seen.insert(n.id()) || n.realized().is_some() {
             continue;
         }
-        let row = matches!(n.op(), Op::Reduce(..) | Op::Matmul(..));
+        let row = n.is_row_op();
         if n.id() != t.id() {
             if materialized.contains(&n.id()) {
                 if row && include_materialized {
@@ -223,7 +227,7 @@ fn row_candidates(
                 continue;
             }
         }
-        queue.extend(n.op().srcs().into_iter().cloned());
+        queue.extend(n.srcs());
     }
     out
 }
@@ -243,8 +247,8 @@ fn path_tracker(t: &NodeRef, r: &NodeRef, materialized: &FxHashSet<u64>) -> Opti
         {
             continue;
         }
-        match n.op() {
-            Op::View(src, v) => stack.push((src, v.compose(&st))),
+        match &*n.op_ref() {
+            Op::View(src, v) => stack.push((src.clone(), v.compose(&st))),
             Op::Reduce(..) | Op::Matmul(..) if n.id() != t.id() => {}
             op => stack.extend(op.srcs().into_iter().map(|s| (s.clone(), st.clone()))),
         }
@@ -380,7 +384,7 @@ fn adopt(p: &mut KernelPlan, domain: &Domain) -> bool {
 }
 
 fn is_compute_plan(p: &KernelPlan) -> bool {
-    p.outputs.iter().all(|(n, _)| is_compute(&n.op()))
+    p.outputs.iter().all(|(n, _)| n.computes())
 }
 
 /// Ids of the materialized nodes `p` loads (its direct dependencies; the
@@ -398,7 +402,7 @@ fn loads(p: &KernelPlan, materialized: &FxHashSet<u64>) -> FxHashSet<u64> {
             deps.insert(n.id());
             continue;
         }
-        stack.extend(n.op().srcs().into_iter().cloned());
+        stack.extend(n.srcs());
     }
     deps
 }

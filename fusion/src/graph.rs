@@ -173,6 +173,24 @@ impl Node {
         OpRef(self.lock())
     }
 
+    /// True if the node computes values (see [`is_compute`]), read without
+    /// cloning its op.
+    pub fn computes(&self) -> bool {
+        is_compute(&self.lock().op)
+    }
+
+    /// True if the node is a reduction or a matmul (a kernel computes it
+    /// over its own loop domain).
+    pub fn is_row_op(&self) -> bool {
+        matches!(self.lock().op, Op::Reduce(..) | Op::Matmul(..))
+    }
+
+    /// The sources, each an owned reference (not the whole op: a walk
+    /// that only follows sources clones nothing else).
+    pub fn srcs(&self) -> SmallVec<[NodeRef; 3]> {
+        self.lock().op.srcs().into_iter().cloned().collect()
+    }
+
     /// The op and the realized data, read together (one lock).
     pub fn op_and_data(&self) -> (Op, Option<BufferHandle>) {
         let st = self.lock();
@@ -286,10 +304,7 @@ pub fn base(node: &NodeRef) -> NodeRef {
 /// so `visit` must not read the op or data of the node it is given.
 /// Callers hold the [`GraphLock`], so no node changes between its two
 /// visits on the stack (sources pushed, then visited).
-pub fn post_order(
-    roots: &[NodeRef],
-    mut visit: impl FnMut(&NodeRef, &Op, Option<&BufferHandle>),
-) {
+pub fn post_order(roots: &[NodeRef], mut visit: impl FnMut(&NodeRef, &Op, Option<&BufferHandle>)) {
     let mut done = FxHashSet::default();
     // A node, and whether its sources were pushed already.
     let mut stack: Vec<(NodeRef, bool)> = roots.iter().rev().map(|n| (n.clone(), false)).collect();

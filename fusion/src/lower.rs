@@ -8,6 +8,7 @@ use crate::graph::{BufferHandle, NodeRef, Op};
 use crate::schedule::ScalarSpec;
 use crate::view::ShapeTracker;
 use rustc_hash::{FxHashMap, FxHashSet};
+use smallvec::{smallvec, SmallVec};
 use smelt_codegen::{
     Arg, BinaryOp, Cond, DType, Expr, Inst, Kernel, KernelKind, Node, ReduceOp, Store, Val,
 };
@@ -129,13 +130,13 @@ impl Hash for InstKey {
     }
 }
 
-/// A node whose sources are evaluated before it.
+/// A node whose sources are evaluated before it (its op is read again
+/// when it is finished: borrowed twice is cheaper than cloned once).
 struct Pending {
     node: NodeRef,
     tid: usize,
-    op: Op,
     /// Each source with the tracker it is read through.
-    srcs: Vec<(NodeRef, usize)>,
+    srcs: SmallVec<[(NodeRef, usize); 3]>,
 }
 
 /// What visiting a node found.
@@ -341,9 +342,6 @@ impl<'a> Lowerer<'a> {
                 }
                 Task::Finish(p) => {
                     let v = self.finish_op(&p);
-                    if is_compute(&p.op) {
-                        self.op_names.push(p.op.name());
-                    }
                     self.stack.pop();
                     self.memo.insert((p.node.id(), p.tid), v);
                 }
@@ -361,10 +359,13 @@ impl<'a> Lowerer<'a> {
     /// the sources to evaluate first.
     fn visit(&mut self, node: &NodeRef, tid: usize) -> Visited {
         let dt = node.dtype();
-        let (op, data) = node.op_and_data();
+        // Borrowed under the node's lock: nothing below reads this node's
+        // op or data again (only its id, shape and dtype, which need no
+        // lock, and its sources).
+        let op = node.op_ref();
         let leaf = match self.leaf(node) {
             Some(b) => Some(Input::Scheduled(b)),
-            None => data.map(|h| Input::Realized(node.id(), h)),
+            None => op.data().map(|h| Input::Realized(node.id(), h.clone())),
         };
         if let Some(buffer) = leaf {
             let input = self.input(
@@ -387,14 +388,14 @@ impl<'a> Lowerer<'a> {
                 dt,
             ));
         }
-        let srcs = match &op {
+        let srcs = match &*op {
             Op::Buffer => unreachable!("realized nodes are leaves"),
             Op::Const(c) => {
                 let v = self.scalar(node, *c);
                 let (_, valid) = self.tracker_expr(tid);
                 return Visited::Done(self.masked(valid, v, dt));
             }
-            Op::View(src, st) => vec![(src.clone(), self.trackers.compose(st, tid))],
+            Op::View(src, st) => smallvec![(src.clone(), self.trackers.compose(st, tid))],
             Op::Reduce(_, a, axes) => {
                 let own = Domain::reduce(a.shape(), axes);
                 if own != *self.domain
@@ -407,7 +408,7 @@ impl<'a> Lowerer<'a> {
                 }
                 self.inlined.push(node.id());
                 let src_t = self.domain.reduce_source(a.shape(), axes);
-                vec![(a.clone(), self.trackers.intern(&src_t))]
+                smallvec![(a.clone(), self.trackers.intern(&src_t))]
             }
             Op::Matmul(a, b) => {
                 let own = matmul_domain(a.shape(), b.shape());
@@ -423,7 +424,7 @@ impl<'a> Lowerer<'a> {
                 self.matmul = true;
                 let (ta, tb) = matmul_operands(a.shape(), b.shape());
                 let (ta, tb) = (self.domain.tracker(ta), self.domain.tracker(tb));
-                vec![
+                smallvec![
                     (a.clone(), self.trackers.intern(&ta)),
                     (b.clone(), self.trackers.intern(&tb)),
                 ]
@@ -433,7 +434,6 @@ impl<'a> Lowerer<'a> {
         Visited::Needs(Pending {
             node: node.clone(),
             tid,
-            op,
             srcs,
         })
     }
@@ -448,12 +448,16 @@ impl<'a> Lowerer<'a> {
     /// The value of a pending node once its sources have values.
     fn finish_op(&mut self, p: &Pending) -> Val {
         let dt = p.node.dtype();
-        let vals: Vec<Val> = p
+        let vals: SmallVec<[Val; 3]> = p
             .srcs
             .iter()
             .map(|(s, t)| self.memo[&(s.id(), *t)])
             .collect();
-        match &p.op {
+        let op = p.node.op_ref();
+        if is_compute(&op) {
+            self.op_names.push(op.name());
+        }
+        match &*op {
             Op::View(src, st) => {
                 let (v, composed) = (vals[0], p.srcs[0].1);
                 if st.has_mask() && self.leaf(src).is_none() && src.realized().is_none() {

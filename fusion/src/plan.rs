@@ -3,7 +3,7 @@
 //! driver that lowers a list of plans into a schedule.
 
 use crate::domain::{matmul_domain, Domain};
-use crate::graph::{is_compute, NodeRef, Op};
+use crate::graph::{NodeRef, Op};
 use crate::lower::{Failure, Input, Lowerer, Trackers};
 use crate::schedule::{BufferSpec, ScalarSpec, Schedule, ScheduleItem};
 use crate::view::ShapeTracker;
@@ -22,10 +22,10 @@ pub struct KernelPlan {
 
 /// The kernel that computes `node` alone.
 pub fn single_kernel(node: &NodeRef) -> KernelPlan {
-    match node.op() {
+    match &*node.op_ref() {
         Op::Reduce(_, a, axes) => {
-            let domain = Domain::reduce(a.shape(), &axes);
-            let out = domain.reduce_result(a.shape(), &axes);
+            let domain = Domain::reduce(a.shape(), axes);
+            let out = domain.reduce_result(a.shape(), axes);
             KernelPlan {
                 domain,
                 outputs: vec![(node.clone(), out)],
@@ -50,7 +50,7 @@ pub fn single_kernel(node: &NodeRef) -> KernelPlan {
 pub fn plan_unfused(order: &[NodeRef]) -> Vec<KernelPlan> {
     order
         .iter()
-        .filter(|n| is_compute(&n.op()))
+        .filter(|n| n.computes())
         .map(single_kernel)
         .collect()
 }
