@@ -26,8 +26,10 @@ pub struct View {
     pub offset: isize,
     /// Per axis, the valid coordinate range `lo..hi`; outside it reads 0.
     /// A view with no valid element has every range empty; for rank 0
-    /// that is `Some(dims![])`.
-    pub mask: Option<Mask>,
+    /// that is `Some(dims![])`. Boxed: few views are padded, and inline
+    /// ranges would more than double the size of every view and tracker
+    /// the planner moves.
+    pub mask: Option<Box<Mask>>,
 }
 
 /// Row-major strides of a contiguous array of `shape`.
@@ -111,7 +113,7 @@ impl View {
             mask: self
                 .mask
                 .as_ref()
-                .map(|m| axes.iter().map(|a| m[*a]).collect()),
+                .map(|m| Box::new(axes.iter().map(|a| m[*a]).collect())),
         }
     }
 
@@ -183,7 +185,7 @@ impl View {
         let mut mask = v
             .mask
             .take()
-            .unwrap_or_else(|| v.shape.iter().map(|n| (0, *n)).collect());
+            .unwrap_or_else(|| Box::new(v.shape.iter().map(|n| (0, *n)).collect()));
         for (d, &(before, after)) in pads.iter().enumerate() {
             v.offset -= before as isize * v.strides[d];
             v.shape[d] += before + after;
@@ -205,7 +207,7 @@ impl View {
             {
                 self.mask = None;
             } else if m.iter().any(|(lo, hi)| lo >= hi) {
-                self.mask = Some(dims![(0, 0); self.shape.len()]);
+                self.mask = Some(Box::new(dims![(0, 0); self.shape.len()]));
             }
         }
         self
@@ -485,7 +487,7 @@ fn merge_dims(lower: &View, upper: &View) -> Option<View> {
     let never = lower.mask.as_ref().is_some_and(|lm| lm.is_empty())
         || lower.mask.as_ref().is_some_and(|lm| {
             used.iter()
-                .zip(lm)
+                .zip(lm.iter())
                 .any(|(u, (lo, hi))| !(*u || (*lo == 0 && *hi > 0)))
         });
     if never {
@@ -498,7 +500,7 @@ fn merge_dims(lower: &View, upper: &View) -> Option<View> {
             shape: upper.shape.clone(),
             strides,
             offset: lower.offset,
-            mask,
+            mask: mask.map(Box::new),
         }
         .normalize_mask(),
     )
@@ -543,7 +545,7 @@ fn merge_affine(lower: &View, upper: &View) -> Option<View> {
             shape: upper.shape.clone(),
             strides,
             offset: konst as isize,
-            mask,
+            mask: mask.map(Box::new),
         }
         .normalize_mask(),
     )
