@@ -190,13 +190,12 @@ fn operands((bs, m, n, k): (usize, usize, usize, usize), dt: DType) -> Result<Op
     let cuda = Device::Cuda(0);
     let bt = Tensor::randn([bs, n, k], dt, 2, &cuda);
     let b = bt.transpose(1, 2).contiguous();
-    b.realize()?;
-    Ok(Operands {
-        a: Tensor::randn([bs, m, k], dt, 1, &cuda),
-        b,
-        bt,
-        bias: Tensor::randn([n], dt, 3, &cuda),
-    })
+    let a = Tensor::randn([bs, m, k], dt, 1, &cuda);
+    let bias = Tensor::randn([n], dt, 3, &cuda);
+    // Random tensors are generated where they are used: realize them so
+    // the timed kernels read data, as a model's operands are.
+    smelt::realize_all(&[&a, &b, &bt, &bias], smelt::Fusion::On)?;
+    Ok(Operands { a, b, bt, bias })
 }
 
 /// smelt's columns: both layouts, TF32 for f32, and the fused epilogue.

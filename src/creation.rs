@@ -1,11 +1,17 @@
-//! Creating tensors: from host data, constants, ranges and random numbers.
+//! Creating tensors: from host data, constants and ranges (random
+//! tensors: `random.rs`).
 
 use crate::runtime::host::{self, Source};
 use crate::shape::{dims, IntoShape};
-use crate::{rng, DType, Device, Element, Tensor};
+use crate::{DType, Device, Element, Tensor};
 use smelt_codegen::host_alloc::zeroed_bytes;
 use smelt_codegen::Shape;
 use smelt_fusion::{Node, Op, ShapeTracker};
+
+/// The dtype of integer results that PyTorch makes `int64` (`randint`,
+/// `count_nonzero`): `I32` until smelt has a 64-bit integer type, then
+/// switched here.
+pub(crate) const LONG: DType = DType::I32;
 
 impl Tensor {
     /// A tensor holding `data` with `shape` on `device`.
@@ -185,36 +191,10 @@ impl Tensor {
         )
     }
 
-    /// Uniform random values in `[0, 1)`; the same `seed` gives the same
-    /// values on every device.
-    #[track_caller]
-    pub fn rand(shape: impl IntoShape, dtype: DType, seed: u64, device: &Device) -> Tensor {
-        Tensor::random("rand", shape, dtype, device, move |i| rng::uniform(seed, i))
-    }
-
-    /// Standard normal random values; the same `seed` gives the same values
-    /// on every device.
-    ///
-    /// ```
-    /// use smelt::{Device, DType, Tensor};
-    /// let a = Tensor::randn([3], DType::F32, 42, &Device::Cpu);
-    /// let b = Tensor::randn([3], DType::F32, 42, &Device::Cpu);
-    /// assert_eq!(a.to_vec::<f32>().unwrap(), b.to_vec::<f32>().unwrap());
-    /// ```
-    #[track_caller]
-    pub fn randn(shape: impl IntoShape, dtype: DType, seed: u64, device: &Device) -> Tensor {
-        Tensor::random("randn", shape, dtype, device, move |i| rng::normal(seed, i))
-    }
-
-    /// A buffer whose element `i` (row-major) is `value(i)`.
-    #[track_caller]
-    fn random(
-        op: &str,
-        shape: impl IntoShape,
-        dtype: DType,
-        device: &Device,
-        value: impl Fn(u64) -> f64 + Send + Sync + 'static,
-    ) -> Tensor {
-        Tensor::generated(move |i| value(i as u64), dims(op, shape), dtype, device)
+    /// `I32`: every element's row-major linear index, computed where it
+    /// is used (a kernel reads it from its loop coordinates, no memory).
+    /// What masks (`tril`) and random counters are built from.
+    pub(crate) fn iota(shape: Shape, device: &Device) -> Tensor {
+        Tensor::from_node(Node::new(Op::Iota, shape, DType::I32), *device)
     }
 }

@@ -117,8 +117,37 @@ unary_methods! {
     sigmoid => Sigmoid;
     /// `max(x, 0)` (NaN stays NaN).
     relu => Relu;
-    /// GELU, tanh approximation.
+    /// GELU, exact (PyTorch's default): `x * (1 + erf(x / sqrt 2)) / 2`.
+    /// Fuses into a matmul's epilogue. On the GPU about 2 ulp for `x >= 0`;
+    /// below, where `1 + erf` cancels, within 1e-7 absolutely. As in
+    /// PyTorch, `gelu(-inf)` is NaN.
     gelu => Gelu;
+    /// GELU, tanh approximation (PyTorch's `approximate="tanh"`): within
+    /// 5e-4 of [`Tensor::gelu`].
+    gelu_tanh => GeluTanh;
+    /// The error function, `2 / sqrt(pi) * integral of e^(-t^2)` from 0 to
+    /// `x` (about 2 ulp on the GPU).
+    erf => Erf;
+    /// `ln(1 + x)`, accurate for tiny `x` where `log(1 + x)` is not.
+    log1p => Log1p;
+    /// `e^x - 1`, accurate for tiny `x` where `exp(x) - 1` is not.
+    expm1 => Expm1;
+    /// Largest integer `<= x`; integers are returned unchanged.
+    floor => Floor;
+    /// Smallest integer `>= x`; integers are returned unchanged.
+    ceil => Ceil;
+    /// Nearest integer, halves to even (`round(2.5) = 2`, as in PyTorch);
+    /// integers are returned unchanged.
+    #[doc(alias = "rint")]
+    #[doc(alias = "around")]
+    round => Round;
+    /// Integer part, rounding toward zero; integers are returned unchanged.
+    #[doc(alias = "fix")]
+    trunc => Trunc;
+    /// -1, 0 or 1 by the sign (both zeros give `+0`). NaN gives NaN, as in
+    /// NumPy (PyTorch returns 0, pytorch/pytorch#41245). Integers stay
+    /// integers; bools become `I32`.
+    sign => Sign;
     /// `x * sigmoid(x)`.
     silu => Silu;
     /// `x * x`.
@@ -165,6 +194,26 @@ binary_methods! {
     logical_and => And;
     /// Logical or.
     logical_or => Or;
+    /// `atan(self / other)` in the quadrant of the point `(other, self)`:
+    /// `(-pi, pi]`, with C's signed zeros and infinities. Integers compute
+    /// in `F32`.
+    #[doc(alias = "arctan2")]
+    atan2 => Atan2;
+    /// The remainder of `self / other` with the sign of `self` (C's
+    /// `fmod`; exact for floats). Integer division by zero gives 0 (as in
+    /// NumPy; PyTorch raises).
+    fmod => Fmod;
+    /// The remainder of `self / other` with the sign of `other` (Python's
+    /// `%`). Integer division by zero gives 0 (as in NumPy; PyTorch
+    /// raises).
+    #[doc(alias = "mod")]
+    remainder => Remainder;
+    /// `floor(self / other)` (Python's `//`, PyTorch's `floor_divide`):
+    /// integers are exact and wrap (`i32::MIN // -1` is `i32::MIN`);
+    /// integer division by zero gives 0 (as in NumPy; PyTorch raises).
+    /// Floats follow PyTorch's algorithm through the exact `fmod`, so
+    /// `1.0 // 0.1` is 9.
+    floor_divide => FloorDiv;
 }
 
 impl Tensor {

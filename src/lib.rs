@@ -28,6 +28,7 @@
 #![warn(missing_docs)]
 
 mod assign;
+mod bitwise;
 mod composite;
 mod creation;
 pub mod cuda;
@@ -37,8 +38,11 @@ mod einsum;
 mod element;
 mod elementwise;
 mod error;
+mod index;
+mod indexing;
 mod join;
 mod linalg;
+mod math;
 mod matrices;
 mod movement;
 #[cfg(feature = "ndarray")]
@@ -47,13 +51,16 @@ mod norms;
 pub mod npy;
 mod operators;
 pub mod profile;
+mod random;
 mod reduce;
-mod rng;
 mod runtime;
 pub mod safetensors;
+mod scan;
 mod shape;
+mod sort;
 pub mod stats;
 mod tensor;
+mod triangular;
 pub mod viz;
 
 pub use device::Device;
@@ -74,7 +81,9 @@ pub use shape::{IntoAxes, IntoShape};
 /// assert_eq!(Tensor::zeros(&s, DType::F32, &Device::Cpu).shape(), &[2, 3]);
 /// ```
 pub use smelt_codegen::Shape;
-pub use smelt_codegen::{BinaryOp, DType, Kernel, KernelKind, ReduceOp, UnaryOp};
+pub use smelt_codegen::{
+    BinaryOp, DType, Kernel, KernelKind, ReduceOp, ScanOp, SortOp, SortPart, UnaryOp,
+};
 pub use smelt_fusion::{Fusion, Schedule};
 /// One schedule for several tensors: kernels they share run once, and
 /// kernels over the same domain merge.

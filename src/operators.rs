@@ -1,9 +1,10 @@
-//! `+ - * /` and unary `-` on tensors, references and scalars.
+//! `+ - * /`, unary `-`, and the bitwise `& | ^ << >> !` on tensors,
+//! references and scalars.
 
 use crate::elementwise::Operand;
 use crate::Tensor;
 use smelt_codegen::BinaryOp;
-use std::ops::{Add, Div, Mul, Neg, Sub};
+use std::ops::{Add, BitAnd, BitOr, BitXor, Div, Mul, Neg, Not, Shl, Shr, Sub};
 
 macro_rules! tensor_ops {
     ($($tr:ident $method:ident $op:ident),*) => {$(
@@ -46,5 +47,51 @@ impl Neg for &Tensor {
     type Output = Tensor;
     fn neg(self) -> Tensor {
         Tensor::neg(self)
+    }
+}
+
+/// Bitwise operators: the `bitwise_*` methods (which check the dtypes).
+macro_rules! bitwise_ops {
+    ($($tr:ident $method:ident $tensor_method:ident),*) => {$(
+        impl<R: Operand> $tr<R> for Tensor {
+            type Output = Tensor;
+            #[track_caller] fn $method(self, rhs: R) -> Tensor { self.$tensor_method(rhs) }
+        }
+        impl<R: Operand> $tr<R> for &Tensor {
+            type Output = Tensor;
+            #[track_caller] fn $method(self, rhs: R) -> Tensor { self.$tensor_method(rhs) }
+        }
+        impl $tr<Tensor> for i32 {
+            type Output = Tensor;
+            #[track_caller] fn $method(self, rhs: Tensor) -> Tensor { self.into_operand(&rhs).$tensor_method(&rhs) }
+        }
+        impl $tr<&Tensor> for i32 {
+            type Output = Tensor;
+            #[track_caller] fn $method(self, rhs: &Tensor) -> Tensor { self.into_operand(rhs).$tensor_method(rhs) }
+        }
+    )*};
+}
+
+bitwise_ops!(
+    BitAnd bitand bitwise_and,
+    BitOr bitor bitwise_or,
+    BitXor bitxor bitwise_xor,
+    Shl shl bitwise_left_shift,
+    Shr shr bitwise_right_shift
+);
+
+impl Not for Tensor {
+    type Output = Tensor;
+    #[track_caller]
+    fn not(self) -> Tensor {
+        self.bitwise_not()
+    }
+}
+
+impl Not for &Tensor {
+    type Output = Tensor;
+    #[track_caller]
+    fn not(self) -> Tensor {
+        self.bitwise_not()
     }
 }

@@ -1,5 +1,6 @@
 //! Reductions over one, several or all axes, with NumPy's `keepdims`.
 
+use crate::creation::LONG;
 use crate::shape::{axes, axis, IntoAxes};
 use crate::{DType, Tensor};
 use smelt_codegen::{dims, Axes, ReduceOp, Shape};
@@ -83,6 +84,91 @@ fn split_reduce(x: &Tensor, op: ReduceOp, axes_: &[usize]) -> Tensor {
         x.dtype(),
     );
     total.reshape([rows])
+}
+
+impl Tensor {
+    /// Whether any element over `axes` (`..` for all) is nonzero, as
+    /// `Bool` (PyTorch `any`); NaN counts as nonzero, an empty axis gives
+    /// `false`.
+    ///
+    /// ```
+    /// use smelt::{Device, Tensor};
+    /// let x = Tensor::from_vec(vec![0.0f32, 0.0, f32::NAN, 0.0], [2, 2], &Device::Cpu);
+    /// assert_eq!(x.any(1).to_vec::<bool>().unwrap(), vec![false, true]);
+    /// ```
+    ///
+    /// # Panics
+    /// On an out-of-range or repeated axis.
+    #[track_caller]
+    pub fn any(&self, ax: impl IntoAxes) -> Tensor {
+        self.nonzero_reduce("any", ReduceOp::Max, ax, false)
+    }
+
+    /// [`Tensor::any`] keeping reduced axes with size 1.
+    #[track_caller]
+    pub fn any_keepdim(&self, ax: impl IntoAxes) -> Tensor {
+        self.nonzero_reduce("any", ReduceOp::Max, ax, true)
+    }
+
+    /// Whether every element over `axes` is nonzero, as `Bool` (PyTorch
+    /// `all`); NaN counts as nonzero, an empty axis gives `true`.
+    ///
+    /// ```
+    /// use smelt::{Device, Tensor};
+    /// let x = Tensor::from_vec(vec![1i32, 2, 0, 3], [2, 2], &Device::Cpu);
+    /// assert_eq!(x.all(1).to_vec::<bool>().unwrap(), vec![true, false]);
+    /// ```
+    ///
+    /// # Panics
+    /// On an out-of-range or repeated axis.
+    #[track_caller]
+    pub fn all(&self, ax: impl IntoAxes) -> Tensor {
+        self.nonzero_reduce("all", ReduceOp::Min, ax, false)
+    }
+
+    /// [`Tensor::all`] keeping reduced axes with size 1.
+    #[track_caller]
+    pub fn all_keepdim(&self, ax: impl IntoAxes) -> Tensor {
+        self.nonzero_reduce("all", ReduceOp::Min, ax, true)
+    }
+
+    /// How many elements over `axes` are nonzero (PyTorch
+    /// `count_nonzero`; NaN counts), as an `I32` (PyTorch's `int64`, until
+    /// smelt has one).
+    ///
+    /// ```
+    /// use smelt::{Device, Tensor};
+    /// let x = Tensor::from_vec(vec![0.0f32, 1.5, -2.0, 0.0, 0.0, 0.0], [2, 3], &Device::Cpu);
+    /// assert_eq!(x.count_nonzero(1).to_vec::<i32>().unwrap(), vec![2, 0]);
+    /// assert_eq!(x.count_nonzero(..).to_vec::<i32>().unwrap(), vec![2]);
+    /// ```
+    ///
+    /// # Panics
+    /// On an out-of-range or repeated axis.
+    #[track_caller]
+    pub fn count_nonzero(&self, ax: impl IntoAxes) -> Tensor {
+        self.nonzero_reduce("count_nonzero", ReduceOp::Sum, ax, false)
+    }
+
+    /// [`Tensor::count_nonzero`] keeping reduced axes with size 1.
+    #[track_caller]
+    pub fn count_nonzero_keepdim(&self, ax: impl IntoAxes) -> Tensor {
+        self.nonzero_reduce("count_nonzero", ReduceOp::Sum, ax, true)
+    }
+
+    /// `op` over `axes` of `self != 0`: `Max` is any, `Min` all (bools,
+    /// whose identities are `false` and `true`), `Sum` the count.
+    #[track_caller]
+    fn nonzero_reduce(&self, name: &str, op: ReduceOp, ax: impl IntoAxes, keepdim: bool) -> Tensor {
+        let a = axes(name, ax, self.shape());
+        let nonzero = self.ne(Tensor::zeros([0usize; 0], self.dtype(), &self.device()));
+        let x = if op == ReduceOp::Sum {
+            nonzero.cast(LONG)
+        } else {
+            nonzero
+        };
+        x.reduce_axes(op, &a, keepdim)
+    }
 }
 
 impl Tensor {

@@ -41,6 +41,12 @@ fn unary_cases() -> Vec<UnaryCase> {
         (
             "gelu",
             Tensor::gelu,
+            |x| 0.5 * x * (1.0 + libm::erf(x / std::f64::consts::SQRT_2)),
+            (-4.0, 4.0),
+        ),
+        (
+            "gelu_tanh",
+            Tensor::gelu_tanh,
             |x| 0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)).tanh()),
             (-4.0, 4.0),
         ),

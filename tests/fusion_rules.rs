@@ -1126,7 +1126,7 @@ fn matmul_ref(a: &Host, b: &Host) -> Host {
 }
 
 fn gelu(x: f64) -> f64 {
-    0.5 * x * (1.0 + (0.797_884_560_802_865_4 * (x + 0.044715 * x * x * x)).tanh())
+    0.5 * x * (1.0 + libm::erf(x / std::f64::consts::SQRT_2))
 }
 
 const MM: (usize, usize, usize) = (12, 10, 20);

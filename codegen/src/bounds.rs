@@ -3,7 +3,7 @@
 //! so a view bug becomes an `Err` instead of an out-of-bounds GPU read.
 
 use crate::expr::{Atom, Expr};
-use crate::ir::{Inst, Kernel};
+use crate::ir::{Inst, Kernel, KernelKind};
 
 impl Kernel {
     /// Checks every unmasked load and every store against its buffer's
@@ -31,14 +31,48 @@ impl Kernel {
             } if valid.is_always() => Some(("input", *input, index, self.inputs[*input].len)),
             _ => None,
         });
-        let stores = self
-            .stores
-            .iter()
-            .map(|s| ("output", s.output, &s.index, self.outputs[s.output].len));
-        for (what, buf, index, len) in loads.chain(stores) {
-            let Some((lo, hi)) = exact_bounds(index, &self.ranges) else {
-                continue;
-            };
+        // Stores write the first `stored_len` positions of a row only (a
+        // sort's `k`).
+        let mut store_ranges = self.ranges.clone();
+        if self.kind == KernelKind::Sort {
+            if let Some(last) = store_ranges.last_mut() {
+                *last = self.stored_len() as i64;
+            }
+        }
+        let stores = self.stores.iter().map(|s| {
+            let len = self.outputs[s.output].len;
+            ("output", s.output, &s.index, len, &store_ranges)
+        });
+        let ranges = &self.ranges;
+        let gathers = self.insts.iter().filter_map(|n| match &n.inst {
+            // The data-dependent part is checked at run time; the rest of
+            // the index is checked here over the whole axis `0..len`.
+            Inst::Gather {
+                input,
+                index,
+                valid,
+                stride,
+                len: axis @ 1..,
+                ..
+            } if valid.is_always() => {
+                let (lo, hi) = exact_bounds(index, ranges)?;
+                let end = (axis - 1) * stride;
+                let len = self.inputs[*input].len;
+                Some(("input", *input, lo + end.min(0), hi + end.max(0), len))
+            }
+            _ => None,
+        });
+        let affine = loads
+            .map(|(what, buf, index, len)| (what, buf, index, len, ranges))
+            .chain(stores)
+            .filter_map(|(what, buf, index, len, ranges)| {
+                if ranges.contains(&0) {
+                    return None; // nothing stored
+                }
+                let (lo, hi) = exact_bounds(index, ranges)?;
+                Some((what, buf, lo, hi, len))
+            });
+        for (what, buf, lo, hi, len) in affine.chain(gathers) {
             if lo < 0 || hi >= len as i64 {
                 return Err(format!(
                     "kernel {}: {what} {buf} is indexed in {lo}..={hi} but has {len} elements",
@@ -125,6 +159,49 @@ mod tests {
             e.contains("input 0 is indexed in 1..=4 but has 4 elements"),
             "{e}"
         );
+    }
+
+    /// A gather of `n` points along an axis of `len` elements with `stride`
+    /// from element `offset` of a buffer of 8 elements.
+    fn gather(offset: i64, stride: i64, len: i64) -> Kernel {
+        let mut k = copy(2, 0, 8, Cond::always());
+        k.inputs.push(Arg {
+            dtype: DType::I32,
+            len: 2,
+        });
+        k.insts = vec![
+            Node {
+                inst: Inst::Load {
+                    input: 1,
+                    index: Expr::var(0),
+                    valid: Cond::always(),
+                },
+                dtype: DType::I32,
+            },
+            Node {
+                inst: Inst::Gather {
+                    input: 0,
+                    index: Expr::var(0).add_const(offset),
+                    valid: Cond::always(),
+                    at: 0,
+                    stride,
+                    len,
+                },
+                dtype: DType::F32,
+            },
+        ];
+        k.stores[0].value = 1;
+        k
+    }
+
+    #[test]
+    fn gathers_are_judged_over_their_whole_axis() {
+        assert_eq!(gather(0, 2, 4).check_bounds(), Ok(()));
+        assert_eq!(gather(6, -2, 4).check_bounds(), Ok(()));
+        let e = gather(1, 2, 4).check_bounds().unwrap_err();
+        assert!(e.contains("input 0 is indexed in 1..=8"), "{e}");
+        let e = gather(5, -2, 4).check_bounds().unwrap_err();
+        assert!(e.contains("input 0 is indexed in -1..=6"), "{e}");
     }
 
     #[test]

@@ -36,6 +36,12 @@ impl DType {
         }
     }
 
+    /// True for the types an index tensor may have (gather, index_select,
+    /// embedding, scatter_add): the one place that says which they are.
+    pub fn is_index(self) -> bool {
+        matches!(self, DType::I32)
+    }
+
     /// True for the floating-point types.
     pub fn is_float(self) -> bool {
         matches!(self, DType::F16 | DType::BF16 | DType::F32)

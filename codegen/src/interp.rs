@@ -5,10 +5,21 @@
 //! tight loop over a slice instead of once per element. Values are held as
 //! `f64` and rounded to each instruction's dtype, so the results match a
 //! backend computing in that dtype.
+//!
+//! Scans ([`Inst::Scan`]) run left to right along each row, chunk after
+//! chunk, carrying their state between chunks. Float scans keep that state
+//! in `f64` and round each result once to its dtype (the GPU combines in
+//! `f32` in another order, so the two agree within rounding); integer sums
+//! and products wrap, so every backend gives the same bits.
+//!
+//! Sorts ([`Inst::Sort`]) take a whole row as one chunk, order it stably by
+//! [`crate::sort::sort_order`] and store its first [`Kernel::stored_len`]
+//! positions.
 
 use crate::expr::Expr;
 use crate::ir::{Inst, Kernel, Val};
-use crate::{DType, ReduceOp};
+use crate::sort::{sort_order, SortPart};
+use crate::{DType, KernelKind, ReduceOp, ScanOp, SortOp};
 
 /// Points per tile: enough to amortise the per-instruction dispatch.
 const TILE: usize = 4096;
@@ -49,7 +60,8 @@ pub fn run(
     let row_len = kernel.row_len();
     let (tile_rows, chunk) = if row_len == 0 {
         (TILE, 0)
-    } else if row_len <= TILE {
+    } else if row_len <= TILE || kernel.kind == KernelKind::Sort {
+        // A sort needs its whole row at once.
         ((TILE / row_len).max(1), row_len)
     } else {
         (1, TILE)
@@ -159,6 +171,9 @@ struct State {
     /// values were computed for: a later pass over the same chunk (every
     /// pass, when a row fits one chunk) reuses them instead of recomputing.
     elem_at: Vec<Option<(usize, usize, usize)>>,
+    /// Per scan instruction, each row's running value and position after
+    /// the chunks evaluated so far.
+    scan: Vec<Vec<(f64, f64)>>,
 }
 
 impl State {
@@ -172,6 +187,7 @@ impl State {
             tmp: Vec::new(),
             tile: 0,
             elem_at: vec![None; n],
+            scan: vec![Vec::new(); n],
         }
     }
 
@@ -245,12 +261,17 @@ impl State {
                 &vars,
                 outputs,
                 &mut self.idx,
+                |_| true,
             )?;
         }
         if !plan.element_stores.is_empty() {
+            let stored = k.stored_len();
             let mut c0 = 0;
             while c0 < row_len {
                 let nc = chunk.min(row_len - c0);
+                // Points past a row's stored prefix (a sort's `k`) are not
+                // written.
+                let keep = |p: usize| c0 + p % nc < stored;
                 self.eval_elements(k, plan, &plan.store_needs, args, nr, c0, nc)?;
                 for &s in &plan.element_stores {
                     let st = &k.stores[s];
@@ -266,6 +287,7 @@ impl State {
                         &vars,
                         outputs,
                         &mut self.idx,
+                        keep,
                     )?;
                 }
                 c0 += nc;
@@ -334,20 +356,77 @@ impl State {
                 continue;
             }
             self.elem_at[i] = at;
-            let out = compute(
-                k,
-                i,
-                &self.elem,
-                &vars,
-                args,
-                n,
-                &mut self.idx,
-                &mut self.tmp,
-            )?;
+            let out = if let Inst::Scan(op, a) = k.insts[i].inst {
+                let (src_dt, out_dt) = (k.insts[a].dtype, k.insts[i].dtype);
+                if c0 == 0 {
+                    self.scan[i] = vec![(op.identity(src_dt), 0.0); nr];
+                }
+                scan_chunk(op, src_dt, out_dt, &self.elem[a], &mut self.scan[i], c0)
+            } else if let Inst::Sort(op, a) = k.insts[i].inst {
+                sort_rows(op, k.insts[a].dtype, &self.elem[a], nc)
+            } else {
+                compute(
+                    k,
+                    i,
+                    &self.elem,
+                    &vars,
+                    args,
+                    n,
+                    &mut self.idx,
+                    &mut self.tmp,
+                )?
+            };
             self.elem[i] = out;
         }
         Ok(())
     }
+}
+
+/// Scan `op` of an `src_dt` operand at positions `c0..c0 + nc` of each
+/// row, whose values are `src` (`states.len()` rows of `nc`), continuing
+/// each row's `(value, position)` state from the previous chunk (which
+/// precedes it: the store pass visits chunks in order). Results are rounded
+/// to `out_dt`.
+fn scan_chunk(
+    op: ScanOp,
+    src_dt: DType,
+    out_dt: DType,
+    src: &[f64],
+    states: &mut [(f64, f64)],
+    c0: usize,
+) -> Vec<f64> {
+    let nc = src.len() / states.len().max(1);
+    let mut out = Vec::with_capacity(src.len());
+    for (row, state) in src.chunks(nc.max(1)).zip(states.iter_mut()) {
+        let (mut acc, mut pos) = *state;
+        for (j, x) in row.iter().enumerate() {
+            if op.is_index() {
+                if op.later_wins(acc, *x) {
+                    (acc, pos) = (*x, (c0 + j) as f64);
+                }
+                out.push(pos);
+            } else {
+                acc = op.combine(src_dt, acc, *x);
+                out.push(out_dt.round(acc));
+            }
+        }
+        *state = (acc, pos);
+    }
+    out
+}
+
+/// Sort `op` of the rows of `src` (each `nc` long, the whole row; `dt`
+/// is the operand's `F32` or `I32`): the sorted values or their positions.
+fn sort_rows(op: SortOp, dt: DType, src: &[f64], nc: usize) -> Vec<f64> {
+    let mut out = Vec::with_capacity(src.len());
+    for row in src.chunks(nc.max(1)) {
+        let order = sort_order(op, dt == DType::I32, row);
+        out.extend(order.iter().map(|j| match op.part {
+            SortPart::Values => row[*j as usize],
+            SortPart::Indices => *j as f64,
+        }));
+    }
+    out
 }
 
 /// `op` over `vals` in dtype `dt`, pairwise (the halves folded separately,
@@ -416,6 +495,41 @@ fn compute(
             }
             out
         }
+        Inst::Gather {
+            input,
+            index,
+            valid,
+            at,
+            stride,
+            len,
+        } => {
+            let arg = k.inputs[*input];
+            idx.resize(n, 0);
+            index.eval_many(vars, idx);
+            let mask = eval_cond(valid, vars, n, tmp);
+            let buf = args.inputs[*input];
+            let mut out = Vec::with_capacity(n);
+            for (p, a) in vals[*at].iter().enumerate() {
+                if mask.as_ref().is_some_and(|m| !m[p]) {
+                    out.push(0.0);
+                    continue;
+                }
+                // Index values are exact integers (i32 now; i64 up to 2^53).
+                let a = *a as i64;
+                if a < 0 || a >= *len {
+                    return Err(InterpError(format!(
+                        "kernel {}: index {a} is out of range for an axis of size {len}",
+                        k.name
+                    )));
+                }
+                let j = idx[p] + a * stride;
+                if j < 0 || j as usize >= arg.len {
+                    return Err(oob(k, *input, j, arg.len));
+                }
+                out.push(arg.dtype.read(buf, j as usize));
+            }
+            out
+        }
         Inst::Const(c) => vec![dt.round(*c); n],
         Inst::Scalar(slot) => vec![dt.round(args.scalars[*slot]); n],
         Inst::Valid(c) => match eval_cond(c, vars, n, tmp) {
@@ -444,7 +558,29 @@ fn compute(
             .zip(&vals[*b])
             .map(|((c, a), b)| if *c != 0.0 { *a } else { *b })
             .collect(),
+        Inst::Index(e) => {
+            idx.resize(n, 0);
+            e.eval_many(vars, idx);
+            // The `I32` register's value (a PTX `cvt` keeps the low bits).
+            idx.iter().map(|v| *v as i32 as f64).collect()
+        }
+        Inst::Random(draw, ops) => {
+            // Operands are `I32` values; the generator reads their bits.
+            let bits = |o: Val, p: usize| vals[o][p] as i32 as u32;
+            let bound = |p: usize| ops.get(3).map_or(0, |b| bits(*b, p));
+            (0..n)
+                .map(|p| {
+                    draw.eval(
+                        [bits(ops[0], p), bits(ops[1], p)],
+                        bits(ops[2], p),
+                        bound(p),
+                    )
+                })
+                .collect()
+        }
         Inst::Reduce(..) => unreachable!("reductions are evaluated by run_rows"),
+        Inst::Scan(..) => unreachable!("scans are evaluated by eval_elements"),
+        Inst::Sort(..) => unreachable!("sorts are evaluated by eval_elements"),
     };
     Ok(out)
 }
@@ -472,6 +608,9 @@ fn eval_cond(
     Some(m)
 }
 
+/// Writes `vals` at the points where `keep` (of the point's position in
+/// `vals`) holds.
+#[allow(clippy::too_many_arguments)]
 fn write_out(
     k: &Kernel,
     output: usize,
@@ -480,12 +619,16 @@ fn write_out(
     vars: &[&[i64]],
     outputs: &mut [&mut [u8]],
     idx: &mut Vec<i64>,
+    keep: impl Fn(usize) -> bool,
 ) -> Result<(), InterpError> {
     let arg = k.outputs[output];
     idx.resize(vals.len(), 0);
     index.eval_many(vars, idx);
     let buf = &mut *outputs[output];
-    for (j, v) in idx.iter().zip(vals) {
+    for (p, (j, v)) in idx.iter().zip(vals).enumerate() {
+        if !keep(p) {
+            continue;
+        }
         if *j < 0 || *j as usize >= arg.len {
             return Err(InterpError(format!(
                 "kernel {}: store index {j} outside out{output} of {} elements",

@@ -9,10 +9,27 @@
 //! reduced variables, then run the element-level stores in a final pass; a
 //! kernel with several reductions over the same row (softmax, layer norm) is
 //! thus one kernel whose row stays on chip between the passes.
+//!
+//! A *scan* kernel ([`KernelKind::Scan`]) has exactly one reduced variable,
+//! the scanned axis, and no `Reduce`: each [`Inst::Scan`] is element-level
+//! and holds, at every point, the inclusive scan of its operand along the
+//! row up to that point.
+//!
+//! A *sort* kernel ([`KernelKind::Sort`]) also has exactly one reduced
+//! variable, the sorted axis, and no `Reduce`: each [`Inst::Sort`] holds at
+//! position `j` the `j`-th element (or its position) of the row sorted by
+//! its operand. Its stores write positions `0..k` of each row only
+//! ([`Kernel::stored_len`]), so `topk` stores `k` of `n`. A sort of rows
+//! longer than [`crate::sort::SORT_CHUNK`] has one more output that no
+//! store writes: the scratch buffer of [`crate::sort::scratch_len`]
+//! elements that the GPU merges through.
 
 use crate::dims::Ranges;
 use crate::expr::{Cond, Expr};
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
+use crate::philox::Draw;
+use crate::scan::ScanOp;
+use crate::sort::SortOp;
 use crate::DType;
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -33,6 +50,12 @@ pub enum KernelKind {
     /// A matrix product: `sum_k a[.., i, k] * b[.., k, j]` with fused
     /// operand views and epilogue.
     Matmul,
+    /// Inclusive scans along the one reduced variable (`cumsum`,
+    /// `cummax`, ...), with their producers fused into the loads.
+    Scan,
+    /// Sorts along the one reduced variable (`sort`, `argsort`, `topk`),
+    /// with their producers fused into the loads.
+    Sort,
 }
 
 impl KernelKind {
@@ -43,6 +66,8 @@ impl KernelKind {
             KernelKind::Reduce => "reduce",
             KernelKind::MultiReduce => "multireduce",
             KernelKind::Matmul => "matmul",
+            KernelKind::Scan => "scan",
+            KernelKind::Sort => "sort",
         }
     }
 }
@@ -80,16 +105,77 @@ pub enum Inst {
     Where(Val, Val, Val),
     /// Reduction of the operand over every reduced variable.
     Reduce(ReduceOp, Val),
+    /// Inclusive scan of the operand (`F32` or `I32`) along the one reduced
+    /// variable, up to the current point; for index ops the position (of
+    /// the instruction's integer dtype) instead of the value.
+    Scan(ScanOp, Val),
+    /// An indirect load (gather): element `index + at * stride` of input
+    /// `input`, where `at` is an integer value computed by the kernel (an
+    /// index tensor's element) that must lie in `0..len`; 0 where `valid`
+    /// fails. An `at` outside `0..len` is a run-time error: the CPU returns
+    /// it, the GPU reads element `index` instead and raises the kernel's
+    /// error flag (see [`Kernel::has_indirect`]).
+    Gather {
+        /// The input buffer's position in [`Kernel::inputs`].
+        input: usize,
+        /// The index of the gathered axis' element 0, over the loop
+        /// variables.
+        index: Expr,
+        /// Where the load happens; elsewhere the value is 0 and `at` is not
+        /// checked.
+        valid: Cond,
+        /// The position along the gathered axis (an integer value).
+        at: Val,
+        /// Elements between neighbours along the gathered axis.
+        stride: i64,
+        /// Size of the gathered axis: `at` must lie in `0..len`.
+        len: i64,
+    },
+    /// `I32`: the value of an index expression at the point (a coordinate
+    /// or a linear index: what `tril`'s mask and a random tensor's counter
+    /// are computed from, so neither is ever held in memory).
+    Index(Expr),
+    /// A Philox4x32-10 draw (see [`crate::philox`]); the operands are the
+    /// key's two words, the counter and, for [`Draw::Below`], the bound.
+    Random(Draw, Vec<Val>),
+    /// At position `j` of the one reduced variable, the `j`-th element of
+    /// the row sorted stably by the operand (`F32` or `I32`), or its
+    /// position before sorting (of the instruction's integer dtype).
+    Sort(SortOp, Val),
 }
 
 impl Inst {
     /// Operands of the instruction.
     pub fn operands(&self) -> Vec<Val> {
         match self {
-            Inst::Load { .. } | Inst::Const(_) | Inst::Scalar(_) | Inst::Valid(_) => vec![],
-            Inst::Cast(a) | Inst::Unary(_, a) | Inst::Reduce(_, a) => vec![*a],
+            Inst::Load { .. }
+            | Inst::Const(_)
+            | Inst::Scalar(_)
+            | Inst::Valid(_)
+            | Inst::Index(_) => vec![],
+            Inst::Cast(a)
+            | Inst::Unary(_, a)
+            | Inst::Reduce(_, a)
+            | Inst::Scan(_, a)
+            | Inst::Sort(_, a)
+            | Inst::Gather { at: a, .. } => vec![*a],
             Inst::Binary(_, a, b) => vec![*a, *b],
             Inst::Where(c, a, b) => vec![*c, *a, *b],
+            Inst::Random(_, ops) => ops.clone(),
+        }
+    }
+
+    /// The index expression and the condition the instruction reads
+    /// besides its operands (loop variables enter an instruction only
+    /// through these).
+    pub fn exprs(&self) -> (Option<&Expr>, Option<&Cond>) {
+        match self {
+            Inst::Load { index, valid, .. } | Inst::Gather { index, valid, .. } => {
+                (Some(index), Some(valid))
+            }
+            Inst::Valid(c) => (None, Some(c)),
+            Inst::Index(e) => (Some(e), None),
+            _ => (None, None),
         }
     }
 }
@@ -173,7 +259,19 @@ impl Kernel {
     /// accounting of kernel parameters (the PTX emitter declares exactly
     /// these; a new kind of parameter must be added here).
     pub fn param_bytes(&self) -> usize {
-        (self.inputs.len() + self.outputs.len() + self.scalars.len()) * PARAM_BYTES
+        let flag = usize::from(self.has_indirect());
+        (self.inputs.len() + self.outputs.len() + self.scalars.len() + flag) * PARAM_BYTES
+    }
+
+    /// Whether the kernel has indirect loads ([`Inst::Gather`]), whose
+    /// indices are data and cannot be checked before launch. Such a kernel
+    /// takes one more parameter after its scalars: the address of a
+    /// device-side `u32` error flag that it sets to 1 where an index is out
+    /// of range (the runtime reads it once per realize).
+    pub fn has_indirect(&self) -> bool {
+        self.insts
+            .iter()
+            .any(|n| matches!(n.inst, Inst::Gather { .. }))
     }
 
     /// Checks that every [`Inst::Scalar`] reads a declared scalar parameter
@@ -220,6 +318,16 @@ impl Kernel {
         }
     }
 
+    /// How many leading positions of each row the stores write: the `k`
+    /// of a sort kernel's sort instructions, else the whole row.
+    pub fn stored_len(&self) -> usize {
+        let k = self.insts.iter().find_map(|n| match n.inst {
+            Inst::Sort(op, _) => Some(op.k),
+            _ => None,
+        });
+        k.unwrap_or_else(|| self.row_len())
+    }
+
     /// Number of rows (product of kept ranges).
     pub fn rows(&self) -> usize {
         self.ranges[..self.n_kept].iter().product::<i64>() as usize
@@ -244,8 +352,18 @@ impl Kernel {
                 Inst::Load { index, valid, .. } => {
                     is_reduced(index) || valid.checks().iter().any(|(e, _, _)| is_reduced(e))
                 }
+                Inst::Gather {
+                    index, valid, at, ..
+                } => {
+                    level[*at]
+                        || is_reduced(index)
+                        || valid.checks().iter().any(|(e, _, _)| is_reduced(e))
+                }
                 Inst::Reduce(..) => false,
+                // Differs along the row even for a row-invariant operand.
+                Inst::Scan(..) | Inst::Sort(..) => self.n_kept < self.ranges.len(),
                 Inst::Valid(c) => c.checks().iter().any(|(e, _, _)| is_reduced(e)),
+                Inst::Index(e) => is_reduced(e),
                 inst => inst.operands().iter().any(|o| level[*o]),
             };
         }
@@ -277,6 +395,17 @@ impl Kernel {
                     0
                 } else {
                     vs.iter().map(|v| self.valid_values(*v, valid)).product()
+                };
+                touched[*input] = touched[*input].max(span);
+            }
+            // A gather touches at most one element per domain point.
+            if let Inst::Gather { input, valid, .. } = &n.inst {
+                let span: usize = if valid.is_never() {
+                    0
+                } else {
+                    (0..self.ranges.len())
+                        .map(|v| self.valid_values(v, valid))
+                        .product()
                 };
                 touched[*input] = touched[*input].max(span);
             }
@@ -336,6 +465,18 @@ impl Kernel {
                 Inst::Reduce(op, a) => (6u8, op, a).hash(&mut h),
                 Inst::Valid(c) => (7u8, c).hash(&mut h),
                 Inst::Scalar(slot) => (8u8, slot).hash(&mut h),
+                Inst::Scan(op, a) => (9u8, op, a).hash(&mut h),
+                Inst::Gather {
+                    input,
+                    index,
+                    valid,
+                    at,
+                    stride,
+                    len,
+                } => (10u8, input, index, valid, at, stride, len).hash(&mut h),
+                Inst::Index(e) => (11u8, e).hash(&mut h),
+                Inst::Random(d, ops) => (12u8, d, ops).hash(&mut h),
+                Inst::Sort(op, a) => (13u8, op, a).hash(&mut h),
             }
         }
         self.stores.hash(&mut h);
@@ -383,6 +524,29 @@ impl fmt::Display for Kernel {
                 Inst::Binary(op, a, b) => write!(f, "{} %{a}, %{b}", op.name())?,
                 Inst::Where(c, a, b) => write!(f, "where %{c}, %{a}, %{b}")?,
                 Inst::Reduce(op, a) => write!(f, "reduce_{} %{a}", op.name())?,
+                Inst::Scan(op, a) => write!(f, "{} %{a}", op.name())?,
+                Inst::Gather {
+                    input,
+                    index,
+                    valid,
+                    at,
+                    stride,
+                    len,
+                } => {
+                    write!(
+                        f,
+                        "gather in{input}[{index} + %{at} * {stride}], %{at} < {len}"
+                    )?;
+                    if !valid.is_always() {
+                        write!(f, " if {valid}")?;
+                    }
+                }
+                Inst::Index(e) => write!(f, "index {e}")?,
+                Inst::Random(d, ops) => {
+                    let ops: Vec<String> = ops.iter().map(|o| format!("%{o}")).collect();
+                    write!(f, "{}{} {}", d.name(), d.word(), ops.join(", "))?
+                }
+                Inst::Sort(op, a) => write!(f, "{} k={} %{a}", op.name(), op.k)?,
             }
             writeln!(f)?;
         }

@@ -12,12 +12,16 @@ pub mod env;
 pub mod expr;
 pub mod fnv;
 pub mod host_alloc;
+pub mod int_ops;
 pub mod interp;
 pub mod ir;
 pub mod matmul_cpu;
 pub mod ops;
+pub mod philox;
 pub mod ptx;
 pub mod rng;
+pub mod scan;
+pub mod sort;
 
 /// Hash of this crate's sources (FNV-1a 64, from `build.rs`): keys caches
 /// of generated code, so any change to the IR, simplifier or emitter
@@ -31,3 +35,5 @@ pub use ir::{
     Arg, Inst, Kernel, KernelKind, Node, Store, Val, INST_BUDGET, PARAM_BYTES, PARAM_BYTES_LIMIT,
 };
 pub use ops::{BinaryOp, ReduceOp, UnaryOp};
+pub use scan::ScanOp;
+pub use sort::{SortOp, SortPart};

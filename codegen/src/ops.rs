@@ -2,7 +2,7 @@
 //! with their reference semantics (evaluated in `f64`; callers round to the
 //! result dtype).
 
-use crate::DType;
+use crate::{int_ops, DType};
 
 /// One-input elementwise operations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -35,14 +35,34 @@ pub enum UnaryOp {
     Sigmoid,
     /// `max(x, 0)`.
     Relu,
-    /// GELU, tanh approximation (PyTorch's `approximate="tanh"`).
+    /// GELU, exact: `x * (1 + erf(x / sqrt(2))) / 2` (PyTorch's default).
     Gelu,
+    /// GELU, tanh approximation (PyTorch's `approximate="tanh"`).
+    GeluTanh,
     /// `x * sigmoid(x)` (SiLU, swish).
     Silu,
     /// `x * x`.
     Square,
     /// Logical not of a bool.
     Not,
+    /// The error function.
+    Erf,
+    /// `ln(1 + x)`, accurate near 0.
+    Log1p,
+    /// `e^x - 1`, accurate near 0.
+    Expm1,
+    /// Largest integer `<= x` (integers unchanged).
+    Floor,
+    /// Smallest integer `>= x` (integers unchanged).
+    Ceil,
+    /// Nearest integer, halves to even (integers unchanged).
+    Round,
+    /// Integer part, rounding toward zero (integers unchanged).
+    Trunc,
+    /// -1, 0 or 1 by the sign of `x` (`+0` for both zeros); NaN stays NaN.
+    Sign,
+    /// Bitwise not of an integer (`-x - 1` in two's complement).
+    BitNot,
     /// Rounds an `f32` to TF32 precision (10 mantissa bits, to nearest,
     /// ties away from zero: PTX `cvt.rna.tf32.f32`), what a TF32 tensor
     /// core multiplies. `Precision::Tf32` matmuls round their operands so.
@@ -82,6 +102,29 @@ pub enum BinaryOp {
     And,
     /// Logical or (operands as bools).
     Or,
+    /// `atan(a / b)` in the quadrant of the point `(b, a)`, in radians
+    /// (operands promoted to a float type first).
+    Atan2,
+    /// `a - trunc(a / b) * b`: the remainder with the sign of the dividend
+    /// (C's `fmod`, exact for floats). See [`crate::int_ops`] for integers.
+    Fmod,
+    /// `a - floor(a / b) * b`: the remainder with the sign of the divisor
+    /// (Python's `%`).
+    Remainder,
+    /// `floor(a / b)`, computed as PyTorch's `floor_divide` does (floats:
+    /// from the exact `fmod`, so `1 // 0.1` is 9).
+    FloorDiv,
+    /// Bitwise and of integers.
+    BitAnd,
+    /// Bitwise or of integers.
+    BitOr,
+    /// Bitwise exclusive or of integers.
+    BitXor,
+    /// `a << b`; 0 when `b` is negative or at least the bit width.
+    Shl,
+    /// `a >> b`, arithmetic; the sign fill when `b` is negative or at least
+    /// the bit width.
+    Shr,
 }
 
 /// Reductions over one or several axes.
@@ -133,9 +176,58 @@ pub fn pow_i32(a: i32, b: i32) -> i32 {
 
 const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
 
+/// `-1`, `0` or `1` by the sign of `x`; NaN gives NaN (NumPy's `sign`;
+/// PyTorch returns 0, pytorch/pytorch#41245).
+fn sign(x: f64) -> f64 {
+    if x > 0.0 {
+        1.0
+    } else if x < 0.0 {
+        -1.0
+    } else if x == 0.0 {
+        0.0
+    } else {
+        x
+    }
+}
+
+/// PyTorch's float `floor_divide` (`div_floor_floating`): the quotient of
+/// `a - fmod(a, b)` by `b`, moved down one where the remainder's sign
+/// differs from `b`'s, then rounded to the nearest integer to undo the
+/// division's rounding. Division by zero is IEEE's `a / b`.
+fn floor_div(a: f64, b: f64) -> f64 {
+    if b == 0.0 {
+        return a / b;
+    }
+    let m = a % b;
+    let mut div = (a - m) / b;
+    if m != 0.0 && (b < 0.0) != (m < 0.0) {
+        div -= 1.0;
+    }
+    if div == 0.0 {
+        return 0f64.copysign(a / b);
+    }
+    let f = div.floor();
+    if div - f > 0.5 {
+        f + 1.0
+    } else {
+        f
+    }
+}
+
+/// Python's `%` on floats (PyTorch's `remainder`): `fmod`, plus `b` where
+/// a nonzero remainder's sign differs from `b`'s.
+fn remainder(a: f64, b: f64) -> f64 {
+    let m = a % b;
+    if m != 0.0 && (b < 0.0) != (m < 0.0) {
+        m + b
+    } else {
+        m
+    }
+}
+
 impl UnaryOp {
     /// Every unary op, for tests and fuzzers.
-    pub const ALL: [UnaryOp; 19] = [
+    pub const ALL: [UnaryOp; 29] = [
         UnaryOp::Neg,
         UnaryOp::Abs,
         UnaryOp::Exp,
@@ -151,10 +243,20 @@ impl UnaryOp {
         UnaryOp::Sigmoid,
         UnaryOp::Relu,
         UnaryOp::Gelu,
+        UnaryOp::GeluTanh,
         UnaryOp::Silu,
         UnaryOp::Square,
         UnaryOp::Not,
         UnaryOp::RoundTf32,
+        UnaryOp::Erf,
+        UnaryOp::Log1p,
+        UnaryOp::Expm1,
+        UnaryOp::Floor,
+        UnaryOp::Ceil,
+        UnaryOp::Round,
+        UnaryOp::Trunc,
+        UnaryOp::Sign,
+        UnaryOp::BitNot,
     ];
 
     /// Reference value of the op.
@@ -181,11 +283,23 @@ impl UnaryOp {
                     0.0
                 }
             }
-            UnaryOp::Gelu => 0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)).tanh()),
+            UnaryOp::Gelu => 0.5 * x * (1.0 + libm::erf(x * std::f64::consts::FRAC_1_SQRT_2)),
+            UnaryOp::GeluTanh => {
+                0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)).tanh())
+            }
             UnaryOp::Silu => x / (1.0 + (-x).exp()),
             UnaryOp::Square => x * x,
             UnaryOp::Not => (x == 0.0) as u8 as f64,
             UnaryOp::RoundTf32 => round_tf32(x as f32) as f64,
+            UnaryOp::Erf => libm::erf(x),
+            UnaryOp::Log1p => x.ln_1p(),
+            UnaryOp::Expm1 => x.exp_m1(),
+            UnaryOp::Floor => x.floor(),
+            UnaryOp::Ceil => x.ceil(),
+            UnaryOp::Round => x.round_ties_even(),
+            UnaryOp::Trunc => x.trunc(),
+            UnaryOp::Sign => sign(x),
+            UnaryOp::BitNot => -x - 1.0,
         }
     }
 
@@ -202,10 +316,28 @@ impl UnaryOp {
         }
     }
 
+    /// True for the ops that map integers to integers (the rest compute
+    /// in a float type, or give `Bool`).
+    pub fn keeps_integers(self) -> bool {
+        matches!(
+            self,
+            UnaryOp::Neg
+                | UnaryOp::Abs
+                | UnaryOp::Relu
+                | UnaryOp::Square
+                | UnaryOp::Floor
+                | UnaryOp::Ceil
+                | UnaryOp::Round
+                | UnaryOp::Trunc
+                | UnaryOp::Sign
+                | UnaryOp::BitNot
+        )
+    }
+
     /// Result dtype for an input of dtype `x`.
     pub fn out_dtype(self, x: DType) -> DType {
         match self {
-            UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu | UnaryOp::Square => {
+            _ if self.keeps_integers() => {
                 if x == DType::Bool {
                     DType::I32
                 } else {
@@ -235,10 +367,20 @@ impl UnaryOp {
             UnaryOp::Sigmoid => "sigmoid",
             UnaryOp::Relu => "relu",
             UnaryOp::Gelu => "gelu",
+            UnaryOp::GeluTanh => "gelu_tanh",
             UnaryOp::Silu => "silu",
             UnaryOp::Square => "square",
             UnaryOp::Not => "not",
             UnaryOp::RoundTf32 => "round_tf32",
+            UnaryOp::Erf => "erf",
+            UnaryOp::Log1p => "log1p",
+            UnaryOp::Expm1 => "expm1",
+            UnaryOp::Floor => "floor",
+            UnaryOp::Ceil => "ceil",
+            UnaryOp::Round => "round",
+            UnaryOp::Trunc => "trunc",
+            UnaryOp::Sign => "sign",
+            UnaryOp::BitNot => "bitwise_not",
         }
     }
 }
@@ -276,6 +418,17 @@ impl BinaryOp {
             BinaryOp::Ne => (a != b) as u8 as f64,
             BinaryOp::And => (a != 0.0 && b != 0.0) as u8 as f64,
             BinaryOp::Or => (a != 0.0 || b != 0.0) as u8 as f64,
+            BinaryOp::Atan2 => a.atan2(b),
+            BinaryOp::Fmod => a % b,
+            BinaryOp::Remainder => remainder(a, b),
+            BinaryOp::FloorDiv => floor_div(a, b),
+            // Bitwise and, or and xor of two's complement integers do not
+            // depend on the width.
+            BinaryOp::BitAnd => (a as i64 & b as i64) as f64,
+            BinaryOp::BitOr => (a as i64 | b as i64) as f64,
+            BinaryOp::BitXor => (a as i64 ^ b as i64) as f64,
+            // Shifts exist on integers only, where `eval_int` runs them.
+            BinaryOp::Shl | BinaryOp::Shr => self.eval_i32(a, b),
         }
     }
 
@@ -290,8 +443,31 @@ impl BinaryOp {
             BinaryOp::Sub => x.wrapping_sub(y) as f64,
             BinaryOp::Mul => x.wrapping_mul(y) as f64,
             BinaryOp::Pow => pow_i32(x, y) as f64,
-            _ => self.eval(a, b),
+            _ => self.eval_int(a as i64, b as i64, 32) as f64,
         }
+    }
+
+    /// The integer division family, shifts and bitwise ops on `bits`-wide
+    /// signed operands ([`crate::int_ops`]: division by zero gives 0, as in
+    /// NumPy; results wrap); any other op by [`BinaryOp::eval`].
+    #[inline]
+    pub fn eval_int(self, a: i64, b: i64, bits: u32) -> i64 {
+        match self {
+            BinaryOp::Fmod => int_ops::fmod(a, b, bits),
+            BinaryOp::Remainder => int_ops::remainder(a, b, bits),
+            BinaryOp::FloorDiv => int_ops::floor_div(a, b, bits),
+            BinaryOp::Shl => int_ops::shl(a, b, bits),
+            BinaryOp::Shr => int_ops::shr(a, b, bits),
+            _ => self.eval(a as f64, b as f64) as i64,
+        }
+    }
+
+    /// True for the ops defined on integers and bools only.
+    pub fn is_bitwise(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor | BinaryOp::Shl | BinaryOp::Shr
+        )
     }
 
     /// True for ops whose result is `Bool`.
@@ -313,11 +489,22 @@ impl BinaryOp {
     pub fn operand_dtype(self, a: DType, b: DType) -> DType {
         let p = a.promote(b);
         match self {
-            BinaryOp::Div => p.to_float(),
+            BinaryOp::Div | BinaryOp::Atan2 => p.to_float(),
             BinaryOp::And | BinaryOp::Or => DType::Bool,
             // As in PyTorch, bool + bool and bool * bool stay bool (logical
-            // or / and: the sum or product rounded by `!= 0`).
-            BinaryOp::Sub | BinaryOp::Pow if p == DType::Bool => DType::I32,
+            // or / and: the sum or product rounded by `!= 0`), and so do
+            // bitwise and, or and xor of bools.
+            BinaryOp::Sub
+            | BinaryOp::Pow
+            | BinaryOp::Fmod
+            | BinaryOp::Remainder
+            | BinaryOp::FloorDiv
+            | BinaryOp::Shl
+            | BinaryOp::Shr
+                if p == DType::Bool =>
+            {
+                DType::I32
+            }
             _ => p,
         }
     }
@@ -349,6 +536,15 @@ impl BinaryOp {
             BinaryOp::Ne => "ne",
             BinaryOp::And => "and",
             BinaryOp::Or => "or",
+            BinaryOp::Atan2 => "atan2",
+            BinaryOp::Fmod => "fmod",
+            BinaryOp::Remainder => "remainder",
+            BinaryOp::FloorDiv => "floor_divide",
+            BinaryOp::BitAnd => "bitwise_and",
+            BinaryOp::BitOr => "bitwise_or",
+            BinaryOp::BitXor => "bitwise_xor",
+            BinaryOp::Shl => "bitwise_left_shift",
+            BinaryOp::Shr => "bitwise_right_shift",
         }
     }
 }

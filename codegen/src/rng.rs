@@ -1,14 +1,13 @@
-//! SplitMix64, the workspace's one pseudo-random generator (Steele, Lea
-//! and Flood, "Fast splittable pseudorandom number generators", 2014, with
-//! the output mix of Vigna's reference version). It lives here because
-//! smelt-codegen is the lowest crate that needs random numbers (its tests'
-//! kernel inputs); smelt's seeded `rand`/`randn` (`src/rng.rs`) and every
-//! test and fuzzer draw from it.
+//! SplitMix64, the host generator of test data (Steele, Lea and Flood,
+//! "Fast splittable pseudorandom number generators", 2014, with the output
+//! mix of Vigna's reference version). It lives here because smelt-codegen
+//! is the lowest crate that needs random numbers (its tests' kernel
+//! inputs); every test and fuzzer draws from it. Tensors' random numbers
+//! are Philox, generated in kernels ([`crate::philox`]).
 //!
 //! Not cryptographic. Its state is one `u64` advanced by a fixed odd step,
 //! so a stream never repeats within 2^64 draws, and [`mix64`] alone is a
-//! good stateless hash of a counter, which is how `rand` stays
-//! counter-based (element `i` does not depend on the elements before it).
+//! good stateless hash of a counter.
 
 /// The step added to the state at every draw: 2^64 divided by the golden
 /// ratio, rounded to odd.

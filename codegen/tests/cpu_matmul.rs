@@ -141,11 +141,8 @@ fn half_operands_and_epilogues_take_the_fast_path() {
             (1, m as usize, n as usize, k as usize),
             MatLayout::Nn,
         );
-        // smelt's gelu is the tanh approximation (PyTorch's `approximate="tanh"`).
-        let gelu = |x: f64| {
-            let c = (2.0 / std::f64::consts::PI).sqrt();
-            0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
-        };
+        // smelt's gelu is the exact one (PyTorch's default).
+        let gelu = |x: f64| 0.5 * x * (1.0 + libm::erf(x / std::f64::consts::SQRT_2));
         for (idx, c) in out.chunks_exact(2).enumerate() {
             let bits = u16::from_le_bytes([c[0], c[1]]);
             let g = match elem {

@@ -5,7 +5,7 @@
 mod ptx_cases;
 
 use smelt_codegen::ptx::{emit, launch, ptxas, Target};
-use smelt_codegen::{DType, PARAM_BYTES};
+use smelt_codegen::{DType, ScanOp, PARAM_BYTES};
 
 const H100: Target = Target {
     sm: 90,
@@ -63,5 +63,49 @@ fn resource_report() {
                 );
             }
         }
+    }
+}
+
+/// Scan kernels pick the mapping their shape needs (a CTA per long row,
+/// a warp per short one, a thread per row when the scanned axis is
+/// strided), use warp shuffles where a team has several threads, and
+/// assemble.
+#[test]
+fn scan_kernels_map_and_assemble() {
+    let cases = [
+        (
+            ptx_cases::scan(ScanOp::Sum, DType::F32, 64, 8192, false),
+            1024,
+            4,
+        ),
+        (
+            ptx_cases::scan(ScanOp::Max, DType::BF16, 1000, 100, false),
+            32,
+            4,
+        ),
+        (
+            ptx_cases::scan(ScanOp::Sum, DType::I32, 4096, 129, true),
+            1,
+            1,
+        ),
+        (
+            ptx_cases::scan(ScanOp::ArgMax, DType::F16, 3, 100_003, false),
+            1024,
+            1,
+        ),
+    ];
+    for (k, tpr, lanes) in &cases {
+        let launch::Plan::Scan(p) = launch::choose(k, &H100) else {
+            panic!("{}: not a scan plan", k.name);
+        };
+        assert_eq!((p.tpr, p.lanes), (*tpr, *lanes), "{}: {p:?}", k.name);
+        let ptx = emit(k, &H100).unwrap().ptx;
+        assert_eq!(ptx.contains("shfl.sync.up.b32"), *tpr > 1, "{}", k.name);
+        assert_eq!(ptx.contains("bar.sync"), *tpr > 32, "{}", k.name);
+    }
+    let kernels: Vec<_> = cases.into_iter().map(|c| c.0).collect();
+    let assembled = ptx_cases::assemble_all(&kernels, |_, _| {});
+    if ptx_cases::ptxas_required() {
+        assert_eq!(assembled, 2 * kernels.len());
     }
 }

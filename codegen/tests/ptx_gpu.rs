@@ -205,6 +205,7 @@ fn variants(k: &Kernel) -> Vec<Plan> {
     let base = match launch::choose(k, &H100) {
         Plan::Rows(base) => base,
         Plan::Elementwise(e) => return elementwise_variants(k, e),
+        Plan::Scan(_) | Plan::Sort(_) => return Vec::new(),
     };
     let groups = k.row_len() / base.lanes;
     let rows = k.rows() as u32;

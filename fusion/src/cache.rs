@@ -130,6 +130,11 @@ fn hash_op(op: &Op, h: &mut DefaultHasher) {
         Op::Cast(_) => 7u8.hash(h),
         Op::Reduce(o, _, axes) => (8u8, o, axes).hash(h),
         Op::Matmul(..) => 9u8.hash(h),
+        Op::Scan(o, _, axis) => (10u8, o, axis).hash(h),
+        Op::Gather(_, _, axis) => (11u8, axis).hash(h),
+        Op::Iota => 12u8.hash(h),
+        Op::Random(d, _) => (13u8, d).hash(h),
+        Op::Sort(o, _, axis) => (14u8, o, axis).hash(h),
     }
 }
 

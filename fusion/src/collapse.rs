@@ -17,14 +17,9 @@ fn exprs(k: &Kernel) -> (Vec<&Expr>, Vec<&Cond>) {
     let mut es: Vec<&Expr> = k.stores.iter().map(|s| &s.index).collect();
     let mut cs = Vec::new();
     for n in &k.insts {
-        match &n.inst {
-            Inst::Load { index, valid, .. } => {
-                es.push(index);
-                cs.push(valid);
-            }
-            Inst::Valid(c) => cs.push(c),
-            _ => {}
-        }
+        let (e, c) = n.inst.exprs();
+        es.extend(e);
+        cs.extend(c);
     }
     (es, cs)
 }
@@ -99,11 +94,12 @@ fn rewrite(k: &Kernel, map: &dyn Fn(usize) -> Expr, ranges: Ranges, n_kept: usiz
     }
     for n in &mut out.insts {
         match &mut n.inst {
-            Inst::Load { index, valid, .. } => {
+            Inst::Load { index, valid, .. } | Inst::Gather { index, valid, .. } => {
                 *index = index.substitute(map, &ranges);
                 *valid = valid.substitute(map, &ranges);
             }
             Inst::Valid(c) => *c = c.substitute(map, &ranges),
+            Inst::Index(e) => *e = e.substitute(map, &ranges),
             _ => {}
         }
     }

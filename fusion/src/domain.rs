@@ -1,9 +1,10 @@
 //! Kernel domains: the loops a kernel iterates over and how reductions,
 //! matmuls and their results are read and indexed in them.
 
+use crate::graph::NodeRef;
 use crate::view::{contiguous_strides, ShapeTracker, View};
 use smallvec::smallvec;
-use smelt_codegen::{Axes, Dims, Expr, Ranges, Shape, Strides};
+use smelt_codegen::{Axes, Dims, Expr, Ranges, Shape, SortOp, Strides};
 
 /// The loop domain of a kernel: its loop sizes and what iterates over it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,6 +27,27 @@ pub enum Source {
     Reduce(Shape, Axes),
     /// A matmul of operands of these shapes.
     Matmul(Shape, Shape),
+    /// A scan of a tensor of this shape along this axis.
+    Scan(Shape, usize),
+    /// A sort of a tensor of this shape along this axis, in one direction,
+    /// storing `k` positions per row, of the source node with this id:
+    /// only kernels sorting the same values merge (one sort per kernel).
+    Sort(SortDomain),
+}
+
+/// What identifies a sort kernel's domain ([`Source::Sort`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SortDomain {
+    /// The shape of the sorted tensor.
+    pub shape: Shape,
+    /// The sorted axis.
+    pub axis: usize,
+    /// Largest first.
+    pub descending: bool,
+    /// Positions stored per row.
+    pub k: usize,
+    /// The id of the sorted node.
+    pub src: u64,
 }
 
 impl Domain {
@@ -57,6 +79,55 @@ impl Domain {
             n_kept: kept.len(),
             source: Source::Reduce(shape.into(), red),
         }
+    }
+
+    /// The domain of a scan of a tensor of `shape` along `axis`: the other
+    /// axes kept (the rows), then the scanned one, so a row is one run of
+    /// the reduced variable whatever the view's strides.
+    pub fn scan(shape: &[usize], axis: usize) -> Domain {
+        Domain {
+            source: Source::Scan(shape.into(), axis),
+            ..Domain::reduce(shape, &[axis])
+        }
+    }
+
+    /// How the scan's source and its result (both of `shape`) are indexed
+    /// in this domain.
+    pub fn scan_tracker(&self, shape: &[usize], axis: usize) -> ShapeTracker {
+        self.reduce_source(shape, &[axis])
+    }
+
+    /// The domain of a sort: like a scan's, the other axes kept and the
+    /// sorted one reduced.
+    pub fn sort(sort: SortDomain) -> Domain {
+        let d = Domain::reduce(&sort.shape, &[sort.axis]);
+        Domain {
+            source: Source::Sort(sort),
+            ..d
+        }
+    }
+
+    /// The domain of a sort `op` of `src` along `axis` (an
+    /// [`crate::graph::Op::Sort`]).
+    pub fn of_sort(op: SortOp, src: &NodeRef, axis: usize) -> Domain {
+        Domain::sort(SortDomain {
+            shape: src.shape().into(),
+            axis,
+            descending: op.descending,
+            k: op.k,
+            src: src.id(),
+        })
+    }
+
+    /// How a sort's result (the source's shape with `k` along `axis`) is
+    /// indexed in this domain: position `j < k` of a row is element `j`
+    /// along the axis (the stores write no other).
+    pub fn sort_result(&self, shape: &[usize], axis: usize, k: usize) -> ShapeTracker {
+        let mut out: Shape = shape.into();
+        out[axis] = k;
+        let (kept, red) = split_axes(shape.len(), &[axis]);
+        let cs = contiguous_strides(&out);
+        self.tracker(kept.iter().chain(&red).map(|a| cs[*a]).collect())
     }
 
     /// How the reduction's source (of `shape`) is read in this domain.

@@ -19,7 +19,15 @@
 //!   one kernel; an elementwise output joins a reduction over its shape as
 //!   an element-level store;
 //! - an operand of a matmul computed by elementwise ops is materialized
-//!   (see [`matmul_operand_producers`]);
+//!   (see [`matmul_operand_producers`]), and so is a gather's source unless
+//!   it is a buffer read through one strided view
+//!   ([`crate::lower::gather_sources`]);
+//! - a scan is always materialized by a kernel over its own domain, with
+//!   its producers computed in its loads; kernels of scans over the same
+//!   tensor and axis merge (`cummax`'s values and indices: one pass);
+//! - a sort likewise, and only sorts of the same node in the same
+//!   direction with the same `k` merge (`sort`'s values and indices: one
+//!   kernel sorting once);
 //! - no kernel outgrows the instruction budget or the parameter space: long
 //!   chains and wide sums are cut ([`crate::budget::split`]) and merging
 //!   stops where a kernel would be full.
@@ -27,7 +35,7 @@
 use crate::budget::{split, Cost};
 use crate::domain::{matmul_domain, Domain, Source};
 use crate::graph::{NodeRef, Op};
-use crate::lower::{Failure, Trackers};
+use crate::lower::{gather_sources, Failure, Trackers};
 use crate::plan::{lower_plans, plan_unfused, single_kernel, KernelPlan};
 use crate::schedule::Schedule;
 use crate::view::{contiguous_strides, ShapeTracker};
@@ -39,6 +47,13 @@ use smelt_codegen::{dims, Axes, Dims, Shape, Strides, UnaryOp};
 pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
     let mut materialized: FxHashSet<u64> = targets.iter().map(|t| t.id()).collect();
     materialized.extend(matmul_operand_producers(order));
+    materialized.extend(
+        order
+            .iter()
+            .filter(|n| matches!(&*n.op_ref(), Op::Scan(..) | Op::Sort(..)))
+            .map(|n| n.id()),
+    );
+    materialized.extend(gather_sources(order));
     let costs = split(order, &mut materialized);
     // Outputs that may not join a kernel they read from (joining made that
     // kernel read one of its own outputs at the wrong row).
@@ -159,7 +174,10 @@ fn pick(f: &Failure, materialized: &FxHashSet<u64>) -> NodeRef {
 /// matmul it reads when `t` lines up with it (fusing them), else
 /// elementwise.
 fn plan_for(t: &NodeRef, materialized: &FxHashSet<u64>) -> KernelPlan {
-    if t.is_row_op() {
+    if matches!(
+        &*t.op_ref(),
+        Op::Reduce(..) | Op::Matmul(..) | Op::Scan(..) | Op::Sort(..)
+    ) {
         return single_kernel(t);
     }
     let squeeze = |s: &[usize]| -> Shape { s.iter().copied().filter(|n| *n != 1).collect() };
@@ -227,7 +245,7 @@ fn row_candidates(
                 continue;
             }
         }
-        queue.extend(n.srcs());
+        queue.extend(n.pointwise_srcs());
     }
     out
 }
@@ -250,7 +268,11 @@ fn path_tracker(t: &NodeRef, r: &NodeRef, materialized: &FxHashSet<u64>) -> Opti
         match &*n.op_ref() {
             Op::View(src, v) => stack.push((src.clone(), v.compose(&st))),
             Op::Reduce(..) | Op::Matmul(..) if n.id() != t.id() => {}
-            op => stack.extend(op.srcs().into_iter().map(|s| (s.clone(), st.clone()))),
+            op => stack.extend(
+                op.pointwise_srcs()
+                    .into_iter()
+                    .map(|s| (s.clone(), st.clone())),
+            ),
         }
     }
     None
@@ -296,7 +318,7 @@ fn permuted_store(
     let kept: Axes = match &domain.source {
         Source::Reduce(shape, axes) => (0..shape.len()).filter(|a| !axes.contains(a)).collect(),
         Source::Matmul(..) => (0..out.len()).collect(),
-        Source::Elementwise(_) => return None,
+        Source::Elementwise(_) | Source::Scan(..) | Source::Sort(..) => return None,
     };
     let mut strides: Strides = kept.iter().map(|j| stride_of_out_axis[*j]).collect();
     strides.resize(domain.ranges.len(), 0);

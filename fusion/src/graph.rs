@@ -4,7 +4,8 @@
 use crate::view::ShapeTracker;
 use rustc_hash::FxHashSet;
 use smallvec::{smallvec, SmallVec};
-use smelt_codegen::{Axes, BinaryOp, DType, ReduceOp, Shape, UnaryOp};
+use smelt_codegen::philox::Draw;
+use smelt_codegen::{Axes, BinaryOp, DType, ReduceOp, ScanOp, Shape, SortOp, UnaryOp};
 use std::any::Any;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,17 +40,58 @@ pub enum Op {
     Reduce(ReduceOp, NodeRef, Axes),
     /// `a[.., m, k] @ b[.., k, n]` with equal batch axes.
     Matmul(NodeRef, NodeRef),
+    /// Inclusive scan along `axis` (the source's shape). The source is
+    /// `F32` or `I32` and the scan runs in its dtype; the node's dtype is
+    /// the result's (a half, bool, or the index dtype of index ops), to
+    /// which each element is rounded when stored.
+    Scan(ScanOp, NodeRef, usize),
+    /// `gather(src, index, axis)`: element `p` is `src` at `p` with
+    /// coordinate `axis` replaced by `index[p]` (the node has `index`'s
+    /// shape, which equals `src`'s but along `axis`; `index` has an index
+    /// dtype). Computed inside its consumers' kernels as an indirect load
+    /// of `src`, which is read from a buffer through one strided view.
+    Gather(NodeRef, NodeRef, usize),
+    /// `I32`: each element's row-major linear index. Never held in memory
+    /// by a fused kernel: it lowers to the loop coordinates it reads
+    /// through (an arange viewed as a column is the row coordinate).
+    Iota,
+    /// A Philox draw per element (`smelt_codegen::philox`), elementwise
+    /// over its sources: the key's two words, the counter (an `Iota`, so
+    /// an element's number depends on its position alone) and, for
+    /// [`Draw::Below`], the bound.
+    Random(Draw, Vec<NodeRef>),
+    /// Stable sort along `axis` (the source's shape) of an `F32` or `I32`
+    /// source: the first `op.k` sorted values (rounded to the node's
+    /// dtype) or their positions. The node's shape is the source's with
+    /// `k` along `axis`.
+    Sort(SortOp, NodeRef, usize),
 }
 
 impl Op {
-    /// The node's sources (at most three, so no allocation: graph walks
-    /// ask for them at every node).
-    pub fn srcs(&self) -> SmallVec<[&NodeRef; 3]> {
+    /// The node's sources (at most four, a bounded draw's, so no
+    /// allocation: graph walks ask for them at every node).
+    pub fn srcs(&self) -> SmallVec<[&NodeRef; 4]> {
         match self {
-            Op::Buffer | Op::Const(_) => SmallVec::new(),
-            Op::View(a, _) | Op::Unary(_, a) | Op::Cast(a) | Op::Reduce(_, a, _) => smallvec![a],
-            Op::Binary(_, a, b) | Op::Matmul(a, b) => smallvec![a, b],
+            Op::Buffer | Op::Const(_) | Op::Iota => SmallVec::new(),
+            Op::Random(_, srcs) => srcs.iter().collect(),
+            Op::View(a, _)
+            | Op::Unary(_, a)
+            | Op::Cast(a)
+            | Op::Reduce(_, a, _)
+            | Op::Scan(_, a, _)
+            | Op::Sort(_, a, _) => smallvec![a],
+            Op::Binary(_, a, b) | Op::Matmul(a, b) | Op::Gather(a, b, _) => smallvec![a, b],
             Op::Where(c, a, b) => smallvec![c, a, b],
+        }
+    }
+
+    /// The sources read at the node's own coordinates (through the same
+    /// tracker): all of them but a gather's source, read at data-dependent
+    /// positions.
+    pub fn pointwise_srcs(&self) -> SmallVec<[&NodeRef; 4]> {
+        match self {
+            Op::Gather(_, index, _) => smallvec![index],
+            op => op.srcs(),
         }
     }
 
@@ -65,6 +107,11 @@ impl Op {
             Op::Cast(..) => "cast".into(),
             Op::Reduce(op, ..) => op.name().into(),
             Op::Matmul(..) => "matmul".into(),
+            Op::Scan(op, ..) => op.name().into(),
+            Op::Gather(..) => "gather".into(),
+            Op::Iota => "iota".into(),
+            Op::Random(d, _) => d.name().into(),
+            Op::Sort(op, ..) => op.name().into(),
         }
     }
 }
@@ -187,8 +234,19 @@ impl Node {
 
     /// The sources, each an owned reference (not the whole op: a walk
     /// that only follows sources clones nothing else).
-    pub fn srcs(&self) -> SmallVec<[NodeRef; 3]> {
+    pub fn srcs(&self) -> SmallVec<[NodeRef; 4]> {
         self.lock().op.srcs().into_iter().cloned().collect()
+    }
+
+    /// The sources read at the node's own coordinates (see
+    /// [`Op::pointwise_srcs`]), each an owned reference.
+    pub fn pointwise_srcs(&self) -> SmallVec<[NodeRef; 4]> {
+        self.lock()
+            .op
+            .pointwise_srcs()
+            .into_iter()
+            .cloned()
+            .collect()
     }
 
     /// The op and the realized data, read together (one lock).
@@ -253,9 +311,15 @@ impl Drop for Node {
 /// Moves `op`'s sources into `out`, leaving `Op::Buffer`.
 fn take_srcs(op: &mut Op, out: &mut Vec<NodeRef>) {
     match std::mem::replace(op, Op::Buffer) {
-        Op::Buffer | Op::Const(_) => {}
-        Op::View(a, _) | Op::Unary(_, a) | Op::Cast(a) | Op::Reduce(_, a, _) => out.push(a),
-        Op::Binary(_, a, b) | Op::Matmul(a, b) => out.extend([a, b]),
+        Op::Buffer | Op::Const(_) | Op::Iota => {}
+        Op::Random(_, srcs) => out.extend(srcs),
+        Op::View(a, _)
+        | Op::Unary(_, a)
+        | Op::Cast(a)
+        | Op::Reduce(_, a, _)
+        | Op::Scan(_, a, _)
+        | Op::Sort(_, a, _) => out.push(a),
+        Op::Binary(_, a, b) | Op::Matmul(a, b) | Op::Gather(a, b, _) => out.extend([a, b]),
         Op::Where(c, a, b) => out.extend([c, a, b]),
     }
 }

@@ -6,13 +6,65 @@ use crate::domain::{matmul_domain, matmul_operands, Domain};
 use crate::graph::is_compute;
 use crate::graph::{BufferHandle, NodeRef, Op};
 use crate::schedule::ScalarSpec;
-use crate::view::ShapeTracker;
+use crate::view::{ShapeTracker, View};
 use rustc_hash::{FxHashMap, FxHashSet};
 use smallvec::{smallvec, SmallVec};
 use smelt_codegen::{
-    Arg, BinaryOp, Cond, DType, Expr, Inst, Kernel, KernelKind, Node, ReduceOp, Store, Val,
+    Arg, BinaryOp, Cond, DType, Expr, Inst, Kernel, KernelKind, Node, ReduceOp, SortPart, Store,
+    Val,
 };
 use std::hash::{Hash, Hasher};
+
+/// Follows views down from `src` while `stop` says no; returns the node it
+/// stopped at and the tracker from `src`'s coordinates to that node's
+/// linear index.
+fn view_chain(src: &NodeRef, stop: impl Fn(&NodeRef) -> bool) -> (NodeRef, ShapeTracker) {
+    let mut t = ShapeTracker::contiguous(src.shape());
+    let mut n = src.clone();
+    while !stop(&n) {
+        let below = match &*n.op_ref() {
+            Op::View(below, st) => {
+                t = st.compose(&t);
+                below.clone()
+            }
+            _ => break,
+        };
+        n = below;
+    }
+    (n, t)
+}
+
+/// The one strided, unmasked view of `t`, if it is that.
+fn single_view(t: &ShapeTracker) -> Option<&View> {
+    match t.views.as_slice() {
+        [v] if v.mask.is_none() => Some(v),
+        _ => None,
+    }
+}
+
+/// Gather sources the planner materializes: a gather reads its source
+/// with one indirect load, so the source must be data (a buffer, or a node
+/// another kernel materializes) read through one strided view. Where the
+/// views from the source down to its data are one strided view, the node
+/// below them is materialized if it is computed; otherwise the source
+/// itself (a stacked or padded view, a view of a constant).
+pub fn gather_sources(order: &[NodeRef]) -> Vec<u64> {
+    let mut out = Vec::new();
+    for n in order {
+        // Borrowed: every node of the plan passes here.
+        let src = match &*n.op_ref() {
+            Op::Gather(src, _, _) => src.clone(),
+            _ => continue,
+        };
+        let (root, t) = view_chain(&src, |x| x.realized().is_some());
+        match single_view(&t) {
+            Some(_) if root.realized().is_some() => {}
+            Some(_) if root.computes() => out.push(root.id()),
+            _ => out.push(src.id()),
+        }
+    }
+    out
+}
 
 /// A reduction or matmul a kernel could not compute in its domain.
 pub struct Failure {
@@ -126,6 +178,18 @@ impl Hash for InstKey {
             Inst::Binary(op, a, b) => (op, a, b).hash(h),
             Inst::Where(c, a, b) => (c, a, b).hash(h),
             Inst::Reduce(op, a) => (op, a).hash(h),
+            Inst::Scan(op, a) => (op, a).hash(h),
+            Inst::Gather {
+                input,
+                index,
+                valid,
+                at,
+                stride,
+                len,
+            } => (input, index, valid, at, stride, len).hash(h),
+            Inst::Index(e) => e.hash(h),
+            Inst::Random(d, ops) => (d, ops).hash(h),
+            Inst::Sort(op, a) => (op, a).hash(h),
         }
     }
 }
@@ -136,7 +200,7 @@ struct Pending {
     node: NodeRef,
     tid: usize,
     /// Each source with the tracker it is read through.
-    srcs: SmallVec<[(NodeRef, usize); 3]>,
+    srcs: SmallVec<[(NodeRef, usize); 4]>,
 }
 
 /// What visiting a node found.
@@ -188,6 +252,8 @@ pub struct Lowerer<'a> {
     /// Reductions and matmuls computed inside this kernel, by node id.
     pub inlined: Vec<u64>,
     matmul: bool,
+    scan: bool,
+    sort: bool,
 }
 
 impl<'a> Lowerer<'a> {
@@ -219,6 +285,8 @@ impl<'a> Lowerer<'a> {
             failed: Vec::new(),
             inlined: Vec::new(),
             matmul: false,
+            scan: false,
+            sort: false,
         }
     }
 
@@ -395,6 +463,12 @@ impl<'a> Lowerer<'a> {
                 let (_, valid) = self.tracker_expr(tid);
                 return Visited::Done(self.masked(valid, v, dt));
             }
+            Op::Iota => {
+                // The linear index the tracker reads, as coordinates.
+                let (index, valid) = self.tracker_expr(tid);
+                let v = self.push(Inst::Index(index), dt);
+                return Visited::Done(self.masked(valid, v, dt));
+            }
             Op::View(src, st) => smallvec![(src.clone(), self.trackers.compose(st, tid))],
             Op::Reduce(_, a, axes) => {
                 let own = Domain::reduce(a.shape(), axes);
@@ -408,6 +482,31 @@ impl<'a> Lowerer<'a> {
                 }
                 self.inlined.push(node.id());
                 let src_t = self.domain.reduce_source(a.shape(), axes);
+                smallvec![(a.clone(), self.trackers.intern(&src_t))]
+            }
+            Op::Scan(_, a, axis) => {
+                // Computed only by its own kernel (scans are always
+                // materialized), reading each point's own position.
+                let own = Domain::scan(a.shape(), *axis);
+                let t = own.scan_tracker(a.shape(), *axis);
+                if own != *self.domain || !self.trackers.get(tid).equivalent(&t) {
+                    return Visited::Done(self.fail_op(node, &op));
+                }
+                self.inlined.push(node.id());
+                self.scan = true;
+                smallvec![(a.clone(), self.trackers.intern(&t))]
+            }
+            Op::Sort(sort, a, axis) => {
+                // Like a scan: computed only by its own kernel, which
+                // reads the source at each point of its row.
+                let own = Domain::of_sort(*sort, a, *axis);
+                let t = own.sort_result(a.shape(), *axis, sort.k);
+                if own != *self.domain || !self.trackers.get(tid).equivalent(&t) {
+                    return Visited::Done(self.fail_op(node, &op));
+                }
+                self.inlined.push(node.id());
+                self.sort = true;
+                let src_t = own.scan_tracker(a.shape(), *axis);
                 smallvec![(a.clone(), self.trackers.intern(&src_t))]
             }
             Op::Matmul(a, b) => {
@@ -429,7 +528,11 @@ impl<'a> Lowerer<'a> {
                     (b.clone(), self.trackers.intern(&tb)),
                 ]
             }
-            op => op.srcs().into_iter().map(|s| (s.clone(), tid)).collect(),
+            op => op
+                .pointwise_srcs()
+                .into_iter()
+                .map(|s| (s.clone(), tid))
+                .collect(),
         };
         Visited::Needs(Pending {
             node: node.clone(),
@@ -448,7 +551,7 @@ impl<'a> Lowerer<'a> {
     /// The value of a pending node once its sources have values.
     fn finish_op(&mut self, p: &Pending) -> Val {
         let dt = p.node.dtype();
-        let vals: SmallVec<[Val; 3]> = p
+        let vals: SmallVec<[Val; 4]> = p
             .srcs
             .iter()
             .map(|(s, t)| self.memo[&(s.id(), *t)])
@@ -480,6 +583,32 @@ impl<'a> Lowerer<'a> {
                 }
             }
             Op::Reduce(op, ..) => self.push(Inst::Reduce(*op, vals[0]), dt),
+            Op::Scan(op, a, _) => {
+                // Values scan in the source's dtype (`F32` for every
+                // float) and are rounded once to the node's.
+                let acc = if op.is_index() { dt } else { a.dtype() };
+                let v = self.push(Inst::Scan(*op, vals[0]), acc);
+                if acc == dt {
+                    v
+                } else {
+                    self.push(Inst::Cast(v), dt)
+                }
+            }
+            Op::Random(d, _) => self.push(Inst::Random(*d, vals.to_vec()), dt),
+            Op::Sort(op, a, _) => {
+                // Values are the source's (`F32` or `I32`), rounded once
+                // to the node's dtype.
+                let acc = match op.part {
+                    SortPart::Indices => dt,
+                    SortPart::Values => a.dtype(),
+                };
+                let v = self.push(Inst::Sort(*op, vals[0]), acc);
+                if acc == dt {
+                    v
+                } else {
+                    self.push(Inst::Cast(v), dt)
+                }
+            }
             Op::Matmul(a, _) => {
                 let acc = if dt.is_float() { DType::F32 } else { dt };
                 let (va, vb) = if a.dtype() == acc {
@@ -498,8 +627,63 @@ impl<'a> Lowerer<'a> {
                     self.push(Inst::Cast(sum), dt)
                 }
             }
-            Op::Buffer | Op::Const(_) => unreachable!("visited without sources"),
+            Op::Gather(src, _, axis) => self.gather(&p.node, src, *axis, p.tid, vals[0]),
+            Op::Buffer | Op::Const(_) | Op::Iota => unreachable!("visited without sources"),
         }
+    }
+
+    /// `node = gather(src, index, axis)` at tracker `tid`, with `at` the
+    /// index's value there: an indirect load of the data below `src`'s
+    /// view. If `src` is not such data here (the kernel computes it, or
+    /// the planner's rule in [`gather_sources`] was not applied), reports
+    /// the node to materialize.
+    fn gather(&mut self, node: &NodeRef, src: &NodeRef, axis: usize, tid: usize, at: Val) -> Val {
+        let leaf = |me: &Self, n: &NodeRef| match me.leaf(n) {
+            Some(b) => Some(Input::Scheduled(b)),
+            None => n.realized().map(|h| Input::Realized(n.id(), h)),
+        };
+        let (data, t) = view_chain(src, |n| {
+            leaf(self, n).is_some() || self.own.contains(&n.id())
+        });
+        let (Some(buffer), Some(v)) = (leaf(self, &data), single_view(&t)) else {
+            // A source this kernel stores is read back from a later kernel.
+            let culprit = if self.own.contains(&data.id()) {
+                &data
+            } else {
+                src
+            };
+            return self.fail(culprit);
+        };
+        let (stride, len) = (v.strides[axis] as i64, src.shape()[axis] as i64);
+        // The source's view with the gathered axis broadcast over the
+        // node's shape: the index of the axis' element 0 at each point.
+        let mut base = v.clone();
+        base.shape = node.shape().into();
+        base.strides[axis] = 0;
+        let st = ShapeTracker {
+            views: smallvec![base],
+        }
+        .compose(self.trackers.get(tid));
+        let sid = self.trackers.intern(&st);
+        let (index, valid) = self.tracker_expr(sid);
+        let input = self.input(
+            buffer,
+            Arg {
+                dtype: data.dtype(),
+                len: data.numel(),
+            },
+        );
+        self.push(
+            Inst::Gather {
+                input,
+                index,
+                valid,
+                at,
+                stride,
+                len,
+            },
+            node.dtype(),
+        )
     }
 
     /// Adds an output buffer written at `index` with `value`.
@@ -512,6 +696,11 @@ impl<'a> Lowerer<'a> {
             value,
         });
         output
+    }
+
+    /// Adds an output buffer that no store writes (a sort's scratch).
+    pub fn scratch(&mut self, arg: Arg) {
+        self.outputs.push(arg);
     }
 
     /// The finished kernel; its kind follows from what it computes.
@@ -536,6 +725,10 @@ impl<'a> Lowerer<'a> {
         let element_store = k.stores.iter().any(|s| k.store_is_element_level(s, &level));
         k.kind = if self.matmul {
             KernelKind::Matmul
+        } else if self.scan {
+            KernelKind::Scan
+        } else if self.sort {
+            KernelKind::Sort
         } else if reduces == 0 {
             KernelKind::Elementwise
         } else if reduces == 1 && !element_store {

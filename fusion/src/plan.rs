@@ -2,13 +2,14 @@
 //! nodes a kernel stores), one kernel per op for `Fusion::Off`, and the
 //! driver that lowers a list of plans into a schedule.
 
-use crate::domain::{matmul_domain, Domain};
+use crate::domain::{matmul_domain, Domain, Source};
 use crate::graph::{NodeRef, Op};
-use crate::lower::{Failure, Input, Lowerer, Trackers};
+use crate::lower::{gather_sources, Failure, Input, Lowerer, Trackers};
 use crate::schedule::{BufferSpec, ScalarSpec, Schedule, ScheduleItem};
 use crate::view::ShapeTracker;
-use rustc_hash::FxHashMap;
-use smelt_codegen::Arg;
+use rustc_hash::{FxHashMap, FxHashSet};
+use smelt_codegen::sort::scratch_len;
+use smelt_codegen::{Arg, DType};
 use std::sync::Arc;
 
 /// What the planner decides per kernel: its domain and the nodes it
@@ -31,6 +32,22 @@ pub fn single_kernel(node: &NodeRef) -> KernelPlan {
                 outputs: vec![(node.clone(), out)],
             }
         }
+        Op::Scan(_, a, axis) => {
+            let domain = Domain::scan(a.shape(), *axis);
+            let out = domain.scan_tracker(a.shape(), *axis);
+            KernelPlan {
+                domain,
+                outputs: vec![(node.clone(), out)],
+            }
+        }
+        Op::Sort(op, a, axis) => {
+            let domain = Domain::of_sort(*op, a, *axis);
+            let out = domain.sort_result(a.shape(), *axis, op.k);
+            KernelPlan {
+                domain,
+                outputs: vec![(node.clone(), out)],
+            }
+        }
         Op::Matmul(a, b) => {
             let domain = matmul_domain(a.shape(), b.shape());
             let out = domain.matmul_result(node.shape());
@@ -46,11 +63,13 @@ pub fn single_kernel(node: &NodeRef) -> KernelPlan {
     }
 }
 
-/// One kernel per compute node.
+/// One kernel per compute node (and per gather source that must be
+/// materialized, see [`gather_sources`]).
 pub fn plan_unfused(order: &[NodeRef]) -> Vec<KernelPlan> {
+    let sources: FxHashSet<u64> = gather_sources(order).into_iter().collect();
     order
         .iter()
-        .filter(|n| n.computes())
+        .filter(|n| n.computes() || sources.contains(&n.id()))
         .map(single_kernel)
         .collect()
 }
@@ -100,6 +119,24 @@ pub fn lower_plans(
             };
             low.store(arg, index, v);
             outputs.push(buf_of[&n.id()]);
+        }
+        if let Source::Sort(sort) = &p.domain.source {
+            // Long rows merge through a scratch buffer, the kernel's last
+            // output (no store writes it; nothing reads it afterwards).
+            let row_len = sort.shape[sort.axis];
+            let len = scratch_len(sort.shape.iter().product::<usize>() / row_len, row_len);
+            if len > 0 {
+                let arg = Arg {
+                    dtype: DType::I32,
+                    len,
+                };
+                low.scratch(arg);
+                outputs.push(buffers.len());
+                buffers.push(BufferSpec::New {
+                    dtype: arg.dtype,
+                    len,
+                });
+            }
         }
         let inputs = low
             .inputs

@@ -78,13 +78,17 @@ pub(super) fn copy_insts(
                     valid: map.cond(valid)?,
                 },
                 Inst::Valid(c) => Inst::Valid(map.cond(c)?),
+                Inst::Index(e) => Inst::Index(map.expr(e)?),
+                Inst::Random(d, ops) => Inst::Random(*d, ops.iter().map(|o| m(*o)).collect()),
                 Inst::Const(c) => Inst::Const(*c),
                 Inst::Scalar(slot) => Inst::Scalar(*slot),
                 Inst::Cast(a) => Inst::Cast(m(*a)),
                 Inst::Unary(op, a) => Inst::Unary(*op, m(*a)),
                 Inst::Binary(op, a, b) => Inst::Binary(*op, m(*a), m(*b)),
                 Inst::Where(c, a, b) => Inst::Where(m(*c), m(*a), m(*b)),
-                Inst::Reduce(..) => return None,
+                Inst::Reduce(..) | Inst::Scan(..) | Inst::Sort(..) | Inst::Gather { .. } => {
+                    return None
+                }
             },
         };
         new_of[i] = Some(out.len());
@@ -119,13 +123,12 @@ pub(super) fn vars_read(k: &Kernel, root: Val) -> Vec<usize> {
             continue;
         }
         let node = &k.insts[v].inst;
-        match node {
-            Inst::Load { index, valid, .. } => {
-                index.vars(&mut vs);
-                valid.checks().iter().for_each(|(e, _, _)| e.vars(&mut vs));
-            }
-            Inst::Valid(c) => c.checks().iter().for_each(|(e, _, _)| e.vars(&mut vs)),
-            _ => {}
+        let (e, c) = node.exprs();
+        if let Some(e) = e {
+            e.vars(&mut vs);
+        }
+        for (e, _, _) in c.map(|c| c.checks()).unwrap_or(&[]) {
+            e.vars(&mut vs);
         }
         stack.extend(node.operands());
     }

@@ -40,6 +40,9 @@ pub fn try_run(
     scalars: &[f64],
     outputs: &mut [&mut [u8]],
 ) -> Option<Result<(), InterpError>> {
+    if kernel.has_indirect() {
+        return None; // the generic interpreter checks indices
+    }
     let mm = Matmul::recognise(kernel)?;
     let epilogue = mm.epilogue(kernel)?;
     let (xk, yk) = (

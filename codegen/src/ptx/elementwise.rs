@@ -7,7 +7,6 @@ use super::builder::{ins, Builder, RegKind};
 use super::eval::{needs, uses_var, Cx, Point, Vals};
 use super::expr::{self, Width};
 use super::launch::Elementwise;
-use crate::ir::Inst;
 
 /// Which variables any access of the kernel reads.
 pub fn used_vars(cx: &Cx) -> Vec<bool> {
@@ -19,11 +18,8 @@ pub fn used_vars(cx: &Cx) -> Vec<bool> {
         }
     };
     for node in &cx.k.insts {
-        match &node.inst {
-            Inst::Load { index, valid, .. } => mark(Some(index), Some(valid)),
-            Inst::Valid(c) => mark(None, Some(c)),
-            _ => {}
-        }
+        let (e, c) = node.inst.exprs();
+        mark(e, c);
     }
     for s in &cx.k.stores {
         mark(Some(&s.index), None);

@@ -7,8 +7,10 @@
 
 use super::builder::{f32_imm, ins, Builder, Reg, RegKind};
 use super::expr::{self, Width};
+use super::gather;
 use super::memory;
 use super::ops::{self, Value};
+use super::philox;
 use crate::ir::{Inst, Kernel, Store, Val};
 use crate::DType;
 
@@ -33,6 +35,8 @@ pub struct Cx<'a> {
     pub outputs: Vec<Reg>,
     /// Names of the scalar parameters, by slot.
     pub scalars: Vec<String>,
+    /// Global address of the error flag (kernels with indirect loads).
+    pub err: Option<Reg>,
 }
 
 /// A point group: registers of the variables with the lane variable at its
@@ -78,10 +82,14 @@ fn depends_on_or(k: &Kernel, var: usize, also: Option<Val>) -> Vec<bool> {
     for (i, n) in k.insts.iter().enumerate() {
         dep[i] = Some(i) == also
             || match &n.inst {
-                Inst::Load { index, valid, .. } => uses_var(Some(index), Some(valid), var),
-                Inst::Valid(c) => uses_var(None, Some(c), var),
                 Inst::Reduce(..) => false,
-                inst => inst.operands().iter().any(|o| dep[*o]),
+                // A scan differs along its row even where its operand
+                // does not.
+                Inst::Scan(_, a) | Inst::Sort(_, a) => var >= k.n_kept || dep[*a],
+                inst => {
+                    let (e, c) = inst.exprs();
+                    uses_var(e, c, var) || inst.operands().iter().any(|o| dep[*o])
+                }
             };
     }
     dep
@@ -114,6 +122,7 @@ impl Cx<'_> {
             inputs: self.inputs.clone(),
             outputs: self.outputs.clone(),
             scalars: self.scalars.clone(),
+            err: self.err,
         }
     }
 
@@ -189,6 +198,32 @@ impl Cx<'_> {
                     })
                     .collect()
             }
+            Inst::Gather {
+                input,
+                index,
+                valid,
+                at,
+                stride,
+                len,
+            } => {
+                let err = self.err.expect("kernels with gathers get an error flag");
+                (0..lanes)
+                    .map(|lane| {
+                        let vars = self.lane_vars(b, p, lane);
+                        let axis = gather::Axis {
+                            base: self.inputs[*input],
+                            dtype: self.k.inputs[*input].dtype,
+                            idx: expr::eval(b, index, &vars, ranges, w),
+                            stride: *stride,
+                            len: *len,
+                        };
+                        let c = expr::cond(b, valid, &vars, ranges, w);
+                        let pred = expr::and(b, p.pred, c);
+                        let v = gather::load(b, &axis, operand(*at, lane), pred, err, w);
+                        ops::convert(b, v, dt)
+                    })
+                    .collect()
+            }
             Inst::Const(c) => vec![constant(b, *c, dt)],
             Inst::Scalar(slot) => vec![scalar(b, &self.scalars[*slot], dt)],
             Inst::Valid(c) => (0..lanes)
@@ -224,7 +259,35 @@ impl Cx<'_> {
             Inst::Where(c, x, y) => (0..lanes)
                 .map(|l| ops::select(b, operand(*c, l), operand(*x, l), operand(*y, l), dt))
                 .collect(),
+            Inst::Index(e) => (0..lanes)
+                .map(|lane| {
+                    let vars = self.lane_vars(b, p, lane);
+                    let v = expr::eval(b, e, &vars, ranges, w);
+                    let reg = if w.wide {
+                        // The `I32` value keeps the low 32 bits.
+                        let r = b.reg(RegKind::B32);
+                        ins!(b, "cvt.u32.u64 {r}, {v}");
+                        r
+                    } else {
+                        v
+                    };
+                    Value {
+                        reg,
+                        dtype: DType::I32,
+                    }
+                })
+                .collect(),
+            Inst::Random(draw, ops) => (0..lanes)
+                .map(|l| {
+                    let o = |i: usize| operand(ops[i], l).reg;
+                    let bound = ops.get(3).map(|_| o(3));
+                    let reg = philox::draw(b, *draw, o(0), o(1), o(2), bound);
+                    Value { reg, dtype: dt }
+                })
+                .collect(),
             Inst::Reduce(..) => unreachable!("reductions are lowered by the row kernel"),
+            Inst::Scan(..) => unreachable!("scans are lowered by the scan kernel"),
+            Inst::Sort(..) => unreachable!("sorts are lowered by the sort kernel"),
         }
     }
 

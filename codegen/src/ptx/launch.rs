@@ -5,7 +5,8 @@
 use super::eval::row_free_load;
 use super::memory::vector_ok;
 use super::target::Target;
-use crate::ir::{Inst, Kernel};
+use crate::ir::{Inst, Kernel, KernelKind};
+use crate::sort::SORT_CHUNK;
 use crate::{Cond, Expr};
 
 /// How an elementwise kernel (no reduction) runs: a grid-stride loop over
@@ -62,6 +63,38 @@ impl Rows {
     }
 }
 
+/// How a scan kernel runs: a team of `tpr` threads per row (one thread,
+/// a warp, or a whole CTA of up to 1024) walks the row in chunks of
+/// `tpr * lanes` elements, each thread scanning `lanes` consecutive ones,
+/// carrying the running value from chunk to chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scan {
+    /// Consecutive elements per thread and chunk (a vector access where
+    /// aligned); divides the row length.
+    pub lanes: usize,
+    /// Threads per row: 1, or a multiple of 32 up to the block.
+    pub tpr: u32,
+    /// Threads per CTA.
+    pub block: u32,
+    /// CTAs in the grid (rows beyond `grid * block / tpr` loop).
+    pub grid: u32,
+}
+
+/// How a sort kernel runs: a CTA per row (a grid-stride loop over rows)
+/// sorts chunks of `chunk` elements in shared memory with a bitonic
+/// network over `(key, position)` pairs; rows longer than one chunk are
+/// then merged through the kernel's global scratch buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sort {
+    /// Pairs sorted at once in shared memory: a power of two, at least 2,
+    /// at most [`crate::sort::SORT_CHUNK`].
+    pub chunk: u32,
+    /// Threads per CTA (each compare step has `chunk / 2` comparisons).
+    pub block: u32,
+    /// CTAs in the grid.
+    pub grid: u32,
+}
+
 /// The mapping chosen for a kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Plan {
@@ -69,6 +102,10 @@ pub enum Plan {
     Elementwise(Elementwise),
     /// Reductions, a team per row: see [`Rows`].
     Rows(Rows),
+    /// A scan, a team per row: see [`Scan`].
+    Scan(Scan),
+    /// A sort, a CTA per row: see [`Sort`].
+    Sort(Sort),
 }
 
 /// Global accesses of a kernel: index, mask, dtype, and whether the
@@ -128,7 +165,7 @@ fn count_loads(k: &Kernel, which: &[bool]) -> u64 {
         .insts
         .iter()
         .zip(which)
-        .filter(|(n, w)| **w && matches!(n.inst, Inst::Load { .. }))
+        .filter(|(n, w)| **w && matches!(n.inst, Inst::Load { .. } | Inst::Gather { .. }))
         .count();
     n.max(1) as u64
 }
@@ -143,8 +180,57 @@ fn has_invariant_loads(k: &Kernel) -> bool {
 /// Threads resident per SM that we aim for.
 const THREADS_PER_SM: u32 = 2048;
 
+/// The mapping of a scan kernel: a thread per row when the scanned axis is
+/// strided and a kept one contiguous (neighbouring threads then read
+/// neighbouring elements), else a team per row just wide enough to cover
+/// the row in one chunk, from a warp (several rows per CTA) to 1024
+/// threads (longer rows take several chunks).
+fn choose_scan(k: &Kernel) -> Scan {
+    let level = k.element_level();
+    let acc = accesses(k, &level);
+    let rows = k.rows() as u64;
+    let row_len = k.row_len() as u64;
+    let last = k.ranges.len().saturating_sub(1);
+    let row_contig = acc.iter().any(|a| a.0.affine_coef(last) == Some(1));
+    let col_contig = k.n_kept > 0 && acc.iter().any(|a| a.0.affine_coef(k.n_kept - 1) == Some(1));
+    let (lanes, tpr) = if !row_contig && col_contig {
+        (1, 1)
+    } else {
+        let lanes = lanes_for(k, &acc);
+        let threads = row_len.div_ceil(lanes as u64).next_power_of_two();
+        (lanes, threads.clamp(32, 1024) as u32)
+    };
+    let block = if tpr <= 32 { 256 } else { tpr };
+    let teams = (block / tpr) as u64;
+    let grid = rows.div_ceil(teams).clamp(1, i32::MAX as u64) as u32;
+    Scan {
+        lanes,
+        tpr,
+        block,
+        grid,
+    }
+}
+
+/// The mapping of a sort kernel: the row (padded to a power of two) in
+/// one chunk when it fits, else chunks of [`SORT_CHUNK`]; a thread per
+/// comparison up to 1024.
+fn choose_sort(k: &Kernel) -> Sort {
+    let chunk = k.row_len().clamp(2, SORT_CHUNK).next_power_of_two() as u32;
+    Sort {
+        chunk,
+        block: (chunk / 2).clamp(32, 1024),
+        grid: (k.rows() as u64).clamp(1, i32::MAX as u64) as u32,
+    }
+}
+
 /// Picks the mapping of `k` on `target`.
 pub fn choose(k: &Kernel, target: &Target) -> Plan {
+    if k.kind == KernelKind::Scan {
+        return Plan::Scan(choose_scan(k));
+    }
+    if k.kind == KernelKind::Sort {
+        return Plan::Sort(choose_sort(k));
+    }
     let level = k.element_level();
     let has_reduce = k.insts.iter().any(|n| matches!(n.inst, Inst::Reduce(..)));
     let numel: i64 = k.ranges.iter().product();
@@ -254,9 +340,27 @@ pub fn choose(k: &Kernel, target: &Target) -> Plan {
 pub fn valid(k: &Kernel, plan: &Plan) -> Result<(), String> {
     let has_reduce = k.insts.iter().any(|n| matches!(n.inst, Inst::Reduce(..)));
     let last = k.ranges.last().copied().unwrap_or(1);
+    let scan = k.kind == KernelKind::Scan;
+    let sort = k.kind == KernelKind::Sort;
     let (lanes, block) = match plan {
-        Plan::Elementwise(p) if !has_reduce => (p.lanes, p.block),
-        Plan::Rows(p) if has_reduce => {
+        Plan::Sort(p) if sort => {
+            let chunk_ok = p.chunk.is_power_of_two()
+                && (2..=SORT_CHUNK as u32).contains(&p.chunk)
+                && (p.chunk as usize >= k.row_len() || p.chunk as usize == SORT_CHUNK);
+            if !chunk_ok || k.n_kept + 1 != k.ranges.len() || has_reduce {
+                return Err(format!("plan {p:?} does not fit sort kernel {}", k.name));
+            }
+            (1, p.block)
+        }
+        Plan::Scan(p) if scan => {
+            let team_ok = p.tpr == 1 || (p.tpr % 32 == 0 && p.block % p.tpr == 0);
+            if !team_ok || k.n_kept + 1 != k.ranges.len() || has_reduce {
+                return Err(format!("plan {p:?} does not fit scan kernel {}", k.name));
+            }
+            (p.lanes, p.block)
+        }
+        Plan::Elementwise(p) if !has_reduce && !scan && !sort => (p.lanes, p.block),
+        Plan::Rows(p) if has_reduce && !scan && !sort => {
             let teams_ok = p.tpr.is_power_of_two() && p.tpr <= p.block && p.block % p.tpr == 0;
             let cluster_ok = p.cluster == 1
                 || ([2, 4, 8].contains(&p.cluster)
@@ -280,6 +384,8 @@ pub fn valid(k: &Kernel, plan: &Plan) -> Result<(), String> {
     let grid = match plan {
         Plan::Elementwise(p) => p.grid,
         Plan::Rows(p) => p.grid,
+        Plan::Scan(p) => p.grid,
+        Plan::Sort(p) => p.grid,
     };
     if lanes == 0
         || last % lanes as i64 != 0

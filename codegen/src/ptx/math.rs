@@ -4,11 +4,13 @@
 use super::builder::{f32_imm, ins, Builder, Reg, RegKind};
 use std::f64::consts::{FRAC_2_PI, FRAC_PI_2, LN_2, LOG2_E};
 
-fn imm(v: f64) -> String {
+/// `v` as an `f32` immediate.
+pub fn imm(v: f64) -> String {
     f32_imm(v as f32)
 }
 
-fn freg(b: &mut Builder) -> Reg {
+/// A fresh `.f32` register.
+pub fn freg(b: &mut Builder) -> Reg {
     b.reg(RegKind::F32)
 }
 
@@ -19,13 +21,15 @@ pub fn mul(b: &mut Builder, x: Reg, y: impl std::fmt::Display) -> Reg {
     r
 }
 
-fn add(b: &mut Builder, x: Reg, y: impl std::fmt::Display) -> Reg {
+/// `a + b`.
+pub fn add(b: &mut Builder, x: Reg, y: impl std::fmt::Display) -> Reg {
     let r = freg(b);
     ins!(b, "add.rn.f32 {r}, {x}, {y}");
     r
 }
 
-fn fma(
+/// `x * y + z`, rounded once.
+pub fn fma(
     b: &mut Builder,
     x: impl std::fmt::Display,
     y: impl std::fmt::Display,
@@ -37,7 +41,7 @@ fn fma(
 }
 
 /// Horner evaluation of `coefs[0] * z^(n-1) + ... + coefs[n-1]`.
-fn horner(b: &mut Builder, z: Reg, coefs: &[f64]) -> Reg {
+pub fn horner(b: &mut Builder, z: Reg, coefs: &[f64]) -> Reg {
     let mut p = b.mov(RegKind::F32, "f32", imm(coefs[0]));
     for c in &coefs[1..] {
         p = fma(b, p, z, imm(*c));
@@ -275,7 +279,7 @@ pub enum Accuracy {
 }
 
 /// `e^x` at accuracy `r`.
-fn exp_for(b: &mut Builder, x: Reg, r: Accuracy) -> Reg {
+pub fn exp_for(b: &mut Builder, x: Reg, r: Accuracy) -> Reg {
     match r {
         Accuracy::F32 => exp(b, x),
         Accuracy::Half => exp_fast(b, x),
@@ -283,7 +287,7 @@ fn exp_for(b: &mut Builder, x: Reg, r: Accuracy) -> Reg {
 }
 
 /// `n / d` at accuracy `r`.
-fn div_for(b: &mut Builder, n: impl std::fmt::Display, d: Reg, r: Accuracy) -> Reg {
+pub fn div_for(b: &mut Builder, n: impl std::fmt::Display, d: Reg, r: Accuracy) -> Reg {
     let q = freg(b);
     match r {
         Accuracy::F32 => ins!(b, "div.rn.f32 {q}, {n}, {d}"),
@@ -341,7 +345,7 @@ pub fn over_one_plus_exp_neg(
 
 /// GELU, tanh form: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`, at
 /// accuracy `r`.
-pub fn gelu(b: &mut Builder, x: Reg, r: Accuracy) -> Reg {
+pub fn gelu_tanh(b: &mut Builder, x: Reg, r: Accuracy) -> Reg {
     let x2 = mul(b, x, x);
     let x3 = mul(b, x2, x);
     let inner = fma(b, x3, imm(0.044715), x);

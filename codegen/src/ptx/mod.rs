@@ -9,6 +9,12 @@
 //! - Kernels with reductions: a team of threads per row (sub-warp, warp or
 //!   whole CTA), a persistent grid over rows; rows that fit stay in
 //!   registers across passes. See [`launch::Rows`] and the `reduce` module.
+//! - Scans: a thread, warp or CTA per row walking it in chunks (thread,
+//!   warp shuffle and shared-memory scans, a carry between chunks). See
+//!   [`launch::Scan`] and the `scan` module.
+//! - Sorts: a CTA per row, a bitonic sort of `(key, position)` pairs in
+//!   shared memory, chunks of long rows merged through a global scratch
+//!   buffer. See [`launch::Sort`] and the `sort` module.
 //!
 //! Buffers must be at least 16-byte aligned (as device allocations are):
 //! vector accesses rely on it.
@@ -39,6 +45,26 @@
 //! - `tanh` for `|x| < 0.625`: odd minimax polynomial, 1-2 ulp.
 //! - `pow` (float): `exp2(b * log2|a|)` with C99 special cases: relative
 //!   error about `|b log2|a|| * 2^-23` (1e-6 for results near 2^20).
+//! - `erf`, the exact `gelu`, `log1p`, `expm1`, `atan2` (`special.rs`,
+//!   own minimax polynomials; its tests replay each sequence in `f32` on
+//!   the host against `f64`, and these are the maxima they find, with
+//!   `exp`/`log` taken as correctly rounded): `erf` 1.5 ulp (`x + x P(x^2)`
+//!   below 1, `1 - exp(Q(|x|))` above); `gelu` 1.6 ulp for `x >= 0`, on
+//!   the negative side up to 14 ulp down to -2.8 (where `1 + erf`
+//!   cancels; the tail from `x / sqrt 2 <= -1` uses `erfc` directly) and
+//!   up to 45 ulp of values below 1e-5 further out, always within 1e-7
+//!   absolutely; `log1p` 2.3 ulp (`ln(u) * x / (u - 1)`, `u = 1 + x`);
+//!   `expm1` 1.8 ulp (`2^k (expm1(r) + 1) - 1` in one fused multiply-add);
+//!   `atan2` 2.4 ulp (octant reduction, C99 zeros and infinities). With a
+//!   half-type result they use the plain `ex2.approx` and `div.full.f32`.
+//!   `softplus` and `logaddexp` are composites of `exp`, `log1p` and
+//!   `max` (a few ulp, never overflowing).
+//! - `fmod` (float): exact, from the integer significands (`fmod.rs`);
+//!   `remainder` and `floor_divide` follow PyTorch's formulas on it.
+//!   `floor`, `ceil`, `round` (to even), `trunc`: `cvt.r*i.f32.f32`, exact.
+//! - Integer `floor_divide`, `remainder`, `fmod`, shifts (`int.rs`):
+//!   exact, with `crate::int_ops`' rules at division by zero and shifts
+//!   past the width.
 //! - Reductions combine in a tree (per thread, then shuffles, then shared
 //!   memory), not left to right: sums differ from the interpreter by
 //!   rounding. Half-type sums and products accumulate in `f32` and round
@@ -50,6 +76,9 @@ mod builder;
 mod elementwise;
 mod eval;
 mod expr;
+mod fmod;
+mod gather;
+mod int;
 pub mod launch;
 mod math;
 pub mod matmul;
@@ -57,8 +86,12 @@ mod memory;
 mod module;
 mod online;
 mod ops;
+mod philox;
 pub mod ptxas;
 mod reduce;
+mod scan;
+mod sort;
+mod special;
 mod target;
 
 use crate::ir::{Inst, Kernel};
@@ -74,7 +107,9 @@ pub use target::Target;
 ///
 /// Kernel parameters, in order: one `.u64` global pointer per input, then
 /// one per output, then 8 bytes per scalar parameter holding
-/// [`scalar_param`]'s value; nothing else. Every buffer must be 16-byte
+/// [`scalar_param`]'s value, then, for a kernel with indirect loads
+/// ([`Kernel::has_indirect`]), a `.u64` pointer to a `u32` error flag that
+/// the kernel sets to 1 where an index is out of range; nothing else. Every buffer must be 16-byte
 /// aligned.
 /// Errors on an unsupported target (below sm_80) or a malformed kernel.
 pub fn emit(kernel: &Kernel, target: &Target) -> Result<PtxKernel, String> {
@@ -93,7 +128,7 @@ pub fn emit_plan(kernel: &Kernel, target: &Target, plan: &Plan) -> Result<PtxKer
     launch::valid(kernel, plan)?;
     let cluster = match plan {
         Plan::Rows(p) => p.cluster,
-        Plan::Elementwise(_) => 1,
+        Plan::Elementwise(_) | Plan::Scan(_) | Plan::Sort(_) => 1,
     };
     if cluster > 1 && target.sm < 90 {
         return Err(format!(
@@ -114,6 +149,14 @@ pub fn emit_plan(kernel: &Kernel, target: &Target, plan: &Plan) -> Result<PtxKer
             let shared = reduce::emit(&mut b, &cx, p, &smem);
             (p.block, p.grid, shared, p.min_ctas)
         }
+        Plan::Scan(p) => {
+            let shared = scan::emit(&mut b, &cx, p, &smem);
+            (p.block, p.grid, shared, 1)
+        }
+        Plan::Sort(p) => {
+            let shared = sort::emit(&mut b, &cx, p, &smem);
+            (p.block, p.grid, shared, 1)
+        }
     };
     let mut directives = format!(".maxntid {block}, 1, 1\n");
     if min_ctas > 1 {
@@ -124,7 +167,7 @@ pub fn emit_plan(kernel: &Kernel, target: &Target, plan: &Plan) -> Result<PtxKer
     }
     ins!(b, "ret");
     let shared_decl = if shared > 0 {
-        format!(".shared .align 4 .b8 {smem}[{shared}];\n\n")
+        format!(".shared .align 8 .b8 {smem}[{shared}];\n\n")
     } else {
         String::new()
     };
@@ -161,10 +204,17 @@ fn validate(k: &Kernel, target: &Target) -> Result<(), String> {
         if n.inst.operands().iter().any(|o| *o >= i) {
             return bad(format!("instruction {i} uses a later value"));
         }
-        if let Inst::Load { input, .. } = n.inst {
-            if input >= k.inputs.len() {
+        match n.inst {
+            Inst::Load { input, .. } | Inst::Gather { input, .. } if input >= k.inputs.len() => {
                 return bad(format!("instruction {i} loads missing input {input}"));
             }
+            Inst::Gather { at, .. } if !k.insts[at].dtype.is_index() => {
+                return bad(format!(
+                    "instruction {i} gathers at a {} value",
+                    k.insts[at].dtype
+                ));
+            }
+            _ => {}
         }
     }
     for s in &k.stores {

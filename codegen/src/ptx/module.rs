@@ -42,7 +42,8 @@ pub fn scalar_param(dt: DType, value: f64) -> u64 {
 }
 
 /// Declares the entry's parameters (one `.u64` pointer per input, then per
-/// output, then an 8-byte parameter per scalar: [`Kernel::param_bytes`]
+/// output, then an 8-byte parameter per scalar, then the error flag's
+/// `.u64` pointer if the kernel has indirect loads: [`Kernel::param_bytes`]
 /// counts exactly these) and loads the pointers as global addresses at the
 /// top of the body (scalars are read where used); returns the parameter
 /// declarations and the lowering context.
@@ -64,6 +65,13 @@ pub(super) fn prologue<'a>(
         ins!(b, "cvta.to.global.u64 {g}, {raw}");
         ptrs.push(g);
     }
+    let flag = kernel.has_indirect().then(|| format!("{entry}_err"));
+    let err = flag.as_ref().map(|f| {
+        let (raw, g) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
+        ins!(b, "ld.param.u64 {raw}, [{f}]");
+        ins!(b, "cvta.to.global.u64 {g}, {raw}");
+        g
+    });
     let decls = pointers
         .iter()
         .map(|p| format!("\t.param .u64 {p}"))
@@ -72,6 +80,7 @@ pub(super) fn prologue<'a>(
                 .iter()
                 .map(|s| format!("\t.param .align {PARAM_BYTES} .b8 {s}[{PARAM_BYTES}]")),
         )
+        .chain(flag.iter().map(|f| format!("\t.param .u64 {f}")))
         .collect();
     let outputs = ptrs.split_off(kernel.inputs.len());
     let cx = Cx {
@@ -83,6 +92,7 @@ pub(super) fn prologue<'a>(
         inputs: ptrs,
         outputs,
         scalars,
+        err,
     };
     (decls, cx)
 }
@@ -139,7 +149,16 @@ fn width(k: &Kernel) -> Width {
     for n in &k.insts {
         m = m.max(match &n.inst {
             Inst::Load { index, valid, .. } => cond(valid).max(expr::magnitude(index, r)),
+            Inst::Gather {
+                index,
+                valid,
+                stride,
+                len,
+                ..
+            } => cond(valid)
+                .max(expr::magnitude(index, r) + (*len as i128) * (stride.unsigned_abs() as i128)),
             Inst::Valid(c) => cond(c),
+            Inst::Index(e) => expr::magnitude(e, r),
             _ => 0,
         });
     }

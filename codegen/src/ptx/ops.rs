@@ -5,6 +5,7 @@
 
 use super::builder::{f32_imm, ins, Builder, Reg, RegKind};
 use super::math::{self, LogBase, Trig};
+use super::{fmod, int, special};
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
 use crate::DType;
 
@@ -119,6 +120,15 @@ pub fn convert(b: &mut Builder, v: Value, to: DType) -> Value {
     Value { reg, dtype: to }
 }
 
+/// How accurate a float result of dtype `dt` must be.
+fn accuracy(dt: DType) -> math::Accuracy {
+    if dt == DType::F32 {
+        math::Accuracy::F32
+    } else {
+        math::Accuracy::Half
+    }
+}
+
 /// Rounds an `f32` result to the half type `dt` (identity for `F32`).
 fn finish_float(b: &mut Builder, f: Reg, dt: DType) -> Value {
     let reg = if dt == DType::F32 {
@@ -145,7 +155,7 @@ pub fn unary(b: &mut Builder, op: UnaryOp, x: Value, out: DType) -> Value {
         );
     }
     if !out.is_float() {
-        // Neg, Abs, Relu and Square on integers (bools compute as i32).
+        // The ops that keep integers (bools compute as i32).
         let x = convert(b, x, DType::I32).reg;
         let r = b.reg(RegKind::B32);
         match op {
@@ -153,6 +163,18 @@ pub fn unary(b: &mut Builder, op: UnaryOp, x: Value, out: DType) -> Value {
             UnaryOp::Abs => ins!(b, "abs.s32 {r}, {x}"),
             UnaryOp::Relu => ins!(b, "max.s32 {r}, {x}, 0"),
             UnaryOp::Square => ins!(b, "mul.lo.s32 {r}, {x}, {x}"),
+            UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Trunc => {
+                ins!(b, "mov.b32 {r}, {x}")
+            }
+            UnaryOp::Sign => {
+                // (x > 0) - (x < 0): selp gives 1 and -1 directly.
+                let (pos, neg) = (b.reg(RegKind::Pred), b.reg(RegKind::Pred));
+                ins!(b, "setp.gt.s32 {pos}, {x}, 0");
+                ins!(b, "setp.lt.s32 {neg}, {x}, 0");
+                ins!(b, "selp.s32 {r}, 1, 0, {pos}");
+                ins!(b, "selp.s32 {r}, -1, {r}, {neg}");
+            }
+            UnaryOp::BitNot => ins!(b, "not.b32 {r}, {x}"),
             _ => {
                 // Float ops into an integer result: compute in f32.
                 let f = unary(b, op, i32_value(x), DType::F32);
@@ -170,11 +192,7 @@ pub fn unary(b: &mut Builder, op: UnaryOp, x: Value, out: DType) -> Value {
     }
     let x = convert(b, x, out).reg;
     let f = b.reg(RegKind::F32);
-    let accuracy = if out == DType::F32 {
-        math::Accuracy::F32
-    } else {
-        math::Accuracy::Half
-    };
+    let accuracy = accuracy(out);
     let r = match op {
         UnaryOp::Neg => {
             ins!(b, "neg.f32 {f}, {x}");
@@ -215,7 +233,27 @@ pub fn unary(b: &mut Builder, op: UnaryOp, x: Value, out: DType) -> Value {
         UnaryOp::Tanh => math::tanh(b, x, accuracy),
         UnaryOp::Sigmoid => math::over_one_plus_exp_neg(b, f32_imm(1.0), x, accuracy),
         UnaryOp::Silu => math::over_one_plus_exp_neg(b, x, x, accuracy),
-        UnaryOp::Gelu => math::gelu(b, x, accuracy),
+        UnaryOp::Gelu => special::gelu(b, x, accuracy),
+        UnaryOp::GeluTanh => math::gelu_tanh(b, x, accuracy),
+        UnaryOp::Erf => special::erf(b, x, accuracy),
+        UnaryOp::Log1p => special::log1p(b, x, accuracy),
+        UnaryOp::Expm1 => special::expm1(b, x),
+        // Integral results of half inputs are halves again: no rounding.
+        UnaryOp::Floor => return rounded(b, "rmi", x, out),
+        UnaryOp::Ceil => return rounded(b, "rpi", x, out),
+        UnaryOp::Round => return rounded(b, "rni", x, out),
+        UnaryOp::Trunc => return rounded(b, "rzi", x, out),
+        UnaryOp::Sign => {
+            // +-1 by the sign bit, then 0 for both zeros, NaN for NaN.
+            ins!(b, "copysign.f32 {f}, {x}, {}", f32_imm(1.0));
+            let p = b.reg(RegKind::Pred);
+            ins!(b, "testp.notanumber.f32 {p}, {x}");
+            ins!(b, "selp.f32 {f}, {x}, {f}, {p}");
+            ins!(b, "setp.eq.f32 {p}, {x}, 0f00000000");
+            ins!(b, "selp.f32 {f}, 0f00000000, {f}, {p}");
+            return Value { reg: f, dtype: out };
+        }
+        UnaryOp::BitNot => unreachable!("bitwise_not of a float"),
         UnaryOp::Square => math::mul(b, x, x),
         UnaryOp::RoundTf32 => {
             let t = b.reg(RegKind::B32);
@@ -225,6 +263,13 @@ pub fn unary(b: &mut Builder, op: UnaryOp, x: Value, out: DType) -> Value {
         }
     };
     finish_float(b, r, out)
+}
+
+/// `x` rounded to an integral value by the `cvt` rounding `mode`.
+fn rounded(b: &mut Builder, mode: &str, x: Reg, out: DType) -> Value {
+    let f = b.reg(RegKind::F32);
+    ins!(b, "cvt.{mode}.f32.f32 {f}, {x}");
+    Value { reg: f, dtype: out }
 }
 
 fn i32_value(reg: Reg) -> Value {
@@ -295,6 +340,14 @@ pub fn binary(b: &mut Builder, op: BinaryOp, x: Value, y: Value, out: DType) -> 
                     let r = math::powi(b, x, y);
                     return convert(b, i32_value(r), out);
                 }
+                BinaryOp::Fmod | BinaryOp::Remainder | BinaryOp::FloorDiv => {
+                    let r = int::binary(b, op, x, y, 32);
+                    return convert(b, i32_value(r), out);
+                }
+                _ if op.is_bitwise() => {
+                    let r = int::binary(b, op, x, y, 32);
+                    return convert(b, i32_value(r), out);
+                }
                 // True division of integers is a float op.
                 _ => {
                     let (xf, yf) = (convert(b, xv, DType::F32), convert(b, yv, DType::F32));
@@ -322,7 +375,24 @@ pub fn binary(b: &mut Builder, op: BinaryOp, x: Value, y: Value, out: DType) -> 
                     let r = math::powf(b, x, y);
                     return finish_float(b, r, cd);
                 }
-                _ => unreachable!("comparisons handled above"),
+                BinaryOp::Atan2 => {
+                    let r = special::atan2(b, x, y, accuracy(cd));
+                    return finish_float(b, r, cd);
+                }
+                BinaryOp::Fmod => {
+                    // Exact, so a half result needs no rounding.
+                    let r = fmod::fmod(b, x, y);
+                    return Value { reg: r, dtype: cd };
+                }
+                BinaryOp::Remainder => {
+                    let r = fmod::remainder(b, x, y);
+                    return finish_float(b, r, cd);
+                }
+                BinaryOp::FloorDiv => {
+                    let r = fmod::floor_divide(b, x, y);
+                    return finish_float(b, r, cd);
+                }
+                _ => unreachable!("comparisons handled above, no bitwise ops on floats"),
             }
             if matches!(op, BinaryOp::Max | BinaryOp::Min) {
                 Value { reg: r, dtype: cd }

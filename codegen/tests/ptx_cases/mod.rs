@@ -3,7 +3,8 @@
 use smelt_codegen::ptx::matmul::Elem;
 use smelt_codegen::ptx::{emit, ptxas, PtxKernel, Target};
 use smelt_codegen::{
-    Arg, BinaryOp, Cond, DType, Expr, Inst, Kernel, KernelKind, Node, ReduceOp, Store, UnaryOp, Val,
+    Arg, BinaryOp, Cond, DType, Expr, Inst, Kernel, KernelKind, Node, ReduceOp, ScanOp, Store,
+    UnaryOp, Val,
 };
 
 /// True when `SMELT_REQUIRE_PTXAS=1` makes a missing `ptxas` a failure.
@@ -286,6 +287,40 @@ pub fn reduce_last(op: ReduceOp, dt: DType, rows: i64, len: i64) -> Kernel {
     };
     let s = kb.reduce(op, x);
     kb.store(rows as usize, Expr::var(0), s, None);
+    kb.done()
+}
+
+/// Scan `op` of a contiguous `[rows, len]` of `dt` (halves scanned in
+/// `f32` and rounded back) along its last axis, or with `axis0` along
+/// its first axis of a `[len, rows]` (a thread per row).
+pub fn scan(op: ScanOp, dt: DType, rows: i64, len: i64, axis0: bool) -> Kernel {
+    let r = [rows, len];
+    let name = format!(
+        "scan_{}_{dt}{}",
+        op.name(),
+        if axis0 { "_axis0" } else { "" }
+    );
+    let mut kb = Kb::new(&name, KernelKind::Scan, &r, 1);
+    let index = if axis0 {
+        lin(&[(0, 1), (1, rows)], 0)
+    } else {
+        contiguous(&r)
+    };
+    let x = kb.load(dt, (rows * len) as usize, index.clone());
+    let acc = if dt.is_float() {
+        DType::F32
+    } else {
+        DType::I32
+    };
+    let x = if acc == dt { x } else { kb.cast(x, acc) };
+    let out = if op.is_index() { DType::I32 } else { acc };
+    let s = kb.push(Inst::Scan(op, x), out);
+    let s = if op.is_index() || out == dt {
+        s
+    } else {
+        kb.cast(s, dt)
+    };
+    kb.store((rows * len) as usize, index, s, None);
     kb.done()
 }
 
@@ -651,10 +686,12 @@ pub fn all() -> Vec<Kernel> {
     let mut ks = Vec::new();
     for dt in FLOATS {
         for op in UnaryOp::ALL {
-            ks.push(unary(op, dt, 1001));
+            if op != UnaryOp::BitNot {
+                ks.push(unary(op, dt, 1001));
+            }
         }
     }
-    for op in [UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Relu, UnaryOp::Square] {
+    for op in UnaryOp::ALL.into_iter().filter(|op| op.keeps_integers()) {
         ks.push(unary(op, DType::I32, 1000));
     }
     ks.push(unary(UnaryOp::Not, DType::Bool, 1024));
@@ -675,9 +712,18 @@ pub fn all() -> Vec<Kernel> {
             BinaryOp::Ne,
             BinaryOp::And,
             BinaryOp::Or,
+            BinaryOp::Atan2,
+            BinaryOp::Fmod,
+            BinaryOp::Remainder,
+            BinaryOp::FloorDiv,
+            BinaryOp::BitAnd,
+            BinaryOp::BitOr,
+            BinaryOp::BitXor,
+            BinaryOp::Shl,
+            BinaryOp::Shr,
         ] {
             let operand = op.operand_dtype(dt, dt);
-            if operand == dt {
+            if operand == dt && !(op.is_bitwise() && dt.is_float()) {
                 ks.push(binary(op, dt, 4096));
             }
         }
@@ -689,6 +735,18 @@ pub fn all() -> Vec<Kernel> {
             }
         }
     }
+    for op in [
+        ScanOp::Sum,
+        ScanOp::Prod,
+        ScanOp::Max,
+        ScanOp::ArgMin,
+        ScanOp::LogSumExp,
+    ] {
+        ks.push(scan(op, DType::F32, 64, 8192, false));
+        ks.push(scan(op, DType::BF16, 1000, 100, false));
+        ks.push(scan(op, DType::I32, 4096, 129, true));
+    }
+    ks.push(scan(ScanOp::ArgMax, DType::F16, 3, 100_003, false));
     ks.push(broadcast_add(33, 64, DType::F32));
     ks.push(broadcast_add(5, 24, DType::BF16));
     ks.push(flip_transpose(48, 40));

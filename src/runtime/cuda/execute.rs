@@ -80,6 +80,12 @@ pub(crate) fn execute(
     let dev = device(n)?;
     let last_use = schedule.last_uses();
     let mut slots = inputs;
+    // Kernels with indirect loads raise this flag where an index is out of
+    // range (they mask the read); it is read once, after the schedule.
+    let flag = match schedule.items.iter().any(|it| it.kernel.has_indirect()) {
+        true => Some(dev.upload(&[0u8; 4])?),
+        false => None,
+    };
     for (i, it) in schedule.items.iter().enumerate() {
         for &b in &it.outputs {
             if let BufferSpec::New { dtype, len } = schedule.buffers[b] {
@@ -96,7 +102,8 @@ pub(crate) fn execute(
                 .ok_or_else(|| Error::Runtime("buffer used before it was written".into()))?;
             ptrs.push(buffer(h)?.ptr());
         }
-        let args = launch_args(&it.kernel, ptrs, &schedule.scalar_values(it));
+        let flag_ptr = flag.as_ref().map(|f| f.ptr());
+        let args = launch_args(&it.kernel, ptrs, &schedule.scalar_values(it), flag_ptr);
         // Loaded (and tuned) before the first event, so a kernel's first
         // timing holds neither the JIT nor the autotuner.
         let loaded = match it.kernel.rows() {
@@ -115,6 +122,15 @@ pub(crate) fn execute(
             if last_use[b] == i {
                 slots[b] = None;
             }
+        }
+    }
+    if let Some(f) = &flag {
+        // One synchronising read per realize with indirect loads.
+        if dev.download(f, 4)? != [0u8; 4] {
+            return Err(Error::Launch(
+                "an index is out of range for the axis it indexes (gather, index_select or embedding)"
+                    .into(),
+            ));
         }
     }
     schedule

@@ -96,14 +96,24 @@ SPIN:
 /// The parameters of a launch of IR kernel `k`, 8 bytes each as
 /// `ptx::emit` declares them: the device pointers `ptrs` of its inputs
 /// then outputs, then each of its scalars' `values` encoded by
-/// [`ptx::scalar_param`] (rounded to the slot's dtype, as the CPU does).
-pub(super) fn launch_args(k: &Kernel, mut ptrs: Vec<u64>, values: &[f64]) -> Vec<u64> {
+/// [`ptx::scalar_param`] (rounded to the slot's dtype, as the CPU does),
+/// then, for a kernel with indirect loads, the address of the schedule's
+/// error flag `flag`.
+pub(super) fn launch_args(
+    k: &Kernel,
+    mut ptrs: Vec<u64>,
+    values: &[f64],
+    flag: Option<u64>,
+) -> Vec<u64> {
     ptrs.extend(
         k.scalars
             .iter()
             .zip(values)
             .map(|(dt, v)| ptx::scalar_param(*dt, *v)),
     );
+    if k.has_indirect() {
+        ptrs.extend(flag);
+    }
     ptrs
 }
 

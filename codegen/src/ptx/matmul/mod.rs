@@ -47,7 +47,8 @@ use crate::ir::Kernel;
 /// tensor-core one for half types and TF32, the SIMT one (`simt.rs`) for
 /// exact `f32`.
 fn specialised(kernel: &Kernel) -> Option<Shape> {
-    if !crate::env::flag("SMELT_MATMUL_MMA", true) {
+    // Indirect loads (and their error flag) are the generic emitters'.
+    if !crate::env::flag("SMELT_MATMUL_MMA", true) || kernel.has_indirect() {
         return None;
     }
     recognise(kernel)

@@ -1,0 +1,445 @@
+//! Scan kernels: a team of threads per row (see [`Scan`]) walks the row in
+//! chunks of `tpr * lanes` elements. Per chunk each thread scans its
+//! `lanes` consecutive elements sequentially; a warp scans its threads'
+//! totals with `shfl.sync.up` (Hillis-Steele, 5 steps); a CTA team writes
+//! each warp's total to shared memory and every warp scans those totals
+//! again with shuffles; the running value carried from earlier chunks, the
+//! earlier warps' and the earlier lanes' totals then prefix each element.
+//! Every combine takes the earlier operand first, so the index ops'
+//! ordered rule (ties go to the later position) holds.
+//!
+//! Not yet here: the single-pass scan with decoupled look-back that would
+//! spread one long row over many CTAs; a row longer than a CTA's chunk is
+//! walked by its one CTA.
+
+use super::builder::{f32_imm, ins, Builder, Reg, RegKind};
+use super::elementwise::used_vars;
+use super::eval::{needs, Cx, Lanes, Point, Vals};
+use super::expr;
+use super::launch::Scan;
+use super::ops::{self, Value};
+use crate::ir::{Inst, Val};
+use crate::{DType, ScanOp, UnaryOp};
+
+/// A running scan state: the value (an `f32` or `s32` register) and, for
+/// index ops, its position (`s32`).
+#[derive(Clone, Copy)]
+struct State {
+    v: Reg,
+    i: Option<Reg>,
+}
+
+impl State {
+    fn regs(&self) -> Vec<Reg> {
+        std::iter::once(self.v).chain(self.i).collect()
+    }
+
+    fn from_regs(regs: &[Reg]) -> State {
+        State {
+            v: regs[0],
+            i: regs.get(1).copied(),
+        }
+    }
+}
+
+/// One scan instruction: `op` over operand `src` of dtype `dt` (`F32` or
+/// `I32`), its result instruction `val`.
+#[derive(Clone, Copy)]
+struct ScanInst {
+    val: Val,
+    op: ScanOp,
+    src: Val,
+    dt: DType,
+}
+
+impl ScanInst {
+    fn identity(&self, b: &mut Builder) -> State {
+        let x = self.op.identity(self.dt);
+        let v = if self.dt == DType::I32 {
+            b.mov(RegKind::B32, "b32", x as i32)
+        } else {
+            b.mov(RegKind::F32, "f32", f32_imm(x as f32))
+        };
+        let i = self.op.is_index().then(|| b.mov(RegKind::B32, "b32", 0));
+        State { v, i }
+    }
+
+    /// `earlier` combined with `later`, in fresh registers.
+    fn combine(&self, b: &mut Builder, earlier: State, later: State) -> State {
+        let int = self.dt == DType::I32;
+        let (e, l) = (earlier.v, later.v);
+        let arith = |b: &mut Builder, text: &str| {
+            let r = b.reg(e.kind);
+            ins!(b, "{text} {r}, {e}, {l}");
+            State { v: r, i: None }
+        };
+        match self.op {
+            ScanOp::Sum if int => arith(b, "add.s32"),
+            ScanOp::Sum => arith(b, "add.rn.f32"),
+            ScanOp::Prod if int => arith(b, "mul.lo.s32"),
+            ScanOp::Prod => arith(b, "mul.rn.f32"),
+            ScanOp::LogSumExp => State {
+                v: log_add_exp(b, e, l),
+                i: None,
+            },
+            ScanOp::Max | ScanOp::Min | ScanOp::ArgMax | ScanOp::ArgMin => {
+                // The later value wins when it is NaN or compares >= (<=)
+                // with a non-NaN earlier one (a NaN earlier value fails
+                // the ordered comparison).
+                let max = matches!(self.op, ScanOp::Max | ScanOp::ArgMax);
+                let (cmp, ty) = (
+                    if max { "ge" } else { "le" },
+                    if int { "s32" } else { "f32" },
+                );
+                let wins = b.reg(RegKind::Pred);
+                ins!(b, "setp.{cmp}.{ty} {wins}, {l}, {e}");
+                if !int {
+                    let nan = b.reg(RegKind::Pred);
+                    ins!(b, "setp.nan.f32 {nan}, {l}, {l}");
+                    ins!(b, "or.pred {wins}, {wins}, {nan}");
+                }
+                select(b, wins, later, earlier)
+            }
+        }
+    }
+}
+
+/// `p ? a : b` for every register of the states.
+fn select(b: &mut Builder, p: Reg, a: State, c: State) -> State {
+    let regs: Vec<Reg> = a
+        .regs()
+        .iter()
+        .zip(c.regs())
+        .map(|(x, y)| {
+            let r = b.reg(x.kind);
+            let ty = if x.kind == RegKind::F32 { "f32" } else { "b32" };
+            ins!(b, "selp.{ty} {r}, {x}, {y}, {p}");
+            r
+        })
+        .collect();
+    State::from_regs(&regs)
+}
+
+/// `log(e^a + e^c)` in `f32` as `hi + log1p(e^(lo - hi))`, with `log1p(t)`
+/// as `log(u) * t / (u - 1)` for `u = 1 + t` (exact to a few ulp where
+/// `1 + t` rounds). NaN if either is NaN; an infinite maximum is the
+/// result (where `lo - hi` would be NaN).
+fn log_add_exp(b: &mut Builder, a: Reg, c: Reg) -> Reg {
+    let f = |b: &mut Builder| b.reg(RegKind::F32);
+    let (hi, lo, d) = (f(b), f(b), f(b));
+    ins!(b, "max.NaN.f32 {hi}, {a}, {c}");
+    ins!(b, "min.NaN.f32 {lo}, {a}, {c}");
+    ins!(b, "sub.rn.f32 {d}, {lo}, {hi}");
+    let as_f32 = |reg| Value {
+        reg,
+        dtype: DType::F32,
+    };
+    let t = ops::unary(b, UnaryOp::Exp, as_f32(d), DType::F32).reg;
+    let (u, um1) = (f(b), f(b));
+    let one = f32_imm(1.0);
+    ins!(b, "add.rn.f32 {u}, {t}, {one}");
+    ins!(b, "sub.rn.f32 {um1}, {u}, {one}");
+    let lu = ops::unary(b, UnaryOp::Log, as_f32(u), DType::F32).reg;
+    let (q, l1p, r) = (f(b), f(b), f(b));
+    ins!(b, "div.rn.f32 {q}, {t}, {um1}");
+    ins!(b, "mul.rn.f32 {l1p}, {lu}, {q}");
+    let tiny = b.reg(RegKind::Pred);
+    ins!(b, "setp.eq.f32 {tiny}, {um1}, 0f00000000");
+    ins!(b, "selp.f32 {l1p}, {t}, {l1p}, {tiny}");
+    ins!(b, "add.rn.f32 {r}, {hi}, {l1p}");
+    let inf = b.reg(RegKind::Pred);
+    ins!(b, "testp.infinite.f32 {inf}, {hi}");
+    ins!(b, "selp.f32 {r}, {hi}, {r}, {inf}");
+    r
+}
+
+/// `shfl.sync.<mode>` of every register of `s` by `arg`.
+fn shuffle(b: &mut Builder, mode: &str, s: State, arg: &str) -> State {
+    let c = if mode == "up" { 0 } else { 31 };
+    let regs: Vec<Reg> = s
+        .regs()
+        .iter()
+        .map(|r| {
+            let t = b.reg(r.kind);
+            ins!(b, "shfl.sync.{mode}.b32 {t}, {r}, {arg}, {c}, -1");
+            t
+        })
+        .collect();
+    State::from_regs(&regs)
+}
+
+/// Inclusive scan of `t` over the lanes of a warp below `width` (a power
+/// of two), Hillis-Steele with `shfl.sync.up`.
+fn warp_scan(b: &mut Builder, si: &ScanInst, lane: Reg, mut t: State, width: u32) -> State {
+    let mut off = 1;
+    while off < width {
+        let y = shuffle(b, "up", t, &off.to_string());
+        let r = si.combine(b, y, t);
+        let p = b.reg(RegKind::Pred);
+        ins!(b, "setp.ge.u32 {p}, {lane}, {off}");
+        t = select(b, p, r, t);
+        off *= 2;
+    }
+    t
+}
+
+/// Emits the body of a scan kernel; returns the static shared memory it
+/// declares as `smem` (bytes).
+pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
+    let k = cx.k;
+    let w = cx.width;
+    let n = w.bits();
+    let nk = k.n_kept;
+    let lanes = plan.lanes;
+    let scans: Vec<ScanInst> = k
+        .insts
+        .iter()
+        .enumerate()
+        .filter_map(|(val, node)| match node.inst {
+            Inst::Scan(op, src) => Some(ScanInst {
+                val,
+                op,
+                src,
+                dt: k.insts[src].dtype,
+            }),
+            _ => None,
+        })
+        .collect();
+    let slots: Vec<usize> = scans
+        .iter()
+        .scan(0, |acc, s| {
+            let first = *acc;
+            *acc += 1 + s.op.is_index() as usize;
+            Some(first)
+        })
+        .collect();
+    let nslots = scans
+        .iter()
+        .map(|s| 1 + s.op.is_index() as u32)
+        .sum::<u32>();
+    let warps = plan.tpr / 32;
+    let cta = plan.tpr > 32;
+    let shared_bytes = if cta { 2 * nslots * warps * 4 } else { 0 };
+
+    // Team geometry: `team_lane` within the row's team, `lane` within the
+    // warp, `warp` within the team.
+    let tid = b.reg(RegKind::B32);
+    ins!(b, "mov.u32 {tid}, %tid.x");
+    let (ctaid, nctaid) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+    ins!(b, "mov.u32 {ctaid}, %ctaid.x");
+    ins!(b, "mov.u32 {nctaid}, %nctaid.x");
+    let teams = plan.block / plan.tpr;
+    let (team_lane, team) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+    ins!(b, "rem.u32 {team_lane}, {tid}, {}", plan.tpr);
+    ins!(b, "div.u32 {team}, {tid}, {}", plan.tpr);
+    let (lane, warp) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+    ins!(b, "and.b32 {lane}, {team_lane}, 31");
+    ins!(b, "shr.u32 {warp}, {team_lane}, 5");
+    let to_w = |b: &mut Builder, r: Reg| -> Reg {
+        if w.wide {
+            let x = b.reg(RegKind::B64);
+            ins!(b, "cvt.u64.u32 {x}, {r}");
+            x
+        } else {
+            r
+        }
+    };
+    let (row, nteams) = (w.reg(b), w.reg(b));
+    let team_w = to_w(b, team);
+    if w.wide {
+        ins!(b, "mul.wide.u32 {row}, {ctaid}, {teams}");
+        ins!(b, "add.s64 {row}, {row}, {team_w}");
+        ins!(b, "mul.wide.u32 {nteams}, {nctaid}, {teams}");
+    } else {
+        ins!(b, "mad.lo.s32 {row}, {ctaid}, {teams}, {team_w}");
+        ins!(b, "mul.lo.s32 {nteams}, {nctaid}, {teams}");
+    }
+    let lane_w = to_w(b, team_lane);
+    let first = w.reg(b);
+    ins!(b, "mul.lo.s{n} {first}, {lane_w}, {lanes}");
+    let parity = b.mov(RegKind::B32, "u32", 0);
+    let base = b.reg(RegKind::B32);
+    if cta {
+        ins!(b, "mov.u32 {base}, {smem}");
+    }
+
+    let rows = k.rows() as i64;
+    let row_len = k.row_len() as i64;
+    let used = used_vars(cx);
+    let all = vec![true; k.insts.len()];
+    let srcs: Vec<Val> = scans.iter().map(|s| s.src).collect();
+    let src_todo = needs(k, &all, &srcs);
+    let roots: Vec<Val> = k.stores.iter().map(|s| s.value).collect();
+    let store_todo = needs(k, &all, &roots);
+
+    let (row_top, row_end) = (b.label(), b.label());
+    b.place(&row_top);
+    let done = b.reg(RegKind::Pred);
+    ins!(b, "setp.ge.s{n} {done}, {row}, {rows}");
+    ins!(b, "@{done} bra {row_end}");
+    let mut kept = expr::unravel(b, row, &k.ranges[..nk], &used[..nk], w);
+    let carry: Vec<State> = scans.iter().map(|s| s.identity(b)).collect();
+    let c = w.reg(b);
+    ins!(b, "mov.b{n} {c}, 0");
+    let (chunk_top, chunk_end) = (b.label(), b.label());
+    b.place(&chunk_top);
+    let chunk_done = b.reg(RegKind::Pred);
+    ins!(b, "setp.ge.s{n} {chunk_done}, {c}, {row_len}");
+    ins!(b, "@{chunk_done} bra {chunk_end}");
+
+    // The thread's elements: `lanes` consecutive positions from `pos`.
+    let pos = w.reg(b);
+    ins!(b, "add.s{n} {pos}, {c}, {first}");
+    let valid = b.reg(RegKind::Pred);
+    ins!(b, "setp.lt.s{n} {valid}, {pos}, {row_len}");
+    let pos32 = if w.wide {
+        let r = b.reg(RegKind::B32);
+        ins!(b, "cvt.u32.u64 {r}, {pos}");
+        r
+    } else {
+        pos
+    };
+    kept.truncate(nk);
+    let mut vars = kept.clone();
+    vars.push(Some(pos));
+    let point = Point {
+        vars,
+        lanes,
+        pred: Some(valid),
+    };
+    let mut vals: Vals = vec![None; k.insts.len()];
+    cx.eval_loads(b, &point, &src_todo, &mut vals);
+    cx.eval(b, &point, &src_todo, &mut vals);
+
+    // Thread-local inclusive scans and their warp scans.
+    let mut local: Vec<Vec<State>> = Vec::new();
+    let mut incl: Vec<State> = Vec::new();
+    for si in &scans {
+        let xs = vals[si.src].clone().expect("scan operand evaluated");
+        let mut run: Vec<State> = Vec::new();
+        for l in 0..lanes {
+            let v = ops::convert(b, xs[l.min(xs.len() - 1)], si.dt).reg;
+            let i = si.op.is_index().then(|| {
+                let r = b.reg(RegKind::B32);
+                ins!(b, "add.s32 {r}, {pos32}, {l}");
+                r
+            });
+            let x = State { v, i };
+            let next = match run.last() {
+                Some(prev) => si.combine(b, *prev, x),
+                None => x,
+            };
+            run.push(next);
+        }
+        let t = *run.last().expect("lanes >= 1");
+        local.push(run);
+        incl.push(if plan.tpr >= 32 {
+            warp_scan(b, si, lane, t, 32)
+        } else {
+            t
+        });
+    }
+    let wa = b.reg(RegKind::B32);
+    if cta {
+        // Each warp's total, by its last lane, in this chunk's half.
+        ins!(
+            b,
+            "mad.lo.s32 {wa}, {parity}, {}, {base}",
+            nslots * warps * 4
+        );
+        let last = b.reg(RegKind::Pred);
+        ins!(b, "setp.eq.u32 {last}, {lane}, 31");
+        let my = b.reg(RegKind::B32);
+        ins!(b, "shl.b32 {my}, {warp}, 2");
+        ins!(b, "add.s32 {my}, {my}, {wa}");
+        for (t, slot) in incl.iter().zip(&slots) {
+            for (j, r) in t.regs().iter().enumerate() {
+                let off = (*slot + j) as u32 * warps * 4;
+                ins!(b, "@{last} st.shared.b32 [{my}+{off}], {r}");
+            }
+        }
+        ins!(b, "bar.sync 0");
+    }
+    for (s, si) in scans.iter().enumerate() {
+        let t = incl[s];
+        let (mut pre, total) = if plan.tpr == 1 {
+            (carry[s], t)
+        } else if !cta {
+            (carry[s], shuffle(b, "idx", t, "31"))
+        } else {
+            // Every warp scans the warp totals: lane `j < warps` holds warp
+            // `j`'s.
+            let has = b.reg(RegKind::Pred);
+            ins!(b, "setp.lt.u32 {has}, {lane}, {warps}");
+            let addr = b.reg(RegKind::B32);
+            ins!(b, "shl.b32 {addr}, {lane}, 2");
+            ins!(b, "add.s32 {addr}, {addr}, {wa}");
+            let id = si.identity(b);
+            let regs: Vec<Reg> = id
+                .regs()
+                .iter()
+                .enumerate()
+                .map(|(j, r)| {
+                    let x = b.reg(r.kind);
+                    ins!(b, "mov.b32 {x}, {r}");
+                    let off = (slots[s] + j) as u32 * warps * 4;
+                    ins!(b, "@{has} ld.shared.b32 {x}, [{addr}+{off}]");
+                    x
+                })
+                .collect();
+            let totals = warp_scan(b, si, lane, State::from_regs(&regs), warps);
+            let total = shuffle(b, "idx", totals, &(warps - 1).to_string());
+            let prev = b.reg(RegKind::B32);
+            ins!(b, "max.u32 {prev}, {warp}, 1");
+            ins!(b, "sub.u32 {prev}, {prev}, 1");
+            let before = shuffle(b, "idx", totals, &prev.to_string());
+            let with = si.combine(b, carry[s], before);
+            let later = b.reg(RegKind::Pred);
+            ins!(b, "setp.gt.u32 {later}, {warp}, 0");
+            (select(b, later, with, carry[s]), total)
+        };
+        if plan.tpr >= 32 {
+            // The earlier lanes of the warp.
+            let ex = shuffle(b, "up", t, "1");
+            let with = si.combine(b, pre, ex);
+            let later = b.reg(RegKind::Pred);
+            ins!(b, "setp.gt.u32 {later}, {lane}, 0");
+            pre = select(b, later, with, pre);
+        }
+        let out: Lanes = local[s]
+            .iter()
+            .map(|x| {
+                let y = si.combine(b, pre, *x);
+                let dt = k.insts[si.val].dtype;
+                let v = match y.i {
+                    Some(i) => Value {
+                        reg: i,
+                        dtype: DType::I32,
+                    },
+                    None => Value {
+                        reg: y.v,
+                        dtype: si.dt,
+                    },
+                };
+                ops::convert(b, v, dt)
+            })
+            .collect();
+        vals[si.val] = Some(out);
+        let next = si.combine(b, carry[s], total);
+        for (dst, src) in carry[s].regs().iter().zip(next.regs()) {
+            ins!(b, "mov.b32 {dst}, {src}");
+        }
+    }
+    cx.eval(b, &point, &store_todo, &mut vals);
+    for s in &k.stores {
+        cx.store(b, &point, s, &vals);
+    }
+    ins!(b, "xor.b32 {parity}, {parity}, 1");
+    ins!(b, "add.s{n} {c}, {c}, {}", plan.tpr as usize * lanes);
+    ins!(b, "bra {chunk_top}");
+    b.place(&chunk_end);
+    ins!(b, "add.s{n} {row}, {row}, {nteams}");
+    ins!(b, "bra {row_top}");
+    b.place(&row_end);
+    shared_bytes
+}

@@ -1,0 +1,374 @@
+//! Scans (`cumsum`, `cumprod`, `cummax`, `cummin`, `logcumsumexp`)
+//! against an f64 (floats) or exact (integers) host reference: every
+//! layout, every axis (negative too), halves, integers and bools, empty,
+//! single-element and long rows, NaN and infinities, and the fusion of
+//! producers into the scan kernel.
+
+mod common;
+
+use common::*;
+use smelt::{DType, Fusion, Tensor};
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Op {
+    Sum,
+    Prod,
+    Max,
+    Min,
+    Lse,
+}
+
+/// Host scan of `x` along `axis`: values (f64, or exact wrapping `i32`
+/// arithmetic with `int`) and, for max/min, PyTorch's indices (the later
+/// index on ties, the latest NaN once one was seen). Also, per element,
+/// the scale its rounding error is measured against: the running sum of
+/// magnitudes for sums (cancellation can make the sum itself tiny), the
+/// magnitude of the result otherwise.
+fn host_scan(x: &NdArray, axis: usize, op: Op, int: bool) -> (NdArray, NdArray, NdArray) {
+    let mut vals = x.clone();
+    let mut idx = NdArray::full(&x.shape, 0.0);
+    let mut scale = NdArray::full(&x.shape, 0.0);
+    let n = x.shape[axis];
+    let stride: usize = x.shape[axis + 1..].iter().product();
+    for start in 0..x.numel() {
+        if !(start / stride).is_multiple_of(n.max(1)) {
+            continue; // not the first element of its row
+        }
+        let (mut acc, mut at, mut mag) = (f64::NAN, 0usize, 0.0);
+        for i in 0..n {
+            let p = start + i * stride;
+            let v = x.data[p];
+            if i == 0 {
+                acc = v;
+            } else {
+                acc = match op {
+                    Op::Sum if int => (acc as i32).wrapping_add(v as i32) as f64,
+                    Op::Prod if int => (acc as i32).wrapping_mul(v as i32) as f64,
+                    Op::Sum => acc + v,
+                    Op::Prod => acc * v,
+                    Op::Max | Op::Min => {
+                        let wins = if op == Op::Max { v >= acc } else { v <= acc };
+                        if v.is_nan() || (!acc.is_nan() && wins) {
+                            at = i;
+                            v
+                        } else {
+                            acc
+                        }
+                    }
+                    Op::Lse => {
+                        if acc.is_nan() || v.is_nan() {
+                            f64::NAN
+                        } else if acc.max(v).is_infinite() {
+                            // log(e^a + e^inf) = inf; both -inf stays -inf.
+                            acc.max(v)
+                        } else {
+                            let m = acc.max(v);
+                            m + ((acc - m).exp() + (v - m).exp()).ln()
+                        }
+                    }
+                };
+            }
+            mag += v.abs();
+            vals.data[p] = acc;
+            idx.data[p] = at as f64;
+            scale.data[p] = if op == Op::Sum { mag } else { acc.abs() };
+        }
+    }
+    (vals, idx, scale)
+}
+
+/// Realizes a fresh `build()` under both fusion modes; each element must
+/// be within `rel * scale + abs` of `want` (NaN and infinities exactly).
+fn check_scaled(
+    what: &str,
+    build: impl Fn() -> Tensor,
+    dt: DType,
+    want: &NdArray,
+    scale: &NdArray,
+    t: Tol,
+) {
+    for mode in MODES {
+        let label = format!("{what} [{mode:?}]");
+        let (got_dt, shape, got) = run_labelled(&label, || {
+            let y = build();
+            Ok((y.dtype(), y.shape().to_vec(), values(&y, mode)))
+        });
+        assert_eq!(got_dt, dt, "{label}: dtype");
+        assert_eq!(shape, want.shape, "{label}: shape");
+        for (i, ((g, w), s)) in got.iter().zip(&want.data).zip(&scale.data).enumerate() {
+            let ok = if w.is_nan() || w.is_infinite() || g.is_nan() || g.is_infinite() {
+                (g.is_nan() && w.is_nan()) || g == w
+            } else {
+                (g - w).abs() <= t.rel * s.max(w.abs()) + t.abs
+            };
+            assert!(
+                ok,
+                "{label}: element {:?} of {:?}: got {g}, want {w} (scale {s}, {t:?})",
+                unravel(i, &want.shape),
+                want.shape
+            );
+        }
+    }
+}
+
+/// The tensor op for `op` (values; max/min give their values here).
+fn apply(x: &Tensor, op: Op, axis: isize) -> Tensor {
+    match op {
+        Op::Sum => x.cumsum(axis),
+        Op::Prod => x.cumprod(axis),
+        Op::Max => x.cummax(axis).0,
+        Op::Min => x.cummin(axis).0,
+        Op::Lse => x.logcumsumexp(axis),
+    }
+}
+
+/// The result dtype of `op` on `dt`.
+fn out_dtype(op: Op, dt: DType) -> DType {
+    match op {
+        Op::Max | Op::Min => dt,
+        Op::Lse => dt.to_float(),
+        _ if dt.is_float() => dt,
+        _ => DType::I32,
+    }
+}
+
+/// Checks `op` on `x` along every axis (each as its positive and negative
+/// spelling in turn), values and (max/min) indices.
+fn check_all_axes(what: &str, x: &Input, op: Op, t: Tol) {
+    let dt = x.base.dtype();
+    let host = x.host();
+    let rank = host.ndim() as isize;
+    for a in 0..rank {
+        let signed = if a % 2 == 0 { a } else { a - rank };
+        let int = !out_dtype(op, dt).is_float();
+        let (v, i, s) = host_scan(&host, a as usize, op, int);
+        let out = out_dtype(op, dt);
+        let label = format!("{what} {op:?} {dt} {:?} axis {signed}", x.layout);
+        check_scaled(
+            &label,
+            || apply(&x.tensor(), op, signed),
+            out,
+            &v.round(out),
+            &s,
+            t,
+        );
+        if matches!(op, Op::Max | Op::Min) {
+            check_scaled(
+                &format!("{label} indices"),
+                || {
+                    let (_, i) = if op == Op::Max {
+                        x.tensor().cummax(signed)
+                    } else {
+                        x.tensor().cummin(signed)
+                    };
+                    i
+                },
+                DType::I32,
+                &i,
+                &i,
+                EXACT,
+            );
+        }
+    }
+}
+
+/// Sums and products of floats: a few roundings of the running scale in
+/// the result dtype (f32 accumulation on the GPU, f64 on the CPU).
+fn scan_tol(dt: DType) -> Tol {
+    match dt {
+        DType::F32 => Tol::new(1e-5, 1e-6),
+        d => tol(d),
+    }
+}
+
+#[test]
+fn every_layout_axis_and_dtype() {
+    let vals = [
+        1.5, -2.0, 0.0, 3.25, -0.5, 4.0, 1.0, -7.0, 0.25, 2.5, -1.0, 2.0,
+    ];
+    // Products of many of these would overflow the halves: values near 1.
+    let near_one = [1.25, -0.75, 1.0, 0.5, -1.5, 1.125, 0.875, -1.0, 2.0];
+    let cases: [(DType, &[Op]); 5] = [
+        (DType::F32, &[Op::Sum, Op::Prod, Op::Max, Op::Min, Op::Lse]),
+        (DType::F16, &[Op::Sum, Op::Prod, Op::Max, Op::Lse]),
+        (DType::BF16, &[Op::Sum, Op::Min, Op::Lse]),
+        (DType::I32, &[Op::Sum, Op::Prod, Op::Max, Op::Min, Op::Lse]),
+        (DType::Bool, &[Op::Sum, Op::Max]),
+    ];
+    for (dt, ops) in cases {
+        for layout in LAYOUTS {
+            for op in ops {
+                let v: &[f64] = if *op == Op::Prod { &near_one } else { &vals };
+                let x = Input::with_values(layout, &[3, 5, 7], dt, v);
+                let t = scan_tol(out_dtype(*op, dt));
+                check_all_axes("layouts", &x, *op, t);
+            }
+        }
+    }
+}
+
+#[test]
+fn row_lengths_around_warps_and_blocks() {
+    // Empty, single, around a warp, a CTA's chunk and carries across
+    // chunks, primes; rows along the last axis and along the first.
+    for n in [0, 1, 2, 31, 32, 33, 127, 1031, 4099, 9973] {
+        for shape in [vec![3, n], vec![n, 5]] {
+            let x = Input::new(Layout::Contiguous, &shape, DType::F32, -1.0, 1.0, n as u64);
+            for op in [Op::Sum, Op::Max, Op::Lse] {
+                check_all_axes(&format!("n={n}"), &x, op, scan_tol(DType::F32));
+            }
+            let xi = Input::new(
+                Layout::Strided,
+                &shape,
+                DType::I32,
+                -50.0,
+                50.0,
+                7 + n as u64,
+            );
+            for op in [Op::Sum, Op::Min] {
+                check_all_axes(&format!("n={n}"), &xi, op, EXACT);
+            }
+        }
+    }
+}
+
+#[test]
+fn long_rows() {
+    let x = Input::new(Layout::Contiguous, &[1, 100003], DType::F32, -1.0, 1.0, 11);
+    for op in [Op::Sum, Op::Max, Op::Min, Op::Lse] {
+        check_all_axes("long", &x, op, scan_tol(DType::F32));
+    }
+    // Values near 1 keep a long product finite.
+    let p = Input::new(Layout::Flipped, &[2, 20011], DType::F32, 0.999, 1.001, 12);
+    check_all_axes("long", &p, Op::Prod, Tol::new(1e-4, 1e-6));
+    let h = Input::new(Layout::Permuted, &[30011, 2], DType::F16, -1.0, 1.0, 13);
+    check_all_axes("long", &h, Op::Sum, tol(DType::F16).times(2.0));
+    let i = Input::new(Layout::Contiguous, &[100003], DType::I32, -1e6, 1e6, 14);
+    check_all_axes("long", &i, Op::Sum, EXACT);
+}
+
+#[test]
+fn nan_and_infinities() {
+    let inf = f64::INFINITY;
+    let vals = [
+        1.0,
+        f64::NAN,
+        3.0,
+        -inf,
+        inf,
+        2.0,
+        f64::NAN,
+        -1.0,
+        inf,
+        inf,
+        -inf,
+        -inf,
+        0.5,
+    ];
+    for layout in [Layout::Contiguous, Layout::Flipped, Layout::Permuted] {
+        for dt in [DType::F32, DType::F16] {
+            let x = Input::with_values(layout, &[4, 13], dt, &vals);
+            for op in [Op::Sum, Op::Prod, Op::Max, Op::Min, Op::Lse] {
+                check_all_axes("nan/inf", &x, op, scan_tol(dt));
+            }
+        }
+    }
+    // Without NaN, infinities still combine: -inf logcumsumexp stays -inf
+    // until a finite value; +inf then stays.
+    let x = Input::with_values(
+        Layout::Contiguous,
+        &[2, 6],
+        DType::F32,
+        &[-inf, -inf, 1.0, inf, 2.0, -inf],
+    );
+    check_all_axes("inf", &x, Op::Lse, scan_tol(DType::F32));
+}
+
+#[test]
+fn ties_take_the_later_index() {
+    let (x, _) = make(&[2.0, 1.0, 2.0, 2.0, 3.0, 3.0, 0.0], &[7], DType::F32);
+    let (v, i) = x.cummax(0);
+    assert_eq!(
+        values(&v, Fusion::On),
+        vec![2.0, 2.0, 2.0, 2.0, 3.0, 3.0, 3.0]
+    );
+    assert_eq!(
+        values(&i, Fusion::On),
+        vec![0.0, 0.0, 2.0, 3.0, 4.0, 5.0, 5.0]
+    );
+    let (v, i) = x.cummin(-1);
+    assert_eq!(
+        values(&v, Fusion::On),
+        vec![2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0]
+    );
+    assert_eq!(
+        values(&i, Fusion::On),
+        vec![0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 6.0]
+    );
+}
+
+#[test]
+fn zero_dim_and_broadcast_rows() {
+    let dev = test_device();
+    let s = Tensor::full([0usize; 0], 2.5, DType::F32, &dev);
+    assert_eq!(values(&s.cumsum(0), Fusion::On), vec![2.5]);
+    assert_eq!(values(&s.cummax(-1).1, Fusion::On), vec![0.0]);
+    // A row-invariant operand (stride 0 along the scanned axis).
+    let (x, _) = make(&[1.0, 2.0], &[2, 1], DType::F32);
+    let y = x.expand([2, 4]).cumsum(1);
+    assert_eq!(
+        values(&y, Fusion::On),
+        vec![1.0, 2.0, 3.0, 4.0, 2.0, 4.0, 6.0, 8.0]
+    );
+}
+
+#[test]
+fn producers_fuse_into_one_scan_kernel() {
+    let x = Input::new(Layout::Permuted, &[6, 9], DType::F32, -1.0, 1.0, 3);
+    let s = (x.tensor() * 2.0).exp().cumsum(1).schedule(Fusion::On);
+    assert_eq!(
+        s.items.len(),
+        1,
+        "{:?}",
+        s.items.iter().map(|i| &i.kernel.name).collect::<Vec<_>>()
+    );
+    assert_eq!(s.items[0].kernel.kind, smelt::KernelKind::Scan);
+    let host = x.host().map(|v| (v * 2.0).exp());
+    let (want, _, scale) = host_scan(&host, 1, Op::Sum, false);
+    check_scaled(
+        "exp(2x).cumsum(1)",
+        || (x.tensor() * 2.0).exp().cumsum(1),
+        DType::F32,
+        &want,
+        &scale,
+        scan_tol(DType::F32),
+    );
+    // cummax's values and indices realized together: one kernel.
+    let (v, i) = x.tensor().cummax(0);
+    let both = smelt::Schedule::new(&[v.node().clone(), i.node().clone()], Fusion::On);
+    assert_eq!(both.items.len(), 1);
+    // A consumer reads the materialized scan.
+    let host_c = host_scan(&x.host(), 0, Op::Sum, false);
+    check_scaled(
+        "cumsum + 1",
+        || x.tensor().cumsum(0) + 1.0,
+        DType::F32,
+        &host_c.0.map(|v| v + 1.0),
+        &host_c.2.map(|s| s + 1.0),
+        scan_tol(DType::F32),
+    );
+}
+
+#[test]
+#[should_panic(expected = "cumsum: axis 2 is out of range for a tensor of shape [3, 4] (rank 2)")]
+fn bad_axis_names_op_shape_and_axis() {
+    let x = Tensor::zeros([3, 4], DType::F32, &test_device());
+    let _ = x.cumsum(2);
+}
+
+#[test]
+#[should_panic(expected = "cummax: axis -3 is out of range")]
+fn bad_negative_axis_panics() {
+    let x = Tensor::zeros([3, 4], DType::F32, &test_device());
+    let _ = x.cummax(-3);
+}

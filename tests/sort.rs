@@ -1,0 +1,257 @@
+//! Sorting (`sort`, `argsort`, `topk`) against an exact host reference (a
+//! stable sort of each row with NaN above `+inf`): every layout, every
+//! axis (negative too), halves, integers and bools, empty, single-element,
+//! prime and long rows (merged through the scratch buffer), many
+//! duplicates (stability), NaN, infinities and `-0.0`, both directions,
+//! and the fusion of producers into the sort kernel.
+
+mod common;
+
+use common::*;
+use smelt::{DType, Fusion, KernelKind, Tensor};
+use std::cmp::Ordering;
+
+/// PyTorch's order: NaN above everything, `-0.0 == 0.0`.
+fn order(a: f64, b: f64) -> Ordering {
+    match (a.is_nan(), b.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        _ => a.partial_cmp(&b).unwrap(),
+    }
+}
+
+/// Host stable sort of `x` along `axis`, keeping the first `k` of each
+/// row: (values, indices).
+fn host_sort(x: &NdArray, axis: usize, descending: bool, k: usize) -> (NdArray, NdArray) {
+    let mut out_shape = x.shape.clone();
+    out_shape[axis] = k;
+    let n = x.shape[axis];
+    let mut vals = NdArray::full(&out_shape, 0.0);
+    let mut idx = NdArray::full(&out_shape, 0.0);
+    let inner: usize = x.shape[axis + 1..].iter().product();
+    let outer: usize = x.shape[..axis].iter().product();
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |j: usize| (o * n + j) * inner + i;
+            let mut pos: Vec<usize> = (0..n).collect();
+            pos.sort_by(|p, q| {
+                let c = order(x.data[at(*p)], x.data[at(*q)]);
+                if descending {
+                    c.reverse()
+                } else {
+                    c
+                }
+            });
+            for (j, p) in pos.iter().take(k).enumerate() {
+                let dst = (o * k + j) * inner + i;
+                vals.data[dst] = x.data[at(*p)];
+                idx.data[dst] = *p as f64;
+            }
+        }
+    }
+    (vals, idx)
+}
+
+/// Checks `sort` (values and indices) and `argsort` of `x` along every
+/// axis (each as its positive and negative spelling in turn), both
+/// directions, and `topk` for `ks` (capped at the axis length).
+fn check_all_axes(what: &str, x: &Input, ks: &[usize]) {
+    let dt = x.base.dtype();
+    let host = x.host();
+    let rank = host.ndim() as isize;
+    for a in 0..rank {
+        let signed = if a % 2 == 0 { a } else { a - rank };
+        let n = host.shape[a as usize];
+        for descending in [false, true] {
+            let (v, i) = host_sort(&host, a as usize, descending, n);
+            let label = format!("{what} {dt} {:?} axis {signed} desc={descending}", x.layout);
+            check_dt(
+                &label,
+                || x.tensor().sort(signed, descending).0,
+                dt,
+                &v,
+                EXACT,
+            );
+            check_dt(
+                &format!("{label} indices"),
+                || x.tensor().sort(signed, descending).1,
+                DType::I32,
+                &i,
+                EXACT,
+            );
+            check_dt(
+                &format!("{label} argsort"),
+                || x.tensor().argsort(signed, descending),
+                DType::I32,
+                &i,
+                EXACT,
+            );
+            for &k in ks.iter().filter(|k| **k <= n) {
+                let (tv, ti) = host_sort(&host, a as usize, descending, k);
+                let l = format!("{label} topk {k}");
+                check_dt(
+                    &l,
+                    || x.tensor().topk(k, signed, descending).0,
+                    dt,
+                    &tv,
+                    EXACT,
+                );
+                check_dt(
+                    &format!("{l} indices"),
+                    || x.tensor().topk(k, signed, descending).1,
+                    DType::I32,
+                    &ti,
+                    EXACT,
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_layout_axis_and_dtype() {
+    // Many duplicates: stability decides the indices.
+    let vals = [
+        1.5, -2.0, 0.0, 3.0, -2.0, 1.5, 1.0, -7.0, 0.0, 3.0, -1.0, 1.5,
+    ];
+    for dt in [DType::F32, DType::F16, DType::BF16, DType::I32, DType::Bool] {
+        for layout in LAYOUTS {
+            let x = Input::with_values(layout, &[3, 5, 7], dt, &vals);
+            check_all_axes("layouts", &x, &[0, 1, 3]);
+        }
+    }
+}
+
+#[test]
+fn row_lengths_around_chunks() {
+    // Empty, single, primes, a CTA's on-chip sort and rows merged from
+    // several chunks (4096 per chunk); rows along the last axis and the
+    // first.
+    for n in [0, 1, 2, 3, 31, 1031, 4096, 4099] {
+        for shape in [vec![3, n], vec![n, 2]] {
+            let x = Input::new(Layout::Contiguous, &shape, DType::F32, -1.0, 1.0, n as u64);
+            check_all_axes(&format!("n={n}"), &x, &[0, 1, 5, n]);
+            // Few distinct integers: long runs of ties.
+            let xi = Input::new(Layout::Strided, &shape, DType::I32, -5.0, 5.0, 7 + n as u64);
+            check_all_axes(&format!("n={n}"), &xi, &[2]);
+        }
+    }
+}
+
+#[test]
+fn long_rows() {
+    let x = Input::new(Layout::Contiguous, &[1, 100003], DType::F32, -1.0, 1.0, 11);
+    check_all_axes("long", &x, &[7]);
+    let h = Input::new(Layout::Permuted, &[20011, 2], DType::F16, -4.0, 4.0, 13);
+    check_all_axes("long", &h, &[20011]);
+}
+
+#[test]
+fn nan_infinities_and_signed_zeros() {
+    let inf = f64::INFINITY;
+    let vals = [
+        1.0,
+        f64::NAN,
+        -0.0,
+        -inf,
+        inf,
+        0.0,
+        f64::NAN,
+        -1.0,
+        inf,
+        -0.0,
+        -inf,
+        0.0,
+        0.5,
+    ];
+    for layout in [Layout::Contiguous, Layout::Flipped, Layout::Permuted] {
+        for dt in [DType::F32, DType::F16, DType::BF16] {
+            let x = Input::with_values(layout, &[4, 13], dt, &vals);
+            check_all_axes("nan/inf", &x, &[1, 4, 13]);
+        }
+    }
+    // Signed zeros keep their sign and their order (equal keys).
+    let (x, _) = make(&[0.0, -0.0, -0.0, 0.0], &[4], DType::F32);
+    let (v, i) = x.sort(0, false);
+    let v = v.to_vec::<f32>().unwrap();
+    assert_eq!(i.to_vec::<i32>().unwrap(), vec![0, 1, 2, 3]);
+    let signs: Vec<bool> = v.iter().map(|x| x.is_sign_negative()).collect();
+    assert_eq!(signs, vec![false, true, true, false]);
+}
+
+#[test]
+fn zero_dim_and_broadcast_rows() {
+    let dev = test_device();
+    let s = Tensor::full([0usize; 0], 2.5, DType::F32, &dev);
+    let (v, i) = s.sort(0, false);
+    assert_eq!(
+        (values(&v, Fusion::On), values(&i, Fusion::On)),
+        (vec![2.5], vec![0.0])
+    );
+    assert_eq!(s.topk(0, -1, true).0.shape(), &[0]);
+    // A row-invariant operand: every element ties, indices in order.
+    let (x, _) = make(&[1.0, 2.0], &[2, 1], DType::F32);
+    let i = x.expand([2, 4]).argsort(1, true);
+    assert_eq!(values(&i, Fusion::On), vec![0., 1., 2., 3., 0., 1., 2., 3.]);
+}
+
+#[test]
+fn producers_fuse_into_one_sort_kernel() {
+    let x = Input::new(Layout::Permuted, &[6, 9], DType::F32, -1.0, 1.0, 3);
+    let y = || (x.tensor() * -2.0).exp();
+    let s = y().sort(1, true).0.schedule(Fusion::On);
+    assert_eq!(
+        s.items.len(),
+        1,
+        "{:?}",
+        s.items.iter().map(|i| &i.kernel.name).collect::<Vec<_>>()
+    );
+    assert_eq!(s.items[0].kernel.kind, KernelKind::Sort);
+    let host = x.host().map(|v| (v * -2.0).exp());
+    let (want, _) = host_sort(&host, 1, true, 9);
+    check(
+        "sort(exp(-2x))",
+        || y().sort(1, true).0,
+        &want,
+        tol(DType::F32),
+    );
+    // Values and indices realized together: one kernel.
+    let (v, i) = x.tensor().topk(4, 0, false);
+    let both = smelt::Schedule::new(&[v.node().clone(), i.node().clone()], Fusion::On);
+    assert_eq!(both.items.len(), 1);
+    // Opposite directions do not share a kernel (one sort per kernel).
+    let a = x.tensor().sort(0, false).0;
+    let b = x.tensor().sort(0, true).0;
+    let two = smelt::Schedule::new(&[a.node().clone(), b.node().clone()], Fusion::On);
+    assert_eq!(two.items.len(), 2);
+    // A consumer reads the materialized sort.
+    let (sv, _) = host_sort(&x.host(), 0, false, 6);
+    check(
+        "sort + 1",
+        || x.tensor().sort(0, false).0 + 1.0,
+        &sv.map(|v| v + 1.0),
+        tol(DType::F32),
+    );
+}
+
+#[test]
+#[should_panic(expected = "topk: k = 6 exceeds the length 5 of axis 1 of a tensor of shape [3, 5]")]
+fn topk_k_too_large_names_op_shape_and_axis() {
+    let x = Tensor::zeros([3, 5], DType::F32, &test_device());
+    let _ = x.topk(6, 1, true);
+}
+
+#[test]
+#[should_panic(expected = "sort: axis 2 is out of range for a tensor of shape [3, 4] (rank 2)")]
+fn bad_axis_names_op_shape_and_axis() {
+    let x = Tensor::zeros([3, 4], DType::F32, &test_device());
+    let _ = x.sort(2, false);
+}
+
+#[test]
+#[should_panic(expected = "argsort: axis -3 is out of range")]
+fn bad_negative_axis_panics() {
+    let x = Tensor::zeros([3, 4], DType::I32, &test_device());
+    let _ = x.argsort(-3, true);
+}
