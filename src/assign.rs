@@ -36,7 +36,7 @@ impl Tensor {
         );
         let shape = broadcast_shapes("masked_fill", self.shape(), mask.shape());
         assert!(
-            shape == self.shape(),
+            shape.as_slice() == self.shape(),
             "masked_fill: mask of shape {:?} does not broadcast to shape {:?}",
             mask.shape(),
             self.shape()
@@ -70,7 +70,7 @@ impl Tensor {
         same_device("slice_assign", &[self.device(), src.device()]);
         let plan = SlicePlan::new("slice_assign", &index, self.shape());
         let region = plan.shape();
-        let fits = broadcast_shapes("slice_assign", &region, src.shape()) == region;
+        let fits = broadcast_shapes("slice_assign", &region, src.shape()).as_slice() == region;
         assert!(
             fits,
             "slice_assign: source of shape {:?} does not broadcast to the region's shape {region:?}",

@@ -5,6 +5,7 @@ use crate::runtime::host::{self, Source};
 use crate::shape::{dims, IntoShape};
 use crate::{DType, Device, Element, Tensor};
 use smelt_codegen::host_alloc::zeroed_bytes;
+use smelt_codegen::Shape;
 use smelt_fusion::{Node, Op, ShapeTracker};
 
 /// The dtype of integer results that PyTorch makes `int64`
@@ -60,7 +61,7 @@ impl Tensor {
     #[track_caller]
     fn generated(
         value: impl Fn(usize) -> f64 + Send + Sync + 'static,
-        shape: Vec<usize>,
+        shape: impl Into<Shape>,
         dtype: DType,
         device: &Device,
     ) -> Tensor {
@@ -69,10 +70,11 @@ impl Tensor {
 
     pub(crate) fn from_source(
         source: Source,
-        shape: Vec<usize>,
+        shape: impl Into<Shape>,
         dtype: DType,
         device: &Device,
     ) -> Tensor {
+        let shape = shape.into();
         let n = shape.iter().product();
         let buf = host::pending(source, dtype, n);
         Tensor::from_node(Node::buffer(buf, shape, dtype), *device)
@@ -201,7 +203,7 @@ impl Tensor {
     /// `I32`: every element's row-major linear index, computed where it
     /// is used (a kernel reads it from its loop coordinates, no memory).
     /// What masks (`tril`) and random counters are built from.
-    pub(crate) fn iota(shape: Vec<usize>, device: &Device) -> Tensor {
+    pub(crate) fn iota(shape: Shape, device: &Device) -> Tensor {
         Tensor::from_node(Node::new(Op::Iota, shape, DType::I32), *device)
     }
 }

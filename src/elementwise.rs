@@ -249,7 +249,7 @@ impl Tensor {
         if dtype == self.dtype() {
             return self.clone();
         }
-        self.derive(Op::Cast(self.node.clone()), self.shape().to_vec(), dtype)
+        self.derive(Op::Cast(self.node.clone()), self.shape(), dtype)
     }
 
     /// Applies a unary op, casting the input to the op's compute dtype
@@ -273,7 +273,7 @@ impl Tensor {
         } else {
             self.cast(out)
         };
-        x.derive(Op::Unary(op, x.node.clone()), x.shape().to_vec(), out)
+        x.derive(Op::Unary(op, x.node.clone()), x.shape(), out)
     }
 
     /// Applies a binary op with NumPy broadcasting and PyTorch promotion.

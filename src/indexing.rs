@@ -10,6 +10,7 @@
 use crate::device::same_device;
 use crate::shape::axis;
 use crate::Tensor;
+use smelt_codegen::Shape;
 use smelt_fusion::Op;
 
 /// Panics unless `index` has an index dtype (the one check every op of
@@ -90,7 +91,7 @@ impl Tensor {
         }
         self.derive(
             Op::Gather(src.node().clone(), index.node().clone(), a),
-            index.shape().to_vec(),
+            index.shape(),
             self.dtype(),
         )
     }
@@ -132,7 +133,7 @@ impl Tensor {
                 .reshape(if index.ndim() == 0 { vec![] } else { vec![n] });
         }
         let a = axis("index_select", axis_, self.shape());
-        let mut shape = self.shape().to_vec();
+        let mut shape: Shape = self.shape().into();
         shape[a] = index.numel();
         let mut along = vec![1; self.ndim()];
         along[a] = index.numel();
@@ -168,7 +169,7 @@ impl Tensor {
             "embedding: the table must be 2-d [vocab, dim], got shape {:?}",
             self.shape()
         );
-        let mut shape = ids.shape().to_vec();
+        let mut shape: Shape = ids.shape().into();
         shape.push(self.shape()[1]);
         self.index_select(0, &ids.flatten()).reshape(shape)
     }

@@ -72,6 +72,16 @@ pub use error::{Error, Result};
 pub use linalg::Precision;
 pub use movement::{NewAxis, SliceArg};
 pub use shape::{IntoAxes, IntoShape};
+/// A tensor's shape: up to six sizes inline (no allocation), more on the
+/// heap; it derefs to `&[usize]`. [`Tensor::shape`] returns the slice.
+///
+/// ```
+/// use smelt::{DType, Device, Shape, Tensor};
+/// let s: Shape = Tensor::zeros([2, 3], DType::F32, &Device::Cpu).shape().into();
+/// assert_eq!(s.iter().product::<usize>(), 6);
+/// assert_eq!(Tensor::zeros(&s, DType::F32, &Device::Cpu).shape(), &[2, 3]);
+/// ```
+pub use smelt_codegen::Shape;
 pub use smelt_codegen::{
     BinaryOp, DType, Kernel, KernelKind, ReduceOp, ScanOp, SortOp, SortPart, UnaryOp,
 };

@@ -3,6 +3,7 @@
 use crate::device::same_device;
 use crate::shape::broadcast_shapes;
 use crate::{DType, Tensor};
+use smelt_codegen::Shape;
 use smelt_fusion::Op;
 
 /// How an `f32` matrix product may compute (PyTorch's
@@ -95,15 +96,15 @@ impl Tensor {
             DType::Bool => DType::I32,
             d => d,
         };
-        let shape_a: Vec<usize> = batch.iter().copied().chain([m, k]).collect();
-        let shape_b: Vec<usize> = batch.iter().copied().chain([k, n]).collect();
+        let shape_a: Shape = batch.iter().copied().chain([m, k]).collect();
+        let shape_b: Shape = batch.iter().copied().chain([k, n]).collect();
         let (mut a, mut b) = (a.cast(dt), b.cast(dt));
         if precision == Precision::Tf32 && dt == DType::F32 {
             (a, b) = (a.round_tf32(), b.round_tf32());
         }
         let a = a.broadcast_to(&shape_a);
         let b = b.broadcast_to(&shape_b);
-        let out: Vec<usize> = batch.iter().copied().chain([m, n]).collect();
+        let out: Shape = batch.iter().copied().chain([m, n]).collect();
         let mut r = a.derive(Op::Matmul(a.node.clone(), b.node.clone()), out.clone(), dt);
         // The row axis first: for vector @ vector it is still at -2.
         if self.ndim() == 1 {

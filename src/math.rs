@@ -8,6 +8,7 @@ use crate::device::same_device;
 use crate::elementwise::Operand;
 use crate::shape::broadcast_shapes;
 use crate::{DType, Tensor};
+use smelt_codegen::Shape;
 
 impl Tensor {
     /// Each value limited to `[min, max]`: `minimum(maximum(x, min), max)`,
@@ -161,7 +162,7 @@ fn check_operands(op: &str, x: &Tensor, others: &[&Tensor]) {
     let mut devices = vec![x.device()];
     devices.extend(others.iter().map(|t| t.device()));
     same_device(op, &devices);
-    let mut shape = x.shape().to_vec();
+    let mut shape: Shape = x.shape().into();
     for t in others {
         shape = broadcast_shapes(op, &shape, t.shape());
     }

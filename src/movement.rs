@@ -3,6 +3,7 @@
 
 use crate::shape::{axes, axis, dims, numel, IntoAxes, IntoShape};
 use crate::Tensor;
+use smelt_codegen::{dims, Axes, Shape};
 
 /// One entry of a NumPy-style index: see [`s!`](crate::s).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -265,9 +266,9 @@ impl Tensor {
             "reshape: invalid shape {d:?} for a tensor of shape {:?}",
             self.shape()
         );
-        let given: Vec<usize> = d.iter().filter(|x| **x >= 0).map(|x| *x as usize).collect();
+        let given: Shape = d.iter().filter(|x| **x >= 0).map(|x| *x as usize).collect();
         let known = numel("reshape", &given);
-        let mut new = Vec::with_capacity(d.len());
+        let mut new = Shape::with_capacity(d.len());
         for x in &d {
             if *x == -1 {
                 assert!(
@@ -285,7 +286,7 @@ impl Tensor {
             "reshape: shape {:?} ({n} elements) cannot become {new:?}",
             self.shape()
         );
-        if new == self.shape() {
+        if new.as_slice() == self.shape() {
             return self.clone();
         }
         self.view_with(|st| st.reshape(&new))
@@ -305,15 +306,15 @@ impl Tensor {
     /// If `axes` is not a permutation of the tensor's axes.
     #[track_caller]
     pub fn permute(&self, perm: impl IntoAxes) -> Tensor {
-        let shape = self.shape().to_vec();
+        let shape = self.shape();
         let list = perm
             .into_axes()
             .unwrap_or_else(|| (0..shape.len() as isize).collect());
-        let p: Vec<usize> = list.iter().map(|a| axis("permute", *a, &shape)).collect();
+        let p: Axes = list.iter().map(|a| axis("permute", *a, shape)).collect();
         let mut sorted = p.clone();
         sorted.sort_unstable();
         assert!(
-            sorted == (0..shape.len()).collect::<Vec<_>>(),
+            sorted.iter().copied().eq(0..shape.len()),
             "permute: {list:?} is not a permutation of the axes of shape {shape:?}"
         );
         self.view_with(|st| st.permute(&p))
@@ -326,7 +327,7 @@ impl Tensor {
             axis("transpose", a, self.shape()),
             axis("transpose", b, self.shape()),
         );
-        let mut p: Vec<usize> = (0..self.ndim()).collect();
+        let mut p: Axes = (0..self.ndim()).collect();
         p.swap(a, b);
         self.view_with(|st| st.permute(&p))
     }
@@ -443,10 +444,10 @@ impl Tensor {
                     .all(|(a, b)| a == b || *a == 1),
             "broadcast_to: shape {s:?} cannot broadcast to {target:?}"
         );
-        if target == s {
+        if target.as_slice() == s {
             return self.clone();
         }
-        let mut padded = vec![1; target.len() - s.len()];
+        let mut padded: Shape = dims![1; target.len() - s.len()];
         padded.extend_from_slice(s);
         self.reshape(padded).view_with(|st| st.expand(&target))
     }
@@ -472,7 +473,7 @@ impl Tensor {
                 s[d]
             );
         }
-        let new: Vec<usize> = (0..s.len())
+        let new: Shape = (0..s.len())
             .filter(|d| !a.contains(d))
             .map(|d| s[d])
             .collect();
@@ -482,7 +483,7 @@ impl Tensor {
     /// Removes every size-1 axis.
     #[track_caller]
     pub fn squeeze_all(&self) -> Tensor {
-        let new: Vec<usize> = self.shape().iter().copied().filter(|n| *n != 1).collect();
+        let new: Shape = self.shape().iter().copied().filter(|n| *n != 1).collect();
         self.reshape(new)
     }
 
@@ -492,7 +493,7 @@ impl Tensor {
     /// If `axis` is outside `-(ndim + 1)..=ndim`.
     #[track_caller]
     pub fn unsqueeze(&self, axis_: isize) -> Tensor {
-        let mut s = self.shape().to_vec();
+        let mut s = Shape::from(self.shape());
         let r = s.len() as isize + 1;
         let a = if axis_ < 0 { axis_ + r } else { axis_ };
         assert!(
@@ -523,7 +524,7 @@ impl Tensor {
         );
         assert!(a <= b, "flatten: start axis {a} is after end axis {b}");
         let s = self.shape();
-        let mut new = s[..a].to_vec();
+        let mut new = Shape::from(&s[..a]);
         new.push(s[a..=b].iter().product());
         new.extend_from_slice(&s[b + 1..]);
         self.reshape(new)
@@ -543,7 +544,7 @@ impl Tensor {
             pads.len(),
             self.shape()
         );
-        let padded_shape: Option<Vec<usize>> = self
+        let padded_shape: Option<Shape> = self
             .shape()
             .iter()
             .zip(pads)

@@ -13,6 +13,7 @@
 use crate::shape::dims;
 use crate::{DType, Device, IntoShape, Tensor};
 use smelt_codegen::philox::{key_of_seed, Draw};
+use smelt_codegen::Shape;
 use smelt_fusion::{Node, Op};
 
 /// The dtype of `randint`'s values: `I32`, not PyTorch's `int64`. A draw
@@ -32,7 +33,7 @@ const MAX_ELEMENTS: u64 = 1 << 32;
 fn philox(
     op: &str,
     draw: Draw,
-    shape: Vec<usize>,
+    shape: Shape,
     seed: u64,
     bound: Option<i32>,
     device: &Device,
@@ -212,7 +213,7 @@ impl Tensor {
         let u = philox(
             "bernoulli",
             Draw::Uniform(0),
-            self.shape().to_vec(),
+            self.shape().into(),
             seed,
             None,
             &self.device(),
@@ -249,7 +250,7 @@ impl Tensor {
         let u = philox(
             "dropout",
             Draw::Uniform(0),
-            self.shape().to_vec(),
+            self.shape().into(),
             seed,
             None,
             &self.device(),
@@ -265,7 +266,7 @@ impl Tensor {
 /// `F32` standard normals from words 2 and 3 (Box-Muller: `1 - u` lies in
 /// `(0, 1]`, so the logarithm is finite).
 #[track_caller]
-fn standard_normal(op: &str, shape: Vec<usize>, seed: u64, device: &Device) -> Tensor {
+fn standard_normal(op: &str, shape: Shape, seed: u64, device: &Device) -> Tensor {
     let u1 = philox(op, Draw::Uniform(2), shape.clone(), seed, None, device);
     let u2 = philox(op, Draw::Uniform(3), shape, seed, None, device);
     let radius = ((1.0f64 - u1).log() * -2.0).sqrt();

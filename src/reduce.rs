@@ -3,7 +3,7 @@
 use crate::creation::LONG;
 use crate::shape::{axes, axis, IntoAxes};
 use crate::{DType, Tensor};
-use smelt_codegen::ReduceOp;
+use smelt_codegen::{dims, Axes, ReduceOp, Shape};
 use smelt_fusion::Op;
 
 macro_rules! reductions {
@@ -61,10 +61,10 @@ const SPLIT_PARTS: usize = 1024;
 /// axes only (in order). Rows are padded with the op's identity to a
 /// multiple of the piece count, through views only.
 fn split_reduce(x: &Tensor, op: ReduceOp, axes_: &[usize]) -> Tensor {
-    let kept: Vec<usize> = (0..x.ndim()).filter(|d| !axes_.contains(d)).collect();
+    let kept: Axes = (0..x.ndim()).filter(|d| !axes_.contains(d)).collect();
     let rows: usize = kept.iter().map(|d| x.shape()[*d]).product();
     let len: usize = axes_.iter().map(|d| x.shape()[*d]).product();
-    let order: Vec<usize> = kept.iter().chain(axes_).copied().collect();
+    let order: Axes = kept.iter().chain(axes_).copied().collect();
     let flat = x.permute(order).reshape([rows, len]);
     let padded_len = len.div_ceil(SPLIT_PARTS) * SPLIT_PARTS;
     let flat = if padded_len == len {
@@ -74,13 +74,13 @@ fn split_reduce(x: &Tensor, op: ReduceOp, axes_: &[usize]) -> Tensor {
     };
     let parts = flat.reshape([rows, SPLIT_PARTS, padded_len / SPLIT_PARTS]);
     let partial = parts.derive(
-        Op::Reduce(op, parts.node.clone(), vec![2]),
-        vec![rows, SPLIT_PARTS, 1],
+        Op::Reduce(op, parts.node.clone(), dims![2]),
+        [rows, SPLIT_PARTS, 1].as_slice(),
         x.dtype(),
     );
     let total = partial.derive(
-        Op::Reduce(op, partial.node.clone(), vec![1]),
-        vec![rows, 1, 1],
+        Op::Reduce(op, partial.node.clone(), dims![1]),
+        [rows, 1, 1].as_slice(),
         x.dtype(),
     );
     total.reshape([rows])
@@ -195,8 +195,8 @@ impl Tensor {
     /// [`Tensor::reduce`] over normalised axes `a`; an empty axis gives the
     /// op's identity (what composites such as `logsumexp` build on).
     pub(crate) fn reduce_axes(&self, op: ReduceOp, a: &[usize], keepdim: bool) -> Tensor {
-        let a = a.to_vec();
-        let shape = self.shape().to_vec();
+        let a: Axes = a.into();
+        let shape = self.shape();
         let out_dt = op.out_dtype(self.dtype());
         // Sums and products of half floats accumulate in f32, as PyTorch does.
         let acc = match (op, out_dt) {
@@ -204,7 +204,7 @@ impl Tensor {
             _ => out_dt,
         };
         let x = self.cast(acc);
-        let kept: Vec<usize> = (0..shape.len())
+        let kept: Shape = (0..shape.len())
             .map(|d| if a.contains(&d) { 1 } else { shape[d] })
             .collect();
         let rows: usize = kept.iter().product();
@@ -223,7 +223,7 @@ impl Tensor {
         if keepdim {
             r
         } else {
-            let dropped: Vec<usize> = (0..shape.len())
+            let dropped: Shape = (0..shape.len())
                 .filter(|d| !a.contains(d))
                 .map(|d| shape[d])
                 .collect();

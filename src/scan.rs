@@ -144,11 +144,7 @@ impl Tensor {
         match (d, trivial) {
             (_, true) if op.is_index() => Tensor::zeros(self.shape(), out, &self.device()),
             (_, true) => self.cast(out),
-            (Some(d), false) => self.derive(
-                Op::Scan(op, self.node.clone(), d),
-                self.shape().to_vec(),
-                out,
-            ),
+            (Some(d), false) => self.derive(Op::Scan(op, self.node.clone(), d), self.shape(), out),
             (None, false) => unreachable!("a 0-d scan is trivial"),
         }
     }

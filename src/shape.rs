@@ -1,31 +1,46 @@
 //! Shape and axis arguments: conversions and NumPy-style normalisation.
+//! Results are [`Shape`]s and [`Axes`] (inline up to six entries), so
+//! normalising an argument allocates nothing.
 
-/// Something that names a shape: `[2, 3]`, `vec![2, 3]`, `&[2, 3][..]`.
+use smelt_codegen::{Axes, Dims, Shape};
+
+/// Something that names a shape: `[2, 3]`, `vec![2, 3]`, `&[2, 3][..]`,
+/// a [`Shape`] (what [`crate::Tensor::shape`] derefs from).
 /// A `-1` entry (in signed forms) is inferred by [`crate::Tensor::reshape`].
 pub trait IntoShape {
     /// The sizes, with `-1` where one is to be inferred.
-    fn into_dims(self) -> Vec<isize>;
+    fn into_dims(self) -> Dims<isize>;
 }
 
 macro_rules! into_shape {
     ($($t:ty),*) => {$(
         impl<const N: usize> IntoShape for [$t; N] {
-            fn into_dims(self) -> Vec<isize> {
+            fn into_dims(self) -> Dims<isize> {
                 self.iter().map(|d| *d as isize).collect()
             }
         }
         impl IntoShape for &[$t] {
-            fn into_dims(self) -> Vec<isize> {
+            fn into_dims(self) -> Dims<isize> {
                 self.iter().map(|d| *d as isize).collect()
             }
         }
         impl IntoShape for Vec<$t> {
-            fn into_dims(self) -> Vec<isize> {
+            fn into_dims(self) -> Dims<isize> {
                 self.iter().map(|d| *d as isize).collect()
             }
         }
         impl IntoShape for &Vec<$t> {
-            fn into_dims(self) -> Vec<isize> {
+            fn into_dims(self) -> Dims<isize> {
+                self.iter().map(|d| *d as isize).collect()
+            }
+        }
+        impl IntoShape for Dims<$t> {
+            fn into_dims(self) -> Dims<isize> {
+                self.iter().map(|d| *d as isize).collect()
+            }
+        }
+        impl IntoShape for &Dims<$t> {
+            fn into_dims(self) -> Dims<isize> {
                 self.iter().map(|d| *d as isize).collect()
             }
         }
@@ -38,9 +53,9 @@ into_shape!(usize, i32, i64, isize);
 /// # Panics
 /// If a dim is negative or the element count overflows.
 #[track_caller]
-pub(crate) fn dims(op: &str, s: impl IntoShape) -> Vec<usize> {
+pub(crate) fn dims(op: &str, s: impl IntoShape) -> Shape {
     let d = s.into_dims();
-    let mut out = Vec::with_capacity(d.len());
+    let mut out = Shape::with_capacity(d.len());
     for x in &d {
         match usize::try_from(*x) {
             Ok(n) => out.push(n),
@@ -71,28 +86,33 @@ pub(crate) fn numel(op: &str, shape: &[usize]) -> usize {
 /// One or several axes, possibly negative; `..` means every axis.
 pub trait IntoAxes {
     /// `None` for every axis.
-    fn into_axes(self) -> Option<Vec<isize>>;
+    fn into_axes(self) -> Option<Dims<isize>>;
 }
 
 macro_rules! into_axes {
     ($($t:ty),*) => {$(
         impl IntoAxes for $t {
-            fn into_axes(self) -> Option<Vec<isize>> {
-                Some(vec![self as isize])
+            fn into_axes(self) -> Option<Dims<isize>> {
+                Some(smelt_codegen::dims![self as isize])
             }
         }
         impl<const N: usize> IntoAxes for [$t; N] {
-            fn into_axes(self) -> Option<Vec<isize>> {
+            fn into_axes(self) -> Option<Dims<isize>> {
                 Some(self.iter().map(|a| *a as isize).collect())
             }
         }
         impl IntoAxes for &[$t] {
-            fn into_axes(self) -> Option<Vec<isize>> {
+            fn into_axes(self) -> Option<Dims<isize>> {
                 Some(self.iter().map(|a| *a as isize).collect())
             }
         }
         impl IntoAxes for Vec<$t> {
-            fn into_axes(self) -> Option<Vec<isize>> {
+            fn into_axes(self) -> Option<Dims<isize>> {
+                Some(self.iter().map(|a| *a as isize).collect())
+            }
+        }
+        impl IntoAxes for Dims<$t> {
+            fn into_axes(self) -> Option<Dims<isize>> {
                 Some(self.iter().map(|a| *a as isize).collect())
             }
         }
@@ -101,7 +121,7 @@ macro_rules! into_axes {
 into_axes!(usize, i32, i64, isize);
 
 impl IntoAxes for std::ops::RangeFull {
-    fn into_axes(self) -> Option<Vec<isize>> {
+    fn into_axes(self) -> Option<Dims<isize>> {
         None
     }
 }
@@ -126,7 +146,7 @@ pub(crate) fn axis(op: &str, a: isize, shape: &[usize]) -> usize {
 /// # Panics
 /// On an out-of-range or repeated axis.
 #[track_caller]
-pub(crate) fn axes(op: &str, a: impl IntoAxes, shape: &[usize]) -> Vec<usize> {
+pub(crate) fn axes(op: &str, a: impl IntoAxes, shape: &[usize]) -> Axes {
     match a.into_axes() {
         None => (0..shape.len()).collect(),
         // As in PyTorch, a 0-d tensor takes axis 0 or -1 and has no axis
@@ -138,10 +158,10 @@ pub(crate) fn axes(op: &str, a: impl IntoAxes, shape: &[usize]) -> Vec<usize> {
                     "{op}: axis {x} is out of range for a tensor of shape [] (rank 0 takes 0 or -1)"
                 );
             }
-            Vec::new()
+            Axes::new()
         }
         Some(list) => {
-            let mut out = Vec::with_capacity(list.len());
+            let mut out = Axes::with_capacity(list.len());
             for x in &list {
                 out.push(axis(op, *x, shape));
             }
@@ -167,9 +187,9 @@ fn aligned(shape: &[usize], i: usize, r: usize) -> usize {
 /// # Panics
 /// If they do not broadcast, naming the op, both shapes and the axis.
 #[track_caller]
-pub(crate) fn broadcast_shapes(op: &str, a: &[usize], b: &[usize]) -> Vec<usize> {
+pub(crate) fn broadcast_shapes(op: &str, a: &[usize], b: &[usize]) -> Shape {
     let r = a.len().max(b.len());
-    let mut out = Vec::with_capacity(r);
+    let mut out = Shape::with_capacity(r);
     // A loop, not a closure: the panic keeps the caller's location.
     for i in 0..r {
         let (da, db) = (aligned(a, i, r), aligned(b, i, r));

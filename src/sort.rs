@@ -5,7 +5,7 @@
 use crate::index::INDEX_DTYPE;
 use crate::shape::{axes, axis};
 use crate::{DType, Tensor};
-use smelt_codegen::{SortOp, SortPart};
+use smelt_codegen::{Shape, SortOp, SortPart};
 use smelt_fusion::Op;
 
 impl Tensor {
@@ -115,7 +115,7 @@ impl Tensor {
         }
         let d = axis(name, ax, self.shape());
         let n = self.shape()[d];
-        let mut out = self.shape().to_vec();
+        let mut out: Shape = self.shape().into();
         out[d] = k;
         if k == 0 || self.numel() == 0 {
             let empty = |dt| Tensor::zeros(out.clone(), dt, &dev);

@@ -2,7 +2,9 @@
 
 use crate::runtime;
 use crate::{DType, Device, Element, Result};
+use smelt_codegen::Shape;
 use smelt_fusion::{Fusion, Node, NodeRef, Op, Schedule, ShapeTracker};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// An n-dimensional array whose ops are recorded, not run, until
@@ -28,7 +30,7 @@ impl Tensor {
     }
 
     /// A new tensor computed by `op` on this tensor's device.
-    pub(crate) fn derive(&self, op: Op, shape: Vec<usize>, dtype: DType) -> Tensor {
+    pub(crate) fn derive(&self, op: Op, shape: impl Into<Shape>, dtype: DType) -> Tensor {
         Tensor::from_node(Node::new(op, shape, dtype), self.device)
     }
 
@@ -185,16 +187,15 @@ impl Tensor {
     /// A view node over this tensor's source with `f` applied to its
     /// shape tracker (views of views collapse into one node).
     pub(crate) fn view_with(&self, f: impl FnOnce(&ShapeTracker) -> ShapeTracker) -> Tensor {
-        let (src, st) = match self.node.op() {
-            Op::View(src, st) => (src, st),
+        let (src, st) = match &*self.node.op_ref() {
+            Op::View(src, st) => (src.clone(), st.clone()),
             _ => (
                 self.node.clone(),
-                ShapeTracker::contiguous(self.shape()).into(),
+                Arc::new(ShapeTracker::contiguous(self.shape())),
             ),
         };
-        let st = f(&st);
-        let shape = st.shape().to_vec();
-        self.derive(Op::View(src, st.into()), shape, self.dtype())
+        let st = Arc::new(f(&st));
+        self.derive(Op::View(src, st.clone()), st.shape(), self.dtype())
     }
 }
 

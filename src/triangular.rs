@@ -4,6 +4,7 @@
 //! the mask never exists in memory and `x.tril(0).sum(..)` reads `x` once.
 
 use crate::{DType, Tensor};
+use smelt_codegen::dims;
 
 /// Which side of the diagonal a triangular op keeps.
 #[derive(Clone, Copy)]
@@ -64,8 +65,8 @@ impl Tensor {
             "{op}: matrix axes of shape {shape:?} exceed i32::MAX, the coordinates' range"
         );
         let dev = self.device();
-        let row = Tensor::iota(vec![m], &dev).reshape([m, 1]);
-        let col = Tensor::iota(vec![n], &dev).reshape([1, n]);
+        let row = Tensor::iota(dims![m], &dev).reshape([m, 1]);
+        let col = Tensor::iota(dims![n], &dev).reshape([1, n]);
         // col - row lies in [-(m - 1), n - 1]; a k beyond it acts like the
         // nearest value past that range, which fits an I32.
         let k = k.clamp(-(m as isize), n as isize) as i32;

@@ -729,7 +729,7 @@ fn contiguous_views_give_a_plain_linear_index() {
         let s = y.schedule(Fusion::On);
         assert_schedule(name, &s, &[(Elementwise, s.bytes_read(), F * 120)]);
         let k = &s.items[0].kernel;
-        assert_eq!(k.ranges, vec![120], "{name}:\n{k}");
+        assert_eq!(k.ranges[..], [120], "{name}:\n{k}");
         for l in loads(k) {
             assert_eq!(l, "i0", "{name}:\n{k}");
         }
@@ -739,7 +739,7 @@ fn contiguous_views_give_a_plain_linear_index() {
     // A row reduction over the two trailing axes: two linear variables.
     let s = x3.tensor().sum([1, 2]).schedule(Fusion::On);
     let k = &s.items[0].kernel;
-    assert_eq!(k.ranges, vec![4, 30], "{k}");
+    assert_eq!(k.ranges[..], [4, 30], "{k}");
     assert_eq!(loads(k), vec!["i0*30 + i1"], "{k}");
 
     // A transposed read is not linear (so the checks above mean something).

@@ -124,7 +124,7 @@ mod tests {
         Kernel {
             name: "copy".into(),
             kind: KernelKind::Elementwise,
-            ranges: vec![n],
+            ranges: crate::dims![n],
             n_kept: 1,
             inputs: vec![Arg {
                 dtype: DType::F32,

@@ -30,6 +30,7 @@
 //! earlier kernel of the schedule wrote (a copy of the tensor scattered
 //! into), which the runtimes pass in place instead of a new buffer.
 
+use crate::dims::Ranges;
 use crate::expr::{Cond, Expr};
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
 use crate::philox::Draw;
@@ -282,7 +283,7 @@ pub struct Kernel {
     /// Which pattern the kernel follows (elementwise, reduce, matmul...).
     pub kind: KernelKind,
     /// Size of every loop variable: kept ones first.
-    pub ranges: Vec<i64>,
+    pub ranges: Ranges,
     /// How many leading variables are kept.
     pub n_kept: usize,
     /// The input buffers, in parameter order.

@@ -8,6 +8,7 @@ pub mod bounds;
 pub mod column;
 pub mod convert;
 pub mod cpu;
+pub mod dims;
 pub mod dtype;
 pub mod env;
 pub mod expr;
@@ -29,6 +30,7 @@ pub mod sort;
 /// makes them miss instead of reusing stale code.
 pub const CODEGEN_HASH: &str = env!("SMELT_CODEGEN_HASH");
 
+pub use dims::{Axes, Dims, Ranges, Shape, Strides};
 pub use dtype::DType;
 pub use expr::{Cond, Expr};
 pub use ir::{

@@ -5,7 +5,7 @@
 //! Costs are sets of node ids, so a node reached along two paths (`x - max(x)`)
 //! counts once; a set never grows past the budget, as the node is cut first.
 
-use crate::graph::{base, is_compute, NodeRef, Op};
+use crate::graph::{base, NodeRef, Op};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use smelt_codegen::{INST_BUDGET, PARAM_BYTES, PARAM_BYTES_LIMIT};
@@ -69,11 +69,13 @@ impl Cost {
 pub fn split(order: &[NodeRef], materialized: &mut FxHashSet<u64>) -> FxHashMap<u64, Cost> {
     let mut costs: FxHashMap<u64, Cost> = FxHashMap::default();
     for n in order {
-        let cost = match n.op() {
-            Op::View(src, _) => inline(&src, &costs, materialized),
+        // Sources are read under `n`'s lock (borrowed, not cloned); locks
+        // are only ever taken from a user down to its sources.
+        let cost = match &*n.op_ref() {
+            Op::View(src, _) => inline(src, &costs, materialized),
             Op::Buffer | Op::Const(_) => Cost::load(n.id()),
             op => {
-                let srcs: Vec<NodeRef> = op.srcs().into_iter().cloned().collect();
+                let srcs = op.srcs();
                 let mut parts: Vec<Cost> = srcs
                     .iter()
                     .map(|s| inline(s, &costs, materialized))
@@ -86,8 +88,8 @@ pub fn split(order: &[NodeRef], materialized: &mut FxHashSet<u64>) -> FxHashMap<
                     if cost.fits(1) {
                         break;
                     }
-                    let b = base(&srcs[i]);
-                    if is_compute(&b.op()) && b.realized().is_none() {
+                    let b = base(srcs[i]);
+                    if b.computes() && b.realized().is_none() {
                         materialized.insert(b.id());
                         parts[i] = Cost::load(b.id());
                         cost = total(&parts);

@@ -92,13 +92,13 @@ impl Fingerprint {
             match data {
                 Some(d) => {
                     (0u8, leaves.len()).hash(&mut h);
-                    leaves.push((n.id(), d));
+                    leaves.push((n.id(), d.clone()));
                 }
                 None => {
                     if let Op::Const(c) = op {
-                        consts.push((n.id(), c));
+                        consts.push((n.id(), *c));
                     }
-                    hash_op(&op, &mut h);
+                    hash_op(op, &mut h);
                     for s in op.srcs() {
                         pos[&s.id()].hash(&mut h);
                     }

@@ -2,7 +2,7 @@
 //! neighbouring variables that every access walks contiguously merge, so a
 //! contiguous kernel indexes with one plain linear variable.
 
-use smelt_codegen::{Cond, Expr, Inst, Kernel};
+use smelt_codegen::{Cond, Expr, Inst, Kernel, Ranges};
 
 /// Drops size-1 loop variables and merges contiguous neighbours until
 /// nothing changes.
@@ -87,7 +87,7 @@ fn collapse_once(k: &Kernel) -> Option<Kernel> {
     None
 }
 
-fn rewrite(k: &Kernel, map: &dyn Fn(usize) -> Expr, ranges: Vec<i64>, n_kept: usize) -> Kernel {
+fn rewrite(k: &Kernel, map: &dyn Fn(usize) -> Expr, ranges: Ranges, n_kept: usize) -> Kernel {
     let mut out = k.clone();
     for s in &mut out.stores {
         s.index = s.index.substitute(map, &ranges);

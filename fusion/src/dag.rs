@@ -262,7 +262,7 @@ pub(crate) mod tests {
             kernel: Kernel {
                 name: format!("elementwise_{}", ops.join("_")),
                 kind: KernelKind::Elementwise,
-                ranges: vec![16],
+                ranges: smelt_codegen::dims![16],
                 n_kept: 1,
                 inputs: vec![arg; inputs.len()],
                 outputs: vec![arg; outputs.len()],

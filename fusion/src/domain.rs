@@ -3,13 +3,14 @@
 
 use crate::graph::NodeRef;
 use crate::view::{contiguous_strides, ShapeTracker, View};
-use smelt_codegen::{Expr, SortOp};
+use smallvec::smallvec;
+use smelt_codegen::{Axes, Dims, Expr, Ranges, Shape, SortOp, Strides};
 
 /// The loop domain of a kernel: its loop sizes and what iterates over it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Domain {
     /// Size of every loop variable: kept ones first.
-    pub ranges: Vec<i64>,
+    pub ranges: Ranges,
     /// How many leading variables are kept.
     pub n_kept: usize,
     /// What the domain iterates over.
@@ -21,13 +22,13 @@ pub struct Domain {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
     /// Every element of a tensor of this shape.
-    Elementwise(Vec<usize>),
+    Elementwise(Shape),
     /// A reduction of a tensor of this shape over these axes.
-    Reduce(Vec<usize>, Vec<usize>),
+    Reduce(Shape, Axes),
     /// A matmul of operands of these shapes.
-    Matmul(Vec<usize>, Vec<usize>),
+    Matmul(Shape, Shape),
     /// A scan of a tensor of this shape along this axis.
-    Scan(Vec<usize>, usize),
+    Scan(Shape, usize),
     /// A sort of a tensor of this shape along this axis, in one direction,
     /// storing `k` positions per row, of the source node with this id:
     /// only kernels sorting the same values merge (one sort per kernel).
@@ -40,7 +41,7 @@ pub enum Source {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SortDomain {
     /// The shape of the sorted tensor.
-    pub shape: Vec<usize>,
+    pub shape: Shape,
     /// The sorted axis.
     pub axis: usize,
     /// Largest first.
@@ -53,11 +54,11 @@ pub struct SortDomain {
 
 impl Domain {
     /// Loop variables as expressions.
-    pub fn vars(&self) -> Vec<Expr> {
+    pub fn vars(&self) -> Dims<Expr> {
         (0..self.ranges.len()).map(Expr::var).collect()
     }
 
-    fn shape(&self) -> Vec<usize> {
+    fn shape(&self) -> Shape {
         self.ranges.iter().map(|r| *r as usize).collect()
     }
 
@@ -66,7 +67,7 @@ impl Domain {
         Domain {
             ranges: shape.iter().map(|n| *n as i64).collect(),
             n_kept: shape.len(),
-            source: Source::Elementwise(shape.to_vec()),
+            source: Source::Elementwise(shape.into()),
         }
     }
 
@@ -87,7 +88,7 @@ impl Domain {
         Domain {
             ranges,
             n_kept: kept.len(),
-            source: Source::Reduce(shape.to_vec(), red),
+            source: Source::Reduce(shape.into(), red),
         }
     }
 
@@ -96,7 +97,7 @@ impl Domain {
     /// the reduced variable whatever the view's strides.
     pub fn scan(shape: &[usize], axis: usize) -> Domain {
         Domain {
-            source: Source::Scan(shape.to_vec(), axis),
+            source: Source::Scan(shape.into(), axis),
             ..Domain::reduce(shape, &[axis])
         }
     }
@@ -121,7 +122,7 @@ impl Domain {
     /// [`crate::graph::Op::Sort`]).
     pub fn of_sort(op: SortOp, src: &NodeRef, axis: usize) -> Domain {
         Domain::sort(SortDomain {
-            shape: src.shape().to_vec(),
+            shape: src.shape().into(),
             axis,
             descending: op.descending,
             k: op.k,
@@ -133,7 +134,7 @@ impl Domain {
     /// indexed in this domain: position `j < k` of a row is element `j`
     /// along the axis (the stores write no other).
     pub fn sort_result(&self, shape: &[usize], axis: usize, k: usize) -> ShapeTracker {
-        let mut out = shape.to_vec();
+        let mut out: Shape = shape.into();
         out[axis] = k;
         let (kept, red) = split_axes(shape.len(), &[axis]);
         let cs = contiguous_strides(&out);
@@ -151,7 +152,7 @@ impl Domain {
     /// `axes`) is indexed in this domain: kept variables only.
     pub fn reduce_result(&self, shape: &[usize], axes: &[usize]) -> ShapeTracker {
         let (kept, red) = split_axes(shape.len(), axes);
-        let out: Vec<usize> = (0..shape.len())
+        let out: Shape = (0..shape.len())
             .map(|a| if axes.contains(&a) { 1 } else { shape[a] })
             .collect();
         let cs = contiguous_strides(&out);
@@ -171,9 +172,9 @@ impl Domain {
     }
 
     /// The tracker of a single view over the domain with `strides`.
-    pub fn tracker(&self, strides: Vec<isize>) -> ShapeTracker {
+    pub fn tracker(&self, strides: Strides) -> ShapeTracker {
         ShapeTracker {
-            views: vec![View {
+            views: smallvec![View {
                 shape: self.shape(),
                 strides,
                 offset: 0,
@@ -184,21 +185,21 @@ impl Domain {
 }
 
 /// `(kept axes, reduced axes)` of a rank-`rank` tensor.
-pub fn split_axes(rank: usize, axes: &[usize]) -> (Vec<usize>, Vec<usize>) {
+pub fn split_axes(rank: usize, axes: &[usize]) -> (Axes, Axes) {
     let kept = (0..rank).filter(|a| !axes.contains(a)).collect();
-    let mut red = axes.to_vec();
+    let mut red: Axes = axes.into();
     red.sort_unstable();
     (kept, red)
 }
 
 /// Strides over the matmul domain `[batch.., m, n, k]` for both operands
 /// (contiguous `a: [batch.., m, k]`, `b: [batch.., k, n]`).
-pub(crate) fn matmul_operands(a: &[usize], b: &[usize]) -> (Vec<isize>, Vec<isize>) {
+pub(crate) fn matmul_operands(a: &[usize], b: &[usize]) -> (Strides, Strides) {
     let r = a.len();
     let (ca, cb) = (contiguous_strides(a), contiguous_strides(b));
-    let mut ta: Vec<isize> = ca[..r - 2].to_vec();
+    let mut ta: Strides = ca[..r - 2].into();
     ta.extend([ca[r - 2], 0, ca[r - 1]]);
-    let mut tb: Vec<isize> = cb[..r - 2].to_vec();
+    let mut tb: Strides = cb[..r - 2].into();
     tb.extend([0, cb[r - 1], cb[r - 2]]);
     (ta, tb)
 }
@@ -206,11 +207,11 @@ pub(crate) fn matmul_operands(a: &[usize], b: &[usize]) -> (Vec<isize>, Vec<isiz
 /// The domain of a matmul with operands of shapes `a` and `b`.
 pub fn matmul_domain(a: &[usize], b: &[usize]) -> Domain {
     let r = a.len();
-    let mut ranges: Vec<i64> = a[..r - 2].iter().map(|n| *n as i64).collect();
+    let mut ranges: Ranges = a[..r - 2].iter().map(|n| *n as i64).collect();
     ranges.extend([a[r - 2] as i64, b[r - 1] as i64, a[r - 1] as i64]);
     Domain {
         n_kept: r,
         ranges,
-        source: Source::Matmul(a.to_vec(), b.to_vec()),
+        source: Source::Matmul(a.into(), b.into()),
     }
 }

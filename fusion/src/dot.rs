@@ -36,13 +36,13 @@ impl Schedule {
     /// that holds them to the kernels that read them and to the results.
     ///
     /// ```
-    /// use smelt_codegen::{DType, ReduceOp, UnaryOp};
+    /// use smelt_codegen::{dims, DType, ReduceOp, UnaryOp};
     /// use smelt_fusion::{Fusion, Node, Op, Schedule};
     /// use std::sync::Arc;
     ///
     /// let x = Node::buffer(Arc::new(()), vec![4, 8], DType::F32);
     /// let e = Node::new(Op::Unary(UnaryOp::Exp, x), vec![4, 8], DType::F32);
-    /// let s = Node::new(Op::Reduce(ReduceOp::Sum, e, vec![1]), vec![4, 1], DType::F32);
+    /// let s = Node::new(Op::Reduce(ReduceOp::Sum, e, dims![1]), vec![4, 1], DType::F32);
     /// let dot = Schedule::plan(&[s], Fusion::On).to_dot();
     /// assert!(dot.starts_with("digraph schedule {"));
     /// assert!(dot.contains("subgraph cluster_k0"));
@@ -394,7 +394,7 @@ mod tests {
             Node::new(Op::View(r, Arc::new(st)), shape.clone(), DType::F32)
         };
         let m = Node::new(
-            Op::Reduce(ReduceOp::Max, x.clone(), vec![1]),
+            Op::Reduce(ReduceOp::Max, x.clone(), smelt_codegen::dims![1]),
             rows.clone(),
             DType::F32,
         );
@@ -405,7 +405,7 @@ mod tests {
         );
         let e = Node::new(Op::Unary(UnaryOp::Exp, d), shape.clone(), DType::F32);
         let s = Node::new(
-            Op::Reduce(ReduceOp::Sum, e.clone(), vec![1]),
+            Op::Reduce(ReduceOp::Sum, e.clone(), smelt_codegen::dims![1]),
             rows.clone(),
             DType::F32,
         );

@@ -38,13 +38,13 @@
 
 use crate::budget::{split, Cost};
 use crate::domain::{matmul_domain, Domain, Source};
-use crate::graph::{is_compute, NodeRef, Op};
+use crate::graph::{NodeRef, Op};
 use crate::lower::{gather_sources, Failure, Trackers};
 use crate::plan::{lower_plans, plan_unfused, single_kernel, KernelPlan};
 use crate::schedule::Schedule;
 use crate::view::{contiguous_strides, ShapeTracker};
 use rustc_hash::{FxHashMap, FxHashSet};
-use smelt_codegen::UnaryOp;
+use smelt_codegen::{dims, Axes, Dims, Shape, Strides, UnaryOp};
 
 /// Groups `order` (sources first) into kernels that materialize `targets`
 /// and lowers them.
@@ -54,7 +54,7 @@ pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
     materialized.extend(
         order
             .iter()
-            .filter(|n| matches!(n.op(), Op::Scan(..) | Op::Sort(..)))
+            .filter(|n| matches!(&*n.op_ref(), Op::Scan(..) | Op::Sort(..)))
             .map(|n| n.id()),
     );
     materialized.extend(gather_sources(order));
@@ -124,20 +124,24 @@ fn matmul_operand_producers(order: &[NodeRef]) -> Vec<u64> {
     let root = |x: &NodeRef| {
         let mut n = x.clone();
         loop {
-            n = match n.op() {
-                Op::View(src, _) | Op::Unary(UnaryOp::RoundTf32, src) => src,
-                _ => return n,
+            let below = match &*n.op_ref() {
+                Op::View(src, _) | Op::Unary(UnaryOp::RoundTf32, src) => Some(src.clone()),
+                _ => None,
             };
+            match below {
+                Some(b) => n = b,
+                None => return n,
+            }
         }
     };
     order
         .iter()
-        .filter_map(|n| match n.op() {
-            Op::Matmul(a, b) => Some([root(&a), root(&b)]),
+        .filter_map(|n| match &*n.op_ref() {
+            Op::Matmul(a, b) => Some([root(a), root(b)]),
             _ => None,
         })
         .flatten()
-        .filter(|r| is_compute(&r.op()))
+        .filter(|r| r.computes())
         .map(|r| r.id())
         .collect()
 }
@@ -148,7 +152,7 @@ fn matmul_operand_producers(order: &[NodeRef]) -> Vec<u64> {
 fn scatter_nodes(order: &[NodeRef]) -> Vec<u64> {
     order
         .iter()
-        .filter_map(|n| match n.op() {
+        .filter_map(|n| match &*n.op_ref() {
             Op::ScatterAdd(init, ..) => Some([n.id(), init.id()]),
             _ => None,
         })
@@ -158,8 +162,8 @@ fn scatter_nodes(order: &[NodeRef]) -> Vec<u64> {
 
 /// The domain a reduction or matmul is computed in.
 fn domain_of(r: &NodeRef) -> Option<Domain> {
-    match r.op() {
-        Op::Reduce(_, a, axes) => Some(Domain::reduce(a.shape(), &axes)),
+    match &*r.op_ref() {
+        Op::Reduce(_, a, axes) => Some(Domain::reduce(a.shape(), axes)),
         Op::Matmul(a, b) => Some(matmul_domain(a.shape(), b.shape())),
         _ => None,
     }
@@ -175,7 +179,7 @@ fn pick(f: &Failure, materialized: &FxHashSet<u64>) -> NodeRef {
         .iter()
         .skip(1)
         .find(|x| {
-            is_compute(&x.op())
+            x.computes()
                 && x.numel() == f.node.numel()
                 && row_candidates(x, materialized, false)
                     .iter()
@@ -190,17 +194,17 @@ fn pick(f: &Failure, materialized: &FxHashSet<u64>) -> NodeRef {
 /// elementwise.
 fn plan_for(t: &NodeRef, materialized: &FxHashSet<u64>) -> KernelPlan {
     if matches!(
-        t.op(),
+        &*t.op_ref(),
         Op::Reduce(..) | Op::Matmul(..) | Op::Scan(..) | Op::Sort(..) | Op::ScatterAdd(..)
     ) {
         return single_kernel(t);
     }
-    let squeeze = |s: &[usize]| -> Vec<usize> { s.iter().copied().filter(|n| *n != 1).collect() };
+    let squeeze = |s: &[usize]| -> Shape { s.iter().copied().filter(|n| *n != 1).collect() };
     // Best first: a row kernel over t's own shape (multi-reduce), then
     // storing per row of a reduction or matmul, then sharing the kernel of
     // one already materialized.
     let mut candidates = row_candidates(t, materialized, true);
-    let rank = |r: &NodeRef| match r.op() {
+    let rank = |r: &NodeRef| match &*r.op_ref() {
         _ if materialized.contains(&r.id()) => 2,
         Op::Reduce(_, a, _) if a.shape() == t.shape() => 0,
         _ => 1,
@@ -210,14 +214,14 @@ fn plan_for(t: &NodeRef, materialized: &FxHashSet<u64>) -> KernelPlan {
         let Some(domain) = domain_of(&r) else {
             continue;
         };
-        let store = match (&domain.source, r.op()) {
-            (Source::Reduce(shape, axes), _) if t.shape() == shape.as_slice() => {
+        let store = match &domain.source {
+            Source::Reduce(shape, axes) if t.shape() == shape.as_slice() => {
                 Some(domain.reduce_source(shape, axes))
             }
-            (Source::Reduce(shape, axes), _) if squeeze(t.shape()) == squeeze(r.shape()) => {
+            Source::Reduce(shape, axes) if squeeze(t.shape()) == squeeze(r.shape()) => {
                 Some(domain.reduce_result(shape, axes))
             }
-            (Source::Matmul(..), _) if squeeze(t.shape()) == squeeze(r.shape()) => {
+            Source::Matmul(..) if squeeze(t.shape()) == squeeze(r.shape()) => {
                 Some(domain.matmul_result(r.shape()))
             }
             _ => permuted_store(t, &r, &domain, materialized),
@@ -247,7 +251,7 @@ fn row_candidates(
         if !seen.insert(n.id()) || n.realized().is_some() {
             continue;
         }
-        let row = matches!(n.op(), Op::Reduce(..) | Op::Matmul(..));
+        let row = n.is_row_op();
         if n.id() != t.id() {
             if materialized.contains(&n.id()) {
                 if row && include_materialized {
@@ -260,7 +264,7 @@ fn row_candidates(
                 continue;
             }
         }
-        queue.extend(n.op().pointwise_srcs().into_iter().cloned());
+        queue.extend(n.pointwise_srcs());
     }
     out
 }
@@ -280,8 +284,8 @@ fn path_tracker(t: &NodeRef, r: &NodeRef, materialized: &FxHashSet<u64>) -> Opti
         {
             continue;
         }
-        match n.op() {
-            Op::View(src, v) => stack.push((src, v.compose(&st))),
+        match &*n.op_ref() {
+            Op::View(src, v) => stack.push((src.clone(), v.compose(&st))),
             Op::Reduce(..) | Op::Matmul(..) if n.id() != t.id() => {}
             op => stack.extend(
                 op.pointwise_srcs()
@@ -316,8 +320,8 @@ fn permuted_store(
     let out = r.shape();
     let cs_out = contiguous_strides(out);
     let cs_t = contiguous_strides(t.shape());
-    let mut stride_of_out_axis = vec![0isize; out.len()];
-    let mut used = vec![false; out.len()];
+    let mut stride_of_out_axis: Strides = dims![0; out.len()];
+    let mut used: Dims<bool> = dims![false; out.len()];
     for (i, (&n, &s)) in t.shape().iter().zip(&v.strides).enumerate() {
         if n == 1 {
             continue;
@@ -330,14 +334,14 @@ fn permuted_store(
         return None;
     }
     // The domain's kept variables are r's non-reduced output axes in order.
-    let kept: Vec<usize> = match &domain.source {
+    let kept: Axes = match &domain.source {
         Source::Reduce(shape, axes) => (0..shape.len()).filter(|a| !axes.contains(a)).collect(),
         Source::Matmul(..) => (0..out.len()).collect(),
         Source::Elementwise(_) | Source::Scan(..) | Source::Sort(..) | Source::Scatter(_) => {
             return None
         }
     };
-    let mut strides: Vec<isize> = kept.iter().map(|j| stride_of_out_axis[*j]).collect();
+    let mut strides: Strides = kept.iter().map(|j| stride_of_out_axis[*j]).collect();
     strides.resize(domain.ranges.len(), 0);
     Some(domain.tracker(strides))
 }
@@ -423,7 +427,7 @@ fn adopt(p: &mut KernelPlan, domain: &Domain) -> bool {
 }
 
 fn is_compute_plan(p: &KernelPlan) -> bool {
-    p.outputs.iter().all(|(n, _)| is_compute(&n.op()))
+    p.outputs.iter().all(|(n, _)| n.computes())
 }
 
 /// Ids of the materialized nodes `p` loads (its direct dependencies; the
@@ -441,7 +445,7 @@ fn loads(p: &KernelPlan, materialized: &FxHashSet<u64>) -> FxHashSet<u64> {
             deps.insert(n.id());
             continue;
         }
-        stack.extend(n.op().srcs().into_iter().cloned());
+        stack.extend(n.srcs());
     }
     deps
 }

@@ -3,9 +3,11 @@
 
 use crate::view::ShapeTracker;
 use rustc_hash::FxHashSet;
+use smallvec::{smallvec, SmallVec};
 use smelt_codegen::philox::Draw;
-use smelt_codegen::{BinaryOp, DType, ReduceOp, ScanOp, SortOp, UnaryOp};
+use smelt_codegen::{Axes, BinaryOp, DType, ReduceOp, ScanOp, Shape, SortOp, UnaryOp};
 use std::any::Any;
+use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -35,7 +37,7 @@ pub enum Op {
     /// Conversion to the node's dtype; with the same dtype, a copy.
     Cast(NodeRef),
     /// Reduction over `axes`; the result keeps them with size 1.
-    Reduce(ReduceOp, NodeRef, Vec<usize>),
+    Reduce(ReduceOp, NodeRef, Axes),
     /// `a[.., m, k] @ b[.., k, n]` with equal batch axes.
     Matmul(NodeRef, NodeRef),
     /// Inclusive scan along `axis` (the source's shape). The source is
@@ -74,29 +76,30 @@ pub enum Op {
 }
 
 impl Op {
-    /// The node's sources.
-    pub fn srcs(&self) -> Vec<&NodeRef> {
+    /// The node's sources (at most four, a bounded draw's, so no
+    /// allocation: graph walks ask for them at every node).
+    pub fn srcs(&self) -> SmallVec<[&NodeRef; 4]> {
         match self {
-            Op::Buffer | Op::Const(_) | Op::Iota => vec![],
+            Op::Buffer | Op::Const(_) | Op::Iota => SmallVec::new(),
             Op::Random(_, srcs) => srcs.iter().collect(),
             Op::View(a, _)
             | Op::Unary(_, a)
             | Op::Cast(a)
             | Op::Reduce(_, a, _)
             | Op::Scan(_, a, _)
-            | Op::Sort(_, a, _) => vec![a],
-            Op::Binary(_, a, b) | Op::Matmul(a, b) | Op::Gather(a, b, _) => vec![a, b],
-            Op::Where(c, a, b) | Op::ScatterAdd(c, a, b, _) => vec![c, a, b],
+            | Op::Sort(_, a, _) => smallvec![a],
+            Op::Binary(_, a, b) | Op::Matmul(a, b) | Op::Gather(a, b, _) => smallvec![a, b],
+            Op::Where(c, a, b) | Op::ScatterAdd(c, a, b, _) => smallvec![c, a, b],
         }
     }
 
     /// The sources read at the node's own coordinates (through the same
     /// tracker): all of them but a gather's source, read at data-dependent
     /// positions, and none of a scatter's, which its own kernels compute.
-    pub fn pointwise_srcs(&self) -> Vec<&NodeRef> {
+    pub fn pointwise_srcs(&self) -> SmallVec<[&NodeRef; 4]> {
         match self {
-            Op::Gather(_, index, _) => vec![index],
-            Op::ScatterAdd(..) => vec![],
+            Op::Gather(_, index, _) => smallvec![index],
+            Op::ScatterAdd(..) => SmallVec::new(),
             op => op.srcs(),
         }
     }
@@ -128,10 +131,28 @@ struct State {
     buffer: Option<BufferHandle>,
 }
 
+/// The op of a node, borrowed under the node's lock (see [`Node::op_ref`]).
+pub struct OpRef<'a>(MutexGuard<'a, State>);
+
+impl Deref for OpRef<'_> {
+    type Target = Op;
+
+    fn deref(&self) -> &Op {
+        &self.0.op
+    }
+}
+
+impl OpRef<'_> {
+    /// The realized data, if any (read under the same lock as the op).
+    pub fn data(&self) -> Option<&BufferHandle> {
+        self.0.buffer.as_ref()
+    }
+}
+
 /// One node of the lazy graph.
 pub struct Node {
     id: u64,
-    shape: Vec<usize>,
+    shape: Shape,
     dtype: DType,
     state: Mutex<State>,
 }
@@ -152,18 +173,18 @@ impl std::fmt::Debug for Node {
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
 impl Node {
-    /// Records a new node.
-    pub fn new(op: Op, shape: Vec<usize>, dtype: DType) -> NodeRef {
+    /// Records a new node (`shape`: a [`Shape`], a `Vec` or a slice).
+    pub fn new(op: Op, shape: impl Into<Shape>, dtype: DType) -> NodeRef {
         Arc::new(Node {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            shape,
+            shape: shape.into(),
             dtype,
             state: Mutex::new(State { op, buffer: None }),
         })
     }
 
     /// A node holding existing data.
-    pub fn buffer(buf: BufferHandle, shape: Vec<usize>, dtype: DType) -> NodeRef {
+    pub fn buffer(buf: BufferHandle, shape: impl Into<Shape>, dtype: DType) -> NodeRef {
         let n = Node::new(Op::Buffer, shape, dtype);
         n.lock().buffer = Some(buf);
         n
@@ -198,6 +219,44 @@ impl Node {
     /// The op (a `Buffer` once realized).
     pub fn op(&self) -> Op {
         self.lock().op.clone()
+    }
+
+    /// The op, borrowed: no clone of its sources' reference counts, which
+    /// graph walks would pay at every node. Holds this node's lock until
+    /// dropped, so the holder must not call another method of this node
+    /// that reads its op or data (the lock is not reentrant); other nodes
+    /// are fine.
+    pub fn op_ref(&self) -> OpRef<'_> {
+        OpRef(self.lock())
+    }
+
+    /// True if the node computes values (see [`is_compute`]), read without
+    /// cloning its op.
+    pub fn computes(&self) -> bool {
+        is_compute(&self.lock().op)
+    }
+
+    /// True if the node is a reduction or a matmul (a kernel computes it
+    /// over its own loop domain).
+    pub fn is_row_op(&self) -> bool {
+        matches!(self.lock().op, Op::Reduce(..) | Op::Matmul(..))
+    }
+
+    /// The sources, each an owned reference (not the whole op: a walk
+    /// that only follows sources clones nothing else).
+    pub fn srcs(&self) -> SmallVec<[NodeRef; 4]> {
+        self.lock().op.srcs().into_iter().cloned().collect()
+    }
+
+    /// The sources read at the node's own coordinates (see
+    /// [`Op::pointwise_srcs`]), each an owned reference.
+    pub fn pointwise_srcs(&self) -> SmallVec<[NodeRef; 4]> {
+        self.lock()
+            .op
+            .pointwise_srcs()
+            .into_iter()
+            .cloned()
+            .collect()
     }
 
     /// The op and the realized data, read together (one lock).
@@ -299,8 +358,12 @@ impl GraphLock {
 /// Follows views down to the node that holds or computes the data.
 pub fn base(node: &NodeRef) -> NodeRef {
     let mut n = node.clone();
-    while let Op::View(src, _) = n.op() {
-        n = src;
+    loop {
+        let below = match &*n.op_ref() {
+            Op::View(src, _) => src.clone(),
+            _ => break,
+        };
+        n = below;
     }
     n
 }
@@ -310,34 +373,34 @@ pub fn base(node: &NodeRef) -> NodeRef {
 /// realized node is a leaf (its sources are not followed). Iterative, so a
 /// graph of any depth walks on a small stack. The one graph walk: the
 /// planner's order and the schedule cache's hash both come from it.
-pub fn post_order(roots: &[NodeRef], mut visit: impl FnMut(&NodeRef, Op, Option<BufferHandle>)) {
+///
+/// The op is borrowed under the node's lock (nothing is cloned per node),
+/// so `visit` must not read the op or data of the node it is given.
+/// Callers hold the [`GraphLock`], so no node changes between its two
+/// visits on the stack (sources pushed, then visited).
+pub fn post_order(roots: &[NodeRef], mut visit: impl FnMut(&NodeRef, &Op, Option<&BufferHandle>)) {
     let mut done = FxHashSet::default();
-    // A node with its op once its sources are pushed.
-    let mut stack: Vec<(NodeRef, Option<Op>)> =
-        roots.iter().rev().map(|n| (n.clone(), None)).collect();
+    // A node, and whether its sources were pushed already.
+    let mut stack: Vec<(NodeRef, bool)> = roots.iter().rev().map(|n| (n.clone(), false)).collect();
     while let Some((n, expanded)) = stack.pop() {
         if done.contains(&n.id()) {
             continue;
         }
-        let (op, data) = match expanded {
-            Some(op) => (op, None),
-            None => {
-                let (op, data) = n.op_and_data();
-                let srcs: Vec<NodeRef> = op.srcs().into_iter().cloned().collect();
-                if data.is_none() && !srcs.is_empty() {
-                    stack.push((n.clone(), Some(op)));
-                    for s in srcs.into_iter().rev() {
-                        if !done.contains(&s.id()) {
-                            stack.push((s, None));
-                        }
+        let op = n.op_ref();
+        if !expanded && op.data().is_none() {
+            let srcs = op.srcs();
+            if !srcs.is_empty() {
+                stack.push((n.clone(), true));
+                for s in srcs.into_iter().rev() {
+                    if !done.contains(&s.id()) {
+                        stack.push((s.clone(), false));
                     }
-                    continue;
                 }
-                (op, data)
+                continue;
             }
-        };
+        }
         done.insert(n.id());
-        visit(&n, op, data);
+        visit(&n, &op, op.data());
     }
 }
 

@@ -19,4 +19,5 @@ pub mod view;
 
 pub use graph::{BufferHandle, GraphLock, Node, NodeRef, Op};
 pub use schedule::{BufferSpec, Fusion, ScalarSpec, Schedule, ScheduleItem};
+pub use smelt_codegen::{Axes, Shape, Strides};
 pub use view::{ShapeTracker, View};

@@ -8,6 +8,7 @@ use crate::graph::{BufferHandle, NodeRef, Op};
 use crate::schedule::ScalarSpec;
 use crate::view::{contiguous_strides, ShapeTracker, View};
 use rustc_hash::{FxHashMap, FxHashSet};
+use smallvec::{smallvec, SmallVec};
 use smelt_codegen::{
     Arg, BinaryOp, Cond, DType, Expr, Inst, Kernel, KernelKind, Node, ReduceOp, SortPart, Store,
     StoreKind, Val,
@@ -21,13 +22,14 @@ fn view_chain(src: &NodeRef, stop: impl Fn(&NodeRef) -> bool) -> (NodeRef, Shape
     let mut t = ShapeTracker::contiguous(src.shape());
     let mut n = src.clone();
     while !stop(&n) {
-        match n.op() {
+        let below = match &*n.op_ref() {
             Op::View(below, st) => {
                 t = st.compose(&t);
-                n = below;
+                below.clone()
             }
             _ => break,
-        }
+        };
+        n = below;
     }
     (n, t)
 }
@@ -49,13 +51,15 @@ fn single_view(t: &ShapeTracker) -> Option<&View> {
 pub fn gather_sources(order: &[NodeRef]) -> Vec<u64> {
     let mut out = Vec::new();
     for n in order {
-        let Op::Gather(src, _, _) = n.op() else {
-            continue;
+        // Borrowed: every node of the plan passes here.
+        let src = match &*n.op_ref() {
+            Op::Gather(src, _, _) => src.clone(),
+            _ => continue,
         };
         let (root, t) = view_chain(&src, |x| x.realized().is_some());
-        match (single_view(&t), root.op()) {
-            (Some(_), _) if root.realized().is_some() => {}
-            (Some(_), op) if is_compute(&op) => out.push(root.id()),
+        match single_view(&t) {
+            Some(_) if root.realized().is_some() => {}
+            Some(_) if root.computes() => out.push(root.id()),
             _ => out.push(src.id()),
         }
     }
@@ -190,13 +194,13 @@ impl Hash for InstKey {
     }
 }
 
-/// A node whose sources are evaluated before it.
+/// A node whose sources are evaluated before it (its op is read again
+/// when it is finished: borrowed twice is cheaper than cloned once).
 struct Pending {
     node: NodeRef,
     tid: usize,
-    op: Op,
     /// Each source with the tracker it is read through.
-    srcs: Vec<(NodeRef, usize)>,
+    srcs: SmallVec<[(NodeRef, usize); 4]>,
 }
 
 /// What visiting a node found.
@@ -408,9 +412,6 @@ impl<'a> Lowerer<'a> {
                 }
                 Task::Finish(p) => {
                     let v = self.finish_op(&p);
-                    if is_compute(&p.op) {
-                        self.op_names.push(p.op.name());
-                    }
                     self.stack.pop();
                     self.memo.insert((p.node.id(), p.tid), v);
                 }
@@ -428,10 +429,13 @@ impl<'a> Lowerer<'a> {
     /// the sources to evaluate first.
     fn visit(&mut self, node: &NodeRef, tid: usize) -> Visited {
         let dt = node.dtype();
-        let (op, data) = node.op_and_data();
+        // Borrowed under the node's lock: nothing below reads this node's
+        // op or data again (only its id, shape and dtype, which need no
+        // lock, and its sources).
+        let op = node.op_ref();
         let leaf = match self.leaf(node) {
             Some(b) => Some(Input::Scheduled(b)),
-            None => data.map(|h| Input::Realized(node.id(), h)),
+            None => op.data().map(|h| Input::Realized(node.id(), h.clone())),
         };
         if let Some(buffer) = leaf {
             let input = self.input(
@@ -454,7 +458,7 @@ impl<'a> Lowerer<'a> {
                 dt,
             ));
         }
-        let srcs = match &op {
+        let srcs = match &*op {
             Op::Buffer => unreachable!("realized nodes are leaves"),
             Op::Const(c) => {
                 let v = self.scalar(node, *c);
@@ -467,7 +471,7 @@ impl<'a> Lowerer<'a> {
                 let v = self.push(Inst::Index(index), dt);
                 return Visited::Done(self.masked(valid, v, dt));
             }
-            Op::View(src, st) => vec![(src.clone(), self.trackers.compose(st, tid))],
+            Op::View(src, st) => smallvec![(src.clone(), self.trackers.compose(st, tid))],
             Op::Reduce(_, a, axes) => {
                 let own = Domain::reduce(a.shape(), axes);
                 if own != *self.domain
@@ -480,7 +484,7 @@ impl<'a> Lowerer<'a> {
                 }
                 self.inlined.push(node.id());
                 let src_t = self.domain.reduce_source(a.shape(), axes);
-                vec![(a.clone(), self.trackers.intern(&src_t))]
+                smallvec![(a.clone(), self.trackers.intern(&src_t))]
             }
             Op::Scan(_, a, axis) => {
                 // Computed only by its own kernel (scans are always
@@ -492,7 +496,7 @@ impl<'a> Lowerer<'a> {
                 }
                 self.inlined.push(node.id());
                 self.scan = true;
-                vec![(a.clone(), self.trackers.intern(&t))]
+                smallvec![(a.clone(), self.trackers.intern(&t))]
             }
             Op::Sort(sort, a, axis) => {
                 // Like a scan: computed only by its own kernel, which
@@ -505,7 +509,7 @@ impl<'a> Lowerer<'a> {
                 self.inlined.push(node.id());
                 self.sort = true;
                 let src_t = own.scan_tracker(a.shape(), *axis);
-                vec![(a.clone(), self.trackers.intern(&src_t))]
+                smallvec![(a.clone(), self.trackers.intern(&src_t))]
             }
             // Computed only by its own kernels (scatters are always
             // materialized, see `Lowerer::scatter_add`).
@@ -524,7 +528,7 @@ impl<'a> Lowerer<'a> {
                 self.matmul = true;
                 let (ta, tb) = matmul_operands(a.shape(), b.shape());
                 let (ta, tb) = (self.domain.tracker(ta), self.domain.tracker(tb));
-                vec![
+                smallvec![
                     (a.clone(), self.trackers.intern(&ta)),
                     (b.clone(), self.trackers.intern(&tb)),
                 ]
@@ -538,7 +542,6 @@ impl<'a> Lowerer<'a> {
         Visited::Needs(Pending {
             node: node.clone(),
             tid,
-            op,
             srcs,
         })
     }
@@ -553,12 +556,16 @@ impl<'a> Lowerer<'a> {
     /// The value of a pending node once its sources have values.
     fn finish_op(&mut self, p: &Pending) -> Val {
         let dt = p.node.dtype();
-        let vals: Vec<Val> = p
+        let vals: SmallVec<[Val; 4]> = p
             .srcs
             .iter()
             .map(|(s, t)| self.memo[&(s.id(), *t)])
             .collect();
-        match &p.op {
+        let op = p.node.op_ref();
+        if is_compute(&op) {
+            self.op_names.push(op.name());
+        }
+        match &*op {
             Op::View(src, st) => {
                 let (v, composed) = (vals[0], p.srcs[0].1);
                 if st.has_mask() && self.leaf(src).is_none() && src.realized().is_none() {
@@ -592,7 +599,7 @@ impl<'a> Lowerer<'a> {
                     self.push(Inst::Cast(v), dt)
                 }
             }
-            Op::Random(d, _) => self.push(Inst::Random(*d, vals), dt),
+            Op::Random(d, _) => self.push(Inst::Random(*d, vals.to_vec()), dt),
             Op::Sort(op, a, _) => {
                 // Values are the source's (`F32` or `I32`), rounded once
                 // to the node's dtype.
@@ -665,9 +672,12 @@ impl<'a> Lowerer<'a> {
         // The source's view with the gathered axis broadcast over the
         // node's shape: the index of the axis' element 0 at each point.
         let mut base = v.clone();
-        base.shape = node.shape().to_vec();
+        base.shape = node.shape().into();
         base.strides[axis] = 0;
-        let st = ShapeTracker { views: vec![base] }.compose(self.trackers.get(tid));
+        let st = ShapeTracker {
+            views: smallvec![base],
+        }
+        .compose(self.trackers.get(tid));
         let sid = self.trackers.intern(&st);
         let (index, valid) = self.tracker_expr(sid);
         let input = self.input(

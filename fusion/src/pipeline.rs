@@ -1,7 +1,7 @@
 //! The pipeline from a graph to a schedule: the schedule cache, else
 //! fusion (or one kernel per op), then lowering, then domain collapse.
 
-use crate::graph::{base, is_compute, topo_order, GraphLock, NodeRef};
+use crate::graph::{base, topo_order, GraphLock, NodeRef};
 use crate::lower::Trackers;
 use crate::plan::{lower_plans, plan_unfused};
 use crate::schedule::{Fusion, Schedule};
@@ -20,7 +20,7 @@ impl Schedule {
         let bases: Vec<NodeRef> = targets
             .iter()
             .map(base)
-            .filter(|b| b.realized().is_none() && is_compute(&b.op()) && seen.insert(b.id()))
+            .filter(|b| b.realized().is_none() && b.computes() && seen.insert(b.id()))
             .collect();
         if bases.is_empty() {
             // Everything is computed (a read of a realized tensor): no plan

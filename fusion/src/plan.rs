@@ -3,7 +3,7 @@
 //! driver that lowers a list of plans into a schedule.
 
 use crate::domain::{matmul_domain, Domain, Source};
-use crate::graph::{is_compute, NodeRef, Op};
+use crate::graph::{NodeRef, Op};
 use crate::lower::{gather_sources, Failure, Input, Lowerer, Trackers};
 use crate::schedule::{BufferSpec, ScalarSpec, Schedule, ScheduleItem};
 use crate::view::ShapeTracker;
@@ -23,26 +23,26 @@ pub struct KernelPlan {
 
 /// The kernel that computes `node` alone.
 pub fn single_kernel(node: &NodeRef) -> KernelPlan {
-    match node.op() {
+    match &*node.op_ref() {
         Op::Reduce(_, a, axes) => {
-            let domain = Domain::reduce(a.shape(), &axes);
-            let out = domain.reduce_result(a.shape(), &axes);
+            let domain = Domain::reduce(a.shape(), axes);
+            let out = domain.reduce_result(a.shape(), axes);
             KernelPlan {
                 domain,
                 outputs: vec![(node.clone(), out)],
             }
         }
         Op::Scan(_, a, axis) => {
-            let domain = Domain::scan(a.shape(), axis);
-            let out = domain.scan_tracker(a.shape(), axis);
+            let domain = Domain::scan(a.shape(), *axis);
+            let out = domain.scan_tracker(a.shape(), *axis);
             KernelPlan {
                 domain,
                 outputs: vec![(node.clone(), out)],
             }
         }
         Op::Sort(op, a, axis) => {
-            let domain = Domain::of_sort(op, &a, axis);
-            let out = domain.sort_result(a.shape(), axis, op.k);
+            let domain = Domain::of_sort(*op, a, *axis);
+            let out = domain.sort_result(a.shape(), *axis, op.k);
             KernelPlan {
                 domain,
                 outputs: vec![(node.clone(), out)],
@@ -79,7 +79,7 @@ pub fn plan_unfused(order: &[NodeRef]) -> Vec<KernelPlan> {
     let sources: FxHashSet<u64> = gather_sources(order).into_iter().collect();
     order
         .iter()
-        .filter(|n| is_compute(&n.op()) || sources.contains(&n.id()))
+        .filter(|n| n.computes() || sources.contains(&n.id()))
         .map(single_kernel)
         .collect()
 }

@@ -6,28 +6,35 @@
 //! coordinates to a linear index into the (contiguous) shape of the view
 //! below it; the bottom view indexes the buffer.
 
+use smallvec::{smallvec, SmallVec};
+use smelt_codegen::dims::{Dims, Ranges, Shape, Strides};
 use smelt_codegen::expr::Atom;
-use smelt_codegen::{Cond, Expr};
+use smelt_codegen::{dims, Cond, Expr};
+
+/// A valid coordinate range `lo..hi` per axis.
+pub type Mask = Dims<(usize, usize)>;
 
 /// One strided, optionally masked view.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct View {
     /// Size of each axis.
-    pub shape: Vec<usize>,
+    pub shape: Shape,
     /// Elements between neighbours along each axis (0 for broadcast axes,
     /// negative for flipped ones).
-    pub strides: Vec<isize>,
+    pub strides: Strides,
     /// Index of the element at coordinates 0.
     pub offset: isize,
     /// Per axis, the valid coordinate range `lo..hi`; outside it reads 0.
     /// A view with no valid element has every range empty; for rank 0
-    /// that is `Some(vec![])`.
-    pub mask: Option<Vec<(usize, usize)>>,
+    /// that is `Some(dims![])`. Boxed: few views are padded, and inline
+    /// ranges would more than double the size of every view and tracker
+    /// the planner moves.
+    pub mask: Option<Box<Mask>>,
 }
 
 /// Row-major strides of a contiguous array of `shape`.
-pub fn contiguous_strides(shape: &[usize]) -> Vec<isize> {
-    let mut strides = vec![0isize; shape.len()];
+pub fn contiguous_strides(shape: &[usize]) -> Strides {
+    let mut strides: Strides = dims![0; shape.len()];
     let mut acc = 1isize;
     for d in (0..shape.len()).rev() {
         strides[d] = if shape[d] == 1 { 0 } else { acc };
@@ -40,7 +47,7 @@ impl View {
     /// The contiguous row-major view of `shape`.
     pub fn contiguous(shape: &[usize]) -> View {
         View {
-            shape: shape.to_vec(),
+            shape: shape.into(),
             strides: contiguous_strides(shape),
             offset: 0,
             mask: None,
@@ -98,7 +105,7 @@ impl View {
         (idx, valid)
     }
 
-    fn permute(&self, axes: &[usize]) -> View {
+    fn permute(self, axes: &[usize]) -> View {
         View {
             shape: axes.iter().map(|a| self.shape[*a]).collect(),
             strides: axes.iter().map(|a| self.strides[*a]).collect(),
@@ -106,14 +113,14 @@ impl View {
             mask: self
                 .mask
                 .as_ref()
-                .map(|m| axes.iter().map(|a| m[*a]).collect()),
+                .map(|m| Box::new(axes.iter().map(|a| m[*a]).collect())),
         }
     }
 
-    fn expand(&self, shape: &[usize]) -> View {
-        let mut v = self.clone();
+    fn expand(self, shape: &[usize]) -> View {
+        let mut v = self;
         for d in 0..shape.len() {
-            if self.shape[d] != shape[d] {
+            if v.shape[d] != shape[d] {
                 v.strides[d] = 0;
                 if let Some(m) = v.mask.as_mut() {
                     m[d] = if m[d].0 < m[d].1 {
@@ -124,14 +131,14 @@ impl View {
                 }
             }
         }
-        v.shape = shape.to_vec();
+        v.shape = shape.into();
         v
     }
 
-    fn shrink(&self, ranges: &[(usize, usize)]) -> View {
-        let mut v = self.clone();
+    fn shrink(self, ranges: &[(usize, usize)]) -> View {
+        let mut v = self;
         for (d, &(lo, hi)) in ranges.iter().enumerate() {
-            v.offset += lo as isize * self.strides[d];
+            v.offset += lo as isize * v.strides[d];
             v.shape[d] = hi - lo;
             if let Some(m) = v.mask.as_mut() {
                 let (mlo, mhi) = m[d];
@@ -143,14 +150,14 @@ impl View {
         v.normalize_mask()
     }
 
-    fn flip(&self, axes: &[usize]) -> View {
-        let mut v = self.clone();
+    fn flip(self, axes: &[usize]) -> View {
+        let mut v = self;
         for &d in axes {
-            let n = self.shape[d];
+            let n = v.shape[d];
             if n > 0 {
-                v.offset += (n as isize - 1) * self.strides[d];
+                v.offset += (n as isize - 1) * v.strides[d];
             }
-            v.strides[d] = -self.strides[d];
+            v.strides[d] = -v.strides[d];
             if let Some(m) = v.mask.as_mut() {
                 m[d] = (n - m[d].1, n - m[d].0);
             }
@@ -158,9 +165,9 @@ impl View {
         v
     }
 
-    fn step(&self, axis: usize, step: usize) -> View {
-        let mut v = self.clone();
-        v.shape[axis] = self.shape[axis].div_ceil(step);
+    fn step(self, axis: usize, step: usize) -> View {
+        let mut v = self;
+        v.shape[axis] = v.shape[axis].div_ceil(step);
         v.strides[axis] *= step as isize;
         if let Some(m) = v.mask.as_mut() {
             let (lo, hi) = m[axis];
@@ -170,18 +177,18 @@ impl View {
         v.normalize_mask()
     }
 
-    fn pad(&self, pads: &[(usize, usize)]) -> View {
+    fn pad(self, pads: &[(usize, usize)]) -> View {
         if pads.is_empty() {
-            return self.clone(); // rank 0: nothing to pad
+            return self; // rank 0: nothing to pad
         }
-        let mut v = self.clone();
-        let mut mask = self
+        let mut v = self;
+        let mut mask = v
             .mask
-            .clone()
-            .unwrap_or_else(|| self.shape.iter().map(|n| (0, *n)).collect());
+            .take()
+            .unwrap_or_else(|| Box::new(v.shape.iter().map(|n| (0, *n)).collect()));
         for (d, &(before, after)) in pads.iter().enumerate() {
-            v.offset -= before as isize * self.strides[d];
-            v.shape[d] = self.shape[d] + before + after;
+            v.offset -= before as isize * v.strides[d];
+            v.shape[d] += before + after;
             mask[d] = (mask[d].0 + before, mask[d].1 + before);
         }
         v.mask = Some(mask);
@@ -200,7 +207,7 @@ impl View {
             {
                 self.mask = None;
             } else if m.iter().any(|(lo, hi)| lo >= hi) {
-                self.mask = Some(vec![(0, 0); self.shape.len()]);
+                self.mask = Some(Box::new(dims![(0, 0); self.shape.len()]));
             }
         }
         self
@@ -216,14 +223,14 @@ impl View {
         if self.mask.is_some() {
             return None;
         }
-        let old: Vec<(usize, isize)> = self
+        let old: Dims<(usize, isize)> = self
             .shape
             .iter()
             .zip(&self.strides)
             .filter(|(n, _)| **n != 1)
             .map(|(n, s)| (*n, *s))
             .collect();
-        let mut strides = vec![0isize; shape.len()];
+        let mut strides: Strides = dims![0; shape.len()];
         let (mut i, mut j) = (0, 0);
         while j < shape.len() {
             if shape[j] == 1 {
@@ -256,7 +263,7 @@ impl View {
             }
         }
         Some(View {
-            shape: shape.to_vec(),
+            shape: shape.into(),
             strides,
             offset: self.offset,
             mask: None,
@@ -264,19 +271,24 @@ impl View {
     }
 }
 
+/// The views of a tracker, the buffer's first. Almost every tracker
+/// simplifies to one view, which is kept inline: the planner makes and
+/// interns trackers by the thousand.
+pub type Views = SmallVec<[View; 1]>;
+
 /// A stack of views; `views[0]` indexes the buffer, the last one gives the
 /// tensor's shape.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ShapeTracker {
     /// The views, the buffer's first.
-    pub views: Vec<View>,
+    pub views: Views,
 }
 
 impl ShapeTracker {
     /// The contiguous tracker of `shape`.
     pub fn contiguous(shape: &[usize]) -> ShapeTracker {
         ShapeTracker {
-            views: vec![View::contiguous(shape)],
+            views: smallvec![View::contiguous(shape)],
         }
     }
 
@@ -289,10 +301,13 @@ impl ShapeTracker {
         self.views.last().expect("a shape tracker has a view")
     }
 
-    fn map_top(&self, f: impl FnOnce(&View) -> View) -> ShapeTracker {
+    /// A copy with `f` applied to the top view. The copy is the one clone
+    /// a movement op needs (the tracker is shared by its node); `f` then
+    /// changes the top view in place.
+    fn map_top(&self, f: impl FnOnce(View) -> View) -> ShapeTracker {
         let mut views = self.views.clone();
         let top = views.pop().expect("a shape tracker has a view");
-        views.push(f(&top).canonical());
+        views.push(f(top).canonical());
         ShapeTracker { views }.simplify()
     }
 
@@ -428,10 +443,10 @@ impl ShapeTracker {
 
     /// Buffer index at concrete coordinates, or `None` where masked.
     pub fn index_at(&self, coords: &[usize]) -> Option<isize> {
-        let ranges: Vec<i64> = self.shape().iter().map(|n| *n as i64).collect();
-        let vars: Vec<Expr> = (0..coords.len()).map(Expr::var).collect();
+        let ranges: Ranges = self.shape().iter().map(|n| *n as i64).collect();
+        let vars: Dims<Expr> = (0..coords.len()).map(Expr::var).collect();
         let (idx, valid) = self.expr(&vars, &ranges);
-        let at: Vec<i64> = coords.iter().map(|c| *c as i64).collect();
+        let at: Ranges = coords.iter().map(|c| *c as i64).collect();
         valid.eval(&at).then(|| idx.eval(&at) as isize)
     }
 }
@@ -445,12 +460,12 @@ fn merge_dims(lower: &View, upper: &View) -> Option<View> {
         return None;
     }
     let cs = contiguous_strides(&lower.shape);
-    let mut used = vec![false; lower.shape.len()];
-    let mut strides = Vec::with_capacity(upper.shape.len());
+    let mut used: Dims<bool> = dims![false; lower.shape.len()];
+    let mut strides = Strides::with_capacity(upper.shape.len());
     let mut mask = lower
         .mask
         .as_ref()
-        .map(|_| Vec::with_capacity(upper.shape.len()));
+        .map(|_| Mask::with_capacity(upper.shape.len()));
     for (n, s) in upper.shape.iter().zip(&upper.strides) {
         if *s == 0 || *n == 1 {
             strides.push(0);
@@ -472,11 +487,11 @@ fn merge_dims(lower: &View, upper: &View) -> Option<View> {
     let never = lower.mask.as_ref().is_some_and(|lm| lm.is_empty())
         || lower.mask.as_ref().is_some_and(|lm| {
             used.iter()
-                .zip(lm)
+                .zip(lm.iter())
                 .any(|(u, (lo, hi))| !(*u || (*lo == 0 && *hi > 0)))
         });
     if never {
-        mask = Some(vec![(0, 0); upper.shape.len()]);
+        mask = Some(dims![(0, 0); upper.shape.len()]);
     } else if mask.as_ref().is_some_and(|m| m.is_empty()) {
         mask = None; // rank 0 and valid: an empty mask would mean "never"
     }
@@ -485,7 +500,7 @@ fn merge_dims(lower: &View, upper: &View) -> Option<View> {
             shape: upper.shape.clone(),
             strides,
             offset: lower.offset,
-            mask,
+            mask: mask.map(Box::new),
         }
         .normalize_mask(),
     )
@@ -495,21 +510,21 @@ fn merge_dims(lower: &View, upper: &View) -> Option<View> {
 /// affine in `upper`'s coordinates and every validity check is a range of
 /// one coordinate.
 fn merge_affine(lower: &View, upper: &View) -> Option<View> {
-    let ranges: Vec<i64> = upper.shape.iter().map(|n| *n as i64).collect();
-    let vars: Vec<Expr> = (0..ranges.len()).map(Expr::var).collect();
+    let ranges: Ranges = upper.shape.iter().map(|n| *n as i64).collect();
+    let vars: Dims<Expr> = (0..ranges.len()).map(Expr::var).collect();
     let pair = ShapeTracker {
-        views: vec![lower.clone(), upper.clone()],
+        views: smallvec![lower.clone(), upper.clone()],
     };
     let (idx, valid) = pair.expr(&vars, &ranges);
     let (terms, konst) = idx.parts();
-    let mut strides = vec![0isize; ranges.len()];
+    let mut strides: Strides = dims![0; ranges.len()];
     for (atom, coef) in terms {
         match atom {
             Atom::Var(i) => strides[*i] = *coef as isize,
             _ => return None,
         }
     }
-    let mut mask: Vec<(usize, usize)> = upper.shape.iter().map(|n| (0, *n)).collect();
+    let mut mask: Mask = upper.shape.iter().map(|n| (0, *n)).collect();
     if valid.is_never() {
         mask.iter_mut().for_each(|m| *m = (0, 0));
     }
@@ -530,15 +545,15 @@ fn merge_affine(lower: &View, upper: &View) -> Option<View> {
             shape: upper.shape.clone(),
             strides,
             offset: konst as isize,
-            mask,
+            mask: mask.map(Box::new),
         }
         .normalize_mask(),
     )
 }
 
 /// Coordinates in a contiguous array of `shape` of linear index `idx`.
-pub fn unravel(idx: &Expr, shape: &[usize], ranges: &[i64]) -> Vec<Expr> {
-    let mut out = vec![Expr::constant(0); shape.len()];
+pub fn unravel(idx: &Expr, shape: &[usize], ranges: &[i64]) -> Dims<Expr> {
+    let mut out: Dims<Expr> = dims![Expr::constant(0); shape.len()];
     let mut acc = 1i64;
     for d in (0..shape.len()).rev() {
         let n = shape[d] as i64;

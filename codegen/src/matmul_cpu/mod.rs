@@ -23,6 +23,7 @@
 mod extract;
 mod gemm;
 
+use crate::dims::Ranges;
 use crate::expr::{Cond, Expr};
 use crate::host_alloc::{filled, vec_with_capacity, zeroed_bytes, AllocError};
 use crate::interp::{self, InterpError};
@@ -109,7 +110,7 @@ impl Matmul {
     /// `[batch.., side.., k..]` (row-major).
     fn operand(&self, k: &Kernel, root: Val, side: &[usize]) -> Option<Kernel> {
         let old: Vec<usize> = [&self.batch[..], side, &self.k].concat();
-        let ranges: Vec<i64> = old.iter().map(|v| k.ranges[*v]).collect();
+        let ranges: Ranges = old.iter().map(|v| k.ranges[*v]).collect();
         let mut to = vec![None; k.ranges.len()];
         for (new, v) in old.iter().enumerate() {
             to[*v] = Some(new);
@@ -180,7 +181,7 @@ impl Matmul {
         Some(Kernel {
             name: format!("{}_epilogue", k.name),
             kind: KernelKind::Elementwise,
-            ranges: ranges.to_vec(),
+            ranges: ranges.into(),
             n_kept: k.n_kept,
             inputs,
             outputs: k.outputs.clone(),

@@ -55,7 +55,7 @@ impl Kb {
             k: Kernel {
                 name: name.into(),
                 kind,
-                ranges: ranges.to_vec(),
+                ranges: ranges.into(),
                 n_kept,
                 inputs: vec![],
                 outputs: vec![],
