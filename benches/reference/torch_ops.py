@@ -82,7 +82,7 @@ def sort_section(ceiling):
             rot = rotation(nbytes)
             xs = [torch.randn(*shape, device="cuda").to(dt) for _ in range(rot)]
             if k is None:
-                fn = lambda i: torch.sort(xs[i], -1, descending=False, stable=True)
+                fn = lambda i: torch.sort(xs[i], dim=-1, descending=False, stable=True)
             else:
                 fn = lambda i, k=k: torch.topk(xs[i], k, -1, largest=True, sorted=True)
             ms = median_ms(fn, rot)
