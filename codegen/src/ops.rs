@@ -483,7 +483,8 @@ impl BinaryOp {
     /// The dtype the op computes in for operands `x`, `y` and result
     /// `out`, on every backend: comparisons in the promoted operand type,
     /// logical ops in `Bool`, arithmetic with a `Bool` result (`bool +
-    /// bool`) in `I32`, `Div` of integers in `F32`, the rest in `out`.
+    /// bool`, bitwise ops of bools) in `I32`, `Div` and `Atan2` in their
+    /// float result type, the rest in `out`.
     pub fn compute_dtype(self, x: DType, y: DType, out: DType) -> DType {
         match self {
             BinaryOp::And | BinaryOp::Or => DType::Bool,
