@@ -15,40 +15,16 @@ Run on the GPU machine: python3 benches/reference/torch_ops.py
 """
 import torch
 
+# The protocol (rotation, median of CUDA-event times, copy ceiling) is the
+# softmax reference's: one definition for both scripts.
+from torch_softmax import copy_gbps, median_ms, rotation
+
 SCAN_ELEMS = 1 << 24
 SCAN_NS = [256, 1024, 4096, 16384, 65536, 1 << 20, 1 << 24]
 SCAN_COLS = 4096
 SORT_ELEMS = 1 << 22
 SORT_NS = [256, 1024, 4096, 16384, 65536, 1 << 20]
 TOPK_KS = [8, 64]
-
-
-def rotation(nbytes):
-    return max(1, min(64, 100_000_000 // max(1, nbytes)))
-
-
-def median_ms(fn, rot, warmup=10, runs=50):
-    for i in range(warmup):
-        fn(i % rot)
-    torch.cuda.synchronize()
-    times = []
-    for i in range(runs):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(400_000)  # about 200 us: the run is queued before it starts
-        s.record()
-        fn((warmup + i) % rot)
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    return sorted(times)[len(times) // 2]
-
-
-def copy_gbps(nbytes):
-    rot = rotation(2 * nbytes)
-    xs = [torch.empty(nbytes, dtype=torch.uint8, device="cuda") for _ in range(rot)]
-    ys = [torch.empty_like(x) for x in xs]
-    ms = median_ms(lambda i: ys[i].copy_(xs[i]), rot)
-    return 2 * nbytes / ms / 1e6
 
 
 def scan_section(ceiling):
