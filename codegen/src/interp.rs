@@ -407,41 +407,28 @@ fn scan_chunk(
     let rows = st.pos.len();
     let nc = (src.len() / rows.max(1)).max(1);
     let mut pos_out = Vec::with_capacity(src.len());
+    let pos = &mut st.pos;
     let vals = match (src, &mut st.acc) {
-        (Col::F(src), Col::F(accs)) => {
-            let mut out = Vec::with_capacity(src.len());
-            for ((row, acc), pos) in src.chunks(nc).zip(accs.iter_mut()).zip(&mut st.pos) {
-                for (j, x) in row.iter().enumerate() {
-                    if op.is_index() {
-                        if op.later_wins(*acc, *x) {
-                            (*acc, *pos) = (*x, (c0 + j) as i64);
-                        }
-                        pos_out.push(*pos);
-                    } else {
-                        *acc = op.combine(*acc, *x);
-                        out.push(*acc);
-                    }
-                }
-            }
-            Col::F(out)
-        }
-        (Col::I(src), Col::I(accs)) => {
-            let mut out = Vec::with_capacity(src.len());
-            for ((row, acc), pos) in src.chunks(nc).zip(accs.iter_mut()).zip(&mut st.pos) {
-                for (j, x) in row.iter().enumerate() {
-                    if op.is_index() {
-                        if op.later_wins(*acc, *x) {
-                            (*acc, *pos) = (*x, (c0 + j) as i64);
-                        }
-                        pos_out.push(*pos);
-                    } else {
-                        *acc = op.combine_int(src_dt, *acc, *x);
-                        out.push(*acc);
-                    }
-                }
-            }
-            Col::I(out)
-        }
+        (Col::F(src), Col::F(accs)) => Col::F(scan_rows(
+            op,
+            src,
+            accs,
+            pos,
+            nc,
+            c0,
+            &mut pos_out,
+            |a, x| op.combine(a, x),
+        )),
+        (Col::I(src), Col::I(accs)) => Col::I(scan_rows(
+            op,
+            src,
+            accs,
+            pos,
+            nc,
+            c0,
+            &mut pos_out,
+            |a, x| op.combine_int(src_dt, a, x),
+        )),
         _ => unreachable!("a scan's state has its operand's kind"),
     };
     if op.is_index() {
@@ -449,6 +436,37 @@ fn scan_chunk(
     } else {
         vals.to(src_dt, out_dt).into_owned()
     }
+}
+
+/// The rows (each `nc` long) of one chunk of `src`, continuing each row's
+/// running value in `accs` and position in `pos`: the running values, or
+/// for index ops the positions, pushed to `pos_out`.
+#[allow(clippy::too_many_arguments)]
+fn scan_rows<T: Copy + PartialOrd>(
+    op: ScanOp,
+    src: &[T],
+    accs: &mut [T],
+    pos: &mut [i64],
+    nc: usize,
+    c0: usize,
+    pos_out: &mut Vec<i64>,
+    combine: impl Fn(T, T) -> T,
+) -> Vec<T> {
+    let mut out = Vec::with_capacity(src.len());
+    for ((row, acc), p) in src.chunks(nc).zip(accs.iter_mut()).zip(pos.iter_mut()) {
+        for (j, x) in row.iter().enumerate() {
+            if op.is_index() {
+                if op.later_wins(*acc, *x) {
+                    (*acc, *p) = (*x, (c0 + j) as i64);
+                }
+                pos_out.push(*p);
+            } else {
+                *acc = combine(*acc, *x);
+                out.push(*acc);
+            }
+        }
+    }
+    out
 }
 
 /// Sort `op` of the rows of `src` (each `nc` long, the whole row; `F32` or
