@@ -540,24 +540,11 @@ fn compute(
                 }
             }
             // Masked points read 0 and touch no memory.
-            let at = |p: usize| match &mask {
+            let js = (0..n).map(|p| match &mask {
                 Some(m) if !m[p] => None,
                 _ => Some(idx[p] as usize),
-            };
-            let raw = if arg.dtype.is_float() {
-                Col::F(
-                    (0..n)
-                        .map(|p| at(p).map_or(0.0, |j| arg.dtype.read(buf, j)))
-                        .collect(),
-                )
-            } else {
-                Col::I(
-                    (0..n)
-                        .map(|p| at(p).map_or(0, |j| arg.dtype.read_int(buf, j)))
-                        .collect(),
-                )
-            };
-            raw.to(arg.dtype, dt).into_owned()
+            });
+            read(arg.dtype, buf, js).to(arg.dtype, dt).into_owned()
         }
         Inst::Gather {
             input,
@@ -594,20 +581,7 @@ fn compute(
                 }
                 js.push(Some(j as usize));
             }
-            let raw = if arg.dtype.is_float() {
-                Col::F(
-                    js.iter()
-                        .map(|j| j.map_or(0.0, |j| arg.dtype.read(buf, j)))
-                        .collect(),
-                )
-            } else {
-                Col::I(
-                    js.iter()
-                        .map(|j| j.map_or(0, |j| arg.dtype.read_int(buf, j)))
-                        .collect(),
-                )
-            };
-            raw.to(arg.dtype, dt).into_owned()
+            read(arg.dtype, buf, js).to(arg.dtype, dt).into_owned()
         }
         Inst::Const(c) => Col::splat(dt, *c, n),
         Inst::Scalar(slot) => Col::splat(dt, args.scalars[*slot], n),
@@ -738,6 +712,17 @@ fn write_out(
         }
     }
     Ok(())
+}
+
+/// Elements `js` of a `dt` buffer as a column (0 where a position is
+/// `None`: a masked point, which touches no memory).
+fn read(dt: DType, buf: &[u8], js: impl IntoIterator<Item = Option<usize>>) -> Col {
+    let js = js.into_iter();
+    if dt.is_float() {
+        Col::F(js.map(|j| j.map_or(0.0, |j| dt.read(buf, j))).collect())
+    } else {
+        Col::I(js.map(|j| j.map_or(0, |j| dt.read_int(buf, j))).collect())
+    }
 }
 
 fn oob(k: &Kernel, input: usize, j: i64, len: usize) -> InterpError {
