@@ -60,23 +60,134 @@ impl SortOp {
     }
 }
 
-/// Rows longer than this are sorted in chunks of this many elements that
-/// are then merged through a global scratch buffer ([`scratch_len`]);
-/// shorter rows are sorted on chip. The PTX emitter's shared-memory sort
-/// holds this many 8-byte `(key, position)` pairs (32 KiB, within the
-/// 48 KiB of static shared memory a CTA may declare).
+/// Rows up to this long are sorted on chip (one CTA per row); longer rows
+/// go through [`Method::Select`] or [`Method::Radix`] over many CTAs. The
+/// PTX emitter's shared-memory sort holds this many 8-byte
+/// `(key, position)` pairs (32 KiB, within the 48 KiB of static shared
+/// memory a CTA may declare).
 pub const SORT_CHUNK: usize = 4096;
 
+/// Elements of a row that one CTA of a [`Method::Select`] or
+/// [`Method::Radix`] pass handles (a *tile*).
+pub const RADIX_TILE: usize = 2048;
+
+/// Values of one radix digit (8 bits).
+pub const DIGITS: usize = 256;
+
+/// How the GPU sorts a kernel's rows: a function of the row length and
+/// the stored prefix `k` alone, so the planner sizes the scratch buffer
+/// ([`scratch_len`]) for the launches the emitter chooses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// Rows up to [`SORT_CHUNK`]: a CTA per row sorts it in shared memory.
+    OnChip,
+    /// Long rows, `k <= SORT_CHUNK` (`topk`): a radix select of the `k`-th
+    /// smallest `(key, position)` pair finds exactly the `k` pairs to keep
+    /// without sorting the row; a CTA per row sorts those on chip.
+    Select,
+    /// Long rows, larger `k` (`sort`): an LSD radix sort, 4 passes of
+    /// 8-bit digits over many CTAs.
+    Radix,
+}
+
+impl Method {
+    /// The method for rows of `row_len` of which `k` are stored.
+    pub fn of(row_len: usize, k: usize) -> Method {
+        if row_len <= SORT_CHUNK {
+            Method::OnChip
+        } else if k <= SORT_CHUNK {
+            Method::Select
+        } else {
+            Method::Radix
+        }
+    }
+}
+
+/// Words (`u32`) of a [`Method::Select`] row's head in the scratch buffer:
+/// the current pass's digit histogram, then [`SELECT_STATE`] words of
+/// state; its `k` candidate pairs follow (8-byte aligned).
+pub const SELECT_HEAD: usize = DIGITS + SELECT_STATE;
+
+/// State words of a [`Method::Select`] row, after its histogram: the mask
+/// and value (two words each, low first) of the pair bits chosen so far,
+/// the rank still wanted among pairs matching them, whether the selection
+/// is complete, the count of the pass's tiles done, and of candidates
+/// collected; two words of padding.
+pub const SELECT_STATE: usize = 10;
+
+/// Where each array of a [`Method::Radix`] sort lies in the scratch
+/// buffer, in `u32` words from its start (one array of each for all rows,
+/// row-major): two copies of the keys and positions (each pass reads one
+/// and writes the other), per row the digit count of each `(digit, tile)`
+/// of the current pass, each one's exclusive offset among its digit's
+/// tiles, and each digit's total.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RadixScratch {
+    /// Rows sorted.
+    pub rows: u64,
+    /// Elements of all rows (`rows * row_len`).
+    pub numel: u64,
+    /// Tiles of one row (`ceil(row_len / RADIX_TILE)`).
+    pub tiles: u64,
+}
+
+impl RadixScratch {
+    /// The layout for `rows` rows of `row_len`; `None` when its size
+    /// overflows a `u64`.
+    pub fn new(rows: usize, row_len: usize) -> Option<RadixScratch> {
+        let s = RadixScratch {
+            rows: rows as u64,
+            numel: (rows as u64).checked_mul(row_len as u64)?,
+            tiles: row_len.div_ceil(RADIX_TILE) as u64,
+        };
+        s.len()?;
+        Some(s)
+    }
+
+    /// Start of copy `c` (0 or 1) of the keys; its positions follow
+    /// `numel` words later.
+    pub fn keys(self, c: u64) -> u64 {
+        2 * c * self.numel
+    }
+
+    /// Start of the `(digit, tile)` counts: per row, `DIGITS` runs of its
+    /// tiles.
+    pub fn counts(self) -> u64 {
+        4 * self.numel
+    }
+
+    /// Start of the offsets, laid out as the counts.
+    pub fn offsets(self) -> u64 {
+        self.counts() + DIGITS as u64 * self.tiles * self.rows
+    }
+
+    /// Start of the digit totals, `DIGITS` per row.
+    pub fn totals(self) -> u64 {
+        self.offsets() + DIGITS as u64 * self.tiles * self.rows
+    }
+
+    /// Words in all.
+    pub fn len(self) -> Option<u64> {
+        let per_row = (2 * self.tiles + 1).checked_mul(DIGITS as u64)?;
+        self.numel
+            .checked_mul(4)?
+            .checked_add(per_row.checked_mul(self.rows)?)
+    }
+}
+
 /// Elements (`I32`) of the scratch buffer a sort kernel with `rows` rows
-/// of `row_len` needs: two 8-byte `(key, position)` pairs per element (a
-/// merge pass reads one copy and writes the other), none when a row fits
-/// one chunk. Saturates instead of overflowing, so an impossible size
-/// fails at allocation.
-pub fn scratch_len(rows: usize, row_len: usize) -> usize {
-    if row_len <= SORT_CHUNK {
-        0
-    } else {
-        rows.saturating_mul(row_len).saturating_mul(4)
+/// of `row_len`, storing `k` of each, needs on the GPU (see [`Method`]):
+/// none on chip, a head and `k` pairs per row for a select, the
+/// [`RadixScratch`] arrays for a radix sort. Saturates instead of
+/// overflowing, so an impossible size fails at allocation.
+pub fn scratch_len(rows: usize, row_len: usize, k: usize) -> usize {
+    match Method::of(row_len, k) {
+        Method::OnChip => 0,
+        Method::Select => rows.saturating_mul(SELECT_HEAD + 2 * k),
+        Method::Radix => RadixScratch::new(rows, row_len)
+            .and_then(|s| s.len())
+            .and_then(|l| usize::try_from(l).ok())
+            .unwrap_or(usize::MAX),
     }
 }
 
@@ -163,8 +274,15 @@ mod tests {
 
     #[test]
     fn scratch_only_for_long_rows() {
-        assert_eq!(scratch_len(7, SORT_CHUNK), 0);
-        assert_eq!(scratch_len(3, SORT_CHUNK + 1), 3 * (SORT_CHUNK + 1) * 4);
-        assert_eq!(scratch_len(usize::MAX, SORT_CHUNK + 1), usize::MAX);
+        let n = SORT_CHUNK + 1;
+        assert_eq!(scratch_len(7, SORT_CHUNK, SORT_CHUNK), 0);
+        assert_eq!(Method::of(n, SORT_CHUNK), Method::Select);
+        assert_eq!(scratch_len(3, n, 5), 3 * (SELECT_HEAD + 10));
+        assert_eq!(Method::of(n, n), Method::Radix);
+        // Keys and positions twice, 256 counts and offsets per tile (3
+        // tiles a row) and 256 totals per row.
+        assert_eq!(scratch_len(3, n, n), 3 * n * 4 + 3 * (2 * 3 + 1) * 256);
+        assert_eq!(scratch_len(usize::MAX, n, n), usize::MAX);
+        assert_eq!(scratch_len(usize::MAX, n, 1), usize::MAX);
     }
 }

@@ -145,10 +145,12 @@ pub fn lower_plans(
             outputs.push(buf_of[&n.id()]);
         }
         if let Source::Sort(sort) = &p.domain.source {
-            // Long rows merge through a scratch buffer, the kernel's last
-            // output (no store writes it; nothing reads it afterwards).
+            // Long rows are sorted on the GPU through a scratch buffer, the
+            // kernel's last output (no store writes it; nothing reads it
+            // afterwards).
             let row_len = sort.shape[sort.axis];
-            let len = scratch_len(sort.shape.iter().product::<usize>() / row_len, row_len);
+            let rows = sort.shape.iter().product::<usize>() / row_len;
+            let len = scratch_len(rows, row_len, sort.k);
             if len > 0 {
                 let arg = Arg {
                     dtype: DType::I32,

@@ -6,7 +6,7 @@ use super::eval::row_free_load;
 use super::memory::vector_ok;
 use super::target::Target;
 use crate::ir::{Inst, Kernel, KernelKind};
-use crate::sort::SORT_CHUNK;
+use crate::sort::{Method, SORT_CHUNK};
 use crate::{Cond, Expr};
 
 /// How an elementwise kernel (no reduction) runs: a grid-stride loop over
@@ -80,14 +80,15 @@ pub struct Scan {
     pub grid: u32,
 }
 
-/// How a sort kernel runs: a CTA per row (a grid-stride loop over rows)
-/// sorts chunks of `chunk` elements in shared memory with a bitonic
-/// network over `(key, position)` pairs; rows longer than one chunk are
-/// then merged through the kernel's global scratch buffer.
+/// How a sort kernel's on-chip sort runs: a CTA per row (a grid-stride
+/// loop over rows) sorts `chunk` `(key, position)` pairs in shared memory
+/// with a bitonic network: the whole row ([`Method::OnChip`]) or the `k`
+/// pairs a select kept ([`Method::Select`]). A radix sort
+/// ([`Method::Radix`]) has no on-chip sort; its launches are fixed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sort {
     /// Pairs sorted at once in shared memory: a power of two, at least 2,
-    /// at most [`crate::sort::SORT_CHUNK`].
+    /// at most [`crate::sort::SORT_CHUNK`], at least the pairs sorted.
     pub chunk: u32,
     /// Threads per CTA (each compare step has `chunk / 2` comparisons).
     pub block: u32,
@@ -211,11 +212,19 @@ fn choose_scan(k: &Kernel) -> Scan {
     }
 }
 
-/// The mapping of a sort kernel: the row (padded to a power of two) in
-/// one chunk when it fits, else chunks of [`SORT_CHUNK`]; a thread per
-/// comparison up to 1024.
+/// The pairs a sort kernel sorts on chip per row (see [`Sort`]).
+fn on_chip_len(k: &Kernel) -> usize {
+    match Method::of(k.row_len(), k.stored_len()) {
+        Method::OnChip => k.row_len(),
+        Method::Select => k.stored_len(),
+        Method::Radix => 0,
+    }
+}
+
+/// The mapping of a sort kernel: its on-chip pairs padded to a power of
+/// two; a thread per comparison up to 1024.
 fn choose_sort(k: &Kernel) -> Sort {
-    let chunk = k.row_len().clamp(2, SORT_CHUNK).next_power_of_two() as u32;
+    let chunk = on_chip_len(k).clamp(2, SORT_CHUNK).next_power_of_two() as u32;
     Sort {
         chunk,
         block: (chunk / 2).clamp(32, 1024),
@@ -346,7 +355,7 @@ pub fn valid(k: &Kernel, plan: &Plan) -> Result<(), String> {
         Plan::Sort(p) if sort => {
             let chunk_ok = p.chunk.is_power_of_two()
                 && (2..=SORT_CHUNK as u32).contains(&p.chunk)
-                && (p.chunk as usize >= k.row_len() || p.chunk as usize == SORT_CHUNK);
+                && p.chunk as usize >= on_chip_len(k);
             if !chunk_ok || k.n_kept + 1 != k.ranges.len() || has_reduce {
                 return Err(format!("plan {p:?} does not fit sort kernel {}", k.name));
             }

@@ -13,8 +13,9 @@
 //!   warp shuffle and shared-memory scans, a carry between chunks). See
 //!   [`launch::Scan`] and the `scan` module.
 //! - Sorts: a CTA per row, a bitonic sort of `(key, position)` pairs in
-//!   shared memory, chunks of long rows merged through a global scratch
-//!   buffer. See [`launch::Sort`] and the `sort` module.
+//!   shared memory; long rows through a radix select (`topk`) or an LSD
+//!   radix sort over many CTAs, several launches of one module sharing a
+//!   global scratch buffer. See [`launch::Sort`] and the `sort` module.
 //! - Scatter kernels: the elementwise mapping, each store an atomic add at
 //!   a checked data-dependent position (the `scatter` module).
 //!
@@ -93,10 +94,13 @@ mod online;
 mod ops;
 mod philox;
 pub mod ptxas;
+mod radix;
 mod reduce;
 mod scan;
 mod scatter;
+mod select;
 mod sort;
+mod sort_cx;
 mod special;
 mod target;
 
@@ -105,7 +109,7 @@ use crate::{BinaryOp, DType, UnaryOp};
 use builder::{ins, Builder};
 pub use launch::Plan;
 use module::{entry_name, module, prologue};
-pub use module::{scalar_param, PtxKernel};
+pub use module::{scalar_param, Launch, PtxKernel};
 pub use target::Target;
 
 /// Lowers `kernel` for `target`: half-precision matmuls through the
@@ -160,10 +164,7 @@ pub fn emit_plan(kernel: &Kernel, target: &Target, plan: &Plan) -> Result<PtxKer
             let shared = scan::emit(&mut b, &cx, p, &smem);
             (p.block, p.grid, shared, 1)
         }
-        Plan::Sort(p) => {
-            let shared = sort::emit(&mut b, &cx, p, &smem);
-            (p.block, p.grid, shared, 1)
-        }
+        Plan::Sort(p) => return Ok(sort::emit(kernel, target, p)),
     };
     let mut directives = format!(".maxntid {block}, 1, 1\n");
     if min_ctas > 1 {
@@ -178,21 +179,16 @@ pub fn emit_plan(kernel: &Kernel, target: &Target, plan: &Plan) -> Result<PtxKer
     } else {
         String::new()
     };
-    Ok(PtxKernel {
-        ptx: module(
-            kernel,
-            target,
-            &entry,
-            &params,
-            &shared_decl,
-            &directives,
-            b,
-        ),
-        entry,
-        grid: (grid, 1, 1),
-        block: (block, 1, 1),
-        shared_bytes: 0,
-    })
+    let ptx = module(
+        kernel,
+        target,
+        &entry,
+        &params,
+        &shared_decl,
+        &directives,
+        b,
+    );
+    Ok(PtxKernel::single(ptx, entry, grid, block, 0))
 }
 
 /// Whether the GPU has an `f64` sequence for `op` (PTX has no `f64`

@@ -9,12 +9,22 @@ use super::target::Target;
 use crate::ir::{Inst, Kernel, PARAM_BYTES};
 use crate::DType;
 
-/// A kernel lowered to PTX, with its launch configuration.
+/// A kernel lowered to PTX: one module and the launches that compute the
+/// kernel, queued in order on one stream with the same parameters (one for
+/// most kernels; a long-row sort's passes are several, see the `sort`
+/// module).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PtxKernel {
     /// The complete module: `.version 8.0`, `.target sm_80` or `sm_90`,
-    /// `.address_size 64`, one `.entry`.
+    /// `.address_size 64`, one `.entry` per launch.
     pub ptx: String,
+    /// The launches, in order (at least one).
+    pub launches: Vec<Launch>,
+}
+
+/// One launch of a [`PtxKernel`]: an entry of its module and its shape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Launch {
     /// Name of the `.entry`.
     pub entry: String,
     /// CTAs per grid dimension.
@@ -24,6 +34,23 @@ pub struct PtxKernel {
     /// Dynamic shared memory to launch with (0 but for the tensor-core
     /// matmul's pipeline; above 48 KiB the launcher raises the limit).
     pub shared_bytes: u32,
+}
+
+impl PtxKernel {
+    /// A module launched once, as `entry` over a 1-d grid of `grid`
+    /// 1-d CTAs of `block` threads, with `shared_bytes` of dynamic shared
+    /// memory.
+    pub fn single(ptx: String, entry: String, grid: u32, block: u32, shared_bytes: u32) -> Self {
+        PtxKernel {
+            ptx,
+            launches: vec![Launch {
+                entry,
+                grid: (grid, 1, 1),
+                block: (block, 1, 1),
+                shared_bytes,
+            }],
+        }
+    }
 }
 
 /// The 8 bytes a launch passes for a scalar parameter of dtype `dt` holding
@@ -113,9 +140,53 @@ pub(super) fn module(
     directives: &str,
     body: Builder,
 ) -> String {
+    header(target) + &entry_text(kernel, entry, params, decls, directives, body)
+}
+
+/// One entry of a multi-entry module: named `entry`, its parameters
+/// declared by [`prologue`], at most `block` threads per CTA, its body
+/// written by `body` (given the builder, the lowering context and the
+/// name of its static shared memory; returns that memory's size in bytes,
+/// 0 for none).
+pub(super) fn entry(
+    kernel: &Kernel,
+    target: &Target,
+    entry: &str,
+    block: u32,
+    body: impl FnOnce(&mut Builder, &Cx, &str) -> u32,
+) -> String {
+    let mut b = Builder::default();
+    let (params, cx) = prologue(kernel, target, entry, &mut b);
+    let smem = format!("{entry}_smem");
+    let shared = body(&mut b, &cx, &smem);
+    ins!(b, "ret");
+    let decls = if shared > 0 {
+        format!(".shared .align 8 .b8 {smem}[{shared}];\n\n")
+    } else {
+        String::new()
+    };
+    let directives = format!(".maxntid {block}, 1, 1\n");
+    entry_text(kernel, entry, &params, &decls, &directives, b)
+}
+
+/// The module header for `target`.
+pub(super) fn header(target: &Target) -> String {
     let sm = if target.sm >= 90 { 90 } else { 80 };
+    format!(".version 8.0\n.target sm_{sm}\n.address_size 64\n\n")
+}
+
+/// One entry of a module (see [`module`]), preceded by its module-level
+/// declarations `decls`.
+pub(super) fn entry_text(
+    kernel: &Kernel,
+    entry: &str,
+    params: &[String],
+    decls: &str,
+    directives: &str,
+    body: Builder,
+) -> String {
     format!(
-        ".version 8.0\n.target sm_{sm}\n.address_size 64\n\n{decls}// {}\n.visible .entry {entry}(\n{}\n)\n{directives}{{\n{}}}\n",
+        "{decls}// {}\n.visible .entry {entry}(\n{}\n)\n{directives}{{\n{}}}\n",
         kernel.name.replace('\n', " "),
         params.join(",\n"),
         body.finish()

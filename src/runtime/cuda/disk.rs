@@ -5,7 +5,7 @@
 //! line and the PTX. Best effort: an unreadable or unwritable cache is
 //! skipped, and a file that does not validate is removed.
 
-use smelt_codegen::ptx::PtxKernel;
+use smelt_codegen::ptx::{Launch, PtxKernel};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -71,10 +71,14 @@ impl DiskCache {
     /// Writes the cache file of `key` (best effort).
     pub fn store(&self, key: u64, k: &PtxKernel) {
         let p = self.path(key);
-        let head = format!(
-            "{MAGIC} {} {} {} {} {} {} {} {}",
-            k.entry, k.grid.0, k.grid.1, k.grid.2, k.block.0, k.block.1, k.block.2, k.shared_bytes
-        );
+        let mut head = MAGIC.to_string();
+        for l in &k.launches {
+            let (g, b) = (l.grid, l.block);
+            head += &format!(
+                " {} {} {} {} {} {} {} {}",
+                l.entry, g.0, g.1, g.2, b.0, b.1, b.2, l.shared_bytes
+            );
+        }
         // Write then rename, so a concurrent reader never sees half a file.
         // The temporary name is unique per store, not just per process:
         // two threads storing one key through one file could rename it
@@ -90,25 +94,34 @@ impl DiskCache {
     }
 }
 
-/// Parses a cache file: the magic, the launch line, then PTX that declares
-/// the entry it names.
+/// Parses a cache file: the magic, the launch line (per launch its entry,
+/// grid, block and shared memory: 8 fields), then PTX that declares every
+/// entry it names.
 fn parse(text: &str) -> Option<PtxKernel> {
     let (head, ptx) = text.split_once('\n')?;
     let f: Vec<&str> = head.split(' ').collect();
-    if f.len() != 9 || f[0] != MAGIC {
+    if f.len() < 9 || (f.len() - 1) % 8 != 0 || f[0] != MAGIC {
         return None;
     }
-    let n = |i: usize| f.get(i)?.parse::<u32>().ok();
-    let entry = f[1];
-    if entry.is_empty() || !ptx.contains(&format!(".entry {entry}(")) {
-        return None;
-    }
+    let launches = f[1..]
+        .chunks(8)
+        .map(|l| {
+            let n = |i: usize| l[i].parse::<u32>().ok();
+            let entry = l[0];
+            if entry.is_empty() || !ptx.contains(&format!(".entry {entry}(")) {
+                return None;
+            }
+            Some(Launch {
+                entry: entry.to_string(),
+                grid: (n(1)?, n(2)?, n(3)?),
+                block: (n(4)?, n(5)?, n(6)?),
+                shared_bytes: n(7)?,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
     Some(PtxKernel {
-        entry: entry.to_string(),
-        grid: (n(2)?, n(3)?, n(4)?),
-        block: (n(5)?, n(6)?, n(7)?),
-        shared_bytes: n(8)?,
         ptx: ptx.to_string(),
+        launches,
     })
 }
 
@@ -120,13 +133,7 @@ mod tests {
     const PTX: &str = ".visible .entry smelt_k_1(\n)\n{\nret;\n}\n";
 
     fn kernel() -> PtxKernel {
-        PtxKernel {
-            ptx: PTX.into(),
-            entry: "smelt_k_1".into(),
-            grid: (4, 1, 1),
-            block: (256, 1, 1),
-            shared_bytes: 0,
-        }
+        PtxKernel::single(PTX.into(), "smelt_k_1".into(), 4, 256, 0)
     }
 
     /// A cache in a fresh directory of its own (removed by the test).
@@ -155,6 +162,13 @@ mod tests {
         for b in bad {
             assert!(parse(&b).is_none(), "accepted {b:?}");
         }
+        // Several launches (a long-row sort's passes): 8 fields each.
+        let two = format!("{PTX}.visible .entry smelt_k_2(\n)\n{{\nret;\n}}\n");
+        let head = "smelt-ptx-1 smelt_k_1 4 1 1 256 1 1 0 smelt_k_2 9 1 1 32 1 1 0";
+        let k = parse(&format!("{head}\n{two}")).expect("two launches");
+        assert_eq!(k.launches.len(), 2);
+        assert_eq!((k.launches[1].grid, k.launches[1].block.0), ((9, 1, 1), 32));
+        assert!(parse(&format!("{head} 7\n{two}")).is_none());
     }
 
     /// What is stored loads back, in a directory created on demand.

@@ -17,34 +17,37 @@ use std::sync::atomic::Ordering;
 const SPIN_KEY: u64 = u64::MAX;
 
 impl CudaDevice {
-    /// Queues a loaded kernel over its parameters, 8 bytes each (see
-    /// [`launch_args`] for an IR kernel's).
+    /// Queues a loaded kernel's launches, in order, over its parameters,
+    /// 8 bytes each (see [`launch_args`] for an IR kernel's).
     pub(super) fn launch_loaded(&self, l: &Loaded, args: &[u64], name: &str) -> Result<()> {
         let mut vals: Vec<u64> = args.to_vec();
         let mut params: Vec<*mut c_void> = vals
             .iter_mut()
             .map(|p| p as *mut u64 as *mut c_void)
             .collect();
-        let g = l.launch.grid;
-        let b = l.launch.block;
         self.bind()?;
         l.launched.store(true, Ordering::Relaxed);
-        // SAFETY: the parameters are the 8-byte values the kernel declares,
-        // in order (the driver copies each parameter's declared size from
-        // its pointer): for an IR kernel the device pointers it was emitted
-        // for, each backing the lengths in its IR, then its scalars; for
-        // the spin kernel a duration.
-        unsafe {
-            cu::launch_kernel(
-                l.func,
-                (g.0.max(1), g.1.max(1), g.2.max(1)),
-                b,
-                l.launch.shared_bytes,
-                self.stream.cu_stream(),
-                &mut params,
-            )
+        for (func, shape) in l.funcs.iter().zip(&l.launch.launches) {
+            let g = shape.grid;
+            // SAFETY: the parameters are the 8-byte values every entry of
+            // the module declares, in order (the driver copies each
+            // parameter's declared size from its pointer): for an IR
+            // kernel the device pointers it was emitted for, each backing
+            // the lengths in its IR, then its scalars; for the spin kernel
+            // a duration.
+            unsafe {
+                cu::launch_kernel(
+                    *func,
+                    (g.0.max(1), g.1.max(1), g.2.max(1)),
+                    shape.block,
+                    shape.shared_bytes,
+                    self.stream.cu_stream(),
+                    &mut params,
+                )
+            }
+            .map_err(|e| driver_err(&format!("launching {name}"), e))?;
         }
-        .map_err(|e| driver_err(&format!("launching {name}"), e))
+        Ok(())
     }
 
     /// Queues a kernel that keeps the GPU busy for about `micros`
@@ -84,13 +87,7 @@ SPIN:
     ret;
 }
 ";
-    PtxKernel {
-        ptx: ptx.into(),
-        entry: "smelt_spin".into(),
-        grid: (1, 1, 1),
-        block: (32, 1, 1),
-        shared_bytes: 0,
-    }
+    PtxKernel::single(ptx.into(), "smelt_spin".into(), 1, 32, 0)
 }
 
 /// The parameters of a launch of IR kernel `k`, 8 bytes each as

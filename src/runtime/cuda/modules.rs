@@ -41,9 +41,9 @@ pub(super) fn max_modules() -> usize {
 /// autotuner's losing variants.
 pub(super) struct Loaded {
     module: sys::CUmodule,
-    /// The kernel's entry point.
-    pub(super) func: sys::CUfunction,
-    /// Its PTX and launch shape.
+    /// The entry point of each launch, in order.
+    pub(super) funcs: Vec<sys::CUfunction>,
+    /// Its PTX and launch shapes.
     pub(super) launch: PtxKernel,
     ctx: Arc<CudaContext>,
     /// Whether a launch was queued: the unload must then wait for it.
@@ -121,40 +121,46 @@ impl ModuleCache {
     pub(super) fn load(&self, launch: PtxKernel, name: &str) -> Result<Arc<Loaded>> {
         let src = CString::new(launch.ptx.clone())
             .map_err(|_| Error::Compile(format!("kernel {name}: PTX holds a NUL byte")))?;
-        let entry = CString::new(launch.entry.clone())
+        let entries = launch
+            .launches
+            .iter()
+            .map(|l| CString::new(l.entry.clone()))
+            .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|_| Error::Compile(format!("kernel {name}: bad entry name")))?;
         self.ctx
             .bind_to_thread()
             .map_err(|e| driver_err("binding the context", e))?;
         // SAFETY: `src` is NUL-terminated PTX text; the module lives as
         // long as the `Loaded` holding the function handle.
-        let (module, func) = unsafe {
-            let module = cu::module::load_data(src.as_ptr() as *const c_void)
-                .map_err(|e| driver_err(&format!("loading kernel {name}"), e))?;
-            let func = cu::module::get_function(module, entry)
-                .map_err(|e| driver_err(&format!("finding kernel {name}"), e))?;
-            (module, func)
-        };
+        let module = unsafe { cu::module::load_data(src.as_ptr() as *const c_void) }
+            .map_err(|e| driver_err(&format!("loading kernel {name}"), e))?;
         stats::count(|s| s.modules_loaded += 1);
-        // Owned from here, so the module is unloaded if the device cannot
-        // give it the shared memory it asks for (an autotuner variant).
-        let l = Loaded {
+        // Owned from here, so the module is unloaded if an entry is missing
+        // or the device cannot give it the shared memory it asks for (an
+        // autotuner variant).
+        let mut l = Loaded {
             module,
-            func,
+            funcs: Vec::with_capacity(entries.len()),
             launch,
             ctx: self.ctx.clone(),
             launched: AtomicBool::new(false),
         };
-        if l.launch.shared_bytes > 48 * 1024 {
-            // SAFETY: raises the dynamic shared-memory limit of a valid function.
-            unsafe {
-                cu::function::set_function_attribute(
-                    l.func,
-                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    l.launch.shared_bytes as i32,
-                )
+        for (entry, shape) in entries.into_iter().zip(&l.launch.launches) {
+            // SAFETY: the module is loaded and outlives the handle.
+            let func = unsafe { cu::module::get_function(l.module, entry) }
+                .map_err(|e| driver_err(&format!("finding kernel {name}"), e))?;
+            if shape.shared_bytes > 48 * 1024 {
+                // SAFETY: raises the dynamic shared-memory limit of a valid function.
+                unsafe {
+                    cu::function::set_function_attribute(
+                        func,
+                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        shape.shared_bytes as i32,
+                    )
+                }
+                .map_err(|e| driver_err(&format!("raising shared memory of {name}"), e))?;
             }
-            .map_err(|e| driver_err(&format!("raising shared memory of {name}"), e))?;
+            l.funcs.push(func);
         }
         Ok(Arc::new(l))
     }

@@ -8,7 +8,7 @@ use super::shape::{Operand, Shape};
 use crate::ir::Kernel;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
 use crate::ptx::eval::Cx;
-use crate::ptx::module::{entry_name, module, prologue, PtxKernel};
+use crate::ptx::module::{entry_name, module, prologue, Launch, PtxKernel};
 use crate::ptx::target::Target;
 
 /// What every matmul emitter starts from: the kernel's parameters and
@@ -123,10 +123,12 @@ impl Start<'_> {
         );
         PtxKernel {
             ptx,
-            entry: self.entry,
-            grid: (ctas_m * ctas_n, 1, s.batches(kernel) as u32),
-            block: (t.threads(), 1, 1),
-            shared_bytes: shared,
+            launches: vec![Launch {
+                entry: self.entry,
+                grid: (ctas_m * ctas_n, 1, s.batches(kernel) as u32),
+                block: (t.threads(), 1, 1),
+                shared_bytes: shared,
+            }],
         }
     }
 }
