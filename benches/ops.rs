@@ -40,7 +40,8 @@ const SCAN_COLS: usize = 4096;
 /// Elements of every sort input.
 const SORT_ELEMS: usize = 1 << 22;
 
-/// Row lengths of the sorts: on chip up to 4096, merged beyond.
+/// Row lengths of the sorts: on chip up to 4096, radix sort (`topk`:
+/// radix select) beyond.
 const SORT_NS: [usize; 6] = [256, 1024, 4096, 16384, 65536, 1 << 20];
 
 /// The `k` of the `topk` cases.

@@ -1,14 +1,16 @@
 //! Sorting (`sort`, `argsort`, `topk`) against an exact host reference (a
 //! stable sort of each row with NaN above `+inf`): every layout, every
 //! axis (negative too), halves, integers and bools, empty, single-element,
-//! prime and long rows (merged through the scratch buffer), many
-//! duplicates (stability), NaN, infinities and `-0.0`, both directions,
-//! and the fusion of producers into the sort kernel.
+//! prime and long rows (on the GPU: the radix sort and, for `topk`, the
+//! radix select over many CTAs), many duplicates (stability), NaN,
+//! infinities and `-0.0`, both directions, and the fusion of producers
+//! into the sort kernel.
 
 mod common;
 
 use common::*;
 use smelt::{DType, Fusion, KernelKind, Tensor};
+use smelt_codegen::ptx::{self, Target};
 use std::cmp::Ordering;
 
 /// PyTorch's order: NaN above everything, `-0.0 == 0.0`.
@@ -125,9 +127,8 @@ fn every_layout_axis_and_dtype() {
 
 #[test]
 fn row_lengths_around_chunks() {
-    // Empty, single, primes, a CTA's on-chip sort and rows merged from
-    // several chunks (4096 per chunk); rows along the last axis and the
-    // first.
+    // Empty, single, primes, a CTA's on-chip sort and, past 4096, the
+    // radix sort and select; rows along the last axis and the first.
     for n in [0, 1, 2, 3, 31, 1031, 4096, 4099] {
         for shape in [vec![3, n], vec![n, 2]] {
             let x = Input::new(Layout::Contiguous, &shape, DType::F32, -1.0, 1.0, n as u64);
@@ -145,6 +146,103 @@ fn long_rows() {
     check_all_axes("long", &x, &[7]);
     let h = Input::new(Layout::Permuted, &[20011, 2], DType::F16, -4.0, 4.0, 13);
     check_all_axes("long", &h, &[20011]);
+}
+
+/// Rows longer than the on-chip chunk (4096): the GPU's radix sort (a full
+/// sort, or `topk` with `k > 4096`) and radix select (`topk` up to 4096),
+/// through views, in every sort dtype, with ties, NaN, infinities and
+/// `-0.0` (their payloads kept), and many rows.
+#[test]
+fn long_rows_through_radix_sort_and_select() {
+    let inf = f64::INFINITY;
+    // 23 values (prime, so rows do not repeat in step): ties everywhere.
+    let specials = [
+        1.0,
+        f64::NAN,
+        -0.0,
+        -inf,
+        inf,
+        0.0,
+        -1.5,
+        2.0,
+        1.0,
+        -0.0,
+        f64::NAN,
+        3.0,
+        -inf,
+        0.5,
+        -2.0,
+        2.0,
+        0.0,
+        inf,
+        -1.5,
+        7.0,
+        -3.0,
+        0.25,
+        1.0,
+    ];
+    for (layout, dt) in [
+        (Layout::Flipped, DType::F32),
+        (Layout::Permuted, DType::F16),
+        (Layout::Contiguous, DType::BF16),
+    ] {
+        let x = Input::with_values(layout, &[3, 4097], dt, &specials);
+        check_all_axes("long specials", &x, &[1, 7, 4096, 4097]);
+    }
+    let x = Input::new(Layout::Strided, &[2, 10007], DType::F32, -1.0, 1.0, 5);
+    check_all_axes("long strided", &x, &[1, 7, 10007]);
+    let xi = Input::new(Layout::Flipped, &[2, 10007], DType::I32, -9.0, 9.0, 6);
+    check_all_axes("long ties", &xi, &[1, 7, 5000]);
+    let xb = Input::new(Layout::Permuted, &[6007, 2], DType::Bool, 0.0, 1.0, 8);
+    check_all_axes("long bools", &xb, &[1, 7]);
+    // Several tiles of 2048 and one partial, along the first axis of a
+    // permuted view (rows strided in memory).
+    let xl = Input::new(Layout::Permuted, &[65539, 2], DType::F32, -1e3, 1e3, 9);
+    check_all_axes("65536+3", &xl, &[1, 7, 65539]);
+}
+
+/// The GPU launches of a kernel sorting `x` along its last axis and
+/// keeping `k`: one module, one entry per launch, each grid at least 1.
+fn gpu_launches(x: &Tensor, k: usize) -> Vec<ptx::Launch> {
+    let n = *x.shape().last().unwrap();
+    let v = if k == n {
+        x.sort(-1, false).0
+    } else {
+        x.topk(k, -1, true).0
+    };
+    let s = v.schedule(Fusion::On);
+    assert_eq!(s.items.len(), 1);
+    let p = ptx::emit(&s.items[0].kernel, &Target::CHECKED[1]).expect("emit");
+    for l in &p.launches {
+        assert!(p.ptx.contains(&format!(".entry {}(", l.entry)));
+        assert!(l.grid.0 >= 1 && l.block.0 <= 1024);
+    }
+    p.launches
+}
+
+/// Rows up to 4096 sort on chip in one launch; longer rows take the
+/// radix sort's 3 launches per 8-bit digit (histogram, scan, scatter)
+/// or, for `topk` up to 4096, the select's clear, a pass per digit of
+/// the key and of the position, collect and the final sort.
+#[test]
+fn long_rows_launch_the_radix_passes() {
+    let dev = test_device();
+    let x = |n: usize| Tensor::zeros([4, n], DType::F32, &dev);
+    assert_eq!(gpu_launches(&x(4096), 4096).len(), 1);
+    assert_eq!(gpu_launches(&x(4096), 8).len(), 1);
+    let sort = gpu_launches(&x(1 << 20), 1 << 20);
+    assert_eq!(sort.len(), 12);
+    // Histograms and scatters over (row, tile of 2048), scans over
+    // (row, digit).
+    assert_eq!(
+        sort.iter().map(|l| l.grid.0).collect::<Vec<_>>()[..3],
+        [4 * 512, 4 * 256, 4 * 512]
+    );
+    // Positions below 2^20 need 3 digits after the key's 4.
+    assert_eq!(gpu_launches(&x(1 << 20), 8).len(), 1 + 4 + 3 + 2);
+    assert_eq!(gpu_launches(&x(4097), 8).len(), 1 + 4 + 2 + 2);
+    // k past the on-chip chunk: the radix sort, storing k.
+    assert_eq!(gpu_launches(&x(8192), 4097).len(), 12);
 }
 
 #[test]

@@ -22,7 +22,7 @@
 //! ([`Kernel::stored_len`]), so `topk` stores `k` of `n`. A sort of rows
 //! longer than [`crate::sort::SORT_CHUNK`] has one more output that no
 //! store writes: the scratch buffer of [`crate::sort::scratch_len`]
-//! elements that the GPU merges through.
+//! elements that the GPU's radix passes share.
 //!
 //! A *scatter* kernel ([`KernelKind::Scatter`]) has no reduced variable and
 //! read-modify-writes its output: its stores are [`StoreKind::AddAt`], an

@@ -140,7 +140,7 @@ impl RadixScratch {
             numel: (rows as u64).checked_mul(row_len as u64)?,
             tiles: row_len.div_ceil(RADIX_TILE) as u64,
         };
-        s.len()?;
+        s.words()?;
         Some(s)
     }
 
@@ -167,7 +167,7 @@ impl RadixScratch {
     }
 
     /// Words in all.
-    pub fn len(self) -> Option<u64> {
+    pub fn words(self) -> Option<u64> {
         let per_row = (2 * self.tiles + 1).checked_mul(DIGITS as u64)?;
         self.numel
             .checked_mul(4)?
@@ -185,7 +185,7 @@ pub fn scratch_len(rows: usize, row_len: usize, k: usize) -> usize {
         Method::OnChip => 0,
         Method::Select => rows.saturating_mul(SELECT_HEAD + 2 * k),
         Method::Radix => RadixScratch::new(rows, row_len)
-            .and_then(|s| s.len())
+            .and_then(|s| s.words())
             .and_then(|l| usize::try_from(l).ok())
             .unwrap_or(usize::MAX),
     }

@@ -17,11 +17,13 @@ fn every_case_emits_and_assembles() {
     let cases = ptx_cases::all();
     let assembled = ptx_cases::assemble_all(&cases, |k, p| {
         assert!(!p.ptx.contains('\0'));
-        assert!(p.ptx.contains(&format!(".entry {}(", p.entry)));
-        assert!(p.grid.0 >= 1 && p.block.0 >= 32 && p.block.0 <= 1024);
-        // `param_bytes` is the one accounting of what the entry declares
+        for l in &p.launches {
+            assert!(p.ptx.contains(&format!(".entry {}(", l.entry)));
+            assert!(l.grid.0 >= 1 && l.block.0 >= 32 && l.block.0 <= 1024);
+        }
+        // `param_bytes` is the one accounting of what each entry declares
         // (the budget planner splits kernels by it).
-        let declared = p.ptx.matches("\t.param .").count();
+        let declared = p.ptx.matches("\t.param .").count() / p.launches.len();
         assert_eq!(declared * PARAM_BYTES, k.param_bytes(), "{}", k.name);
     });
     println!("{assembled} of {} assembled", 2 * cases.len());
@@ -35,7 +37,10 @@ fn resource_report() {
     let show = std::env::var("SMELT_PTX_SHOW").ok();
     for k in ptx_cases::all() {
         let p = emit(&k, &H100).unwrap();
-        if show.as_deref().is_some_and(|s| p.entry.contains(s)) {
+        if show
+            .as_deref()
+            .is_some_and(|s| p.launches[0].entry.contains(s))
+        {
             println!("{}", p.ptx);
         }
     }

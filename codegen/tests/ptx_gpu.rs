@@ -123,10 +123,15 @@ fn tolerance(k: &Kernel, dt: DType) -> (f64, f64) {
     }
 }
 
+/// The launch of a case's kernel (the cases have one launch each: no
+/// long-row sorts among them).
 fn launch_json(p: &smelt_codegen::ptx::PtxKernel) -> String {
+    let [l] = &p.launches[..] else {
+        panic!("a case with {} launches", p.launches.len())
+    };
     format!(
         "\"entry\": \"{}\", \"grid\": [{}, {}, {}], \"block\": [{}, {}, {}], \"shared\": {}",
-        p.entry, p.grid.0, p.grid.1, p.grid.2, p.block.0, p.block.1, p.block.2, p.shared_bytes
+        l.entry, l.grid.0, l.grid.1, l.grid.2, l.block.0, l.block.1, l.block.2, l.shared_bytes
     )
 }
 

@@ -251,7 +251,8 @@ fn exact_f32_matmuls_take_the_simt_emitter() {
             _ => "",
         };
         assert!(p.ptx.contains(&format!("copies: {copies}")), "{k}");
-        assert!(p.block.0 >= 64 && p.shared_bytes > 0);
+        let l = &p.launches[0];
+        assert!(p.launches.len() == 1 && l.block.0 >= 64 && l.shared_bytes > 0);
     });
     println!("{assembled} exact-f32 matmul kernels assembled");
 }

@@ -22,8 +22,8 @@
 use super::builder::{ins, Builder, Reg, RegKind};
 use super::module::Launch;
 use super::sort_cx::{
-    begin_loop, begin_rounds, count_digit, digit_or_none, end_loop, launch, peers, tile_of,
-    to_u64, word_at, SortCx,
+    begin_loop, begin_rounds, count_digit, digit_or_none, end_loop, launch, peers, tile_of, to_u64,
+    word_at, SortCx,
 };
 use super::target::Target;
 use crate::ir::Kernel;
@@ -119,41 +119,50 @@ fn histogram(
     pass: u32,
 ) -> (String, Launch) {
     let n = kernel.row_len() as u32;
-    launch(kernel, target, format!("{base}_h{pass}"), BLOCK, |b, cx, smem| {
-        let sc = SortCx::new(b, cx, BLOCK, smem);
-        let scratch = *cx.outputs.last().expect("radix sorts have a scratch output");
-        let grid = sc.for_items(b, s.rows * s.tiles, |b, item, _| {
-            let (row, t, start, len) = tile_of(b, item, s.tiles, n);
-            let kept = if pass == 0 {
-                sc.row_vars(b, row)
-            } else {
-                Vec::new()
-            };
-            let rb = row_base(b, row, n);
-            let hist = sc.shared(b, 0);
-            let mine = b.reg(RegKind::B32);
-            ins!(b, "mad.lo.u32 {mine}, {}, 4, {hist}", sc.tid);
-            ins!(b, "st.shared.u32 [{mine}], 0");
-            ins!(b, "bar.sync 0");
-            let (l, pos, valid) = begin_rounds(b, sc.tid, start, len);
-            let key = if pass == 0 {
-                sc.key(b, &kept, pos, Some(valid))
-            } else {
-                read(b, scratch, s, pass, rb, pos, valid).0
-            };
-            let d = digit(b, key, pass);
-            let d = digit_or_none(b, d, valid);
-            count_digit(b, hist, d, valid);
-            end_loop(b, l);
-            ins!(b, "bar.sync 0");
-            let h = b.reg(RegKind::B32);
-            ins!(b, "ld.shared.u32 {h}, [{mine}]");
-            let i = count_index(b, row, sc.tid, t, s.tiles);
-            let a = word_at(b, scratch, i, s.counts());
-            ins!(b, "st.global.u32 [{a}], {h}");
-        });
-        (4 * BLOCK, grid)
-    })
+    launch(
+        kernel,
+        target,
+        format!("{base}_h{pass}"),
+        BLOCK,
+        |b, cx, smem| {
+            let sc = SortCx::new(b, cx, BLOCK, smem);
+            let scratch = *cx
+                .outputs
+                .last()
+                .expect("radix sorts have a scratch output");
+            let grid = sc.for_items(b, s.rows * s.tiles, |b, item, _| {
+                let (row, t, start, len) = tile_of(b, item, s.tiles, n);
+                let kept = if pass == 0 {
+                    sc.row_vars(b, row)
+                } else {
+                    Vec::new()
+                };
+                let rb = row_base(b, row, n);
+                let hist = sc.shared(b, 0);
+                let mine = b.reg(RegKind::B32);
+                ins!(b, "mad.lo.u32 {mine}, {}, 4, {hist}", sc.tid);
+                ins!(b, "st.shared.u32 [{mine}], 0");
+                ins!(b, "bar.sync 0");
+                let (l, pos, valid) = begin_rounds(b, sc.tid, start, len);
+                let key = if pass == 0 {
+                    sc.key(b, &kept, pos, Some(valid))
+                } else {
+                    read(b, scratch, s, pass, rb, pos, valid).0
+                };
+                let d = digit(b, key, pass);
+                let d = digit_or_none(b, d, valid);
+                count_digit(b, hist, d, valid);
+                end_loop(b, l);
+                ins!(b, "bar.sync 0");
+                let h = b.reg(RegKind::B32);
+                ins!(b, "ld.shared.u32 {h}, [{mine}]");
+                let i = count_index(b, row, sc.tid, t, s.tiles);
+                let a = word_at(b, scratch, i, s.counts());
+                ins!(b, "st.global.u32 [{a}], {h}");
+            });
+            (4 * BLOCK, grid)
+        },
+    )
 }
 
 /// Launch 2 of a pass: per `(row, digit)`, exclusive offsets of the
@@ -165,40 +174,49 @@ fn scan(
     s: RadixScratch,
     pass: u32,
 ) -> (String, Launch) {
-    launch(kernel, target, format!("{base}_s{pass}"), BLOCK, |b, cx, smem| {
-        let sc = SortCx::new(b, cx, BLOCK, smem);
-        let scratch = *cx.outputs.last().expect("radix sorts have a scratch output");
-        let grid = sc.for_items(b, s.rows * DIGITS as u64, |b, item, _| {
-            // `item` is `row * DIGITS + digit`: its counts start there
-            // times the tiles.
-            let first = b.reg(RegKind::B64);
-            ins!(b, "mul.lo.u64 {first}, {item}, {}", s.tiles);
-            let carry = b.mov(RegKind::B32, "u32", 0);
-            let zero = b.mov(RegKind::B32, "u32", 0);
-            let tiles = b.mov(RegKind::B32, "u32", s.tiles);
-            let l = begin_loop(b, zero, tiles, BLOCK);
-            let t = b.reg(RegKind::B32);
-            ins!(b, "add.u32 {t}, {}, {}", l.0, sc.tid);
-            let valid = b.reg(RegKind::Pred);
-            ins!(b, "setp.lt.u32 {valid}, {t}, {tiles}");
-            let (i, t64) = (b.reg(RegKind::B64), to_u64(b, t));
-            ins!(b, "add.u64 {i}, {first}, {t64}");
-            let c = b.mov(RegKind::B32, "u32", 0);
-            let ca = word_at(b, scratch, i, s.counts());
-            ins!(b, "@{valid} ld.global.u32 {c}, [{ca}]");
-            let (excl, total) = sc.block_scan(b, c, 0);
-            ins!(b, "add.u32 {excl}, {excl}, {carry}");
-            let oa = word_at(b, scratch, i, s.offsets());
-            ins!(b, "@{valid} st.global.u32 [{oa}], {excl}");
-            ins!(b, "add.u32 {carry}, {carry}, {total}");
-            end_loop(b, l);
-            let p = b.reg(RegKind::Pred);
-            ins!(b, "setp.eq.u32 {p}, {}, 0", sc.tid);
-            let ta = word_at(b, scratch, item, s.totals());
-            ins!(b, "@{p} st.global.u32 [{ta}], {carry}");
-        });
-        (4 * WARPS, grid)
-    })
+    launch(
+        kernel,
+        target,
+        format!("{base}_s{pass}"),
+        BLOCK,
+        |b, cx, smem| {
+            let sc = SortCx::new(b, cx, BLOCK, smem);
+            let scratch = *cx
+                .outputs
+                .last()
+                .expect("radix sorts have a scratch output");
+            let grid = sc.for_items(b, s.rows * DIGITS as u64, |b, item, _| {
+                // `item` is `row * DIGITS + digit`: its counts start there
+                // times the tiles.
+                let first = b.reg(RegKind::B64);
+                ins!(b, "mul.lo.u64 {first}, {item}, {}", s.tiles);
+                let carry = b.mov(RegKind::B32, "u32", 0);
+                let zero = b.mov(RegKind::B32, "u32", 0);
+                let tiles = b.mov(RegKind::B32, "u32", s.tiles);
+                let l = begin_loop(b, zero, tiles, BLOCK);
+                let t = b.reg(RegKind::B32);
+                ins!(b, "add.u32 {t}, {}, {}", l.0, sc.tid);
+                let valid = b.reg(RegKind::Pred);
+                ins!(b, "setp.lt.u32 {valid}, {t}, {tiles}");
+                let (i, t64) = (b.reg(RegKind::B64), to_u64(b, t));
+                ins!(b, "add.u64 {i}, {first}, {t64}");
+                let c = b.mov(RegKind::B32, "u32", 0);
+                let ca = word_at(b, scratch, i, s.counts());
+                ins!(b, "@{valid} ld.global.u32 {c}, [{ca}]");
+                let (excl, total) = sc.block_scan(b, c, 0);
+                ins!(b, "add.u32 {excl}, {excl}, {carry}");
+                let oa = word_at(b, scratch, i, s.offsets());
+                ins!(b, "@{valid} st.global.u32 [{oa}], {excl}");
+                ins!(b, "add.u32 {carry}, {carry}, {total}");
+                end_loop(b, l);
+                let p = b.reg(RegKind::Pred);
+                ins!(b, "setp.eq.u32 {p}, {}, 0", sc.tid);
+                let ta = word_at(b, scratch, item, s.totals());
+                ins!(b, "@{p} st.global.u32 [{ta}], {carry}");
+            });
+            (4 * WARPS, grid)
+        },
+    )
 }
 
 /// Launch 3 of a pass: each tile's elements, ranked stably by digit, to
@@ -213,157 +231,166 @@ fn scatter(
     let n = kernel.row_len() as u32;
     let stored = kernel.stored_len() as u32;
     let last = pass + 1 == PASSES;
-    launch(kernel, target, format!("{base}_x{pass}"), BLOCK, |b, cx, smem| {
-        let sc = SortCx::new(b, cx, BLOCK, smem);
-        let scratch = *cx.outputs.last().expect("radix sorts have a scratch output");
-        let tid = sc.tid;
-        let grid = sc.for_items(b, s.rows * s.tiles, |b, item, _| {
-            let (row, t, start, len) = tile_of(b, item, s.tiles, n);
-            let kept = if pass == 0 || last {
-                sc.row_vars(b, row)
-            } else {
-                Vec::new()
-            };
-            let rb = row_base(b, row, n);
-            // Thread `d` sets up digit `d`: where its elements of this
-            // tile go (the digit's start in the row, plus the tile's
-            // offset among the digit's, minus its start within the tile:
-            // then the element at staged index `i` goes to `base + i`).
-            let ci = count_index(b, row, tid, t, s.tiles);
-            let ti = b.reg(RegKind::B64);
-            let d64 = to_u64(b, tid);
-            ins!(b, "mad.lo.u64 {ti}, {row}, {DIGITS}, {d64}");
-            let (total, count, offset) = (
-                b.reg(RegKind::B32),
-                b.reg(RegKind::B32),
-                b.reg(RegKind::B32),
-            );
-            let a = word_at(b, scratch, ti, s.totals());
-            ins!(b, "ld.global.u32 {total}, [{a}]");
-            let a = word_at(b, scratch, ci, s.counts());
-            ins!(b, "ld.global.u32 {count}, [{a}]");
-            let a = word_at(b, scratch, ci, s.offsets());
-            ins!(b, "ld.global.u32 {offset}, [{a}]");
-            let (digit_start, _) = sc.block_scan(b, total, SUMS);
-            let (tile_start, _) = sc.block_scan(b, count, SUMS);
-            let out_base = b.reg(RegKind::B32);
-            ins!(b, "add.u32 {out_base}, {digit_start}, {offset}");
-            ins!(b, "sub.u32 {out_base}, {out_base}, {tile_start}");
-            let mine = b.reg(RegKind::B32);
-            ins!(b, "shl.b32 {mine}, {tid}, 2");
-            let at = |b: &mut Builder, off: u32, idx: Reg| {
-                let base = sc.shared(b, off);
-                let a = b.reg(RegKind::B32);
-                ins!(b, "mad.lo.u32 {a}, {idx}, 4, {base}");
-                a
-            };
-            let a = at(b, BASES, tid);
-            ins!(b, "st.shared.u32 [{a}], {out_base}");
-            let a = at(b, STARTS, tid);
-            ins!(b, "st.shared.u32 [{a}], {tile_start}");
-            // Per-warp counts of digit `d` of both parities start at 0.
-            let mine_counts = at(b, WARP_COUNTS, tid);
-            for w in 0..2 * WARPS {
-                ins!(b, "st.shared.u32 [{mine_counts}+{}], 0", 4 * BLOCK * w);
-            }
-            // Elements of digit `d` ranked in earlier rounds.
-            let running = b.mov(RegKind::B32, "u32", 0);
-            ins!(b, "bar.sync 0");
-            let (_, warp) = sc.lane_warp(b);
-            let (l, pos, valid) = begin_rounds(b, tid, start, len);
-            let (key, payload) = if pass == 0 {
-                (sc.key(b, &kept, pos, Some(valid)), pos)
-            } else {
-                read(b, scratch, s, pass, rb, pos, valid)
-            };
-            let dg = digit(b, key, pass);
-            let dm = digit_or_none(b, dg, valid);
-            let (peer_mask, rank, first) = peers(b, dm);
-            // This round's per-warp counts, by parity: the other set is
-            // cleared for the next round while this one is read.
-            let (par, cur, next) = (
-                b.reg(RegKind::B32),
-                b.reg(RegKind::B32),
-                b.reg(RegKind::B32),
-            );
-            ins!(b, "bfe.u32 {par}, {}, 8, 1", l.0);
-            let counts = sc.shared(b, WARP_COUNTS);
-            ins!(b, "mad.lo.u32 {cur}, {par}, {PARITY}, {counts}");
-            ins!(b, "xor.b32 {par}, {par}, 1");
-            ins!(b, "mad.lo.u32 {next}, {par}, {PARITY}, {counts}");
-            let slot = b.reg(RegKind::B32);
-            ins!(b, "mad.lo.u32 {slot}, {warp}, {BLOCK}, {dg}");
-            ins!(b, "mad.lo.u32 {slot}, {slot}, 4, {cur}");
-            let n_peers = b.reg(RegKind::B32);
-            ins!(b, "popc.b32 {n_peers}, {peer_mask}");
-            ins!(b, "and.pred {first}, {first}, {valid}");
-            ins!(b, "@{first} st.shared.u32 [{slot}], {n_peers}");
-            ins!(b, "bar.sync 0");
-            // Thread `d`: each warp's count of digit `d` becomes the
-            // number of `d`s before that warp (earlier rounds included).
-            let (cur_d, next_d, c) = (
-                b.reg(RegKind::B32),
-                b.reg(RegKind::B32),
-                b.reg(RegKind::B32),
-            );
-            ins!(b, "add.u32 {cur_d}, {cur}, {mine}");
-            ins!(b, "add.u32 {next_d}, {next}, {mine}");
-            for w in 0..WARPS {
-                let off = 4 * BLOCK * w;
-                ins!(b, "ld.shared.u32 {c}, [{cur_d}+{off}]");
-                ins!(b, "st.shared.u32 [{cur_d}+{off}], {running}");
-                ins!(b, "add.u32 {running}, {running}, {c}");
-                ins!(b, "st.shared.u32 [{next_d}+{off}], 0");
-            }
-            ins!(b, "bar.sync 0");
-            // Staged index: the digit's start in the tile, the earlier
-            // `d`s, this lane's rank among its warp's.
-            let (local, x) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-            let sa = at(b, STARTS, dg);
-            ins!(b, "@{valid} ld.shared.u32 {local}, [{sa}]");
-            ins!(b, "@{valid} ld.shared.u32 {x}, [{slot}]");
-            ins!(b, "add.u32 {local}, {local}, {x}");
-            ins!(b, "add.u32 {local}, {local}, {rank}");
-            let ka = at(b, 0, local);
-            ins!(b, "@{valid} st.shared.u32 [{ka}], {key}");
-            let pa = at(b, STAGE_POS, local);
-            ins!(b, "@{valid} st.shared.u32 [{pa}], {payload}");
-            end_loop(b, l);
-            ins!(b, "bar.sync 0");
-            // Out in staged order: runs of equal digits go to consecutive
-            // addresses.
-            let l = begin_loop(b, tid, len, BLOCK);
-            let i = l.0;
-            let (key, at_pos, dst) = (
-                b.reg(RegKind::B32),
-                b.reg(RegKind::B32),
-                b.reg(RegKind::B32),
-            );
-            let ka = at(b, 0, i);
-            ins!(b, "ld.shared.u32 {key}, [{ka}]");
-            let pa = at(b, STAGE_POS, i);
-            ins!(b, "ld.shared.u32 {at_pos}, [{pa}]");
-            let dg = digit(b, key, pass);
-            let ba = at(b, BASES, dg);
-            ins!(b, "ld.shared.u32 {dst}, [{ba}]");
-            ins!(b, "add.u32 {dst}, {dst}, {i}");
-            if last {
-                let (skip, p) = (b.label(), b.reg(RegKind::Pred));
-                ins!(b, "setp.ge.u32 {p}, {dst}, {stored}");
-                ins!(b, "@{p} bra {skip}");
-                sc.store(b, &kept, dst, at_pos);
-                b.place(&skip);
-            } else {
-                let (idx, d64) = (b.reg(RegKind::B64), to_u64(b, dst));
-                ins!(b, "add.u64 {idx}, {rb}, {d64}");
-                let copy = u64::from(pass % 2);
-                let ka = word_at(b, scratch, idx, s.keys(copy));
-                ins!(b, "st.global.u32 [{ka}], {key}");
-                let pa = word_at(b, scratch, idx, s.keys(copy) + s.numel);
-                ins!(b, "st.global.u32 [{pa}], {at_pos}");
-            }
-            end_loop(b, l);
-        });
-        (SCATTER_SHARED, grid)
-    })
+    launch(
+        kernel,
+        target,
+        format!("{base}_x{pass}"),
+        BLOCK,
+        |b, cx, smem| {
+            let sc = SortCx::new(b, cx, BLOCK, smem);
+            let scratch = *cx
+                .outputs
+                .last()
+                .expect("radix sorts have a scratch output");
+            let tid = sc.tid;
+            let grid = sc.for_items(b, s.rows * s.tiles, |b, item, _| {
+                let (row, t, start, len) = tile_of(b, item, s.tiles, n);
+                let kept = if pass == 0 || last {
+                    sc.row_vars(b, row)
+                } else {
+                    Vec::new()
+                };
+                let rb = row_base(b, row, n);
+                // Thread `d` sets up digit `d`: where its elements of this
+                // tile go (the digit's start in the row, plus the tile's
+                // offset among the digit's, minus its start within the tile:
+                // then the element at staged index `i` goes to `base + i`).
+                let ci = count_index(b, row, tid, t, s.tiles);
+                let ti = b.reg(RegKind::B64);
+                let d64 = to_u64(b, tid);
+                ins!(b, "mad.lo.u64 {ti}, {row}, {DIGITS}, {d64}");
+                let (total, count, offset) = (
+                    b.reg(RegKind::B32),
+                    b.reg(RegKind::B32),
+                    b.reg(RegKind::B32),
+                );
+                let a = word_at(b, scratch, ti, s.totals());
+                ins!(b, "ld.global.u32 {total}, [{a}]");
+                let a = word_at(b, scratch, ci, s.counts());
+                ins!(b, "ld.global.u32 {count}, [{a}]");
+                let a = word_at(b, scratch, ci, s.offsets());
+                ins!(b, "ld.global.u32 {offset}, [{a}]");
+                let (digit_start, _) = sc.block_scan(b, total, SUMS);
+                let (tile_start, _) = sc.block_scan(b, count, SUMS);
+                let out_base = b.reg(RegKind::B32);
+                ins!(b, "add.u32 {out_base}, {digit_start}, {offset}");
+                ins!(b, "sub.u32 {out_base}, {out_base}, {tile_start}");
+                let mine = b.reg(RegKind::B32);
+                ins!(b, "shl.b32 {mine}, {tid}, 2");
+                let at = |b: &mut Builder, off: u32, idx: Reg| {
+                    let base = sc.shared(b, off);
+                    let a = b.reg(RegKind::B32);
+                    ins!(b, "mad.lo.u32 {a}, {idx}, 4, {base}");
+                    a
+                };
+                let a = at(b, BASES, tid);
+                ins!(b, "st.shared.u32 [{a}], {out_base}");
+                let a = at(b, STARTS, tid);
+                ins!(b, "st.shared.u32 [{a}], {tile_start}");
+                // Per-warp counts of digit `d` of both parities start at 0.
+                let mine_counts = at(b, WARP_COUNTS, tid);
+                for w in 0..2 * WARPS {
+                    ins!(b, "st.shared.u32 [{mine_counts}+{}], 0", 4 * BLOCK * w);
+                }
+                // Elements of digit `d` ranked in earlier rounds.
+                let running = b.mov(RegKind::B32, "u32", 0);
+                ins!(b, "bar.sync 0");
+                let (_, warp) = sc.lane_warp(b);
+                let (l, pos, valid) = begin_rounds(b, tid, start, len);
+                let (key, payload) = if pass == 0 {
+                    (sc.key(b, &kept, pos, Some(valid)), pos)
+                } else {
+                    read(b, scratch, s, pass, rb, pos, valid)
+                };
+                let dg = digit(b, key, pass);
+                let dm = digit_or_none(b, dg, valid);
+                let (peer_mask, rank, first) = peers(b, dm);
+                // This round's per-warp counts, by parity: the other set is
+                // cleared for the next round while this one is read.
+                let (par, cur, next) = (
+                    b.reg(RegKind::B32),
+                    b.reg(RegKind::B32),
+                    b.reg(RegKind::B32),
+                );
+                ins!(b, "bfe.u32 {par}, {}, 8, 1", l.0);
+                let counts = sc.shared(b, WARP_COUNTS);
+                ins!(b, "mad.lo.u32 {cur}, {par}, {PARITY}, {counts}");
+                ins!(b, "xor.b32 {par}, {par}, 1");
+                ins!(b, "mad.lo.u32 {next}, {par}, {PARITY}, {counts}");
+                let slot = b.reg(RegKind::B32);
+                ins!(b, "mad.lo.u32 {slot}, {warp}, {BLOCK}, {dg}");
+                ins!(b, "mad.lo.u32 {slot}, {slot}, 4, {cur}");
+                let n_peers = b.reg(RegKind::B32);
+                ins!(b, "popc.b32 {n_peers}, {peer_mask}");
+                ins!(b, "and.pred {first}, {first}, {valid}");
+                ins!(b, "@{first} st.shared.u32 [{slot}], {n_peers}");
+                ins!(b, "bar.sync 0");
+                // Thread `d`: each warp's count of digit `d` becomes the
+                // number of `d`s before that warp (earlier rounds included).
+                let (cur_d, next_d, c) = (
+                    b.reg(RegKind::B32),
+                    b.reg(RegKind::B32),
+                    b.reg(RegKind::B32),
+                );
+                ins!(b, "add.u32 {cur_d}, {cur}, {mine}");
+                ins!(b, "add.u32 {next_d}, {next}, {mine}");
+                for w in 0..WARPS {
+                    let off = 4 * BLOCK * w;
+                    ins!(b, "ld.shared.u32 {c}, [{cur_d}+{off}]");
+                    ins!(b, "st.shared.u32 [{cur_d}+{off}], {running}");
+                    ins!(b, "add.u32 {running}, {running}, {c}");
+                    ins!(b, "st.shared.u32 [{next_d}+{off}], 0");
+                }
+                ins!(b, "bar.sync 0");
+                // Staged index: the digit's start in the tile, the earlier
+                // `d`s, this lane's rank among its warp's.
+                let (local, x) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+                let sa = at(b, STARTS, dg);
+                ins!(b, "@{valid} ld.shared.u32 {local}, [{sa}]");
+                ins!(b, "@{valid} ld.shared.u32 {x}, [{slot}]");
+                ins!(b, "add.u32 {local}, {local}, {x}");
+                ins!(b, "add.u32 {local}, {local}, {rank}");
+                let ka = at(b, 0, local);
+                ins!(b, "@{valid} st.shared.u32 [{ka}], {key}");
+                let pa = at(b, STAGE_POS, local);
+                ins!(b, "@{valid} st.shared.u32 [{pa}], {payload}");
+                end_loop(b, l);
+                ins!(b, "bar.sync 0");
+                // Out in staged order: runs of equal digits go to consecutive
+                // addresses.
+                let l = begin_loop(b, tid, len, BLOCK);
+                let i = l.0;
+                let (key, at_pos, dst) = (
+                    b.reg(RegKind::B32),
+                    b.reg(RegKind::B32),
+                    b.reg(RegKind::B32),
+                );
+                let ka = at(b, 0, i);
+                ins!(b, "ld.shared.u32 {key}, [{ka}]");
+                let pa = at(b, STAGE_POS, i);
+                ins!(b, "ld.shared.u32 {at_pos}, [{pa}]");
+                let dg = digit(b, key, pass);
+                let ba = at(b, BASES, dg);
+                ins!(b, "ld.shared.u32 {dst}, [{ba}]");
+                ins!(b, "add.u32 {dst}, {dst}, {i}");
+                if last {
+                    let (skip, p) = (b.label(), b.reg(RegKind::Pred));
+                    ins!(b, "setp.ge.u32 {p}, {dst}, {stored}");
+                    ins!(b, "@{p} bra {skip}");
+                    sc.store(b, &kept, dst, at_pos);
+                    b.place(&skip);
+                } else {
+                    let (idx, d64) = (b.reg(RegKind::B64), to_u64(b, dst));
+                    ins!(b, "add.u64 {idx}, {rb}, {d64}");
+                    let copy = u64::from(pass % 2);
+                    let ka = word_at(b, scratch, idx, s.keys(copy));
+                    ins!(b, "st.global.u32 [{ka}], {key}");
+                    let pa = word_at(b, scratch, idx, s.keys(copy) + s.numel);
+                    ins!(b, "st.global.u32 [{pa}], {at_pos}");
+                }
+                end_loop(b, l);
+            });
+            (SCATTER_SHARED, grid)
+        },
+    )
 }

@@ -141,94 +141,100 @@ fn clear(kernel: &Kernel, target: &Target, base: &str, g: Geometry) -> (String, 
 
 /// Launch 2: one select pass over the digit at bit `shift` of the pairs.
 fn pass(kernel: &Kernel, target: &Target, base: &str, g: Geometry, shift: u32) -> (String, Launch) {
-    launch(kernel, target, format!("{base}_p{shift}"), BLOCK, |b, cx, smem| {
-        let sc = SortCx::new(b, cx, BLOCK, smem);
-        let scratch = *cx.outputs.last().expect("selects have a scratch output");
-        let tid = sc.tid;
-        let grid = sc.for_items(b, g.rows * g.tiles, |b, item, next| {
-            let (row, _, start, len) = tile_of(b, item, g.tiles, g.n);
-            let head = g.head(b, scratch, row);
-            // The whole CTA skips a finished row.
-            let (done, p) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
-            ins!(b, "ld.global.cg.u32 {done}, [{head}+{}]", 4 * DONE);
-            ins!(b, "setp.ne.u32 {p}, {done}, 0");
-            ins!(b, "@{p} bra {next}");
-            let (mask, value) = mask_value(b, head);
-            let rank = b.reg(RegKind::B32);
-            ins!(b, "ld.global.cg.u32 {rank}, [{head}+{}]", 4 * RANK);
-            let kept = sc.row_vars(b, row);
-            let hist = sc.shared(b, 0);
-            let mine = b.reg(RegKind::B32);
-            ins!(b, "mad.lo.u32 {mine}, {tid}, 4, {hist}");
-            ins!(b, "st.shared.u32 [{mine}], 0");
-            ins!(b, "bar.sync 0");
-            let (l, pos, valid) = begin_rounds(b, tid, start, len);
-            let pair = sc.pair(b, &kept, pos, Some(valid));
-            let (m, matches) = (b.reg(RegKind::B64), b.reg(RegKind::Pred));
-            ins!(b, "and.b64 {m}, {pair}, {mask}");
-            ins!(b, "setp.eq.u64 {matches}, {m}, {value}");
-            ins!(b, "and.pred {matches}, {matches}, {valid}");
-            let (d64, d) = (b.reg(RegKind::B64), b.reg(RegKind::B32));
-            ins!(b, "shr.b64 {d64}, {pair}, {shift}");
-            ins!(b, "cvt.u32.u64 {d}, {d64}");
-            ins!(b, "and.b32 {d}, {d}, 255");
-            let d = digit_or_none(b, d, matches);
-            count_digit(b, hist, d, matches);
-            end_loop(b, l);
-            ins!(b, "bar.sync 0");
-            let h = b.reg(RegKind::B32);
-            ins!(b, "ld.shared.u32 {h}, [{mine}]");
-            let ha = b.reg(RegKind::B64);
-            ins!(b, "mad.wide.u32 {ha}, {tid}, 4, {head}");
-            ins!(b, "setp.ne.u32 {p}, {h}, 0");
-            ins!(b, "@{p} red.global.add.u32 [{ha}], {h}");
-            // The adds are visible before this tile counts as finished.
-            ins!(b, "membar.gl");
-            ins!(b, "bar.sync 0");
-            let flag = sc.shared(b, FLAG);
-            let (old, last) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-            ins!(b, "setp.eq.u32 {p}, {tid}, 0");
-            let skip = b.label();
-            ins!(b, "@!{p} bra {skip}");
-            ins!(b, "atom.global.add.u32 {old}, [{head}+{}], 1", 4 * FINISHED);
-            ins!(b, "setp.eq.u32 {p}, {old}, {}", g.tiles - 1);
-            ins!(b, "selp.u32 {last}, 1, 0, {p}");
-            ins!(b, "st.shared.u32 [{flag}], {last}");
-            b.place(&skip);
-            ins!(b, "bar.sync 0");
-            ins!(b, "ld.shared.u32 {last}, [{flag}]");
-            ins!(b, "setp.eq.u32 {p}, {last}, 0");
-            ins!(b, "@{p} bra {next}");
-            // The row's last tile: every other tile's adds are in.
-            ins!(b, "membar.gl");
-            let count = b.reg(RegKind::B32);
-            ins!(b, "atom.global.exch.b32 {count}, [{ha}], 0");
-            let (excl, _) = sc.block_scan(b, count, SUMS);
-            let incl = b.reg(RegKind::B32);
-            ins!(b, "add.u32 {incl}, {excl}, {count}");
-            // Thread `d` holds the wanted rank: `excl < rank <= incl`.
-            let (q, found) = (b.reg(RegKind::Pred), b.label());
-            ins!(b, "setp.lt.u32 {p}, {excl}, {rank}");
-            ins!(b, "setp.ge.u32 {q}, {incl}, {rank}");
-            ins!(b, "and.pred {p}, {p}, {q}");
-            ins!(b, "@!{p} bra {found}");
-            ins!(b, "sub.u32 {rank}, {rank}, {excl}");
-            let t64 = to_u64(b, tid);
-            ins!(b, "shl.b64 {t64}, {t64}, {shift}");
-            ins!(b, "or.b64 {value}, {value}, {t64}");
-            ins!(b, "or.b64 {mask}, {mask}, 0x{:016X}", 255u64 << shift);
-            ins!(b, "setp.eq.u32 {p}, {count}, {rank}");
-            ins!(b, "selp.u32 {done}, 1, 0, {p}");
-            ins!(b, "st.global.u64 [{head}+{}], {mask}", 4 * MASK);
-            ins!(b, "st.global.u64 [{head}+{}], {value}", 4 * VALUE);
-            ins!(b, "st.global.u32 [{head}+{}], {rank}", 4 * RANK);
-            ins!(b, "st.global.u32 [{head}+{}], {done}", 4 * DONE);
-            b.place(&found);
-            ins!(b, "setp.eq.u32 {p}, {tid}, 0");
-            ins!(b, "@{p} st.global.u32 [{head}+{}], 0", 4 * FINISHED);
-        });
-        (PASS_SHARED, grid)
-    })
+    launch(
+        kernel,
+        target,
+        format!("{base}_p{shift}"),
+        BLOCK,
+        |b, cx, smem| {
+            let sc = SortCx::new(b, cx, BLOCK, smem);
+            let scratch = *cx.outputs.last().expect("selects have a scratch output");
+            let tid = sc.tid;
+            let grid = sc.for_items(b, g.rows * g.tiles, |b, item, next| {
+                let (row, _, start, len) = tile_of(b, item, g.tiles, g.n);
+                let head = g.head(b, scratch, row);
+                // The whole CTA skips a finished row.
+                let (done, p) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
+                ins!(b, "ld.global.cg.u32 {done}, [{head}+{}]", 4 * DONE);
+                ins!(b, "setp.ne.u32 {p}, {done}, 0");
+                ins!(b, "@{p} bra {next}");
+                let (mask, value) = mask_value(b, head);
+                let rank = b.reg(RegKind::B32);
+                ins!(b, "ld.global.cg.u32 {rank}, [{head}+{}]", 4 * RANK);
+                let kept = sc.row_vars(b, row);
+                let hist = sc.shared(b, 0);
+                let mine = b.reg(RegKind::B32);
+                ins!(b, "mad.lo.u32 {mine}, {tid}, 4, {hist}");
+                ins!(b, "st.shared.u32 [{mine}], 0");
+                ins!(b, "bar.sync 0");
+                let (l, pos, valid) = begin_rounds(b, tid, start, len);
+                let pair = sc.pair(b, &kept, pos, Some(valid));
+                let (m, matches) = (b.reg(RegKind::B64), b.reg(RegKind::Pred));
+                ins!(b, "and.b64 {m}, {pair}, {mask}");
+                ins!(b, "setp.eq.u64 {matches}, {m}, {value}");
+                ins!(b, "and.pred {matches}, {matches}, {valid}");
+                let (d64, d) = (b.reg(RegKind::B64), b.reg(RegKind::B32));
+                ins!(b, "shr.b64 {d64}, {pair}, {shift}");
+                ins!(b, "cvt.u32.u64 {d}, {d64}");
+                ins!(b, "and.b32 {d}, {d}, 255");
+                let d = digit_or_none(b, d, matches);
+                count_digit(b, hist, d, matches);
+                end_loop(b, l);
+                ins!(b, "bar.sync 0");
+                let h = b.reg(RegKind::B32);
+                ins!(b, "ld.shared.u32 {h}, [{mine}]");
+                let ha = b.reg(RegKind::B64);
+                ins!(b, "mad.wide.u32 {ha}, {tid}, 4, {head}");
+                ins!(b, "setp.ne.u32 {p}, {h}, 0");
+                ins!(b, "@{p} red.global.add.u32 [{ha}], {h}");
+                // The adds are visible before this tile counts as finished.
+                ins!(b, "membar.gl");
+                ins!(b, "bar.sync 0");
+                let flag = sc.shared(b, FLAG);
+                let (old, last) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+                ins!(b, "setp.eq.u32 {p}, {tid}, 0");
+                let skip = b.label();
+                ins!(b, "@!{p} bra {skip}");
+                ins!(b, "atom.global.add.u32 {old}, [{head}+{}], 1", 4 * FINISHED);
+                ins!(b, "setp.eq.u32 {p}, {old}, {}", g.tiles - 1);
+                ins!(b, "selp.u32 {last}, 1, 0, {p}");
+                ins!(b, "st.shared.u32 [{flag}], {last}");
+                b.place(&skip);
+                ins!(b, "bar.sync 0");
+                ins!(b, "ld.shared.u32 {last}, [{flag}]");
+                ins!(b, "setp.eq.u32 {p}, {last}, 0");
+                ins!(b, "@{p} bra {next}");
+                // The row's last tile: every other tile's adds are in.
+                ins!(b, "membar.gl");
+                let count = b.reg(RegKind::B32);
+                ins!(b, "atom.global.exch.b32 {count}, [{ha}], 0");
+                let (excl, _) = sc.block_scan(b, count, SUMS);
+                let incl = b.reg(RegKind::B32);
+                ins!(b, "add.u32 {incl}, {excl}, {count}");
+                // Thread `d` holds the wanted rank: `excl < rank <= incl`.
+                let (q, found) = (b.reg(RegKind::Pred), b.label());
+                ins!(b, "setp.lt.u32 {p}, {excl}, {rank}");
+                ins!(b, "setp.ge.u32 {q}, {incl}, {rank}");
+                ins!(b, "and.pred {p}, {p}, {q}");
+                ins!(b, "@!{p} bra {found}");
+                ins!(b, "sub.u32 {rank}, {rank}, {excl}");
+                let t64 = to_u64(b, tid);
+                ins!(b, "shl.b64 {t64}, {t64}, {shift}");
+                ins!(b, "or.b64 {value}, {value}, {t64}");
+                ins!(b, "or.b64 {mask}, {mask}, 0x{:016X}", 255u64 << shift);
+                ins!(b, "setp.eq.u32 {p}, {count}, {rank}");
+                ins!(b, "selp.u32 {done}, 1, 0, {p}");
+                ins!(b, "st.global.u64 [{head}+{}], {mask}", 4 * MASK);
+                ins!(b, "st.global.u64 [{head}+{}], {value}", 4 * VALUE);
+                ins!(b, "st.global.u32 [{head}+{}], {rank}", 4 * RANK);
+                ins!(b, "st.global.u32 [{head}+{}], {done}", 4 * DONE);
+                b.place(&found);
+                ins!(b, "setp.eq.u32 {p}, {tid}, 0");
+                ins!(b, "@{p} st.global.u32 [{head}+{}], 0", 4 * FINISHED);
+            });
+            (PASS_SHARED, grid)
+        },
+    )
 }
 
 /// Launch 3: each row's `k` selected pairs to its candidate slots.
@@ -250,7 +256,11 @@ fn collect(kernel: &Kernel, target: &Target, base: &str, g: Geometry) -> (String
             ins!(b, "setp.gt.u64 {p}, {m}, {value}");
             ins!(b, "@{p} bra {skip}");
             let slot = b.reg(RegKind::B32);
-            ins!(b, "atom.global.add.u32 {slot}, [{head}+{}], 1", 4 * COLLECTED);
+            ins!(
+                b,
+                "atom.global.add.u32 {slot}, [{head}+{}], 1",
+                4 * COLLECTED
+            );
             // Exactly `k` pairs are selected; the check only keeps any
             // other count inside the row.
             ins!(b, "setp.ge.u32 {p}, {slot}, {}", g.k);
@@ -273,21 +283,31 @@ fn sort(
     g: Geometry,
     plan: &Sort,
 ) -> (String, Launch) {
-    launch(kernel, target, format!("{base}_t"), plan.block, |b, cx, smem| {
-        let sc = SortCx::new(b, cx, plan.block, smem);
-        let scratch = *cx.outputs.last().expect("selects have a scratch output");
-        let grid = sc.for_items(b, g.rows, |b, row, _| {
-            let head = g.head(b, scratch, row);
-            let kept = sc.row_vars(b, row);
-            let k = b.mov(RegKind::B32, "u32", g.k);
-            sc.sort_pairs(b, k, plan.chunk, |b, t, valid| {
-                let (a, pair) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
-                ins!(b, "mad.wide.u32 {a}, {t}, 8, {head}");
-                ins!(b, "@{valid} ld.global.u64 {pair}, [{a}+{}]", 4 * SELECT_HEAD);
-                pair
+    launch(
+        kernel,
+        target,
+        format!("{base}_t"),
+        plan.block,
+        |b, cx, smem| {
+            let sc = SortCx::new(b, cx, plan.block, smem);
+            let scratch = *cx.outputs.last().expect("selects have a scratch output");
+            let grid = sc.for_items(b, g.rows, |b, row, _| {
+                let head = g.head(b, scratch, row);
+                let kept = sc.row_vars(b, row);
+                let k = b.mov(RegKind::B32, "u32", g.k);
+                sc.sort_pairs(b, k, plan.chunk, |b, t, valid| {
+                    let (a, pair) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
+                    ins!(b, "mad.wide.u32 {a}, {t}, 8, {head}");
+                    ins!(
+                        b,
+                        "@{valid} ld.global.u64 {pair}, [{a}+{}]",
+                        4 * SELECT_HEAD
+                    );
+                    pair
+                });
+                sc.store_sorted(b, &kept, k);
             });
-            sc.store_sorted(b, &kept, k);
-        });
-        (plan.chunk * 8, grid)
-    })
+            (plan.chunk * 8, grid)
+        },
+    )
 }

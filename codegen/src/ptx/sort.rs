@@ -20,13 +20,13 @@
 //! module, launched in order with the same parameters; the scratch buffer
 //! they share is the kernel's last output ([`crate::sort::scratch_len`]).
 
+use super::builder::RegKind;
 use super::launch::Sort;
 use super::module::{entry_name, header, Launch, PtxKernel};
 use super::radix;
 use super::select;
 use super::sort_cx::{launch, SortCx};
 use super::target::Target;
-use super::builder::RegKind;
 use crate::ir::Kernel;
 use crate::sort::Method;
 
@@ -49,19 +49,25 @@ pub fn emit(kernel: &Kernel, target: &Target, plan: &Sort) -> PtxKernel {
 
 /// The one launch of an on-chip sort.
 fn on_chip(kernel: &Kernel, target: &Target, plan: &Sort, base: &str) -> (String, Launch) {
-    launch(kernel, target, base.to_string(), plan.block, |b, cx, smem| {
-        let sc = SortCx::new(b, cx, plan.block, smem);
-        let n = kernel.row_len() as u32;
-        let stored = kernel.stored_len() as u32;
-        let grid = sc.for_items(b, kernel.rows() as u64, |b, row, _| {
-            let kept = sc.row_vars(b, row);
-            let len = b.mov(RegKind::B32, "u32", n);
-            sc.sort_pairs(b, len, plan.chunk, |b, t, valid| {
-                sc.pair(b, &kept, t, Some(valid))
+    launch(
+        kernel,
+        target,
+        base.to_string(),
+        plan.block,
+        |b, cx, smem| {
+            let sc = SortCx::new(b, cx, plan.block, smem);
+            let n = kernel.row_len() as u32;
+            let stored = kernel.stored_len() as u32;
+            let grid = sc.for_items(b, kernel.rows() as u64, |b, row, _| {
+                let kept = sc.row_vars(b, row);
+                let len = b.mov(RegKind::B32, "u32", n);
+                sc.sort_pairs(b, len, plan.chunk, |b, t, valid| {
+                    sc.pair(b, &kept, t, Some(valid))
+                });
+                let k = b.mov(RegKind::B32, "u32", stored);
+                sc.store_sorted(b, &kept, k);
             });
-            let k = b.mov(RegKind::B32, "u32", stored);
-            sc.store_sorted(b, &kept, k);
-        });
-        (plan.chunk * 8, grid)
-    })
+            (plan.chunk * 8, grid)
+        },
+    )
 }

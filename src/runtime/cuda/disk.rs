@@ -100,7 +100,7 @@ impl DiskCache {
 fn parse(text: &str) -> Option<PtxKernel> {
     let (head, ptx) = text.split_once('\n')?;
     let f: Vec<&str> = head.split(' ').collect();
-    if f.len() < 9 || (f.len() - 1) % 8 != 0 || f[0] != MAGIC {
+    if f.len() < 9 || !(f.len() - 1).is_multiple_of(8) || f[0] != MAGIC {
         return None;
     }
     let launches = f[1..]
