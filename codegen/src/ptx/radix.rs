@@ -380,6 +380,12 @@ fn scatter(
                     sc.store(b, &kept, dst, at_pos);
                     b.place(&skip);
                 } else {
+                    // Destinations are a permutation of the row (the passes
+                    // evaluate the same keys); the check only keeps any other
+                    // count inside the row.
+                    let (skip, p) = (b.label(), b.reg(RegKind::Pred));
+                    ins!(b, "setp.ge.u32 {p}, {dst}, {n}");
+                    ins!(b, "@{p} bra {skip}");
                     let (idx, d64) = (b.reg(RegKind::B64), to_u64(b, dst));
                     ins!(b, "add.u64 {idx}, {rb}, {d64}");
                     let copy = u64::from(pass % 2);
@@ -387,6 +393,7 @@ fn scatter(
                     ins!(b, "st.global.u32 [{ka}], {key}");
                     let pa = word_at(b, scratch, idx, s.keys(copy) + s.numel);
                     ins!(b, "st.global.u32 [{pa}], {at_pos}");
+                    b.place(&skip);
                 }
                 end_loop(b, l);
             });
