@@ -3,7 +3,7 @@
 
 use crate::device::same_device;
 use crate::shape::broadcast_shapes;
-use crate::{DType, Device, Tensor};
+use crate::{DType, Tensor};
 use smelt_codegen::{BinaryOp, UnaryOp};
 use smelt_fusion::Op;
 

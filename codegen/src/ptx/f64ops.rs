@@ -17,7 +17,6 @@ pub enum Cmp {
     Lt,
     Le,
     Gt,
-    Ge,
     Eq,
     Ne,
 }
@@ -28,7 +27,6 @@ impl Cmp {
             Cmp::Lt => "lt",
             Cmp::Le => "le",
             Cmp::Gt => "gt",
-            Cmp::Ge => "ge",
             Cmp::Eq => "eq",
             Cmp::Ne => "ne",
         }

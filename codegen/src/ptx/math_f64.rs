@@ -30,26 +30,26 @@ fn reg(b: &mut Builder) -> Reg {
 /// negative `x` bounds every backend's result to about `|x|` ulp of 1.
 pub fn unary(b: &mut Builder, op: UnaryOp, x: Reg) -> Reg {
     let r = reg(b);
-    let alg = |b: &mut Builder, f: fn(&mut Ptx, Fv) -> Fv| {
+    let alg = |b: &mut Builder, f: &dyn Fn(&mut Ptx, Fv) -> Fv| {
         let mut p = Ptx(b);
         let v = f(&mut p, Fv::R(x));
         p.reg_of(v)
     };
     match op {
-        UnaryOp::Exp => return alg(b, |p, x| f64alg::exp(p, x, false)),
-        UnaryOp::Exp2 => return alg(b, |p, x| f64alg::exp(p, x, true)),
-        UnaryOp::Expm1 => return alg(b, f64alg::expm1),
-        UnaryOp::Log => return alg(b, |p, x| f64alg::log(p, x, false)),
-        UnaryOp::Log2 => return alg(b, |p, x| f64alg::log(p, x, true)),
-        UnaryOp::Log1p => return alg(b, f64alg::log1p),
-        UnaryOp::Tanh => return alg(b, f64alg::tanh),
-        UnaryOp::Sigmoid => return alg(b, |p, x| f64alg::sigmoid(p, x, false)),
-        UnaryOp::Silu => return alg(b, |p, x| f64alg::sigmoid(p, x, true)),
-        UnaryOp::Sin => return alg(b, |p, x| f64trig::sincos(p, x, false)),
-        UnaryOp::Cos => return alg(b, |p, x| f64trig::sincos(p, x, true)),
-        UnaryOp::Erf => return alg(b, f64erf::erf),
-        UnaryOp::Gelu => return alg(b, f64erf::gelu),
-        UnaryOp::GeluTanh => return alg(b, f64erf::gelu_tanh),
+        UnaryOp::Exp => return alg(b, &|p, x| f64alg::exp(p, x, false)),
+        UnaryOp::Exp2 => return alg(b, &|p, x| f64alg::exp(p, x, true)),
+        UnaryOp::Expm1 => return alg(b, &|p, x| f64alg::expm1(p, x)),
+        UnaryOp::Log => return alg(b, &|p, x| f64alg::log(p, x, false)),
+        UnaryOp::Log2 => return alg(b, &|p, x| f64alg::log(p, x, true)),
+        UnaryOp::Log1p => return alg(b, &|p, x| f64alg::log1p(p, x)),
+        UnaryOp::Tanh => return alg(b, &|p, x| f64alg::tanh(p, x)),
+        UnaryOp::Sigmoid => return alg(b, &|p, x| f64alg::sigmoid(p, x, false)),
+        UnaryOp::Silu => return alg(b, &|p, x| f64alg::sigmoid(p, x, true)),
+        UnaryOp::Sin => return alg(b, &|p, x| f64trig::sincos(p, x, false)),
+        UnaryOp::Cos => return alg(b, &|p, x| f64trig::sincos(p, x, true)),
+        UnaryOp::Erf => return alg(b, &|p, x| f64erf::erf(p, x)),
+        UnaryOp::Gelu => return alg(b, &|p, x| f64erf::gelu(p, x)),
+        UnaryOp::GeluTanh => return alg(b, &|p, x| f64erf::gelu_tanh(p, x)),
         UnaryOp::Neg => ins!(b, "neg.f64 {r}, {x}"),
         UnaryOp::Abs => ins!(b, "abs.f64 {r}, {x}"),
         UnaryOp::Relu => {

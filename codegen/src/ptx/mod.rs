@@ -107,7 +107,7 @@ mod special;
 mod target;
 
 use crate::ir::{Inst, Kernel};
-use crate::{BinaryOp, DType, UnaryOp};
+
 use builder::{ins, Builder};
 pub use launch::Plan;
 use module::{entry_name, module, prologue};
