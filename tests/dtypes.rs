@@ -533,7 +533,7 @@ fn creation_accepts_every_new_dtype() {
     assert!(r
         .iter()
         .zip(&r32)
-        .all(|(a, b)| *b as f64 <= *a && a - *b as f64 < 2f64.powi(-24)));
+        .all(|(a, b)| *b as f64 <= *a && a - (*b as f64) < 2f64.powi(-24)));
     assert!(r.iter().zip(&r32).any(|(a, b)| *a != *b as f64));
     let z = Tensor::randn([1000], F64, 3, &dev).to_vec::<f64>().unwrap();
     let mean = z.iter().sum::<f64>() / 1000.0;
