@@ -937,12 +937,15 @@ const F64_TOL: Tol = Tol {
     abs: 1e-300,
 };
 
+/// (name, op, reference, tolerance).
+type F64UnaryCase = (&'static str, Un, fn(f64) -> f64, Tol);
+
 #[test]
 fn f64_unary_math_on_every_path() {
     // The GELUs' formulas cancel for negative x (1 + erf near 0): every
     // backend is within about |x| ulp of 1 there, so an absolute 1e-13.
     let gelu_tol = Tol::new(1e-13, 1e-13);
-    let cases: Vec<(&str, Un, fn(f64) -> f64, Tol)> = vec![
+    let cases: Vec<F64UnaryCase> = vec![
         ("exp", Tensor::exp, f64::exp, F64_TOL),
         ("exp2", Tensor::exp2, f64::exp2, F64_TOL),
         ("expm1", Tensor::expm1, f64::exp_m1, F64_TOL),
@@ -953,7 +956,12 @@ fn f64_unary_math_on_every_path() {
         ("cos", Tensor::cos, f64::cos, F64_TOL),
         ("tanh", Tensor::tanh, f64::tanh, F64_TOL),
         ("erf", Tensor::erf, libm::erf, F64_TOL),
-        ("sigmoid", Tensor::sigmoid, |x| 1.0 / (1.0 + (-x).exp()), F64_TOL),
+        (
+            "sigmoid",
+            Tensor::sigmoid,
+            |x| 1.0 / (1.0 + (-x).exp()),
+            F64_TOL,
+        ),
         ("silu", Tensor::silu, |x| x / (1.0 + (-x).exp()), F64_TOL),
         ("gelu", Tensor::gelu, gelu, gelu_tol),
         ("gelu_tanh", Tensor::gelu_tanh, gelu_tanh, gelu_tol),
@@ -975,6 +983,9 @@ fn f64_unary_math_on_every_path() {
         }
     }
 }
+
+/// (name, op, reference).
+type F64BinaryCase = (&'static str, Bin, fn(f64, f64) -> f64);
 
 #[test]
 fn f64_binary_math_on_every_path() {
@@ -1007,7 +1018,7 @@ fn f64_binary_math_on_every_path() {
     let vb: Vec<f64> = (0..200).map(|_| rng.uniform(-30.0, 30.0)).collect();
     let ra = Input::with_values(Layout::Permuted, &[8, 25], DType::F64, &va);
     let rb = Input::with_values(Layout::Contiguous, &[8, 25], DType::F64, &vb);
-    let cases: Vec<(&str, Bin, fn(f64, f64) -> f64)> = vec![
+    let cases: [F64BinaryCase; 3] = [
         ("pow", |a, b| a.pow(b), f64::powf),
         ("atan2", |a, b| a.atan2(b), f64::atan2),
         ("logaddexp", |a, b| a.logaddexp(b), logaddexp),
@@ -1016,7 +1027,13 @@ fn f64_binary_math_on_every_path() {
         for (x, y, what) in [(&a, &b, "specials"), (&ra, &rb, "random")] {
             let want = x.host().zip(&y.host(), f);
             let what = format!("f64 {name} {what}");
-            check_dt(&what, || op(&x.tensor(), &y.tensor()), DType::F64, &want, F64_TOL);
+            check_dt(
+                &what,
+                || op(&x.tensor(), &y.tensor()),
+                DType::F64,
+                &want,
+                F64_TOL,
+            );
         }
     }
 }
@@ -1056,7 +1073,12 @@ fn f64_math_keeps_signed_zeros() {
     assert_eq!(got[1], f64::NEG_INFINITY);
     let got = x.atan2(&y).to_vec::<f64>().unwrap();
     let pi = std::f64::consts::PI;
-    let want = [(-0.0f64).atan2(3.0), (-0.0f64).atan2(-3.0), 0.0f64.atan2(-0.0), -pi];
+    let want = [
+        (-0.0f64).atan2(3.0),
+        (-0.0f64).atan2(-3.0),
+        0.0f64.atan2(-0.0),
+        -pi,
+    ];
     let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&got), bits(&want));
 }

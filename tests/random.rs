@@ -206,7 +206,10 @@ fn randint_is_exact_and_inclusive_exclusive() {
         .to_vec::<i64>()
         .unwrap();
     let upper = d.iter().filter(|v| **v >= 1 << 39).count();
-    assert!((400..600).contains(&upper), "{upper} of 1000 in the upper half");
+    assert!(
+        (400..600).contains(&upper),
+        "{upper} of 1000 in the upper half"
+    );
     // Fused with arithmetic, randint stays I64 and exact.
     let want: Vec<i64> = host_randint(4, -3, 1 << 35, 77)
         .iter()
@@ -243,7 +246,10 @@ fn f64_rand_and_randn_use_53_bits() {
     let r = Tensor::rand([1000], DType::F64, 1, &dev)
         .to_vec::<f64>()
         .unwrap();
-    let coarse = r.iter().filter(|v| (*v * 2f64.powi(24)).fract() == 0.0).count();
+    let coarse = r
+        .iter()
+        .filter(|v| (*v * 2f64.powi(24)).fract() == 0.0)
+        .count();
     assert!(coarse < 5, "{coarse} of 1000 are multiples of 2^-24");
     assert!(r.iter().all(|v| (0.0..1.0).contains(v)));
     // bernoulli(p) is rand < p for f64 too.

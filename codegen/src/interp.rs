@@ -624,7 +624,9 @@ fn compute(
                     Col::I(v).to(DType::I64, dt).into_owned()
                 }
                 _ => {
-                    let v = (0..n).map(|p| draw.eval_float(key(p), counter(p))).collect();
+                    let v = (0..n)
+                        .map(|p| draw.eval_float(key(p), counter(p)))
+                        .collect();
                     Col::F(v).to(DType::F64, dt).into_owned()
                 }
             }

@@ -70,7 +70,7 @@ fn pow2<E: F64Ops>(e: &mut E, k: E::I) -> E::F {
     let w = e.iop(IOp::Add, k, bias);
     let s = e.i(52);
     let w = e.iop(IOp::Shl, w, s);
-    e.from_bits(w)
+    e.float_of(w)
 }
 
 /// `p * 2^n` for an integral `n` in `[-2044, 2046]`, as `p * 2^(n/2) *
@@ -195,9 +195,9 @@ pub fn sigmoid<E: F64Ops>(e: &mut E, x: E::F, silu: bool) -> E::F {
 /// `ln v = e ln 2 + a + b` for a positive finite `v` (other inputs give
 /// garbage that callers replace): subnormals scaled by 2^54 first; `v = m
 /// 2^e` with `m` in `[sqrt(1/2), sqrt(2))` from the bits; `f = m - 1`
-/// (exact), `s = f / (2 + f)` as a double-double `sh + sl`, and `ln m = 2s
-/// + s z P(z)` ([`LOG_COEFS`], `z = sh^2`) with `a = 2 sh` and `b = 2 sl +
-/// sh z P(z)`: `a + b` is `ln m` to about 2^-60 relative.
+/// (exact), `s = f / (2 + f)` as a double-double `sh + sl`, and `ln m` as
+/// `2s + s z P(z)` ([`LOG_COEFS`], `z = sh^2`) with `a = 2 sh` and `b` the
+/// rest, `2 sl + sh z P(z)`: `a + b` is `ln m` to about 2^-60 relative.
 struct LogParts<F> {
     e: F,
     a: F,
@@ -210,7 +210,7 @@ fn log_parts<E: F64Ops>(e: &mut E, v: E::F) -> LogParts<E::F> {
     let k54 = e.f(2f64.powi(54));
     let vs = e.mul(v, k54);
     let v = e.sel(tiny, vs, v);
-    let bits = e.to_bits(v);
+    let bits = e.bits_of(v);
     // The biased exponent, and the mantissa with exponent 0 (m in [1, 2)),
     // moved to [sqrt(1/2), sqrt(2)) by comparing the mantissa bits with
     // sqrt(2)'s.
@@ -225,7 +225,7 @@ fn log_parts<E: F64Ops>(e: &mut E, v: E::F) -> LogParts<E::F> {
     let (half, one) = (e.i(0x3FE0 << 48), e.i(0x3FF0 << 48));
     let mexp = e.isel(big, half, one);
     let mbits = e.iop(IOp::Or, frac, mexp);
-    let m = e.from_bits(mbits);
+    let m = e.float_of(mbits);
     let (b1, b0) = (e.i(-1022), e.i(-1023));
     let inc = e.isel(big, b1, b0);
     let ex = e.iop(IOp::Add, ex, inc);
@@ -370,7 +370,7 @@ pub fn pow<E: F64Ops>(e: &mut E, x: E::F, y: E::F) -> E::F {
     let heven = e.cmp(Cmp::Eq, ht, hy);
     let hodd = e.not(heven);
     let odd = e.and(yint, hodd);
-    let xb = e.to_bits(x);
+    let xb = e.bits_of(x);
     let i0 = e.i(0);
     let xneg = e.icmp(Cmp::Lt, true, xb, i0);
     let flip = e.and(odd, xneg);

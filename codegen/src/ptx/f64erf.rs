@@ -7,7 +7,7 @@
 use super::f64alg::{exp, horner, tanh};
 use super::f64ops::{Cmp, F64Ops};
 use crate::ops::SQRT_2_OVER_PI;
-use std::f64::consts::FRAC_1_SQRT_2;
+use std::f64::consts::{FRAC_1_SQRT_2, FRAC_2_SQRT_PI};
 
 /// `erf(x) / x` in `z = x^2`: `2/sqrt(pi) (-1)^n / (n! (2n+1))` for `n =
 /// 18..=0`; for `|x| < 1` the first dropped term is below 3e-19.
@@ -30,7 +30,7 @@ const ERF_SMALL: [f64; 19] = [
     -0.026_866_170_645_131_252,
     0.112_837_916_709_551_26,
     -0.376_126_389_031_837_54,
-    1.128_379_167_095_512_6,
+    FRAC_2_SQRT_PI,
 ];
 
 /// The pieces of `[1, 6]` for `g(a) = e^(a^2) erfc(a)`: upper ends (the

@@ -19,7 +19,7 @@ fn cmp<T: PartialOrd>(c: Cmp, a: T, b: T) -> bool {
         Cmp::Gt => a > b,
         Cmp::Eq => a == b,
         // PTX's ordered `ne`: false when either is NaN.
-        Cmp::Ne => a < b || a > b,
+        Cmp::Ne => a.partial_cmp(&b).is_some_and(|o| o.is_ne()),
     }
 }
 
@@ -96,10 +96,10 @@ impl F64Ops for Model {
     fn not(&mut self, p: bool) -> bool {
         !p
     }
-    fn to_bits(&mut self, a: f64) -> u64 {
+    fn bits_of(&mut self, a: f64) -> u64 {
         a.to_bits()
     }
-    fn from_bits(&mut self, a: u64) -> f64 {
+    fn float_of(&mut self, a: u64) -> f64 {
         f64::from_bits(a)
     }
     fn iop(&mut self, op: IOp, a: u64, b: u64) -> u64 {
@@ -242,7 +242,11 @@ fn inputs() -> Vec<f64> {
     // Near multiples of pi/2, where the reduction cancels.
     for k in 1..2000 {
         let x = k as f64 * std::f64::consts::FRAC_PI_2;
-        v.extend([x, f64::from_bits(x.to_bits() + 1), f64::from_bits(x.to_bits() - 1)]);
+        v.extend([
+            x,
+            f64::from_bits(x.to_bits() + 1),
+            f64::from_bits(x.to_bits() - 1),
+        ]);
     }
     v
 }
@@ -276,9 +280,19 @@ fn log_family() {
 fn tanh_sigmoid() {
     check("tanh", 4, |x| f64alg::tanh(&mut Model, x), f64::tanh);
     let op = crate::UnaryOp::Sigmoid;
-    check("sigmoid", 4, |x| f64alg::sigmoid(&mut Model, x, false), |x| op.eval(x));
+    check(
+        "sigmoid",
+        4,
+        |x| f64alg::sigmoid(&mut Model, x, false),
+        |x| op.eval(x),
+    );
     let op = crate::UnaryOp::Silu;
-    check("silu", 4, |x| f64alg::sigmoid(&mut Model, x, true), |x| op.eval(x));
+    check(
+        "silu",
+        4,
+        |x| f64alg::sigmoid(&mut Model, x, true),
+        |x| op.eval(x),
+    );
 }
 
 /// `cos` at the hardest case of `inputs`, from mpmath at 400 digits: the
@@ -287,7 +301,12 @@ const HARD_COS: (f64, f64) = (5.319372648326541e255, -4.687165924254628e-19);
 
 #[test]
 fn sin_cos() {
-    check("sin", 2, |x| f64trig::sincos(&mut Model, x, false), f64::sin);
+    check(
+        "sin",
+        2,
+        |x| f64trig::sincos(&mut Model, x, false),
+        f64::sin,
+    );
     let cos = |x: f64| {
         if x == HARD_COS.0 {
             HARD_COS.1
@@ -305,8 +324,16 @@ fn sin_cos() {
                 f64trig::sincos(&mut Model, x, false),
                 f64trig::sincos(&mut Model, x, true),
             );
-            assert!(ulps(s, x.sin()) <= 2, "sin({x:e}) = {s:e}, std {:e}", x.sin());
-            assert!(ulps(c, cos(x)) <= 2, "cos({x:e}) = {c:e}, std {:e}", x.cos());
+            assert!(
+                ulps(s, x.sin()) <= 2,
+                "sin({x:e}) = {s:e}, std {:e}",
+                x.sin()
+            );
+            assert!(
+                ulps(c, cos(x)) <= 2,
+                "cos({x:e}) = {c:e}, std {:e}",
+                x.cos()
+            );
         }
     }
 }
@@ -317,7 +344,10 @@ fn erf_gelu() {
     // The GELUs' formulas cancel for negative x: compare within |x| ulp
     // of 1 there.
     for (op, f) in [
-        (crate::UnaryOp::Gelu, f64erf::gelu::<Model> as fn(&mut Model, f64) -> f64),
+        (
+            crate::UnaryOp::Gelu,
+            f64erf::gelu::<Model> as fn(&mut Model, f64) -> f64,
+        ),
         (crate::UnaryOp::GeluTanh, f64erf::gelu_tanh::<Model>),
     ] {
         for x in inputs() {
@@ -336,7 +366,16 @@ fn erf_gelu() {
 fn atan2() {
     let xs = inputs();
     let mut rng = SplitMix64::new(5);
-    let specials = [0.0, -0.0, 1.0, -1.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 5e-324];
+    let specials = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        5e-324,
+    ];
     let mut pairs: Vec<(f64, f64)> = Vec::new();
     for a in specials {
         for b in specials {

@@ -89,8 +89,8 @@ pub trait F64Ops {
     fn and(&mut self, p: Self::P, q: Self::P) -> Self::P;
     fn or(&mut self, p: Self::P, q: Self::P) -> Self::P;
     fn not(&mut self, p: Self::P) -> Self::P;
-    fn to_bits(&mut self, a: Self::F) -> Self::I;
-    fn from_bits(&mut self, a: Self::I) -> Self::F;
+    fn bits_of(&mut self, a: Self::F) -> Self::I;
+    fn float_of(&mut self, a: Self::I) -> Self::F;
     fn iop(&mut self, op: IOp, a: Self::I, b: Self::I) -> Self::I;
     fn icmp(&mut self, c: Cmp, signed: bool, a: Self::I, b: Self::I) -> Self::P;
     fn isel(&mut self, p: Self::P, a: Self::I, b: Self::I) -> Self::I;
@@ -296,14 +296,14 @@ impl F64Ops for Ptx<'_> {
         d
     }
 
-    fn to_bits(&mut self, a: Fv) -> Iv {
+    fn bits_of(&mut self, a: Fv) -> Iv {
         let a = self.reg_of(a);
         let d = self.ireg();
         ins!(self.0, "mov.b64 {d}, {a}");
         Iv::R(d)
     }
 
-    fn from_bits(&mut self, a: Iv) -> Fv {
+    fn float_of(&mut self, a: Iv) -> Fv {
         let a = self.ireg_of(a);
         let d = self.freg();
         ins!(self.0, "mov.b64 {d}, {a}");

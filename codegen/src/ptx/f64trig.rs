@@ -78,7 +78,7 @@ const COS_COEFS: [f64; 7] = [
 /// 2^-62 for a double). Adding a half rounds to the nearest `k`; the
 /// fraction's top 128 bits become `r / (pi/2)`.
 fn payne_hanek<E: F64Ops>(e: &mut E, x: E::F) -> [E::F; 2] {
-    let bits = e.to_bits(x);
+    let bits = e.bits_of(x);
     let s52 = e.i(52);
     let bexp = e.iop(IOp::ShrU, bits, s52);
     let emask = e.i(0x7FF);
@@ -269,9 +269,9 @@ const ATAN_COEFS: [f64; 8] = [
 /// `atan2`): `t = min(|x|, |y|) / max(...)` in `[0, 1]` (1 when equal,
 /// infinities included; 0 for two zeros); `atan t = atan(j/4) + atan u`
 /// with `j = rint(4t)`, `u = (t - j/4) / (1 + t j/4)` (the numerator
-/// exact, `|u| <= 0.125`) by [`ATAN_COEFS`]; then `pi/2 -` that where `|y|
-/// > |x|`, `pi -` that where `x`'s sign bit is set, and `y`'s sign. The
-/// angle stays a double-double until the last addition.
+/// exact, `|u| <= 0.125`) by [`ATAN_COEFS`]; then `pi/2 -` that where
+/// `|y|` exceeds `|x|`, `pi -` that where `x`'s sign bit is set, and `y`'s
+/// sign. The angle stays a double-double until the last addition.
 pub fn atan2<E: F64Ops>(e: &mut E, y: E::F, x: E::F) -> E::F {
     let (ay, ax) = (e.abs(y), e.abs(x));
     let swap = e.cmp(Cmp::Gt, ay, ax);
@@ -312,7 +312,7 @@ pub fn atan2<E: F64Ops>(e: &mut E, y: E::F, x: E::F) -> E::F {
     let (sh, sl) = reflect(e, PIO2, ch, lo);
     let hi = e.sel(swap, sh, ch);
     let lo = e.sel(swap, sl, lo);
-    let xb = e.to_bits(x);
+    let xb = e.bits_of(x);
     let i0 = e.i(0);
     let xneg = e.icmp(Cmp::Lt, true, xb, i0);
     let (nh, nl) = reflect(e, PI, hi, lo);
