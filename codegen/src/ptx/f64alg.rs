@@ -37,10 +37,10 @@ const EXP_COEFS: [f64; 14] = [
     1.0,
 ];
 
-/// `2 / (2k + 1)` for `k = 11..=1`: `ln m = 2 atanh s = 2s + s z P(z)`
-/// with `s = (m - 1) / (m + 1)`, `z = s^2 <= 0.0295` for `m` in
-/// `[sqrt(1/2), sqrt(2))`; the first dropped term is below `1e-18`.
-const LOG_COEFS: [f64; 11] = [
+/// `2 / (2k + 1)` for `k = 11..=2`: `ln m = 2 atanh s = 2s + (2/3) s^3 +
+/// s^3 z P(z)` with `s = (m - 1) / (m + 1)`, `z = s^2 <= 0.0295` for `m`
+/// in `[sqrt(1/2), sqrt(2))`; the first dropped term is below `1e-18`.
+const LOG_COEFS: [f64; 10] = [
     2.0 / 23.0,
     2.0 / 21.0,
     2.0 / 19.0,
@@ -51,8 +51,10 @@ const LOG_COEFS: [f64; 11] = [
     2.0 / 9.0,
     2.0 / 7.0,
     2.0 / 5.0,
-    2.0 / 3.0,
 ];
+
+/// `2/3` as a double-double.
+const TWO_THIRDS: (f64, f64) = (2.0 / 3.0, f64::from_bits(0x3C85_5555_5555_5555));
 
 /// Horner's scheme with fma: `coefs[0] z^(n-1) + ... + coefs[n-1]`.
 pub fn horner<E: F64Ops>(e: &mut E, z: E::F, coefs: &[f64]) -> E::F {
@@ -196,8 +198,12 @@ pub fn sigmoid<E: F64Ops>(e: &mut E, x: E::F, silu: bool) -> E::F {
 /// garbage that callers replace): subnormals scaled by 2^54 first; `v = m
 /// 2^e` with `m` in `[sqrt(1/2), sqrt(2))` from the bits; `f = m - 1`
 /// (exact), `s = f / (2 + f)` as a double-double `sh + sl`, and `ln m` as
-/// `2s + s z P(z)` ([`LOG_COEFS`], `z = sh^2`) with `a = 2 sh` and `b` the
-/// rest, `2 sl + sh z P(z)`: `a + b` is `ln m` to about 2^-60 relative.
+/// `2s + (2/3) s^3 + s^3 z P(z)` ([`LOG_COEFS`], `z = sh^2`): `s^3` and
+/// `(2/3) s^3` as double-doubles (fma products), `a = RN(2 sh + (2/3)
+/// s^3)` and `b` the rest (`a`'s rounding error, `2 sl`, the low parts
+/// and the tail, all below an ulp of `a`). The tail's rounding is below
+/// 2^-64 of `ln m`, so `a + b` is `ln m` to about 2^-64 relative: `pow`
+/// multiplies that error by `y ln x` (up to 745).
 struct LogParts<F> {
     e: F,
     a: F,
@@ -245,17 +251,40 @@ fn log_parts<E: F64Ops>(e: &mut E, v: E::F) -> LogParts<E::F> {
     let rho = e.fma(nsh, dh, f);
     let rho = e.fma(nsh, dl, rho);
     let sl = e.div(rho, dh);
+    // s^3 = ch + cl: sh^3 by exact fma products, plus 3 sh^2 sl.
     let z = e.mul(sh, sh);
+    let nz = e.neg(z);
+    let zl = e.fma(sh, sh, nz);
+    let ch = e.mul(sh, z);
+    let nch = e.neg(ch);
+    let cl = e.fma(sh, z, nch);
+    let cl = e.fma(sh, zl, cl);
+    let three = e.f(3.0);
+    let z3 = e.mul(z, three);
+    let cl = e.fma(z3, sl, cl);
+    // (2/3) s^3 = uh + ul.
+    let (th, tl) = (e.f(TWO_THIRDS.0), e.f(TWO_THIRDS.1));
+    let uh = e.mul(ch, th);
+    let nuh = e.neg(uh);
+    let ul = e.fma(ch, th, nuh);
+    let ul = e.fma(ch, tl, ul);
+    let ul = e.fma(cl, th, ul);
+    // The tail s^3 z P(z), about 2% of (2/3) s^3.
     let p = horner(e, z, &LOG_COEFS);
-    let sz = e.mul(sh, z);
+    let cz = e.mul(ch, z);
+    let tail = e.mul(cz, p);
+    // a = RN(2 sh + uh) (Fast2Sum: |2 sh| > |uh|), b the rest.
+    let a0 = e.add(sh, sh);
+    let (a, ea) = fast_two_sum(e, a0, uh);
     let sl2 = e.add(sl, sl);
-    let b = e.fma(sz, p, sl2);
-    let a = e.add(sh, sh);
+    let b = e.add(ea, sl2);
+    let b = e.add(b, ul);
+    let b = e.add(b, tail);
     LogParts { e: ef, a, b }
 }
 
 /// `ln v` as a double-double `(hi, lo)` for a positive finite `v`, to about
-/// 2^-60 relative: `e LN2_HI + a` by Fast2Sum (`e LN2_HI` is exact and,
+/// 2^-64 relative: `e LN2_HI + a` by Fast2Sum (`e LN2_HI` is exact and,
 /// unless 0, larger than `|a| <= 0.35`), the low parts added, renormalized.
 pub fn ln_dd<E: F64Ops>(e: &mut E, v: E::F) -> (E::F, E::F) {
     let LogParts { e: ef, a, b } = log_parts(e, v);
@@ -342,8 +371,8 @@ pub fn log1p<E: F64Ops>(e: &mut E, x: E::F) -> E::F {
 
 /// `x^y` with C99's special cases (Rust's `powf`): `|x|^y = e^(y ln|x|)`
 /// with `ln|x|` from [`ln_dd`] and the product kept as a double-double into
-/// [`exp_core`], so the error is a few ulp, growing to about 8 where `|y
-/// ln x|` nears 745 (results near overflow or underflow). A negative `x`
+/// [`exp_core`]: within 2 ulp, also where `|y ln x|` nears 745 (results
+/// near overflow or underflow), as `ln_dd` is good to 2^-64. A negative `x`
 /// takes the sign of `(-1)^y` for an integral `y` and gives NaN otherwise;
 /// zeros, infinities, NaN, `x = ±1` and `y = ±0` follow C99.
 pub fn pow<E: F64Ops>(e: &mut E, x: E::F, y: E::F) -> E::F {

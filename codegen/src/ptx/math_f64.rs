@@ -96,7 +96,7 @@ pub fn unary(b: &mut Builder, op: UnaryOp, x: Reg) -> Reg {
 }
 
 /// `op(x, y)` for the arithmetic ops (`add/sub/mul/div .rn.f64`, exact),
-/// `pow` (a few ulp, see [`f64alg::pow`]) and `atan2` (2 ulp). Max and min
+/// `pow` and `atan2` (2 ulp). Max and min
 /// are [`max_min`], the division family the `fmod` module's.
 pub fn binary(b: &mut Builder, op: BinaryOp, x: Reg, y: Reg) -> Reg {
     let text = match op {
