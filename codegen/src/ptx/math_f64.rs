@@ -29,27 +29,13 @@ fn reg(b: &mut Builder) -> Reg {
 /// and `gelu_tanh` follow the reference's formulas, whose cancellation for
 /// negative `x` bounds every backend's result to about `|x|` ulp of 1.
 pub fn unary(b: &mut Builder, op: UnaryOp, x: Reg) -> Reg {
-    let r = reg(b);
-    let alg = |b: &mut Builder, f: &dyn Fn(&mut Ptx, Fv) -> Fv| {
+    if let Some(f) = algorithm(op) {
         let mut p = Ptx(b);
         let v = f(&mut p, Fv::R(x));
-        p.reg_of(v)
-    };
+        return p.reg_of(v);
+    }
+    let r = reg(b);
     match op {
-        UnaryOp::Exp => return alg(b, &|p, x| f64alg::exp(p, x, false)),
-        UnaryOp::Exp2 => return alg(b, &|p, x| f64alg::exp(p, x, true)),
-        UnaryOp::Expm1 => return alg(b, &|p, x| f64alg::expm1(p, x)),
-        UnaryOp::Log => return alg(b, &|p, x| f64alg::log(p, x, false)),
-        UnaryOp::Log2 => return alg(b, &|p, x| f64alg::log(p, x, true)),
-        UnaryOp::Log1p => return alg(b, &|p, x| f64alg::log1p(p, x)),
-        UnaryOp::Tanh => return alg(b, &|p, x| f64alg::tanh(p, x)),
-        UnaryOp::Sigmoid => return alg(b, &|p, x| f64alg::sigmoid(p, x, false)),
-        UnaryOp::Silu => return alg(b, &|p, x| f64alg::sigmoid(p, x, true)),
-        UnaryOp::Sin => return alg(b, &|p, x| f64trig::sincos(p, x, false)),
-        UnaryOp::Cos => return alg(b, &|p, x| f64trig::sincos(p, x, true)),
-        UnaryOp::Erf => return alg(b, &|p, x| f64erf::erf(p, x)),
-        UnaryOp::Gelu => return alg(b, &|p, x| f64erf::gelu(p, x)),
-        UnaryOp::GeluTanh => return alg(b, &|p, x| f64erf::gelu_tanh(p, x)),
         UnaryOp::Neg => ins!(b, "neg.f64 {r}, {x}"),
         UnaryOp::Abs => ins!(b, "abs.f64 {r}, {x}"),
         UnaryOp::Relu => {
@@ -91,8 +77,33 @@ pub fn unary(b: &mut Builder, op: UnaryOp, x: Reg) -> Reg {
             ins!(b, "cvt.f64.f32 {r}, {g}");
         }
         UnaryOp::Not | UnaryOp::BitNot => unreachable!("{} has no float form", op.name()),
+        _ => unreachable!("{} is an algorithm", op.name()),
     }
     r
+}
+
+/// A generic `f64` algorithm read as PTX.
+type Alg = fn(&mut Ptx<'_>, Fv) -> Fv;
+
+/// The algorithm of `op`, for the ops that are not one native instruction.
+fn algorithm(op: UnaryOp) -> Option<Alg> {
+    Some(match op {
+        UnaryOp::Exp => |p, x| f64alg::exp(p, x, false),
+        UnaryOp::Exp2 => |p, x| f64alg::exp(p, x, true),
+        UnaryOp::Expm1 => |p, x| f64alg::expm1(p, x),
+        UnaryOp::Log => |p, x| f64alg::log(p, x, false),
+        UnaryOp::Log2 => |p, x| f64alg::log(p, x, true),
+        UnaryOp::Log1p => |p, x| f64alg::log1p(p, x),
+        UnaryOp::Tanh => |p, x| f64alg::tanh(p, x),
+        UnaryOp::Sigmoid => |p, x| f64alg::sigmoid(p, x, false),
+        UnaryOp::Silu => |p, x| f64alg::sigmoid(p, x, true),
+        UnaryOp::Sin => |p, x| f64trig::sincos(p, x, false),
+        UnaryOp::Cos => |p, x| f64trig::sincos(p, x, true),
+        UnaryOp::Erf => |p, x| f64erf::erf(p, x),
+        UnaryOp::Gelu => |p, x| f64erf::gelu(p, x),
+        UnaryOp::GeluTanh => |p, x| f64erf::gelu_tanh(p, x),
+        _ => return None,
+    })
 }
 
 /// `op(x, y)` for the arithmetic ops (`add/sub/mul/div .rn.f64`, exact),
