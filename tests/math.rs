@@ -975,6 +975,8 @@ fn f64_unary_math_on_every_path() {
             (&[7, 13][..], Layout::Permuted),
             (&[2, 1031][..], Layout::Flipped),
             (&[3, 5][..], Layout::Padded),
+            (&[0, 3][..], Layout::Strided),
+            (&[][..], Layout::Contiguous),
         ] {
             let inp = Input::with_values(layout, shape, DType::F64, &vals);
             let want = inp.host().map(f);
