@@ -9,7 +9,7 @@
 //! emitter (`mul.hi.u32`/`mul.lo.u32`) produce the same bits, and element
 //! `i` of a tensor needs no element before it: kernels generate the
 //! numbers where they are used. smelt's key is the seed and its counter
-//! the element's linear index (see [`Draw`]).
+//! the element's linear index and a block number (see [`Draw`]).
 //!
 //! [`Draw`] says what an [`crate::Inst::Random`] makes of a block: this
 //! module is the reference both backends follow.
