@@ -966,6 +966,12 @@ fn f64_unary_math_on_every_path() {
         ("gelu", Tensor::gelu, gelu, gelu_tol),
         ("gelu_tanh", Tensor::gelu_tanh, gelu_tanh, gelu_tol),
         ("softplus", Tensor::softplus, softplus, F64_TOL),
+        (
+            "round_tf32",
+            Tensor::round_tf32,
+            |x| smelt_codegen::ops::round_tf32(x as f32) as f64,
+            EXACT,
+        ),
     ];
     for (ci, (name, op, f, t)) in cases.into_iter().enumerate() {
         let vals = f64_edges(ci as u64);
