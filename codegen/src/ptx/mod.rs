@@ -107,7 +107,6 @@ mod special;
 mod target;
 
 use crate::ir::{Inst, Kernel};
-
 use builder::{ins, Builder};
 pub use launch::Plan;
 use module::{entry_name, module, prologue};
