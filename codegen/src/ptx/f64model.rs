@@ -432,7 +432,7 @@ fn pow() {
         pairs.push((1.0 + (u - 0.5) * 1e-3, (rng.next_f64() - 0.5) * 1.4e6));
         // |y ln x| near 709 and 745: results near overflow, subnormal.
         let x = 0.5 + 3.5 * u;
-        let t = if rng.next_u64() % 2 == 0 {
+        let t = if rng.next_u64().is_multiple_of(2) {
             700.0
         } else {
             -700.0
