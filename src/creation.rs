@@ -9,8 +9,7 @@ use smelt_codegen::Shape;
 use smelt_fusion::{Node, Op, ShapeTracker};
 
 /// The dtype of integer results that PyTorch makes `int64`
-/// (`count_nonzero`): `I64`. (`randint` draws 32 bits and stays `I32`: see
-/// [`Tensor::randint`].)
+/// (`count_nonzero`): `I64`.
 pub(crate) const LONG: DType = DType::I64;
 
 impl Tensor {

@@ -3,7 +3,7 @@
 
 use crate::device::same_device;
 use crate::shape::broadcast_shapes;
-use crate::{DType, Device, Tensor};
+use crate::{DType, Tensor};
 use smelt_codegen::{BinaryOp, UnaryOp};
 use smelt_fusion::Op;
 
@@ -255,19 +255,9 @@ impl Tensor {
     /// Applies a unary op, casting the input to the op's compute dtype
     /// first (integers become `F32` for float math, anything becomes `Bool`
     /// for `logical_not`).
-    ///
-    /// # Panics
-    /// On a CUDA device, for an `F64` result of an op without an `f64`
-    /// GPU sequence (see [`smelt_codegen::ptx::has_f64_unary`]).
     #[track_caller]
     pub fn unary(&self, op: UnaryOp) -> Tensor {
         let out = op.out_dtype(self.dtype());
-        check_f64_gpu(
-            op.name(),
-            out,
-            &self.device(),
-            smelt_codegen::ptx::has_f64_unary(op),
-        );
         let x = if op == UnaryOp::Not {
             self.cast(DType::Bool)
         } else {
@@ -288,8 +278,6 @@ impl Tensor {
         same_device(name, &[self.device(), other.device()]);
         let shape = broadcast_shapes(name, self.shape(), other.shape());
         let dt = op.operand_dtype(self.dtype(), other.dtype());
-        let has = smelt_codegen::ptx::has_f64_binary(op);
-        check_f64_gpu(name, dt, &self.device(), has);
         let a = self.cast(dt).broadcast_to(&shape);
         let b = other.cast(dt).broadcast_to(&shape);
         a.derive(
@@ -346,18 +334,6 @@ impl Tensor {
     pub fn isnan(&self) -> Tensor {
         self.ne(self)
     }
-}
-
-/// Refuses, at the op, an `f64` op that the GPU has no sequence for (PTX
-/// has no `f64` transcendental instructions; `README.md` lists the ops
-/// that have one), instead of computing it in a lower precision.
-#[track_caller]
-fn check_f64_gpu(op: &str, dt: DType, device: &Device, has: bool) {
-    assert!(
-        has || dt != DType::F64 || !matches!(device, Device::Cuda(_)),
-        "{op}: float64 {op} is not implemented on {device:?} (PTX has no f64 instruction for it); \
-         cast to float32 first"
-    );
 }
 
 /// `cond ? a : b` elementwise with broadcasting (NumPy's `where`).

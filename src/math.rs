@@ -84,8 +84,7 @@ impl Tensor {
     /// `ln(e^self + e^other)` without overflow: `max + log1p(e^-|a - b|)`,
     /// with `a == b` (infinities included) giving `max + ln 2`, so
     /// `logaddexp(-inf, -inf)` is `-inf`. Operands promote like `+`;
-    /// integers compute in `F32`, `F64` in `F64` (which has no GPU `log1p`:
-    /// it panics on CUDA).
+    /// integers compute in `F32`, `F64` in `F64`.
     ///
     /// ```
     /// use smelt::{Device, Tensor};
@@ -117,7 +116,7 @@ impl Tensor {
 
     /// PyTorch's `softplus(x, beta, threshold)`: `ln(1 + e^(beta x)) / beta`,
     /// and `x` where `beta x > threshold`. Computed in `F32` (integers
-    /// too; `F64` in `F64`, which has no GPU `log1p`: it panics on CUDA),
+    /// too; `F64` in `F64`),
     /// cast back to a half input's dtype.
     pub fn softplus_with(&self, beta: f64, threshold: f64) -> Tensor {
         let x = self.cast(self.dtype().compute_float());

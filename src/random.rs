@@ -4,11 +4,12 @@
 //! same seed gives the same numbers on every device, and `randn(..) * 2 +
 //! 1` is one kernel that writes only its result.
 //!
-//! Which word of an element's Philox block each function reads, so that
+//! Which word of an element's Philox blocks each function reads, so that
 //! tensors drawn with one seed by different functions are not copies of
 //! each other: `rand`, `uniform`, `bernoulli` and `dropout` word 0 (so
 //! `bernoulli(p, s)` is `rand(s) < p`), `randint` word 1, `randn` and
-//! `normal` words 2 and 3.
+//! `normal` words 2 and 3. `F64` floats and `randint` take 64 bits per
+//! value (the word of blocks 0 and 1, see [`Draw`]); the rest 32.
 
 use crate::shape::dims;
 use crate::{DType, Device, IntoShape, Tensor};
@@ -16,26 +17,19 @@ use smelt_codegen::philox::{key_of_seed, Draw};
 use smelt_codegen::Shape;
 use smelt_fusion::{Node, Op};
 
-/// The dtype of `randint`'s values: `I32`, not PyTorch's `int64`. A draw
-/// is one 32-bit Philox word scaled to the range (Lemire's multiply-shift,
-/// bias at most `range / 2^32`): a 64-bit range would need two words per
-/// element and a 64-bit multiply-shift, which smelt does not do yet, and
-/// an `I64` result of a 32-bit draw would promise ranges it cannot give.
-pub(crate) const RANDINT_DTYPE: DType = DType::I32;
-
 /// Largest element count a random tensor may have: the counter is 32 bits
 /// wide, and a larger tensor would repeat its numbers.
 const MAX_ELEMENTS: u64 = 1 << 32;
 
 /// The draw `draw` for every element of `shape`, with `bound` the extra
-/// operand of [`Draw::Below`].
+/// operand of [`Draw::Below`] (read as unsigned).
 #[track_caller]
 fn philox(
     op: &str,
     draw: Draw,
     shape: Shape,
     seed: u64,
-    bound: Option<i32>,
+    bound: Option<u64>,
     device: &Device,
 ) -> Tensor {
     assert!(
@@ -46,13 +40,15 @@ fn philox(
     let [lo, hi] = key_of_seed(seed);
     let mut srcs = vec![word(lo), word(hi), Tensor::iota(shape.clone(), device)];
     if let Some(n) = bound {
-        srcs.push(Tensor::full(shape.clone(), n as f64, DType::I32, device));
+        // Exact: an i64 beyond 2^53 is no f64 constant.
+        srcs.push(Tensor::scalar(n as i64, device).broadcast_to(&shape));
     }
     let (srcs, dtype) = (
         srcs.into_iter().map(|t| t.node).collect(),
         match draw {
             Draw::Uniform(_) => DType::F32,
-            Draw::Below(_) => DType::I32,
+            Draw::Uniform53(_) => DType::F64,
+            Draw::Below(_) => DType::I64,
         },
     );
     Tensor::from_node(Node::new(Op::Random(draw, srcs), shape, dtype), *device)
@@ -68,9 +64,22 @@ fn float_dtype(op: &str, dtype: DType) {
     );
 }
 
+/// Uniforms in `[0, 1)` from word `word`, in `dtype`'s compute type: 53
+/// random bits for `F64`, 24 (exact in `f32`) otherwise.
+#[track_caller]
+fn unit(op: &str, word: u8, dtype: DType, shape: Shape, seed: u64, device: &Device) -> Tensor {
+    let draw = if dtype == DType::F64 {
+        Draw::Uniform53(word)
+    } else {
+        Draw::Uniform(word)
+    };
+    philox(op, draw, shape, seed, None, device)
+}
+
 impl Tensor {
-    /// Uniform random values in `[0, 1)` (multiples of `2^-24`, `F64` too);
-    /// the same `seed` gives the same values on every device.
+    /// Uniform random values in `[0, 1)`: multiples of `2^-24` (`F64`: of
+    /// `2^-53`, within `2^-24` of the `F32` values of the same seed); the
+    /// same `seed` gives the same values on every device.
     ///
     /// ```
     /// use smelt::{Device, DType, Tensor};
@@ -85,11 +94,12 @@ impl Tensor {
     pub fn rand(shape: impl IntoShape, dtype: DType, seed: u64, device: &Device) -> Tensor {
         float_dtype("rand", dtype);
         let shape = dims("rand", shape);
-        philox("rand", Draw::Uniform(0), shape, seed, None, device).cast(dtype)
+        unit("rand", 0, dtype, shape, seed, device).cast(dtype)
     }
 
     /// Uniform random values in `[low, high)`: `low + (high - low) * u`
-    /// computed in `f32` for `u` of [`Tensor::rand`] (so, as in PyTorch,
+    /// computed in `f32` (`f64` for `F64`) for `u` of [`Tensor::rand`] (so,
+    /// as in PyTorch,
     /// rounding may give `high` itself when the range is wide next to
     /// `low`).
     ///
@@ -110,15 +120,16 @@ impl Tensor {
         );
         float_dtype("uniform", dtype);
         let shape = dims("uniform", shape);
-        let u = philox("uniform", Draw::Uniform(0), shape, seed, None, device);
+        let u = unit("uniform", 0, dtype, shape, seed, device);
         (u * (high - low) + low).cast(dtype)
     }
 
     /// Standard normal random values (Box-Muller in `f32` from two uniforms
-    /// of the element's Philox block); the same `seed` gives the same
-    /// values on every device up to the last few ulp: `log`, `sqrt` and
-    /// `cos` are exactly rounded on the CPU and within 2 ulp on the GPU.
-    /// Values lie within about 5.8 of 0 (the smallest uniform is `2^-24`).
+    /// of the element's Philox block; in `f64` from two 53-bit ones for
+    /// `F64`); the same `seed` gives the same values on every device up to
+    /// the last few ulp: `log`, `sqrt` and `cos` are exactly rounded on
+    /// the CPU and within 2 ulp on the GPU. Values lie within about 5.8 of
+    /// 0 (8.6 for `F64`: the smallest uniform is `2^-24`, `2^-53`).
     ///
     /// ```
     /// use smelt::{Device, DType, Tensor};
@@ -133,11 +144,12 @@ impl Tensor {
     pub fn randn(shape: impl IntoShape, dtype: DType, seed: u64, device: &Device) -> Tensor {
         float_dtype("randn", dtype);
         let shape = dims("randn", shape);
-        standard_normal("randn", shape, seed, device).cast(dtype)
+        standard_normal("randn", dtype, shape, seed, device).cast(dtype)
     }
 
     /// Normal random values with mean `mean` and standard deviation `std`:
-    /// `mean + std * z` in `f32` for `z` of [`Tensor::randn`].
+    /// `mean + std * z` in `f32` (`f64` for `F64`) for `z` of
+    /// [`Tensor::randn`].
     ///
     /// # Panics
     /// As [`Tensor::rand`], and if `std` is negative or either is not
@@ -157,23 +169,23 @@ impl Tensor {
         );
         float_dtype("normal", dtype);
         let shape = dims("normal", shape);
-        (standard_normal("normal", shape, seed, device) * std + mean).cast(dtype)
+        (standard_normal("normal", dtype, shape, seed, device) * std + mean).cast(dtype)
     }
 
     /// Uniform random integers in `[low, high)` (PyTorch `randint`), of
-    /// dtype `I32` (PyTorch's default is `int64`: the draw is one 32-bit
-    /// word, see `RANDINT_DTYPE` in `random.rs`; cast the result for
-    /// `I64`).
+    /// dtype `I64` as in PyTorch: each value is the high 64 bits of a
+    /// 64-bit Philox draw times the range (two words per element), so every
+    /// range up to `i64::MAX - i64::MIN` is covered, with a bias of at most
+    /// `range / 2^64` per value.
     ///
     /// ```
     /// use smelt::{Device, Tensor};
-    /// let d = Tensor::randint(1, 7, [100], 3, &Device::Cpu).to_vec::<i32>().unwrap();
+    /// let d = Tensor::randint(1, 7, [100], 3, &Device::Cpu).to_vec::<i64>().unwrap();
     /// assert!(d.iter().all(|x| (1..7).contains(x)));
     /// ```
     ///
     /// # Panics
-    /// If `low >= high`, a bound does not fit the dtype, or the shape has
-    /// more than `2^32` elements.
+    /// If `low >= high` or the shape has more than `2^32` elements.
     #[track_caller]
     pub fn randint(
         low: i64,
@@ -182,15 +194,15 @@ impl Tensor {
         seed: u64,
         device: &Device,
     ) -> Tensor {
-        let (min, max) = (i64::from(i32::MIN), i64::from(i32::MAX) + 1);
         assert!(
-            low < high && low >= min && high <= max,
-            "randint: expected {min} <= low < high <= {max} for dtype {RANDINT_DTYPE}, got [{low}, {high})"
+            low < high,
+            "randint: expected low < high, got [{low}, {high})"
         );
         let shape = dims("randint", shape);
-        // The range, up to 2^32, as the draw's unsigned bound (2^32 is 0).
-        let n = (high - low) as u64 as u32 as i32;
-        philox("randint", Draw::Below(1), shape, seed, Some(n), device) + low as i32
+        // The range, 1 to 2^64 - 1, as the draw's unsigned bound; the sum
+        // wraps back into [low, high).
+        let n = high.wrapping_sub(low) as u64;
+        philox("randint", Draw::Below(1), shape, seed, Some(n), device) + low
     }
 
     /// Ones with probability `p` (this tensor's values), else zeros, in
@@ -210,14 +222,8 @@ impl Tensor {
     #[track_caller]
     pub fn bernoulli(&self, seed: u64) -> Tensor {
         float_dtype("bernoulli", self.dtype());
-        let u = philox(
-            "bernoulli",
-            Draw::Uniform(0),
-            self.shape().into(),
-            seed,
-            None,
-            &self.device(),
-        );
+        let (dt, shape) = (self.dtype(), self.shape().into());
+        let u = unit("bernoulli", 0, dt, shape, seed, &self.device());
         u.lt(self.cast(self.dtype().compute_float()))
             .cast(self.dtype())
     }
@@ -247,14 +253,8 @@ impl Tensor {
             "dropout: probability p = {p} is not in [0, 1]"
         );
         float_dtype("dropout", self.dtype());
-        let u = philox(
-            "dropout",
-            Draw::Uniform(0),
-            self.shape().into(),
-            seed,
-            None,
-            &self.device(),
-        );
+        let (dt, shape) = (self.dtype(), self.shape().into());
+        let u = unit("dropout", 0, dt, shape, seed, &self.device());
         // 1 / (1 - p) is infinite for p = 1, where no element is kept.
         let cd = self.dtype().compute_float();
         let scale = Tensor::full([0usize; 0], 1.0 / (1.0 - p), cd, &self.device());
@@ -263,12 +263,13 @@ impl Tensor {
     }
 }
 
-/// `F32` standard normals from words 2 and 3 (Box-Muller: `1 - u` lies in
-/// `(0, 1]`, so the logarithm is finite).
+/// Standard normals from words 2 and 3 in `dtype`'s compute type (`F64`
+/// or `F32`; Box-Muller: `1 - u` lies in `(0, 1]`, so the logarithm is
+/// finite).
 #[track_caller]
-fn standard_normal(op: &str, shape: Shape, seed: u64, device: &Device) -> Tensor {
-    let u1 = philox(op, Draw::Uniform(2), shape.clone(), seed, None, device);
-    let u2 = philox(op, Draw::Uniform(3), shape, seed, None, device);
+fn standard_normal(op: &str, dtype: DType, shape: Shape, seed: u64, device: &Device) -> Tensor {
+    let u1 = unit(op, 2, dtype, shape.clone(), seed, device);
+    let u2 = unit(op, 3, dtype, shape, seed, device);
     let radius = ((1.0f64 - u1).log() * -2.0).sqrt();
     radius * (u2 * std::f64::consts::TAU).cos()
 }

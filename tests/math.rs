@@ -874,3 +874,219 @@ fn integer_ops_on_every_width_with_their_edges() {
         }
     }
 }
+
+/// `F64` arguments that stress the GPU's own `f64` sequences: zeros,
+/// subnormals, overflow edges of `exp`, piece ends of `erf`, the
+/// Payne-Hanek range of `sin`/`cos` (2^27 and beyond, up to `f64::MAX`,
+/// and the double closest to a multiple of pi/2), then random values of
+/// every magnitude.
+fn f64_edges(seed: u64) -> Vec<f64> {
+    let mut v = vec![
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        5e-324,
+        1e-310,
+        2.2250738585072014e-308,
+        1e-300,
+        1e-8,
+        0.5,
+        1.0 - 1e-16,
+        1.0,
+        1.0 + 2e-16,
+        1.5,
+        1.75,
+        2.75,
+        4.0,
+        5.9,
+        6.0,
+        20.0,
+        40.0,
+        100.0,
+        709.7,
+        709.8,
+        745.2,
+        746.0,
+        134_217_727.9,
+        134_217_728.0,
+        1e22,
+        1e300,
+        f64::MAX,
+        6_381_956_970_095_103.0 * 2f64.powi(797),
+        std::f64::consts::FRAC_PI_2,
+        std::f64::consts::PI,
+        1000.0 * std::f64::consts::FRAC_PI_2,
+    ];
+    // Both signs, and ±0.
+    let neg: Vec<f64> = v[3..].iter().map(|x| -x).collect();
+    v.extend(neg);
+    v.extend([0.0, -0.0]);
+    let mut rng = Rng::new(seed);
+    for _ in 0..60 {
+        v.push(rng.uniform(-8.0, 8.0));
+        let e = rng.range(-60, 60) as i32;
+        v.push(rng.uniform(-1.0, 1.0) * 2f64.powi(e));
+    }
+    v
+}
+
+/// `F64` to a few ulp: relative 1e-13, absolute 1e-300 (one subnormal ulp
+/// is no relative error).
+const F64_TOL: Tol = Tol {
+    rel: 1e-13,
+    abs: 1e-300,
+};
+
+/// (name, op, reference, tolerance).
+type F64UnaryCase = (&'static str, Un, fn(f64) -> f64, Tol);
+
+#[test]
+fn f64_unary_math_on_every_path() {
+    // The GELUs' formulas cancel for negative x (1 + erf near 0): every
+    // backend is within about |x| ulp of 1 there, so an absolute 1e-13.
+    let gelu_tol = Tol::new(1e-13, 1e-13);
+    let cases: Vec<F64UnaryCase> = vec![
+        ("exp", Tensor::exp, f64::exp, F64_TOL),
+        ("exp2", Tensor::exp2, f64::exp2, F64_TOL),
+        ("expm1", Tensor::expm1, f64::exp_m1, F64_TOL),
+        ("log", Tensor::log, f64::ln, F64_TOL),
+        ("log2", Tensor::log2, f64::log2, F64_TOL),
+        ("log1p", Tensor::log1p, f64::ln_1p, F64_TOL),
+        ("sin", Tensor::sin, f64::sin, F64_TOL),
+        ("cos", Tensor::cos, f64::cos, F64_TOL),
+        ("tanh", Tensor::tanh, f64::tanh, F64_TOL),
+        ("erf", Tensor::erf, libm::erf, F64_TOL),
+        (
+            "sigmoid",
+            Tensor::sigmoid,
+            |x| 1.0 / (1.0 + (-x).exp()),
+            F64_TOL,
+        ),
+        ("silu", Tensor::silu, |x| x / (1.0 + (-x).exp()), F64_TOL),
+        ("gelu", Tensor::gelu, gelu, gelu_tol),
+        ("gelu_tanh", Tensor::gelu_tanh, gelu_tanh, gelu_tol),
+        ("softplus", Tensor::softplus, softplus, F64_TOL),
+        (
+            "round_tf32",
+            Tensor::round_tf32,
+            |x| smelt_codegen::ops::round_tf32(x as f32) as f64,
+            EXACT,
+        ),
+    ];
+    for (ci, (name, op, f, t)) in cases.into_iter().enumerate() {
+        let vals = f64_edges(ci as u64);
+        let n = vals.len();
+        for (shape, layout) in [
+            (&[n][..], Layout::Contiguous),
+            (&[7, 13][..], Layout::Permuted),
+            (&[2, 1031][..], Layout::Flipped),
+            (&[3, 5][..], Layout::Padded),
+            (&[0, 3][..], Layout::Strided),
+            (&[][..], Layout::Contiguous),
+        ] {
+            let inp = Input::with_values(layout, shape, DType::F64, &vals);
+            let want = inp.host().map(f);
+            let what = format!("f64 {name} {shape:?} {layout:?}");
+            check_dt(&what, || op(&inp.tensor()), DType::F64, &want, t);
+        }
+    }
+}
+
+/// (name, op, reference).
+type F64BinaryCase = (&'static str, Bin, fn(f64, f64) -> f64);
+
+#[test]
+fn f64_binary_math_on_every_path() {
+    let base = [
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        0.0,
+        -0.0,
+        5e-324,
+        0.5,
+        -0.5,
+        1.0,
+        -1.0,
+        2.0,
+        -2.0,
+        3.0,
+        -3.0,
+        0.3,
+        -7.25,
+        1e300,
+        -1e-300,
+        9_007_199_254_740_994.0,
+    ];
+    let n = base.len();
+    let a = Input::with_values(Layout::Contiguous, &[n, 1], DType::F64, &base);
+    let b = Input::with_values(Layout::Flipped, &[1, n], DType::F64, &base);
+    let mut rng = Rng::new(17);
+    let va: Vec<f64> = (0..200).map(|_| rng.uniform(0.0, 50.0)).collect();
+    let vb: Vec<f64> = (0..200).map(|_| rng.uniform(-30.0, 30.0)).collect();
+    let ra = Input::with_values(Layout::Permuted, &[8, 25], DType::F64, &va);
+    let rb = Input::with_values(Layout::Contiguous, &[8, 25], DType::F64, &vb);
+    let cases: [F64BinaryCase; 3] = [
+        ("pow", |a, b| a.pow(b), f64::powf),
+        ("atan2", |a, b| a.atan2(b), f64::atan2),
+        ("logaddexp", |a, b| a.logaddexp(b), logaddexp),
+    ];
+    for (name, op, f) in cases {
+        for (x, y, what) in [(&a, &b, "specials"), (&ra, &rb, "random")] {
+            let want = x.host().zip(&y.host(), f);
+            let what = format!("f64 {name} {what}");
+            check_dt(
+                &what,
+                || op(&x.tensor(), &y.tensor()),
+                DType::F64,
+                &want,
+                F64_TOL,
+            );
+        }
+    }
+}
+
+#[test]
+fn f64_math_keeps_signed_zeros() {
+    let dev = test_device();
+    let z = Tensor::from_vec(vec![0.0f64, -0.0], [2], &dev);
+    let ops: [(&str, Un); 7] = [
+        ("sin", Tensor::sin),
+        ("tanh", Tensor::tanh),
+        ("erf", Tensor::erf),
+        ("expm1", Tensor::expm1),
+        ("log1p", Tensor::log1p),
+        ("gelu_tanh", Tensor::gelu_tanh),
+        ("gelu", Tensor::gelu),
+    ];
+    for (name, op) in ops {
+        let got = op(&z).to_vec::<f64>().unwrap();
+        let host = [0.0f64, -0.0].map(|v| match name {
+            "sin" => v.sin(),
+            "tanh" => v.tanh(),
+            "erf" => libm::erf(v),
+            "expm1" => v.exp_m1(),
+            "log1p" => v.ln_1p(),
+            "gelu_tanh" => gelu_tanh(v),
+            _ => gelu(v),
+        });
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&host), "f64 {name} of ±0");
+    }
+    // pow and atan2 decide signs from signed zeros.
+    let x = Tensor::from_vec(vec![-0.0f64, -0.0, 0.0, -0.0], [4], &dev);
+    let y = Tensor::from_vec(vec![3.0f64, -3.0, -0.0, -0.0], [4], &dev);
+    let got = x.pow(&y).to_vec::<f64>().unwrap();
+    assert!(got[0] == 0.0 && got[0].is_sign_negative(), "{got:?}");
+    assert_eq!(got[1], f64::NEG_INFINITY);
+    let got = x.atan2(&y).to_vec::<f64>().unwrap();
+    let pi = std::f64::consts::PI;
+    let want = [
+        (-0.0f64).atan2(3.0),
+        (-0.0f64).atan2(-3.0),
+        0.0f64.atan2(-0.0),
+        -pi,
+    ];
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&got), bits(&want));
+}

@@ -8,13 +8,41 @@ mod common;
 
 use common::*;
 use smelt::{DType, Fusion, SliceArg, Tensor};
-use smelt_codegen::philox::{key_of_seed, philox4x32_10, unit_f32};
+use smelt_codegen::philox::{key_of_seed, philox4x32_10, unit_f32, unit_f64};
 
 const SEEDS: [u64; 4] = [0, 7, 0xdead_beef_0123_4567, u64::MAX];
 
 /// Word `word` of element `i`'s block.
 fn word(seed: u64, word: usize, i: usize) -> u32 {
     philox4x32_10([i as u32, 0, 0, 0], key_of_seed(seed))[word]
+}
+
+/// The 64-bit draw of word `word` for element `i`: the word of block 0
+/// (counter `[i, 0, 0, 0]`), then of block 1 (`[i, 1, 0, 0]`), written out
+/// here independently of `smelt_codegen::philox::draw64`.
+fn word64(seed: u64, word: usize, i: usize) -> u64 {
+    let lo = philox4x32_10([i as u32, 1, 0, 0], key_of_seed(seed))[word];
+    (u64::from(self::word(seed, word, i)) << 32) | u64::from(lo)
+}
+
+/// The host's `F64` `rand`: 53-bit uniforms from word 0.
+fn host_rand64(seed: u64, shape: &[usize]) -> NdArray {
+    let n = shape.iter().product();
+    NdArray::new(
+        shape,
+        (0..n).map(|i| unit_f64(word64(seed, 0, i))).collect(),
+    )
+}
+
+/// The host's `F64` `randn` from 53-bit uniforms of words 2 and 3.
+fn host_randn64(seed: u64, shape: &[usize]) -> NdArray {
+    let n = shape.iter().product();
+    let z = (0..n).map(|i| {
+        let u1 = unit_f64(word64(seed, 2, i));
+        let u2 = unit_f64(word64(seed, 3, i));
+        (-2.0 * (1.0 - u1).ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+    });
+    NdArray::new(shape, z.collect())
 }
 
 /// The host's `rand`: uniforms from word 0.
@@ -37,12 +65,16 @@ fn host_randn(seed: u64, shape: &[usize]) -> NdArray {
     NdArray::new(shape, z.collect())
 }
 
-/// The host's `randint`: the high word of `word1 * (high - low)`, plus `low`.
-fn host_randint(seed: u64, low: i64, high: i64, shape: &[usize]) -> NdArray {
-    let n = shape.iter().product();
-    let range = (high - low) as u64;
-    let v = (0..n).map(|i| (low + ((u64::from(word(seed, 1, i)) * range) >> 32) as i64) as f64);
-    NdArray::new(shape, v.collect())
+/// The host's `randint`: the high 64 bits of `word64(1) * (high - low)`,
+/// plus `low` (wrapping), as exact `i64`s.
+fn host_randint(seed: u64, low: i64, high: i64, n: usize) -> Vec<i64> {
+    let range = u128::from(high.wrapping_sub(low) as u64);
+    (0..n)
+        .map(|i| {
+            let r = (u128::from(word64(seed, 1, i)) * range) >> 64;
+            low.wrapping_add(r as i64)
+        })
+        .collect()
 }
 
 /// A Box-Muller normal computed in `f32` with 2-ulp `log` and `cos` is
@@ -137,20 +169,28 @@ fn randint_is_exact_and_inclusive_exclusive() {
         (-1000, 1 << 20),
         (i32::MIN as i64, i32::MAX as i64 + 1),
         (i32::MAX as i64 - 2, i32::MAX as i64 + 1),
+        // Ranges of more than 32 bits, up to the whole of i64.
+        (0, 1 << 40),
+        (-(1 << 62), 1 << 62),
+        (i64::MAX - 3, i64::MAX),
+        (i64::MIN, i64::MIN + 2),
+        (i64::MIN, i64::MAX),
     ];
     for seed in SEEDS {
         for (lo, hi) in ranges {
             for shape in SHAPES {
-                let want = host_randint(seed, lo, hi, shape);
+                let n = shape.iter().product();
+                let want = host_randint(seed, lo, hi, n);
                 let what = format!("randint({lo}, {hi}) seed {seed} {shape:?}");
-                check_dt(
-                    &what,
-                    || Tensor::randint(lo, hi, shape, seed, &dev),
-                    DType::I32,
-                    &want,
-                    EXACT,
-                );
-                assert!(want.data.iter().all(|v| (lo as f64..hi as f64).contains(v)));
+                for mode in MODES {
+                    let t = Tensor::randint(lo, hi, shape, seed, &dev);
+                    assert_eq!(t.dtype(), DType::I64, "{what}");
+                    assert_eq!(t.shape(), shape, "{what}");
+                    t.realize_with(mode).unwrap();
+                    let got = t.to_vec::<i64>().unwrap();
+                    assert_eq!(got, want, "{what} [{mode:?}]");
+                }
+                assert!(want.iter().all(|v| (lo..hi).contains(v)), "{what}");
             }
         }
     }
@@ -160,6 +200,63 @@ fn randint_is_exact_and_inclusive_exclusive() {
         assert!(d.contains(&(v as f64)), "randint(-2, 3) never drew {v}");
     }
     assert!(d.iter().all(|v| (-2.0..3.0).contains(v)));
+    // A range beyond 2^32 reaches its upper half (a 32-bit draw would
+    // not): the top bit of the offset is set in about half of the values.
+    let d = Tensor::randint(0, 1 << 40, [1000], 9, &dev)
+        .to_vec::<i64>()
+        .unwrap();
+    let upper = d.iter().filter(|v| **v >= 1 << 39).count();
+    assert!(
+        (400..600).contains(&upper),
+        "{upper} of 1000 in the upper half"
+    );
+    // Fused with arithmetic, randint stays I64 and exact.
+    let want: Vec<i64> = host_randint(4, -3, 1 << 35, 77)
+        .iter()
+        .map(|v| v * 2 + 1)
+        .collect();
+    let got = (Tensor::randint(-3, 1 << 35, [77], 4, &dev) * 2 + 1)
+        .to_vec::<i64>()
+        .unwrap();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn f64_rand_and_randn_use_53_bits() {
+    let dev = test_device();
+    for seed in SEEDS {
+        for shape in SHAPES {
+            let what = format!("f64 rand seed {seed} {shape:?}");
+            let want = host_rand64(seed, shape);
+            let build = || Tensor::rand(shape, DType::F64, seed, &dev);
+            check_dt(&what, build, DType::F64, &want, EXACT);
+            // Each refines the f32 value of the same seed.
+            let r32 = host_rand(seed, shape);
+            for (a, b) in want.data.iter().zip(&r32.data) {
+                assert!(*b <= *a && a - b < 2f64.powi(-24), "{what}: {a} vs {b}");
+            }
+            let what = format!("f64 randn seed {seed} {shape:?}");
+            let want = host_randn64(seed, shape);
+            let build = || Tensor::randn(shape, DType::F64, seed, &dev);
+            check_dt(&what, build, DType::F64, &want, Tol::new(1e-13, 1e-14));
+        }
+    }
+    // The low bits are random too: few of 1000 values are multiples of
+    // 2^-24 (a 24-bit draw gives only those).
+    let r = Tensor::rand([1000], DType::F64, 1, &dev)
+        .to_vec::<f64>()
+        .unwrap();
+    let coarse = r
+        .iter()
+        .filter(|v| (*v * 2f64.powi(24)).fract() == 0.0)
+        .count();
+    assert!(coarse < 5, "{coarse} of 1000 are multiples of 2^-24");
+    assert!(r.iter().all(|v| (0.0..1.0).contains(v)));
+    // bernoulli(p) is rand < p for f64 too.
+    let p = Tensor::full([1000], 0.3, DType::F64, &dev);
+    let b = p.bernoulli(1).to_vec::<f64>().unwrap();
+    let want: Vec<f64> = r.iter().map(|u| (*u < 0.3) as u8 as f64).collect();
+    assert_eq!(b, want);
 }
 
 #[test]
@@ -385,9 +482,7 @@ fn dropout_with_p_above_one_panics() {
 }
 
 #[test]
-#[should_panic(
-    expected = "randint: expected -2147483648 <= low < high <= 2147483648 for dtype int32, got [3, 3)"
-)]
+#[should_panic(expected = "randint: expected low < high, got [3, 3)")]
 fn randint_of_an_empty_range_panics() {
     let _ = Tensor::randint(3, 3, [3], 0, &test_device());
 }

@@ -24,6 +24,7 @@
 
 use crate::column::Col;
 use crate::ir::{Inst, Kernel, Store, StoreKind, Val};
+use crate::philox::Draw;
 use crate::sort::{sort_order, SortPart};
 use crate::{DType, KernelKind, ScanOp, SortOp};
 
@@ -606,23 +607,29 @@ fn compute(
             Col::I(idx.clone()).to(DType::I64, dt).into_owned()
         }
         Inst::Random(draw, ops) => {
-            // Operands are 32-bit integers; the generator reads their bits.
+            // Operands are integers; the generator reads their bits.
             let col = |o: Val| match &vals[o] {
                 Col::I(v) => v,
                 Col::F(_) => unreachable!("random operands are integers"),
             };
             let bits = |o: Val, p: usize| col(o)[p] as u32;
-            let bound = |p: usize| ops.get(3).map_or(0, |b| bits(*b, p));
-            let raw: Vec<f64> = (0..n)
-                .map(|p| {
-                    draw.eval(
-                        [bits(ops[0], p), bits(ops[1], p)],
-                        bits(ops[2], p),
-                        bound(p),
-                    )
-                })
-                .collect();
-            Col::F(raw).to(DType::F64, dt).into_owned()
+            let key = |p: usize| [bits(ops[0], p), bits(ops[1], p)];
+            let counter = |p: usize| bits(ops[2], p);
+            match draw {
+                Draw::Below(_) => {
+                    let bound = col(ops[3]);
+                    let v = (0..n)
+                        .map(|p| draw.eval_int(key(p), counter(p), bound[p] as u64))
+                        .collect();
+                    Col::I(v).to(DType::I64, dt).into_owned()
+                }
+                _ => {
+                    let v = (0..n)
+                        .map(|p| draw.eval_float(key(p), counter(p)))
+                        .collect();
+                    Col::F(v).to(DType::F64, dt).into_owned()
+                }
+            }
         }
         Inst::Reduce(..) => unreachable!("reductions are evaluated by run_rows"),
         Inst::Scan(..) => unreachable!("scans are evaluated by eval_elements"),

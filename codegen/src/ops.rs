@@ -177,7 +177,7 @@ pub fn pow_int(a: i64, b: i64) -> i64 {
     r
 }
 
-const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
+pub(crate) const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
 
 /// `-1`, `0` or `1` by the sign of `x`; NaN gives NaN (NumPy's `sign`;
 /// PyTorch returns 0, pytorch/pytorch#41245).

@@ -9,7 +9,7 @@
 //! emitter (`mul.hi.u32`/`mul.lo.u32`) produce the same bits, and element
 //! `i` of a tensor needs no element before it: kernels generate the
 //! numbers where they are used. smelt's key is the seed and its counter
-//! the element's linear index (see [`Draw`]).
+//! the element's linear index and a block number (see [`Draw`]).
 //!
 //! [`Draw`] says what an [`crate::Inst::Random`] makes of a block: this
 //! module is the reference both backends follow.
@@ -40,36 +40,46 @@ pub fn philox4x32_10(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
     c
 }
 
-/// What a random instruction draws from word `word` (0..4) of the block
-/// for its element. Its operands are, in order: the key's low and high
-/// words (`I32`, the seed's halves), the counter (`I32` read as unsigned:
-/// the block's counter is `[counter, 0, 0, 0]`), and for [`Draw::Below`]
-/// the bound.
+/// What a random instruction draws for its element from word `w` (0..4)
+/// of its Philox blocks. Element `i`'s block `j` is the block for counter
+/// `[i, j, 0, 0]`: 32-bit draws read block 0, 64-bit draws ([`draw64`])
+/// word `w` of block 0 (high half) and of block 1 (low half), so a 64-bit
+/// draw begins with the 32-bit draw of the same word. Operands, in order:
+/// the key's low and high words (`I32`, the seed's halves), the counter
+/// (`I32` read as unsigned) and, for [`Draw::Below`], the bound (`I64`
+/// read as unsigned, at least 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Draw {
     /// `F32` uniform in `[0, 1)`: the word's top 24 bits times `2^-24`, so
     /// every value is exact in `f32` (and in the half types' `f32`
     /// registers before their rounding).
     Uniform(u8),
-    /// `I32` uniform in `[0, n)` for the bound `n` read as unsigned, 0
-    /// meaning `2^32` (the word itself): the high word of `word * n`
-    /// (Lemire's multiply-shift; bias at most `n / 2^32` per value, far
-    /// below anything a test of a 32-bit range can see).
+    /// `F64` uniform in `[0, 1)`: the top 53 bits of the 64-bit draw times
+    /// `2^-53` (so within `2^-24` of the `F32` uniform of the same word).
+    Uniform53(u8),
+    /// `I64` uniform in `[0, n)` for the bound `n`: the high 64 bits of
+    /// `draw64 * n` (Lemire's multiply-shift; bias at most `n / 2^64` per
+    /// value, invisible below ranges of 2^40 or so).
     Below(u8),
 }
 
 impl Draw {
-    /// Which word of the block it reads.
+    /// Which word of the blocks it reads.
     pub fn word(self) -> usize {
         match self {
-            Draw::Uniform(w) | Draw::Below(w) => usize::from(w),
+            Draw::Uniform(w) | Draw::Uniform53(w) | Draw::Below(w) => usize::from(w),
         }
+    }
+
+    /// Whether it reads 64 bits (words of blocks 0 and 1).
+    pub fn wide(self) -> bool {
+        !matches!(self, Draw::Uniform(_))
     }
 
     /// How many operands the instruction takes (key, counter, bound).
     pub fn operands(self) -> usize {
         match self {
-            Draw::Uniform(_) => 3,
+            Draw::Uniform(_) | Draw::Uniform53(_) => 3,
             Draw::Below(_) => 4,
         }
     }
@@ -78,28 +88,46 @@ impl Draw {
     pub fn name(self) -> &'static str {
         match self {
             Draw::Uniform(_) => "uniform",
+            Draw::Uniform53(_) => "uniform53",
             Draw::Below(_) => "randint",
         }
     }
 
-    /// The value drawn for counter `counter` under `key` (`bound` for
-    /// [`Draw::Below`]), as the instruction's dtype holds it.
-    pub fn eval(self, key: [u32; 2], counter: u32, bound: u32) -> f64 {
-        let w = philox4x32_10([counter, 0, 0, 0], key)[self.word()];
+    /// The uniform drawn for counter `counter` under `key` (`Uniform*`
+    /// only), exact in the instruction's dtype.
+    pub fn eval_float(self, key: [u32; 2], counter: u32) -> f64 {
         match self {
-            Draw::Uniform(_) => unit_f32(w) as f64,
-            Draw::Below(_) => {
-                let n = if bound == 0 {
-                    1 << 32
-                } else {
-                    u64::from(bound)
-                };
-                let r = ((u64::from(w) * n) >> 32) as u32;
-                // The `I32` register holds the same 32 bits.
-                r as i32 as f64
-            }
+            Draw::Uniform(w) => unit_f32(block(key, counter, 0)[usize::from(w)]) as f64,
+            Draw::Uniform53(w) => unit_f64(draw64(key, counter, usize::from(w))),
+            Draw::Below(_) => unreachable!("randint draws integers"),
         }
     }
+
+    /// The integer drawn for counter `counter` under `key` below `bound`
+    /// (`Below` only).
+    pub fn eval_int(self, key: [u32; 2], counter: u32, bound: u64) -> i64 {
+        let w = draw64(key, counter, self.word());
+        ((u128::from(w) * u128::from(bound)) >> 64) as i64
+    }
+}
+
+/// Block `j` of the element with counter `counter`.
+fn block(key: [u32; 2], counter: u32, j: u32) -> [u32; 4] {
+    philox4x32_10([counter, j, 0, 0], key)
+}
+
+/// The 64-bit draw of word `w`: block 0's word (high half), block 1's
+/// (low half).
+pub fn draw64(key: [u32; 2], counter: u32, w: usize) -> u64 {
+    let hi = block(key, counter, 0)[w];
+    let lo = block(key, counter, 1)[w];
+    (u64::from(hi) << 32) | u64::from(lo)
+}
+
+/// The uniform `f64` in `[0, 1)` of a 64-bit draw: its top 53 bits times
+/// `2^-53`.
+pub fn unit_f64(d: u64) -> f64 {
+    (d >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
 /// The uniform `f32` in `[0, 1)` of a word: its top 24 bits times `2^-24`.
@@ -151,17 +179,23 @@ mod tests {
         assert_eq!(unit_f32(0), 0.0);
         assert_eq!(unit_f32(u32::MAX), 1.0 - f32::EPSILON / 2.0);
         for i in 0..1000 {
-            let u = Draw::Uniform(1).eval([7, 9], i, 0);
+            let u = Draw::Uniform(1).eval_float([7, 9], i);
             assert!((0.0..1.0).contains(&u), "{u}");
-            let r = Draw::Below(0).eval([7, 9], i, 10);
-            assert!((0.0..10.0).contains(&r) && r.fract() == 0.0, "{r}");
-            // A bound of 2^32 - 1 (all bits) stays below it as unsigned.
-            let big = Draw::Below(2).eval([7, 9], i, u32::MAX) as i32 as u32;
-            assert!(big < u32::MAX);
-            // A bound of 0 is 2^32: the word itself.
-            let all = Draw::Below(3).eval([7, 9], i, 0) as i32 as u32;
-            assert_eq!(all, philox4x32_10([i, 0, 0, 0], [7, 9])[3]);
+            let u = Draw::Uniform53(1).eval_float([7, 9], i);
+            assert!((0.0..1.0).contains(&u), "{u}");
+            // The 53-bit uniform refines the 24-bit one of its word.
+            let u24 = Draw::Uniform(1).eval_float([7, 9], i);
+            assert!(u24 <= u && u - u24 < 2f64.powi(-24), "{u24} {u}");
+            let r = Draw::Below(0).eval_int([7, 9], i, 10);
+            assert!((0..10).contains(&r), "{r}");
+            // The largest bound, 2^64 - 1, stays below it as unsigned.
+            let big = Draw::Below(2).eval_int([7, 9], i, u64::MAX) as u64;
+            assert!(big < u64::MAX);
+            // A bound of 2^32 takes the 64-bit draw's high half: the word.
+            let w = Draw::Below(3).eval_int([7, 9], i, 1 << 32);
+            assert_eq!(w, i64::from(philox4x32_10([i, 0, 0, 0], [7, 9])[3]));
         }
+        assert_eq!(unit_f64(u64::MAX), 1.0 - f64::EPSILON / 2.0);
         assert_eq!(
             key_of_seed(0x1234_5678_9abc_def0),
             [0x9abc_def0, 0x1234_5678]

@@ -81,6 +81,12 @@ mod builder;
 mod elementwise;
 mod eval;
 mod expr;
+mod f64alg;
+mod f64erf;
+#[cfg(test)]
+mod f64model;
+mod f64ops;
+mod f64trig;
 mod fmod;
 mod gather;
 mod int;
@@ -105,7 +111,6 @@ mod special;
 mod target;
 
 use crate::ir::{Inst, Kernel};
-use crate::{BinaryOp, DType, UnaryOp};
 use builder::{ins, Builder};
 pub use launch::Plan;
 use module::{entry_name, module, prologue};
@@ -191,18 +196,6 @@ pub fn emit_plan(kernel: &Kernel, target: &Target, plan: &Plan) -> Result<PtxKer
     Ok(PtxKernel::single(ptx, entry, grid, block, 0))
 }
 
-/// Whether the GPU has an `f64` sequence for `op` (PTX has no `f64`
-/// transcendental instructions: `math_f64` lists what smelt writes
-/// itself). A kernel with an `F64` op outside these does not emit.
-pub fn has_f64_unary(op: UnaryOp) -> bool {
-    math_f64::has_unary(op)
-}
-
-/// [`has_f64_unary`] for binary ops.
-pub fn has_f64_binary(op: BinaryOp) -> bool {
-    math_f64::has_binary(op)
-}
-
 fn validate(k: &Kernel, target: &Target) -> Result<(), String> {
     let bad = |what: String| Err(format!("kernel {}: {what}", k.name));
     if target.sm < 80 {
@@ -228,15 +221,6 @@ fn validate(k: &Kernel, target: &Target) -> Result<(), String> {
                     "instruction {i} gathers at a {} value",
                     k.insts[at].dtype
                 ));
-            }
-            Inst::Unary(op, _) if n.dtype == DType::F64 && !math_f64::has_unary(op) => {
-                return bad(format!("f64 {} has no PTX sequence", op.name()));
-            }
-            Inst::Binary(op, x, y)
-                if op.compute_dtype(k.insts[x].dtype, k.insts[y].dtype, n.dtype) == DType::F64
-                    && !math_f64::has_binary(op) =>
-            {
-                return bad(format!("f64 {} has no PTX sequence", op.name()));
             }
             _ => {}
         }

@@ -3,22 +3,15 @@
 //! has exactly the interpreter's bits.
 
 use super::builder::{f32_imm, ins, Builder, Reg, RegKind};
+use super::ops::f64_imm;
 use crate::philox::{Draw, M, ROUNDS, W};
 
-/// The value `draw` makes of the block for counter `[counter, 0, 0, 0]`
-/// under key `[k0, k1]` (all `.b32` registers; `bound` for
-/// [`Draw::Below`]): a `.f32` register for a uniform, a `.b32` for an
-/// integer.
-pub fn draw(
-    b: &mut Builder,
-    draw: Draw,
-    k0: Reg,
-    k1: Reg,
-    counter: Reg,
-    bound: Option<Reg>,
-) -> Reg {
+/// Word `w` of block `j` (counter `[counter, j, 0, 0]`) under key `[k0,
+/// k1]` (`.b32` registers).
+fn word(b: &mut Builder, k0: Reg, k1: Reg, counter: Reg, j: u32, w: usize) -> Reg {
     let zero = b.mov(RegKind::B32, "b32", 0);
-    let (mut c, mut k) = ([counter, zero, zero, zero], [k0, k1]);
+    let block = b.mov(RegKind::B32, "b32", j);
+    let (mut c, mut k) = ([counter, block, zero, zero], [k0, k1]);
     for round in 0..ROUNDS {
         if round > 0 {
             let bumped = [b.reg(RegKind::B32), b.reg(RegKind::B32)];
@@ -38,30 +31,57 @@ pub fn draw(
         ins!(b, "xor.b32 {x2}, {x2}, {}", k[1]);
         c = [x0, lo1, x2, lo0];
     }
-    let w = c[draw.word()];
+    c[w]
+}
+
+/// The value `draw` makes of the blocks for counter `counter` under key
+/// `[k0, k1]` (all `.b32` registers; `bound`, a `.b64`, for
+/// [`Draw::Below`]): a `.f32` register for a `Uniform`, a `.f64` for a
+/// `Uniform53`, a `.b64` for a `Below`.
+pub fn draw(
+    b: &mut Builder,
+    draw: Draw,
+    k0: Reg,
+    k1: Reg,
+    counter: Reg,
+    bound: Option<Reg>,
+) -> Reg {
+    let hi = word(b, k0, k1, counter, 0, draw.word());
+    if !draw.wide() {
+        let top = b.reg(RegKind::B32);
+        ins!(b, "shr.u32 {top}, {hi}, 8");
+        let f = b.reg(RegKind::F32);
+        // Exact: a 24-bit integer, then a power of two.
+        ins!(b, "cvt.rn.f32.u32 {f}, {top}");
+        ins!(
+            b,
+            "mul.rn.f32 {f}, {f}, {}",
+            f32_imm(1.0 / (1u32 << 24) as f32)
+        );
+        return f;
+    }
+    let lo = word(b, k0, k1, counter, 1, draw.word());
+    let d = b.reg(RegKind::B64);
+    ins!(b, "mov.b64 {d}, {{{lo}, {hi}}}");
     match draw {
-        Draw::Uniform(_) => {
-            let top = b.reg(RegKind::B32);
-            ins!(b, "shr.u32 {top}, {w}, 8");
-            let f = b.reg(RegKind::F32);
-            // Exact: a 24-bit integer, then a power of two.
-            ins!(b, "cvt.rn.f32.u32 {f}, {top}");
-            ins!(
-                b,
-                "mul.rn.f32 {f}, {f}, {}",
-                f32_imm(1.0 / (1u32 << 24) as f32)
-            );
-            f
-        }
         Draw::Below(_) => {
             let n = bound.expect("a bounded draw has a bound operand");
-            let r = b.reg(RegKind::B32);
-            ins!(b, "mul.hi.u32 {r}, {w}, {n}");
-            // A bound of 0 stands for 2^32: the word itself.
-            let full = b.reg(RegKind::Pred);
-            ins!(b, "setp.eq.u32 {full}, {n}, 0");
-            ins!(b, "selp.b32 {r}, {w}, {r}, {full}");
+            let r = b.reg(RegKind::B64);
+            ins!(b, "mul.hi.u64 {r}, {d}, {n}");
             r
+        }
+        _ => {
+            let top = b.reg(RegKind::B64);
+            ins!(b, "shr.u64 {top}, {d}, 11");
+            let f = b.reg(RegKind::F64);
+            // Exact: a 53-bit integer, then a power of two.
+            ins!(b, "cvt.rn.f64.u64 {f}, {top}");
+            ins!(
+                b,
+                "mul.rn.f64 {f}, {f}, {}",
+                f64_imm(1.0 / (1u64 << 53) as f64)
+            );
+            f
         }
     }
 }
