@@ -396,6 +396,16 @@ impl Kernel {
         k.unwrap_or_else(|| self.row_len())
     }
 
+    /// The output of a scan kernel that no store writes, its last: the
+    /// look-back status buffer ([`crate::ptx::scan_status_len`]), which
+    /// must hold zeros when the kernel starts (runtimes zero it before
+    /// every launch). `None` for every other kernel.
+    pub fn zeroed_output(&self) -> Option<usize> {
+        let last = self.outputs.len().checked_sub(1)?;
+        let stored = self.stores.iter().any(|s| s.output == last);
+        (self.kind == KernelKind::Scan && !stored).then_some(last)
+    }
+
     /// Number of rows (product of kept ranges).
     pub fn rows(&self) -> usize {
         self.ranges[..self.n_kept].iter().product::<i64>() as usize

@@ -66,7 +66,11 @@ impl Rows {
 /// How a scan kernel runs: a team of `tpr` threads per row (one thread,
 /// a warp, or a whole CTA of up to 1024) walks the row in chunks of
 /// `tpr * lanes` elements, each thread scanning `lanes` consecutive ones,
-/// carrying the running value from chunk to chunk.
+/// carrying the running value from chunk to chunk. With `tiles > 0` it is
+/// the single-pass scan with decoupled look-back instead: each row is cut
+/// into `tiles` tiles of one chunk, a CTA (`tpr == block`) per tile, the
+/// running value before a tile coming from its predecessors' published
+/// states (`ptx/scan.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Scan {
     /// Consecutive elements per thread and chunk (a vector access where
@@ -76,8 +80,11 @@ pub struct Scan {
     pub tpr: u32,
     /// Threads per CTA.
     pub block: u32,
-    /// CTAs in the grid (rows beyond `grid * block / tpr` loop).
+    /// CTAs in the grid (rows beyond `grid * block / tpr` loop; with
+    /// look-back, one per tile: `rows * tiles`).
     pub grid: u32,
+    /// Tiles per row of the look-back scan, 0 for the row walk.
+    pub tiles: u32,
 }
 
 /// How a sort kernel runs: a CTA per row (a grid-stride loop over rows)
@@ -180,7 +187,41 @@ fn has_invariant_loads(k: &Kernel) -> bool {
 /// Threads resident per SM that we aim for.
 const THREADS_PER_SM: u32 = 2048;
 
-/// The mapping of a scan kernel: a thread per row when the scanned axis is
+/// Threads of a look-back scan's CTA, which scans a tile of
+/// `LOOKBACK_THREADS * lanes` elements.
+const LOOKBACK_THREADS: u32 = 512;
+
+/// Scans of at most this many rows use the look-back scan when their rows
+/// are longer than one tile. The row walk runs a row per CTA (up to 1024
+/// threads), so it needs a few hundred rows to fill an H100's 132 SMs
+/// (two such CTAs each); fewer, longer rows are spread over many CTAs.
+const LOOKBACK_MAX_ROWS: usize = 256;
+
+/// The look-back geometry of scan kernel `k`, from its shape and accesses
+/// alone: `(lanes, tiles per row)` when its rows are few and longer than
+/// one tile (and the tile count fits a grid), else `None`. The fusion
+/// planner gives such a kernel its status buffer ([`super::scan_status_len`]),
+/// and [`choose`] maps it as a look-back scan only when it has one.
+pub fn lookback(k: &Kernel) -> Option<(usize, u32)> {
+    if k.kind != KernelKind::Scan || k.n_kept + 1 != k.ranges.len() {
+        return None;
+    }
+    let (rows, row_len) = (k.rows(), k.row_len());
+    let last = k.ranges.len() - 1;
+    let acc = accesses(k, &k.element_level());
+    let row_contig = acc.iter().any(|a| a.0.affine_coef(last) == Some(1));
+    let lanes = if row_contig { lanes_for(k, &acc) } else { 1 };
+    let tile = LOOKBACK_THREADS as usize * lanes;
+    let tiles = row_len.div_ceil(tile);
+    let fits = rows
+        .checked_mul(tiles)
+        .is_some_and(|n| n <= i32::MAX as usize);
+    (rows <= LOOKBACK_MAX_ROWS && tiles >= 2 && fits).then_some((lanes, tiles as u32))
+}
+
+/// The mapping of a scan kernel: the look-back scan for few long rows
+/// ([`lookback`]) when the kernel has its status buffer; else a thread
+/// per row when the scanned axis is
 /// strided and a kept one contiguous (neighbouring threads then read
 /// neighbouring elements), else a team per row just wide enough to cover
 /// the row in one chunk, from a warp (several rows per CTA) to 1024
@@ -190,6 +231,15 @@ fn choose_scan(k: &Kernel) -> Scan {
     let acc = accesses(k, &level);
     let rows = k.rows() as u64;
     let row_len = k.row_len() as u64;
+    if let (Some((lanes, tiles)), true) = (lookback(k), super::scan::has_status(k)) {
+        return Scan {
+            lanes,
+            tpr: LOOKBACK_THREADS,
+            block: LOOKBACK_THREADS,
+            grid: (rows * tiles as u64) as u32,
+            tiles,
+        };
+    }
     let last = k.ranges.len().saturating_sub(1);
     let row_contig = acc.iter().any(|a| a.0.affine_coef(last) == Some(1));
     let col_contig = k.n_kept > 0 && acc.iter().any(|a| a.0.affine_coef(k.n_kept - 1) == Some(1));
@@ -208,6 +258,7 @@ fn choose_scan(k: &Kernel) -> Scan {
         tpr,
         block,
         grid,
+        tiles: 0,
     }
 }
 
@@ -354,7 +405,15 @@ pub fn valid(k: &Kernel, plan: &Plan) -> Result<(), String> {
         }
         Plan::Scan(p) if scan => {
             let team_ok = p.tpr == 1 || (p.tpr % 32 == 0 && p.block % p.tpr == 0);
-            if !team_ok || k.n_kept + 1 != k.ranges.len() || has_reduce {
+            // A look-back plan needs the status buffer, whole-CTA tiles
+            // covering every row, and a grid of one CTA per tile.
+            let tiles_ok = p.tiles == 0
+                || (super::scan::has_status(k)
+                    && p.tpr == p.block
+                    && p.tpr > 32
+                    && p.tiles as usize == k.row_len().div_ceil(p.tpr as usize * p.lanes)
+                    && p.grid as u64 == k.rows() as u64 * p.tiles as u64);
+            if !team_ok || !tiles_ok || k.n_kept + 1 != k.ranges.len() || has_reduce {
                 return Err(format!("plan {p:?} does not fit scan kernel {}", k.name));
             }
             (p.lanes, p.block)

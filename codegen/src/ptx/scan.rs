@@ -19,23 +19,24 @@ use super::expr;
 use super::launch::Scan;
 use super::math_f64;
 use super::ops::{self, f64_imm, Value};
-use crate::ir::{Inst, Val};
+use super::lookback;
+use crate::ir::{Inst, Kernel, Val};
 use crate::{DType, ScanOp, UnaryOp};
 
 /// A running scan state: the value (an `f32`, `f64`, `s32` or `s64`
 /// register) and, for index ops, its position (`s32`).
 #[derive(Clone, Copy)]
-struct State {
-    v: Reg,
-    i: Option<Reg>,
+pub(super) struct State {
+    pub(super) v: Reg,
+    pub(super) i: Option<Reg>,
 }
 
 impl State {
-    fn regs(&self) -> Vec<Reg> {
+    pub(super) fn regs(&self) -> Vec<Reg> {
         std::iter::once(self.v).chain(self.i).collect()
     }
 
-    fn from_regs(regs: &[Reg]) -> State {
+    pub(super) fn from_regs(regs: &[Reg]) -> State {
         State {
             v: regs[0],
             i: regs.get(1).copied(),
@@ -46,7 +47,7 @@ impl State {
 /// One scan instruction: `op` over operand `src` of dtype `dt` (`F32`,
 /// `F64`, `I32` or `I64`), its result instruction `val`.
 #[derive(Clone, Copy)]
-struct ScanInst {
+pub(super) struct ScanInst {
     val: Val,
     op: ScanOp,
     src: Val,
@@ -54,7 +55,7 @@ struct ScanInst {
 }
 
 impl ScanInst {
-    fn identity(&self, b: &mut Builder) -> State {
+    pub(super) fn identity(&self, b: &mut Builder) -> State {
         let v = match self.dt {
             DType::F32 => b.mov(RegKind::F32, "f32", f32_imm(self.op.identity() as f32)),
             DType::F64 => b.mov(RegKind::F64, "f64", f64_imm(self.op.identity())),
@@ -66,7 +67,7 @@ impl ScanInst {
     }
 
     /// `earlier` combined with `later`, in fresh registers.
-    fn combine(&self, b: &mut Builder, earlier: State, later: State) -> State {
+    pub(super) fn combine(&self, b: &mut Builder, earlier: State, later: State) -> State {
         let int = !self.dt.is_float();
         let ty = match self.dt {
             DType::F32 => "f32",
@@ -109,7 +110,7 @@ impl ScanInst {
 }
 
 /// `p ? a : b` for every register of the states.
-fn select(b: &mut Builder, p: Reg, a: State, c: State) -> State {
+pub(super) fn select(b: &mut Builder, p: Reg, a: State, c: State) -> State {
     let regs: Vec<Reg> = a
         .regs()
         .iter()
@@ -169,7 +170,7 @@ fn log_add_exp(b: &mut Builder, dt: DType, a: Reg, c: Reg) -> Reg {
 }
 
 /// `shfl.sync.<mode>` of every register of `s` by `arg`.
-fn shuffle(b: &mut Builder, mode: &str, s: State, arg: &str) -> State {
+pub(super) fn shuffle(b: &mut Builder, mode: &str, s: State, arg: &str) -> State {
     let c = if mode == "up" { 0 } else { 31 };
     let regs: Vec<Reg> = s
         .regs()
@@ -194,7 +195,7 @@ fn shuffle(b: &mut Builder, mode: &str, s: State, arg: &str) -> State {
 
 /// Inclusive scan of `t` over the lanes of a warp below `width` (a power
 /// of two), Hillis-Steele with `shfl.sync.up`.
-fn warp_scan(b: &mut Builder, si: &ScanInst, lane: Reg, mut t: State, width: u32) -> State {
+pub(super) fn warp_scan(b: &mut Builder, si: &ScanInst, lane: Reg, mut t: State, width: u32) -> State {
     let mut off = 1;
     while off < width {
         let y = shuffle(b, "up", t, &off.to_string());
@@ -207,16 +208,9 @@ fn warp_scan(b: &mut Builder, si: &ScanInst, lane: Reg, mut t: State, width: u32
     t
 }
 
-/// Emits the body of a scan kernel; returns the static shared memory it
-/// declares as `smem` (bytes).
-pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
-    let k = cx.k;
-    let w = cx.width;
-    let n = w.bits();
-    let nk = k.n_kept;
-    let lanes = plan.lanes;
-    let scans: Vec<ScanInst> = k
-        .insts
+/// The kernel's scan instructions, in order.
+fn scan_insts(k: &Kernel) -> Vec<ScanInst> {
+    k.insts
         .iter()
         .enumerate()
         .filter_map(|(val, node)| match node.inst {
@@ -228,7 +222,24 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
             }),
             _ => None,
         })
-        .collect();
+        .collect()
+}
+
+/// Registers of the scans' states together (a value, and a position for
+/// index ops): what the shared-memory and look-back slots hold.
+fn state_slots(scans: &[ScanInst]) -> usize {
+    scans.iter().map(|s| 1 + s.op.is_index() as usize).sum()
+}
+
+/// Emits the body of a scan kernel; returns the static shared memory it
+/// declares as `smem` (bytes).
+pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
+    let k = cx.k;
+    let w = cx.width;
+    let n = w.bits();
+    let nk = k.n_kept;
+    let lanes = plan.lanes;
+    let scans = scan_insts(k);
     let slots: Vec<usize> = scans
         .iter()
         .scan(0, |acc, s| {
@@ -237,14 +248,15 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
             Some(first)
         })
         .collect();
-    let nslots = scans
-        .iter()
-        .map(|s| 1 + s.op.is_index() as u32)
-        .sum::<u32>();
+    let nslots = state_slots(&scans) as u32;
     let warps = plan.tpr / 32;
     let cta = plan.tpr > 32;
-    // Every shared entry takes 8 bytes (a 64-bit state register fits).
-    let shared_bytes = if cta { 2 * nslots * warps * 8 } else { 0 };
+    let tiled = plan.tiles > 0;
+    // Every shared entry takes 8 bytes (a 64-bit state register fits):
+    // the warp totals (two copies), then for a look-back scan the tile id
+    // and the tile's exclusive prefix.
+    let totals_bytes = if cta { 2 * nslots * warps * 8 } else { 0 };
+    let shared_bytes = totals_bytes + if tiled { 8 + nslots * 8 } else { 0 };
 
     // Team geometry: `team_lane` within the row's team, `lane` within the
     // warp, `warp` within the team.
@@ -269,24 +281,43 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
             r
         }
     };
+    let base = b.reg(RegKind::B32);
+    if cta {
+        ins!(b, "mov.u32 {base}, {smem}");
+    }
     let (row, nteams) = (w.reg(b), w.reg(b));
-    let team_w = to_w(b, team);
-    if w.wide {
-        ins!(b, "mul.wide.u32 {row}, {ctaid}, {teams}");
-        ins!(b, "add.s64 {row}, {row}, {team_w}");
-        ins!(b, "mul.wide.u32 {nteams}, {nctaid}, {teams}");
-    } else {
-        ins!(b, "mad.lo.s32 {row}, {ctaid}, {teams}, {team_w}");
-        ins!(b, "mul.lo.s32 {nteams}, {nctaid}, {teams}");
+    let c = w.reg(b);
+    let tile = tiled.then(|| {
+        // One tile per CTA, in the order the CTAs start (see `lookback`).
+        let t = lookback::take_tile(b, cx, tid, base, totals_bytes);
+        let (r, i) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+        ins!(b, "div.u32 {r}, {t}, {}", plan.tiles);
+        ins!(b, "rem.u32 {i}, {t}, {}", plan.tiles);
+        let rw = to_w(b, r);
+        ins!(b, "mov.b{n} {row}, {rw}");
+        let tile_len = plan.tpr as usize * lanes;
+        if w.wide {
+            ins!(b, "mul.wide.u32 {c}, {i}, {tile_len}");
+        } else {
+            ins!(b, "mul.lo.s32 {c}, {i}, {tile_len}");
+        }
+        lookback::Tile { id: t, index: i }
+    });
+    if !tiled {
+        let team_w = to_w(b, team);
+        if w.wide {
+            ins!(b, "mul.wide.u32 {row}, {ctaid}, {teams}");
+            ins!(b, "add.s64 {row}, {row}, {team_w}");
+            ins!(b, "mul.wide.u32 {nteams}, {nctaid}, {teams}");
+        } else {
+            ins!(b, "mad.lo.s32 {row}, {ctaid}, {teams}, {team_w}");
+            ins!(b, "mul.lo.s32 {nteams}, {nctaid}, {teams}");
+        }
     }
     let lane_w = to_w(b, team_lane);
     let first = w.reg(b);
     ins!(b, "mul.lo.s{n} {first}, {lane_w}, {lanes}");
     let parity = b.mov(RegKind::B32, "u32", 0);
-    let base = b.reg(RegKind::B32);
-    if cta {
-        ins!(b, "mov.u32 {base}, {smem}");
-    }
 
     let rows = k.rows() as i64;
     let row_len = k.row_len() as i64;
@@ -297,20 +328,25 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
     let roots: Vec<Val> = k.stores.iter().map(|s| s.value).collect();
     let store_todo = needs(k, &all, &roots);
 
+    // The row walk loops over rows and, within a row, over chunks; a
+    // look-back CTA scans its one tile.
     let (row_top, row_end) = (b.label(), b.label());
-    b.place(&row_top);
-    let done = b.reg(RegKind::Pred);
-    ins!(b, "setp.ge.s{n} {done}, {row}, {rows}");
-    ins!(b, "@{done} bra {row_end}");
+    let (chunk_top, chunk_end) = (b.label(), b.label());
+    if !tiled {
+        b.place(&row_top);
+        let done = b.reg(RegKind::Pred);
+        ins!(b, "setp.ge.s{n} {done}, {row}, {rows}");
+        ins!(b, "@{done} bra {row_end}");
+    }
     let mut kept = expr::unravel(b, row, &k.ranges[..nk], &used[..nk], w);
     let carry: Vec<State> = scans.iter().map(|s| s.identity(b)).collect();
-    let c = w.reg(b);
-    ins!(b, "mov.b{n} {c}, 0");
-    let (chunk_top, chunk_end) = (b.label(), b.label());
-    b.place(&chunk_top);
-    let chunk_done = b.reg(RegKind::Pred);
-    ins!(b, "setp.ge.s{n} {chunk_done}, {c}, {row_len}");
-    ins!(b, "@{chunk_done} bra {chunk_end}");
+    if !tiled {
+        ins!(b, "mov.b{n} {c}, 0");
+        b.place(&chunk_top);
+        let chunk_done = b.reg(RegKind::Pred);
+        ins!(b, "setp.ge.s{n} {chunk_done}, {c}, {row_len}");
+        ins!(b, "@{chunk_done} bra {chunk_end}");
+    }
 
     // The thread's elements: `lanes` consecutive positions from `pos`.
     let pos = w.reg(b);
@@ -385,12 +421,16 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
         }
         ins!(b, "bar.sync 0");
     }
+    // Per scan: the chunk's total, and in a CTA team the earlier warps'
+    // totals (`None` for the first warp).
+    let mut totals: Vec<State> = Vec::new();
+    let mut befores: Vec<Option<(Reg, State)>> = Vec::new();
     for (s, si) in scans.iter().enumerate() {
         let t = incl[s];
-        let (mut pre, total) = if plan.tpr == 1 {
-            (carry[s], t)
+        let (before, total) = if plan.tpr == 1 {
+            (None, t)
         } else if !cta {
-            (carry[s], shuffle(b, "idx", t, "31"))
+            (None, shuffle(b, "idx", t, "31"))
         } else {
             // Every warp scans the warp totals: lane `j < warps` holds warp
             // `j`'s.
@@ -419,14 +459,39 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
             ins!(b, "max.u32 {prev}, {warp}, 1");
             ins!(b, "sub.u32 {prev}, {prev}, 1");
             let before = shuffle(b, "idx", totals, &prev.to_string());
-            let with = si.combine(b, carry[s], before);
             let later = b.reg(RegKind::Pred);
             ins!(b, "setp.gt.u32 {later}, {warp}, 0");
-            (select(b, later, with, carry[s]), total)
+            (Some((later, before)), total)
+        };
+        totals.push(total);
+        befores.push(before);
+    }
+    if let Some(tile) = &tile {
+        // The tile's exclusive prefix from its predecessors' states.
+        let lb = lookback::Lookback {
+            scans: &scans,
+            slots: &slots,
+            nslots: nslots as usize,
+            shared: (base, totals_bytes),
+        };
+        let prefix = lb.emit(b, cx, tile, tid, lane, warp, &totals);
+        for (dst, src) in carry.iter().zip(prefix) {
+            for (d, r) in dst.regs().iter().zip(src.regs()) {
+                ins!(b, "mov.{} {d}, {r}", d.kind.bit_ty());
+            }
+        }
+    }
+    for (s, si) in scans.iter().enumerate() {
+        let mut pre = match befores[s] {
+            Some((later, before)) => {
+                let with = si.combine(b, carry[s], before);
+                select(b, later, with, carry[s])
+            }
+            None => carry[s],
         };
         if plan.tpr >= 32 {
             // The earlier lanes of the warp.
-            let ex = shuffle(b, "up", t, "1");
+            let ex = shuffle(b, "up", incl[s], "1");
             let with = si.combine(b, pre, ex);
             let later = b.reg(RegKind::Pred);
             ins!(b, "setp.gt.u32 {later}, {lane}, 0");
@@ -451,21 +516,51 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
             })
             .collect();
         vals[si.val] = Some(out);
-        let next = si.combine(b, carry[s], total);
-        for (dst, src) in carry[s].regs().iter().zip(next.regs()) {
-            ins!(b, "mov.{} {dst}, {src}", dst.kind.bit_ty());
+        if !tiled {
+            let next = si.combine(b, carry[s], totals[s]);
+            for (dst, src) in carry[s].regs().iter().zip(next.regs()) {
+                ins!(b, "mov.{} {dst}, {src}", dst.kind.bit_ty());
+            }
         }
     }
     cx.eval(b, &point, &store_todo, &mut vals);
     for s in &k.stores {
         cx.store(b, &point, s, &vals);
     }
-    ins!(b, "xor.b32 {parity}, {parity}, 1");
-    ins!(b, "add.s{n} {c}, {c}, {}", plan.tpr as usize * lanes);
-    ins!(b, "bra {chunk_top}");
-    b.place(&chunk_end);
-    ins!(b, "add.s{n} {row}, {row}, {nteams}");
-    ins!(b, "bra {row_top}");
-    b.place(&row_end);
+    if !tiled {
+        ins!(b, "xor.b32 {parity}, {parity}, 1");
+        ins!(b, "add.s{n} {c}, {c}, {}", plan.tpr as usize * lanes);
+        ins!(b, "bra {chunk_top}");
+        b.place(&chunk_end);
+        ins!(b, "add.s{n} {row}, {row}, {nteams}");
+        ins!(b, "bra {row_top}");
+        b.place(&row_end);
+    }
     shared_bytes
+}
+
+/// Whether scan kernel `k` has its look-back status buffer: the output no
+/// store writes ([`Kernel::zeroed_output`]), `I64` and at least
+/// [`status_len`] long.
+pub fn has_status(k: &Kernel) -> bool {
+    k.zeroed_output().is_some_and(|o| {
+        let a = &k.outputs[o];
+        a.dtype == DType::I64 && a.len >= status_len(k) && status_len(k) > 0
+    })
+}
+
+/// Words (`I64`) of the status buffer a look-back scan of `k` needs, 0
+/// when `k` is not one ([`super::launch::lookback`]): the tile counter,
+/// then one record per tile (see [`lookback`]).
+pub fn status_len(k: &Kernel) -> usize {
+    match super::launch::lookback(k) {
+        Some((_, tiles)) => {
+            let record = lookback::record_words(state_slots(&scan_insts(k)));
+            k.rows()
+                .saturating_mul(tiles as usize)
+                .saturating_mul(record)
+                .saturating_add(1)
+        }
+        None => 0,
+    }
 }
