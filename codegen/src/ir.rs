@@ -13,7 +13,10 @@
 //! A *scan* kernel ([`KernelKind::Scan`]) has exactly one reduced variable,
 //! the scanned axis, and no `Reduce`: each [`Inst::Scan`] is element-level
 //! and holds, at every point, the inclusive scan of its operand along the
-//! row up to that point.
+//! row up to that point. A scan of few long rows that the GPU runs as a
+//! single-pass look-back scan has one more output that no store writes:
+//! its status buffer ([`Kernel::zeroed_output`]), zeroed before every
+//! launch.
 //!
 //! A *sort* kernel ([`KernelKind::Sort`]) also has exactly one reduced
 //! variable, the sorted axis, and no `Reduce`: each [`Inst::Sort`] holds at

@@ -64,7 +64,10 @@ pub struct Tile {
 /// Takes the CTA's tile id from the status buffer's counter (thread 0) and
 /// shares it with the CTA through shared memory at `base + off`.
 pub fn take_tile(b: &mut Builder, cx: &Cx, tid: Reg, base: Reg, off: u32) -> Reg {
-    let status = *cx.outputs.last().expect("look-back scans have a status output");
+    let status = *cx
+        .outputs
+        .last()
+        .expect("look-back scans have a status output");
     let t = b.mov(RegKind::B32, "u32", 0);
     let first = b.reg(RegKind::Pred);
     ins!(b, "setp.eq.u32 {first}, {tid}, 0");
@@ -109,7 +112,10 @@ impl Lookback<'_> {
         warp: Reg,
         totals: &[State],
     ) -> Vec<State> {
-        let status = *cx.outputs.last().expect("look-back scans have a status output");
+        let status = *cx
+            .outputs
+            .last()
+            .expect("look-back scans have a status output");
         let rec_bytes = record_words(self.nslots) * 8;
         let inc_off = self.nslots * 8;
         // A record's address: past the counter word, `rec_bytes` a tile.
@@ -132,7 +138,11 @@ impl Lookback<'_> {
             for (j, r) in total.regs().iter().enumerate() {
                 let (bt, off) = (r.kind.bit_ty(), self.slot(self.slots[s] + j));
                 ins!(b, "@{lead} st.global.{bt} [{my}+{off}], {r}");
-                ins!(b, "@{lead_first} st.global.{bt} [{my}+{}], {r}", off + inc_off);
+                ins!(
+                    b,
+                    "@{lead_first} st.global.{bt} [{my}+{}], {r}",
+                    off + inc_off
+                );
             }
         }
         let flag = b.reg(RegKind::B32);
@@ -223,8 +233,16 @@ impl Lookback<'_> {
             for (j, (r, p)) in incl.regs().iter().zip(prefix[s].regs()).enumerate() {
                 let bt = r.kind.bit_ty();
                 let slot = self.slots[s] + j;
-                ins!(b, "@{later} st.global.{bt} [{my}+{}], {r}", self.slot(slot) + inc_off);
-                ins!(b, "@{lead} st.shared.{bt} [{base}+{}], {p}", off + 8 * (1 + slot as u32));
+                ins!(
+                    b,
+                    "@{later} st.global.{bt} [{my}+{}], {r}",
+                    self.slot(slot) + inc_off
+                );
+                ins!(
+                    b,
+                    "@{lead} st.shared.{bt} [{base}+{}], {p}",
+                    off + 8 * (1 + slot as u32)
+                );
             }
         }
         let done = b.mov(RegKind::B32, "u32", INCLUSIVE);
@@ -241,7 +259,12 @@ impl Lookback<'_> {
                     .map(|(j, r)| {
                         let x = b.reg(r.kind);
                         let slot = (self.slots[s] + j) as u32;
-                        ins!(b, "ld.shared.{} {x}, [{base}+{}]", r.kind.bit_ty(), off + 8 * (1 + slot));
+                        ins!(
+                            b,
+                            "ld.shared.{} {x}, [{base}+{}]",
+                            r.kind.bit_ty(),
+                            off + 8 * (1 + slot)
+                        );
                         x
                     })
                     .collect();

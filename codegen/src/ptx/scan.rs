@@ -8,18 +8,19 @@
 //! Every combine takes the earlier operand first, so the index ops'
 //! ordered rule (ties go to the later position) holds.
 //!
-//! Not yet here: the single-pass scan with decoupled look-back that would
-//! spread one long row over many CTAs; a row longer than a CTA's chunk is
-//! walked by its one CTA.
+//! Few long rows instead take the single-pass scan with decoupled
+//! look-back ([`super::lookback`], chosen by [`super::launch::lookback`]):
+//! each CTA scans one tile as one such chunk, its carry being the tile's
+//! exclusive prefix from its predecessors rather than earlier chunks.
 
 use super::builder::{f32_imm, ins, Builder, Reg, RegKind};
 use super::elementwise::used_vars;
 use super::eval::{needs, Cx, Lanes, Point, Vals};
 use super::expr;
 use super::launch::Scan;
+use super::lookback;
 use super::math_f64;
 use super::ops::{self, f64_imm, Value};
-use super::lookback;
 use crate::ir::{Inst, Kernel, Val};
 use crate::{DType, ScanOp, UnaryOp};
 
@@ -195,7 +196,13 @@ pub(super) fn shuffle(b: &mut Builder, mode: &str, s: State, arg: &str) -> State
 
 /// Inclusive scan of `t` over the lanes of a warp below `width` (a power
 /// of two), Hillis-Steele with `shfl.sync.up`.
-pub(super) fn warp_scan(b: &mut Builder, si: &ScanInst, lane: Reg, mut t: State, width: u32) -> State {
+pub(super) fn warp_scan(
+    b: &mut Builder,
+    si: &ScanInst,
+    lane: Reg,
+    mut t: State,
+    width: u32,
+) -> State {
     let mut off = 1;
     while off < width {
         let y = shuffle(b, "up", t, &off.to_string());
