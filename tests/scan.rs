@@ -280,8 +280,9 @@ fn assert_look_back(what: &str, y: &Tensor, want: bool) {
 }
 
 /// Float sums, products and `logcumsumexp` of rows of 2^20 on the GPU
-/// carry a prefix through about 2^11 tiles, one `f32` rounding each (the
-/// row walk: one per chunk), so they get a looser bound than short rows.
+/// carry a prefix through about 2^8 tiles and, within each, their chunks,
+/// one `f32` rounding each (the row walk: one per chunk, 2^10), so they
+/// get a looser bound than short rows.
 const LONG_F32: Tol = Tol {
     rel: 1e-4,
     abs: 1e-6,
@@ -399,8 +400,12 @@ fn only_few_long_rows_take_the_look_back_path() {
     assert_look_back("[3, 1000]", &x(&[3, 1000]).cumsum(1), false);
     assert_look_back("[1000, 4099]", &x(&[1000, 4099]).cumsum(1), false);
     assert_look_back("[300007, 3] axis 1", &x(&[300_007, 3]).cumsum(1), false);
-    // A single row of 2^24 f32: 4-wide vectors, tiles of 2048, one CTA
-    // each; every element read once and written once.
+    // Rows of 65536 keep the row walk from 256 rows (it fills the GPU).
+    assert_look_back("[256, 65536]", &x(&[256, 65536]).cumsum(1), false);
+    assert_look_back("[128, 65536]", &x(&[128, 65536]).cumsum(1), true);
+    // A single row of 2^24 f32: 4-wide vectors, 4 chunks of 512 threads a
+    // tile (8192 elements), a CTA each; every element read once and
+    // written once.
     let big = Tensor::from_vec(vec![0f32; 1 << 24], [1 << 24], &dev).cumsum(0);
     assert_look_back("[2^24]", &big, true);
     let s = big.schedule(Fusion::On);
@@ -408,10 +413,11 @@ fn only_few_long_rows_take_the_look_back_path() {
     let launch::Plan::Scan(p) = launch::choose(k, &Target::CHECKED[1]) else {
         panic!("not a scan plan");
     };
-    assert_eq!((p.lanes, p.tpr, p.tiles, p.grid), (4, 512, 8192, 8192));
+    let got = (p.lanes, p.tpr, p.chunks, p.tiles, p.grid);
+    assert_eq!(got, (4, 512, 4, 2048, 2048));
     assert_eq!(k.bytes_read(), 4 << 24);
     // The data, plus the status buffer: a counter and 3 words a tile.
-    assert_eq!(k.bytes_written(), (4 << 24) + 8 * (1 + 3 * 8192));
+    assert_eq!(k.bytes_written(), (4 << 24) + 8 * (1 + 3 * 2048));
 }
 
 #[test]

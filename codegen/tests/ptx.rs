@@ -59,8 +59,11 @@ fn look_back_scans_map_and_assemble() {
         let launch::Plan::Scan(p) = launch::choose(&k, &H100) else {
             panic!("{}: not a scan plan", k.name);
         };
-        let tiles = (len as usize).div_ceil(512 * lanes) as u32;
-        assert_eq!((p.lanes, p.tpr, p.tiles), (lanes, 512, tiles), "{}", k.name);
+        // 16 elements a thread (at most 8 chunks) in a tile.
+        let chunks = (16 / lanes).min(8);
+        let tiles = (len as usize).div_ceil(512 * lanes * chunks) as u32;
+        let got = (p.lanes, p.tpr, p.chunks as usize, p.tiles);
+        assert_eq!(got, (lanes, 512, chunks, tiles), "{}", k.name);
         assert_eq!(p.grid as i64, rows * tiles as i64, "{}", k.name);
         let ptx = emit(&k, &H100).unwrap().ptx;
         for needle in ["atom.global.add.u32", "st.release.gpu", "ld.acquire.gpu"] {

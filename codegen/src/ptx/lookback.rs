@@ -1,7 +1,7 @@
 //! The single-pass scan with decoupled look-back (Merrill and Garland,
 //! "Single-pass Parallel Prefix Scan with Decoupled Look-back", 2016) for
-//! few long rows: each row is cut into tiles of one CTA chunk, a CTA per
-//! tile, so one row of 2^24 elements is spread over the whole GPU and read
+//! few long rows: each row is cut into tiles of a few CTA chunks, a CTA
+//! per tile, so one row of 2^24 elements is spread over the whole GPU and read
 //! and written once.
 //!
 //! The kernel's last output is the status buffer ([`super::scan::status_len`]
@@ -14,7 +14,8 @@
 //! 1. takes the next tile id from the counter (`atom.add`), so tiles start
 //!    in id order: every tile a CTA waits for belongs to a CTA that already
 //!    runs, and look-back cannot wait on a CTA that is not resident;
-//! 2. scans its tile (the row walk's chunk scan, `ptx/scan.rs`), which
+//! 2. scans its tile (the row walk's chunk scan, `ptx/scan.rs`, on all the
+//!    tile's chunks at once: their loads are in flight together), which
 //!    gives the tile's aggregate;
 //! 3. publishes the aggregate (a row's first tile: its inclusive prefix);
 //! 4. with its first warp, looks back over the 32 preceding tiles at a
@@ -98,7 +99,7 @@ impl Lookback<'_> {
         8 * (1 + slot)
     }
 
-    /// Publishes the tile's aggregate `totals` (per scan), looks back, and
+    /// Publishes the tile's `aggregate` (per scan), looks back, and
     /// publishes the inclusive prefix; returns the tile's exclusive prefix
     /// (per scan) in every thread of the CTA.
     #[allow(clippy::too_many_arguments)]
@@ -110,7 +111,7 @@ impl Lookback<'_> {
         tid: Reg,
         lane: Reg,
         warp: Reg,
-        totals: &[State],
+        aggregate: &[State],
     ) -> Vec<State> {
         let status = *cx
             .outputs
@@ -134,7 +135,7 @@ impl Lookback<'_> {
         ins!(b, "and.pred {lead_first}, {lead}, {first}");
 
         // Step 3: the aggregate, and a row's first tile's inclusive prefix.
-        for (s, total) in totals.iter().enumerate() {
+        for (s, total) in aggregate.iter().enumerate() {
             for (j, r) in total.regs().iter().enumerate() {
                 let (bt, off) = (r.kind.bit_ty(), self.slot(self.slots[s] + j));
                 ins!(b, "@{lead} st.global.{bt} [{my}+{off}], {r}");
@@ -229,7 +230,7 @@ impl Lookback<'_> {
         ins!(b, "and.pred {later}, {later}, {lead}");
         let (base, off) = self.shared;
         for (s, si) in self.scans.iter().enumerate() {
-            let incl = si.combine(b, prefix[s], totals[s]);
+            let incl = si.combine(b, prefix[s], aggregate[s]);
             for (j, (r, p)) in incl.regs().iter().zip(prefix[s].regs()).enumerate() {
                 let bt = r.kind.bit_ty();
                 let slot = self.slots[s] + j;

@@ -10,8 +10,9 @@
 //!
 //! Few long rows instead take the single-pass scan with decoupled
 //! look-back ([`super::lookback`], chosen by [`super::launch::lookback`]):
-//! each CTA scans one tile as one such chunk, its carry being the tile's
-//! exclusive prefix from its predecessors rather than earlier chunks.
+//! each CTA scans one tile of a few such chunks at once (their loads in
+//! flight together, one `bar.sync` for all), the first chunk's carry
+//! being the tile's exclusive prefix from its predecessors.
 
 use super::builder::{f32_imm, ins, Builder, Reg, RegKind};
 use super::elementwise::used_vars;
@@ -238,6 +239,18 @@ fn state_slots(scans: &[ScanInst]) -> usize {
     scans.iter().map(|s| 1 + s.op.is_index() as usize).sum()
 }
 
+/// One chunk of a team's elements: the point group of the thread's
+/// `lanes` elements, the values evaluated there, per scan the thread's
+/// running states over its lanes and its warp's inclusive scan of their
+/// totals.
+struct Chunk {
+    point: Point,
+    pos32: Reg,
+    vals: Vals,
+    local: Vec<Vec<State>>,
+    incl: Vec<State>,
+}
+
 /// Emits the body of a scan kernel; returns the static shared memory it
 /// declares as `smem` (bytes).
 pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
@@ -259,10 +272,17 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
     let warps = plan.tpr / 32;
     let cta = plan.tpr > 32;
     let tiled = plan.tiles > 0;
+    // A look-back tile is `chunks` chunks scanned together; the row walk
+    // scans one chunk per step.
+    let chunks = if tiled { plan.chunks as usize } else { 1 };
+    let chunk_len = plan.tpr as usize * lanes;
     // Every shared entry takes 8 bytes (a 64-bit state register fits):
-    // the warp totals (two copies), then for a look-back scan the tile id
+    // the warp totals (an area per chunk of a tile, or two areas that the
+    // row walk's chunks alternate), then for a look-back scan the tile id
     // and the tile's exclusive prefix.
-    let totals_bytes = if cta { 2 * nslots * warps * 8 } else { 0 };
+    let area = nslots * warps * 8;
+    let areas = if tiled { chunks as u32 } else { 2 };
+    let totals_bytes = if cta { areas * area } else { 0 };
     let shared_bytes = totals_bytes + if tiled { 8 + nslots * 8 } else { 0 };
 
     // Team geometry: `team_lane` within the row's team, `lane` within the
@@ -302,7 +322,7 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
         ins!(b, "rem.u32 {i}, {t}, {}", plan.tiles);
         let rw = to_w(b, r);
         ins!(b, "mov.b{n} {row}, {rw}");
-        let tile_len = plan.tpr as usize * lanes;
+        let tile_len = chunk_len * chunks;
         if w.wide {
             ins!(b, "mul.wide.u32 {c}, {i}, {tile_len}");
         } else {
@@ -346,6 +366,7 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
         ins!(b, "@{done} bra {row_end}");
     }
     let mut kept = expr::unravel(b, row, &k.ranges[..nk], &used[..nk], w);
+    kept.truncate(nk);
     let carry: Vec<State> = scans.iter().map(|s| s.identity(b)).collect();
     if !tiled {
         ins!(b, "mov.b{n} {c}, 0");
@@ -355,188 +376,203 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
         ins!(b, "@{chunk_done} bra {chunk_end}");
     }
 
-    // The thread's elements: `lanes` consecutive positions from `pos`.
-    let pos = w.reg(b);
-    ins!(b, "add.s{n} {pos}, {c}, {first}");
-    let valid = b.reg(RegKind::Pred);
-    ins!(b, "setp.lt.s{n} {valid}, {pos}, {row_len}");
-    let pos32 = if w.wide {
-        let r = b.reg(RegKind::B32);
-        ins!(b, "cvt.u32.u64 {r}, {pos}");
-        r
-    } else {
-        pos
-    };
-    kept.truncate(nk);
-    let mut vars = kept.clone();
-    vars.push(Some(pos));
-    let point = Point {
-        vars,
-        lanes,
-        pred: Some(valid),
-    };
-    let mut vals: Vals = vec![None; k.insts.len()];
-    cx.eval_loads(b, &point, &src_todo, &mut vals);
-    cx.eval(b, &point, &src_todo, &mut vals);
-
-    // Thread-local inclusive scans and their warp scans.
-    let mut local: Vec<Vec<State>> = Vec::new();
-    let mut incl: Vec<State> = Vec::new();
-    for si in &scans {
-        let xs = vals[si.src].clone().expect("scan operand evaluated");
-        let mut run: Vec<State> = Vec::new();
-        for l in 0..lanes {
-            let v = ops::convert(b, xs[l.min(xs.len() - 1)], si.dt).reg;
-            let i = si.op.is_index().then(|| {
+    // Every chunk's loads first (they are in flight together), then its
+    // operands, thread-local scans and warp scans.
+    let mut parts: Vec<Chunk> = (0..chunks)
+        .map(|ch| {
+            // The thread's elements: `lanes` consecutive positions from
+            // `pos`.
+            let pos = w.reg(b);
+            ins!(b, "add.s{n} {pos}, {c}, {first}");
+            if ch > 0 {
+                ins!(b, "add.s{n} {pos}, {pos}, {}", ch * chunk_len);
+            }
+            let valid = b.reg(RegKind::Pred);
+            ins!(b, "setp.lt.s{n} {valid}, {pos}, {row_len}");
+            let pos32 = if w.wide {
                 let r = b.reg(RegKind::B32);
-                ins!(b, "add.s32 {r}, {pos32}, {l}");
+                ins!(b, "cvt.u32.u64 {r}, {pos}");
                 r
-            });
-            let x = State { v, i };
-            let next = match run.last() {
-                Some(prev) => si.combine(b, *prev, x),
-                None => x,
+            } else {
+                pos
             };
-            run.push(next);
+            let mut vars = kept.clone();
+            vars.push(Some(pos));
+            let point = Point {
+                vars,
+                lanes,
+                pred: Some(valid),
+            };
+            let mut vals: Vals = vec![None; k.insts.len()];
+            cx.eval_loads(b, &point, &src_todo, &mut vals);
+            Chunk {
+                point,
+                pos32,
+                vals,
+                local: Vec::new(),
+                incl: Vec::new(),
+            }
+        })
+        .collect();
+    for part in &mut parts {
+        cx.eval(b, &part.point, &src_todo, &mut part.vals);
+        for si in &scans {
+            let xs = part.vals[si.src].clone().expect("scan operand evaluated");
+            let mut run: Vec<State> = Vec::new();
+            for l in 0..lanes {
+                let v = ops::convert(b, xs[l.min(xs.len() - 1)], si.dt).reg;
+                let i = si.op.is_index().then(|| {
+                    let r = b.reg(RegKind::B32);
+                    ins!(b, "add.s32 {r}, {}, {l}", part.pos32);
+                    r
+                });
+                let x = State { v, i };
+                let next = match run.last() {
+                    Some(prev) => si.combine(b, *prev, x),
+                    None => x,
+                };
+                run.push(next);
+            }
+            let t = *run.last().expect("lanes >= 1");
+            part.local.push(run);
+            part.incl.push(if plan.tpr >= 32 {
+                warp_scan(b, si, lane, t, 32)
+            } else {
+                t
+            });
         }
-        let t = *run.last().expect("lanes >= 1");
-        local.push(run);
-        incl.push(if plan.tpr >= 32 {
-            warp_scan(b, si, lane, t, 32)
-        } else {
-            t
-        });
     }
-    let wa = b.reg(RegKind::B32);
+    // Each chunk's warp totals area: a tile's chunks have one each, the
+    // row walk's chunks alternate two (one `bar.sync` per chunk).
+    let areas: Vec<Reg> = (0..chunks)
+        .map(|ch| {
+            let wa = b.reg(RegKind::B32);
+            if !cta {
+                return wa;
+            }
+            if tiled {
+                ins!(b, "add.s32 {wa}, {base}, {}", ch as u32 * area);
+            } else {
+                ins!(b, "mad.lo.s32 {wa}, {parity}, {area}, {base}");
+            }
+            wa
+        })
+        .collect();
     if cta {
-        // Each warp's total, by its last lane, in this chunk's half.
-        ins!(
-            b,
-            "mad.lo.s32 {wa}, {parity}, {}, {base}",
-            nslots * warps * 8
-        );
+        // Each warp's totals, by its last lane.
         let last = b.reg(RegKind::Pred);
         ins!(b, "setp.eq.u32 {last}, {lane}, 31");
         let my = b.reg(RegKind::B32);
         ins!(b, "shl.b32 {my}, {warp}, 3");
-        ins!(b, "add.s32 {my}, {my}, {wa}");
-        for (t, slot) in incl.iter().zip(&slots) {
-            for (j, r) in t.regs().iter().enumerate() {
-                let off = (*slot + j) as u32 * warps * 8;
-                ins!(b, "@{last} st.shared.{} [{my}+{off}], {r}", r.kind.bit_ty());
+        for (part, wa) in parts.iter().zip(&areas) {
+            let at = b.reg(RegKind::B32);
+            ins!(b, "add.s32 {at}, {my}, {wa}");
+            for (t, slot) in part.incl.iter().zip(&slots) {
+                for (j, r) in t.regs().iter().enumerate() {
+                    let off = (*slot + j) as u32 * warps * 8;
+                    ins!(b, "@{last} st.shared.{} [{at}+{off}], {r}", r.kind.bit_ty());
+                }
             }
         }
         ins!(b, "bar.sync 0");
     }
-    // Per scan: the chunk's total, and in a CTA team the earlier warps'
-    // totals (`None` for the first warp).
-    let mut totals: Vec<State> = Vec::new();
-    let mut befores: Vec<Option<(Reg, State)>> = Vec::new();
-    for (s, si) in scans.iter().enumerate() {
-        let t = incl[s];
-        let (before, total) = if plan.tpr == 1 {
-            (None, t)
-        } else if !cta {
-            (None, shuffle(b, "idx", t, "31"))
-        } else {
-            // Every warp scans the warp totals: lane `j < warps` holds warp
-            // `j`'s.
-            let has = b.reg(RegKind::Pred);
-            ins!(b, "setp.lt.u32 {has}, {lane}, {warps}");
-            let addr = b.reg(RegKind::B32);
-            ins!(b, "shl.b32 {addr}, {lane}, 3");
-            ins!(b, "add.s32 {addr}, {addr}, {wa}");
-            let id = si.identity(b);
-            let regs: Vec<Reg> = id
-                .regs()
+    // Per chunk and scan: the chunk's total, and in a CTA team the
+    // earlier warps' totals (`None` for the first warp).
+    let mut totals: Vec<Vec<State>> = Vec::new();
+    let mut befores: Vec<Vec<Option<(Reg, State)>>> = Vec::new();
+    for (part, wa) in parts.iter().zip(&areas) {
+        let mut ts = Vec::new();
+        let mut bs = Vec::new();
+        for (s, si) in scans.iter().enumerate() {
+            let (before, total) = team_total(b, si, plan, part.incl[s], lane, warp, *wa, slots[s]);
+            ts.push(total);
+            bs.push(before);
+        }
+        totals.push(ts);
+        befores.push(bs);
+    }
+    // The running value before each chunk: from the look-back (a tile's
+    // first chunk) or the row walk's carry, then each chunk's total.
+    let mut carries: Vec<Vec<State>> = Vec::new();
+    carries.push(match &tile {
+        Some(tile) => {
+            let aggregate: Vec<State> = scans
                 .iter()
                 .enumerate()
-                .map(|(j, r)| {
-                    let x = b.reg(r.kind);
-                    let bt = r.kind.bit_ty();
-                    ins!(b, "mov.{bt} {x}, {r}");
-                    let off = (slots[s] + j) as u32 * warps * 8;
-                    ins!(b, "@{has} ld.shared.{bt} {x}, [{addr}+{off}]");
-                    x
+                .map(|(s, si)| {
+                    (1..chunks).fold(totals[0][s], |acc, ch| si.combine(b, acc, totals[ch][s]))
                 })
                 .collect();
-            let totals = warp_scan(b, si, lane, State::from_regs(&regs), warps);
-            let total = shuffle(b, "idx", totals, &(warps - 1).to_string());
-            let prev = b.reg(RegKind::B32);
-            ins!(b, "max.u32 {prev}, {warp}, 1");
-            ins!(b, "sub.u32 {prev}, {prev}, 1");
-            let before = shuffle(b, "idx", totals, &prev.to_string());
-            let later = b.reg(RegKind::Pred);
-            ins!(b, "setp.gt.u32 {later}, {warp}, 0");
-            (Some((later, before)), total)
-        };
-        totals.push(total);
-        befores.push(before);
-    }
-    if let Some(tile) = &tile {
-        // The tile's exclusive prefix from its predecessors' states.
-        let lb = lookback::Lookback {
-            scans: &scans,
-            slots: &slots,
-            nslots: nslots as usize,
-            shared: (base, totals_bytes),
-        };
-        let prefix = lb.emit(b, cx, tile, tid, lane, warp, &totals);
-        for (dst, src) in carry.iter().zip(prefix) {
-            for (d, r) in dst.regs().iter().zip(src.regs()) {
-                ins!(b, "mov.{} {d}, {r}", d.kind.bit_ty());
-            }
+            let lb = lookback::Lookback {
+                scans: &scans,
+                slots: &slots,
+                nslots: nslots as usize,
+                shared: (base, totals_bytes),
+            };
+            lb.emit(b, cx, tile, tid, lane, warp, &aggregate)
         }
-    }
-    for (s, si) in scans.iter().enumerate() {
-        let mut pre = match befores[s] {
-            Some((later, before)) => {
-                let with = si.combine(b, carry[s], before);
-                select(b, later, with, carry[s])
-            }
-            None => carry[s],
-        };
-        if plan.tpr >= 32 {
-            // The earlier lanes of the warp.
-            let ex = shuffle(b, "up", incl[s], "1");
-            let with = si.combine(b, pre, ex);
-            let later = b.reg(RegKind::Pred);
-            ins!(b, "setp.gt.u32 {later}, {lane}, 0");
-            pre = select(b, later, with, pre);
-        }
-        let out: Lanes = local[s]
+        None => carry.clone(),
+    });
+    for ch in 1..chunks {
+        let next = scans
             .iter()
-            .map(|x| {
-                let y = si.combine(b, pre, *x);
-                let dt = k.insts[si.val].dtype;
-                let v = match y.i {
-                    Some(i) => Value {
-                        reg: i,
-                        dtype: DType::I32,
-                    },
-                    None => Value {
-                        reg: y.v,
-                        dtype: si.dt,
-                    },
-                };
-                ops::convert(b, v, dt)
-            })
+            .enumerate()
+            .map(|(s, si)| si.combine(b, carries[ch - 1][s], totals[ch - 1][s]))
             .collect();
-        vals[si.val] = Some(out);
-        if !tiled {
-            let next = si.combine(b, carry[s], totals[s]);
+        carries.push(next);
+    }
+    for (ch, part) in parts.iter_mut().enumerate() {
+        for (s, si) in scans.iter().enumerate() {
+            let cin = carries[ch][s];
+            let mut pre = match befores[ch][s] {
+                Some((later, before)) => {
+                    let with = si.combine(b, cin, before);
+                    select(b, later, with, cin)
+                }
+                None => cin,
+            };
+            if plan.tpr >= 32 {
+                // The earlier lanes of the warp.
+                let ex = shuffle(b, "up", part.incl[s], "1");
+                let with = si.combine(b, pre, ex);
+                let later = b.reg(RegKind::Pred);
+                ins!(b, "setp.gt.u32 {later}, {lane}, 0");
+                pre = select(b, later, with, pre);
+            }
+            let out: Lanes = part.local[s]
+                .iter()
+                .map(|x| {
+                    let y = si.combine(b, pre, *x);
+                    let dt = k.insts[si.val].dtype;
+                    let v = match y.i {
+                        Some(i) => Value {
+                            reg: i,
+                            dtype: DType::I32,
+                        },
+                        None => Value {
+                            reg: y.v,
+                            dtype: si.dt,
+                        },
+                    };
+                    ops::convert(b, v, dt)
+                })
+                .collect();
+            part.vals[si.val] = Some(out);
+        }
+        cx.eval(b, &part.point, &store_todo, &mut part.vals);
+        for s in &k.stores {
+            cx.store(b, &part.point, s, &part.vals);
+        }
+    }
+    if !tiled {
+        for (s, si) in scans.iter().enumerate() {
+            let next = si.combine(b, carry[s], totals[0][s]);
             for (dst, src) in carry[s].regs().iter().zip(next.regs()) {
                 ins!(b, "mov.{} {dst}, {src}", dst.kind.bit_ty());
             }
         }
-    }
-    cx.eval(b, &point, &store_todo, &mut vals);
-    for s in &k.stores {
-        cx.store(b, &point, s, &vals);
-    }
-    if !tiled {
         ins!(b, "xor.b32 {parity}, {parity}, 1");
-        ins!(b, "add.s{n} {c}, {c}, {}", plan.tpr as usize * lanes);
+        ins!(b, "add.s{n} {c}, {c}, {chunk_len}");
         ins!(b, "bra {chunk_top}");
         b.place(&chunk_end);
         ins!(b, "add.s{n} {row}, {row}, {nteams}");
@@ -544,6 +580,59 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
         b.place(&row_end);
     }
     shared_bytes
+}
+
+/// A chunk's total over the team from the warp's inclusive scan `t` of
+/// its threads' totals, and in a CTA team (whose warp totals are in shared
+/// memory at `wa`, scan slot `slot`) the combined totals of the earlier
+/// warps with the predicate of warps that have some.
+#[allow(clippy::too_many_arguments)]
+fn team_total(
+    b: &mut Builder,
+    si: &ScanInst,
+    plan: &Scan,
+    t: State,
+    lane: Reg,
+    warp: Reg,
+    wa: Reg,
+    slot: usize,
+) -> (Option<(Reg, State)>, State) {
+    let warps = plan.tpr / 32;
+    if plan.tpr == 1 {
+        return (None, t);
+    }
+    if plan.tpr <= 32 {
+        return (None, shuffle(b, "idx", t, "31"));
+    }
+    // Every warp scans the warp totals: lane `j < warps` holds warp `j`'s.
+    let has = b.reg(RegKind::Pred);
+    ins!(b, "setp.lt.u32 {has}, {lane}, {warps}");
+    let addr = b.reg(RegKind::B32);
+    ins!(b, "shl.b32 {addr}, {lane}, 3");
+    ins!(b, "add.s32 {addr}, {addr}, {wa}");
+    let id = si.identity(b);
+    let regs: Vec<Reg> = id
+        .regs()
+        .iter()
+        .enumerate()
+        .map(|(j, r)| {
+            let x = b.reg(r.kind);
+            let bt = r.kind.bit_ty();
+            ins!(b, "mov.{bt} {x}, {r}");
+            let off = (slot + j) as u32 * warps * 8;
+            ins!(b, "@{has} ld.shared.{bt} {x}, [{addr}+{off}]");
+            x
+        })
+        .collect();
+    let totals = warp_scan(b, si, lane, State::from_regs(&regs), warps);
+    let total = shuffle(b, "idx", totals, &(warps - 1).to_string());
+    let prev = b.reg(RegKind::B32);
+    ins!(b, "max.u32 {prev}, {warp}, 1");
+    ins!(b, "sub.u32 {prev}, {prev}, 1");
+    let before = shuffle(b, "idx", totals, &prev.to_string());
+    let later = b.reg(RegKind::Pred);
+    ins!(b, "setp.gt.u32 {later}, {warp}, 0");
+    (Some((later, before)), total)
 }
 
 /// Whether scan kernel `k` has its look-back status buffer: the output no
@@ -561,10 +650,10 @@ pub fn has_status(k: &Kernel) -> bool {
 /// then one record per tile (see [`lookback`]).
 pub fn status_len(k: &Kernel) -> usize {
     match super::launch::lookback(k) {
-        Some((_, tiles)) => {
+        Some(t) => {
             let record = lookback::record_words(state_slots(&scan_insts(k)));
             k.rows()
-                .saturating_mul(tiles as usize)
+                .saturating_mul(t.tiles as usize)
                 .saturating_mul(record)
                 .saturating_add(1)
         }
