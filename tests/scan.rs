@@ -261,8 +261,8 @@ fn long_rows() {
 
 /// Asserts that `y`'s scan kernel takes the GPU's single-pass look-back
 /// path (or, with `want == false`, the row walk): a status buffer, and a
-/// tiled plan on every checked target.
-fn assert_look_back(what: &str, y: &Tensor, want: bool) {
+/// tiled plan on every checked target. Returns the plan's vector width.
+fn assert_look_back(what: &str, y: &Tensor, want: bool) -> usize {
     let s = y.schedule(Fusion::On);
     let k = &s
         .items
@@ -277,6 +277,10 @@ fn assert_look_back(what: &str, y: &Tensor, want: bool) {
         };
         assert_eq!(p.tiles >= 2, want, "{what}: {p:?} on {t:?}");
     }
+    let launch::Plan::Scan(p) = launch::choose(k, &Target::CHECKED[1]) else {
+        unreachable!("checked above");
+    };
+    p.lanes
 }
 
 /// Float sums, products and `logcumsumexp` of rows of 2^20 on the GPU
@@ -306,6 +310,21 @@ fn long_single_rows_scan_in_tiles() {
             check_all_axes("2^20+7", &v, op, LONG_F32);
         }
     }
+    // Vector accesses (4 lanes of f32, 8 of bf16) and a last tile of one
+    // vector.
+    let m = (1 << 19) + 4;
+    let v = Input::new(Layout::Contiguous, &[2, m], DType::F32, -1.0, 1.0, 29);
+    let lanes = assert_look_back("[2, 2^19+4] cumsum", &v.tensor().cumsum(1), true);
+    assert_eq!(lanes, 4);
+    // I64 indices: 2 lanes.
+    let lanes = assert_look_back("[2, 2^19+4] cummax", &v.tensor().cummax(1).1, true);
+    assert_eq!(lanes, 2);
+    for op in [Op::Sum, Op::Max, Op::Lse] {
+        check_all_axes("2x(2^19+4)", &v, op, LONG_F32);
+    }
+    let h = Input::new(Layout::Contiguous, &[2, m], DType::BF16, -1.0, 1.0, 30);
+    assert!(assert_look_back("[2, 2^19+4] bf16", &h.tensor().cumsum(1), true) > 1);
+    check_all_axes("2x(2^19+4)", &h, Op::Sum, tol(DType::BF16));
     let d = Input::new(Layout::Contiguous, &[n], DType::F64, -1.0, 1.0, 24);
     for op in [Op::Sum, Op::Min, Op::Lse] {
         check_all_axes("2^20+7", &d, op, tol(DType::F64));
