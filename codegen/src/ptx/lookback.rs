@@ -42,7 +42,7 @@
 
 use super::builder::{ins, Builder, Reg, RegKind};
 use super::eval::Cx;
-use super::scan::{select, shuffle, warp_scan, ScanInst, State};
+use super::scan_state::{select, shuffle, warp_scan, ScanInst, State};
 
 /// Flag of a tile whose aggregate is published.
 const AGGREGATE: u32 = 1;

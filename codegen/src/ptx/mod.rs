@@ -98,6 +98,7 @@ mod philox;
 pub mod ptxas;
 mod reduce;
 mod scan;
+mod scan_state;
 mod scatter;
 mod sort;
 mod special;
