@@ -7,7 +7,8 @@
 mod common;
 
 use common::*;
-use smelt::{DType, Fusion, Tensor};
+use smelt::{DType, Fusion, KernelKind, Tensor};
+use smelt_codegen::ptx::{launch, Target};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Op {
@@ -256,6 +257,186 @@ fn long_rows() {
     check_all_axes("long", &h, Op::Sum, tol(DType::F16).times(2.0));
     let i = Input::new(Layout::Contiguous, &[100003], DType::I32, -1e6, 1e6, 14);
     check_all_axes("long", &i, Op::Sum, EXACT);
+}
+
+/// Asserts that `y`'s scan kernel takes the GPU's single-pass look-back
+/// path (or, with `want == false`, the row walk): a status buffer, and a
+/// tiled plan on every checked target. Returns the plan's vector width.
+fn assert_look_back(what: &str, y: &Tensor, want: bool) -> usize {
+    let s = y.schedule(Fusion::On);
+    let k = &s
+        .items
+        .iter()
+        .find(|it| it.kernel.kind == KernelKind::Scan)
+        .unwrap_or_else(|| panic!("{what}: no scan kernel"))
+        .kernel;
+    assert_eq!(k.zeroed_output().is_some(), want, "{what}: status buffer");
+    for t in Target::CHECKED {
+        let launch::Plan::Scan(p) = launch::choose(k, &t) else {
+            panic!("{what}: not a scan plan");
+        };
+        assert_eq!(p.tiles >= 2, want, "{what}: {p:?} on {t:?}");
+    }
+    let launch::Plan::Scan(p) = launch::choose(k, &Target::CHECKED[1]) else {
+        unreachable!("checked above");
+    };
+    p.lanes
+}
+
+/// Float sums, products and `logcumsumexp` of rows of 2^20 on the GPU
+/// carry a prefix through about 2^8 tiles and, within each, their chunks,
+/// one `f32` rounding each (the row walk: one per chunk, 2^10), so they
+/// get a looser bound than short rows.
+const LONG_F32: Tol = Tol {
+    rel: 1e-4,
+    abs: 1e-6,
+};
+
+#[test]
+fn long_single_rows_scan_in_tiles() {
+    let n = (1 << 20) + 7;
+    let x = Input::new(Layout::Contiguous, &[n], DType::F32, -1.0, 1.0, 21);
+    assert_look_back("[2^20+7] cumsum", &x.tensor().cumsum(0), true);
+    for op in [Op::Sum, Op::Max, Op::Min, Op::Lse] {
+        check_all_axes("2^20+7", &x, op, LONG_F32);
+    }
+    let p = Input::new(Layout::Contiguous, &[n], DType::F32, 0.999, 1.001, 22);
+    check_all_axes("2^20+7", &p, Op::Prod, Tol::new(2e-3, 1e-6));
+    // Views of the scanned axis: a step of 2, and a negative step.
+    for layout in [Layout::Strided, Layout::Flipped] {
+        let v = Input::new(layout, &[n], DType::F32, -1.0, 1.0, 23);
+        assert_look_back(&format!("{layout:?} cumsum"), &v.tensor().cumsum(0), true);
+        for op in [Op::Sum, Op::Max] {
+            check_all_axes("2^20+7", &v, op, LONG_F32);
+        }
+    }
+    // Vector accesses (4 lanes of f32, 8 of bf16) and a last tile of one
+    // vector.
+    let m = (1 << 19) + 4;
+    let v = Input::new(Layout::Contiguous, &[2, m], DType::F32, -1.0, 1.0, 29);
+    let lanes = assert_look_back("[2, 2^19+4] cumsum", &v.tensor().cumsum(1), true);
+    assert_eq!(lanes, 4);
+    // I64 indices: 2 lanes.
+    let lanes = assert_look_back("[2, 2^19+4] cummax", &v.tensor().cummax(1).1, true);
+    assert_eq!(lanes, 2);
+    for op in [Op::Sum, Op::Max, Op::Lse] {
+        check_all_axes("2x(2^19+4)", &v, op, LONG_F32);
+    }
+    let h = Input::new(Layout::Contiguous, &[2, m], DType::BF16, -1.0, 1.0, 30);
+    assert!(assert_look_back("[2, 2^19+4] bf16", &h.tensor().cumsum(1), true) > 1);
+    check_all_axes("2x(2^19+4)", &h, Op::Sum, tol(DType::BF16));
+    let d = Input::new(Layout::Contiguous, &[n], DType::F64, -1.0, 1.0, 24);
+    for op in [Op::Sum, Op::Min, Op::Lse] {
+        check_all_axes("2^20+7", &d, op, tol(DType::F64));
+    }
+    // Integers are exact (I64 sums; I32 min with many ties across tiles).
+    let i = Input::new(Layout::Flipped, &[n], DType::I32, -1e6, 1e6, 25);
+    check_all_axes("2^20+7", &i, Op::Sum, EXACT);
+    let t = Input::new(Layout::Contiguous, &[n], DType::I32, -50.0, 50.0, 26);
+    check_all_axes("2^20+7", &t, Op::Min, EXACT);
+    // Halves accumulate in f32 and round once.
+    let h = Input::new(Layout::Contiguous, &[n], DType::F16, -1.0, 1.0, 27);
+    check_all_axes("2^20+7", &h, Op::Sum, tol(DType::F16));
+    let b = Input::new(Layout::Strided, &[n], DType::BF16, -1.0, 1.0, 28);
+    check_all_axes("2^20+7", &b, Op::Lse, tol(DType::BF16));
+}
+
+#[test]
+fn few_long_rows_scan_in_tiles_through_every_view() {
+    let shape = [3, 300_007];
+    for layout in [
+        Layout::Contiguous,
+        Layout::Permuted,
+        Layout::Strided,
+        Layout::Flipped,
+    ] {
+        let x = Input::new(layout, &shape, DType::F32, -1.0, 1.0, 31);
+        assert_look_back(&format!("{layout:?} cummax"), &x.tensor().cummax(1).1, true);
+        for op in [Op::Sum, Op::Max, Op::Min, Op::Lse] {
+            check_all_axes("3x300007", &x, op, LONG_F32);
+        }
+        let p = Input::new(layout, &shape, DType::F32, 0.999, 1.001, 32);
+        check_all_axes("3x300007", &p, Op::Prod, Tol::new(1e-3, 1e-6));
+        let i = Input::new(layout, &shape, DType::I64, -50.0, 50.0, 33);
+        for op in [Op::Sum, Op::Prod, Op::Max, Op::Min] {
+            check_all_axes("3x300007", &i, op, EXACT);
+        }
+    }
+    let d = Input::new(Layout::Flipped, &shape, DType::F64, 0.999, 1.001, 34);
+    for op in [Op::Prod, Op::Max, Op::Lse] {
+        check_all_axes("3x300007", &d, op, tol(DType::F64));
+    }
+    let u = Input::new(Layout::Strided, &shape, DType::U8, 0.0, 255.0, 35);
+    for op in [Op::Sum, Op::Max] {
+        check_all_axes("3x300007", &u, op, EXACT);
+    }
+    let b = Input::new(Layout::Permuted, &shape, DType::Bool, 0.0, 2.0, 36);
+    check_all_axes("3x300007", &b, Op::Sum, EXACT);
+    let h = Input::new(Layout::Contiguous, &shape, DType::BF16, -1.0, 1.0, 37);
+    for op in [Op::Sum, Op::Min] {
+        check_all_axes("3x300007", &h, op, tol(DType::BF16));
+    }
+}
+
+#[test]
+fn nan_and_infinities_in_late_tiles() {
+    // Finite values, with NaN and infinities first seen deep in the rows
+    // (in tiles whose prefixes come from earlier tiles' states).
+    let (rows, n) = (3, 300_007);
+    let mut rng = Rng::new(41);
+    let mut vals: Vec<f64> = (0..rows * n).map(|_| rng.uniform(-1.0, 1.0)).collect();
+    let inf = f64::INFINITY;
+    // Row 0: +inf, later -inf (a NaN sum); row 1: NaN then more; row 2:
+    // -inf only (logcumsumexp of -inf stays -inf until then).
+    for (at, v) in [
+        (100_000, inf),
+        (200_000, -inf),
+        (n + 150_000, f64::NAN),
+        (n + 250_001, f64::NAN),
+        (n + 260_000, inf),
+        (2 * n + 2, -inf),
+        (2 * n + 299_999, -inf),
+    ] {
+        vals[at] = v;
+    }
+    for layout in [Layout::Contiguous, Layout::Flipped] {
+        for dt in [DType::F32, DType::F16] {
+            let x = Input::with_values(layout, &[rows, n], dt, &vals);
+            assert_look_back("nan/inf cumsum", &x.tensor().cumsum(1), true);
+            let t = if dt == DType::F32 { LONG_F32 } else { tol(dt) };
+            for op in [Op::Sum, Op::Max, Op::Min, Op::Lse] {
+                check_all_axes("nan/inf late", &x, op, t);
+            }
+        }
+    }
+}
+
+#[test]
+fn only_few_long_rows_take_the_look_back_path() {
+    let dev = test_device();
+    let x = |shape: &[usize]| Tensor::zeros(shape, DType::F32, &dev);
+    // Rows of one tile, and many rows, keep the row walk.
+    assert_look_back("[3, 1000]", &x(&[3, 1000]).cumsum(1), false);
+    assert_look_back("[1000, 4099]", &x(&[1000, 4099]).cumsum(1), false);
+    assert_look_back("[300007, 3] axis 1", &x(&[300_007, 3]).cumsum(1), false);
+    // Rows of 65536 keep the row walk from 256 rows (it fills the GPU).
+    assert_look_back("[256, 65536]", &x(&[256, 65536]).cumsum(1), false);
+    assert_look_back("[128, 65536]", &x(&[128, 65536]).cumsum(1), true);
+    // A single row of 2^24 f32: 4-wide vectors, 4 chunks of 512 threads a
+    // tile (8192 elements), a CTA each; every element read once and
+    // written once.
+    let big = Tensor::from_vec(vec![0f32; 1 << 24], [1 << 24], &dev).cumsum(0);
+    assert_look_back("[2^24]", &big, true);
+    let s = big.schedule(Fusion::On);
+    let k = &s.items[0].kernel;
+    let launch::Plan::Scan(p) = launch::choose(k, &Target::CHECKED[1]) else {
+        panic!("not a scan plan");
+    };
+    let got = (p.lanes, p.tpr, p.chunks, p.tiles, p.grid);
+    assert_eq!(got, (4, 512, 4, 2048, 2048));
+    assert_eq!(k.bytes_read(), 4 << 24);
+    // The data, plus the status buffer: a counter and 3 words a tile.
+    assert_eq!(k.bytes_written(), (4 << 24) + 8 * (1 + 3 * 2048));
 }
 
 #[test]

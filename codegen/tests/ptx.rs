@@ -29,6 +29,56 @@ fn every_case_emits_and_assembles() {
     println!("{assembled} of {} assembled", 2 * cases.len());
 }
 
+/// Scans of few long rows given their status buffer (as the fusion
+/// planner does) map to the look-back scan, a CTA per tile, and assemble
+/// with their acquire/release flags, for 32-bit, 64-bit and paired
+/// (value, position) states; without the buffer they keep the row walk.
+#[test]
+fn look_back_scans_map_and_assemble() {
+    let with_status = |mut k: smelt_codegen::Kernel| {
+        let len = smelt_codegen::ptx::scan_status_len(&k);
+        assert!(len > 0, "{}: not a look-back shape", k.name);
+        k.outputs.push(smelt_codegen::Arg {
+            dtype: DType::I64,
+            len,
+        });
+        k
+    };
+    let cases = [
+        (ScanOp::Sum, DType::F32, 1, 1 << 20, 4),
+        (ScanOp::ArgMax, DType::F64, 3, 100_003, 1),
+        (ScanOp::Min, DType::I32, 2, 40_001, 1),
+        (ScanOp::LogSumExp, DType::BF16, 5, 65_536, 8),
+    ];
+    let mut kernels = Vec::new();
+    for (op, dt, rows, len, lanes) in cases {
+        let plain = ptx_cases::scan(op, dt, rows, len, false);
+        let launch::Plan::Scan(p) = launch::choose(&plain, &H100) else {
+            panic!("{}: not a scan plan", plain.name);
+        };
+        assert_eq!(p.tiles, 0, "{}: no status buffer, no look-back", plain.name);
+        let k = with_status(plain);
+        let launch::Plan::Scan(p) = launch::choose(&k, &H100) else {
+            panic!("{}: not a scan plan", k.name);
+        };
+        // 16 elements a thread (at most 8 chunks) in a tile.
+        let chunks = (16 / lanes).min(8);
+        let tiles = (len as usize).div_ceil(512 * lanes * chunks) as u32;
+        let got = (p.lanes, p.tpr, p.chunks as usize, p.tiles);
+        assert_eq!(got, (lanes, 512, chunks, tiles), "{}", k.name);
+        assert_eq!(p.grid as i64, rows * tiles as i64, "{}", k.name);
+        let ptx = emit(&k, &H100).unwrap().ptx;
+        for needle in ["atom.global.add.u32", "st.release.gpu", "ld.acquire.gpu"] {
+            assert!(ptx.contains(needle), "{}: no {needle}", k.name);
+        }
+        kernels.push(k);
+    }
+    let assembled = ptx_cases::assemble_all(&kernels, |_, _| {});
+    if ptx_cases::ptxas_required() {
+        assert_eq!(assembled, 2 * kernels.len());
+    }
+}
+
 /// Prints the PTX of the kernels named in `SMELT_PTX_SHOW` (substring of
 /// the entry), and ptxas's resource report for the benchmark shapes of
 /// softmax and layer norm (`cargo test --test ptx -- --nocapture`).

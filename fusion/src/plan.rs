@@ -192,9 +192,27 @@ pub fn lower_plans(
             failed: std::mem::take(&mut low.failed),
             inlined: std::mem::take(&mut low.inlined),
         });
+        let ops = low.op_names.clone();
+        let mut kernel = low.finish();
+        // A look-back scan (few long rows, on the GPU) publishes its tiles'
+        // states in a status buffer, the kernel's last output: runtimes
+        // zero it before the launch ([`smelt_codegen::Kernel::zeroed_output`]).
+        let status = smelt_codegen::ptx::scan_status_len(&kernel);
+        if status > 0 {
+            let arg = Arg {
+                dtype: DType::I64,
+                len: status,
+            };
+            kernel.outputs.push(arg);
+            outputs.push(buffers.len());
+            buffers.push(BufferSpec::New {
+                dtype: arg.dtype,
+                len: status,
+            });
+        }
         items.push(ScheduleItem {
-            ops: low.op_names.clone(),
-            kernel: low.finish(),
+            ops,
+            kernel,
             inputs,
             outputs,
             scalars: item_scalars,

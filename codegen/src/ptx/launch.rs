@@ -66,7 +66,11 @@ impl Rows {
 /// How a scan kernel runs: a team of `tpr` threads per row (one thread,
 /// a warp, or a whole CTA of up to 1024) walks the row in chunks of
 /// `tpr * lanes` elements, each thread scanning `lanes` consecutive ones,
-/// carrying the running value from chunk to chunk.
+/// carrying the running value from chunk to chunk. With `tiles > 0` it is
+/// the single-pass scan with decoupled look-back instead: each row is cut
+/// into `tiles` tiles of `chunks` chunks, a CTA (`tpr == block`) per tile
+/// that scans its chunks together, the running value before a tile coming
+/// from its predecessors' published states (`ptx/lookback.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Scan {
     /// Consecutive elements per thread and chunk (a vector access where
@@ -76,8 +80,14 @@ pub struct Scan {
     pub tpr: u32,
     /// Threads per CTA.
     pub block: u32,
-    /// CTAs in the grid (rows beyond `grid * block / tpr` loop).
+    /// CTAs in the grid (rows beyond `grid * block / tpr` loop; with
+    /// look-back, one per tile: `rows * tiles`).
     pub grid: u32,
+    /// Tiles per row of the look-back scan, 0 for the row walk.
+    pub tiles: u32,
+    /// Chunks per look-back tile (their loads are in flight together), 1
+    /// for the row walk.
+    pub chunks: u32,
 }
 
 /// How a sort kernel's on-chip sort runs: a CTA per row (a grid-stride
@@ -181,7 +191,67 @@ fn has_invariant_loads(k: &Kernel) -> bool {
 /// Threads resident per SM that we aim for.
 const THREADS_PER_SM: u32 = 2048;
 
-/// The mapping of a scan kernel: a thread per row when the scanned axis is
+/// Threads of a look-back scan's CTA, which scans a tile of
+/// `LOOKBACK_THREADS * lanes * chunks` elements.
+const LOOKBACK_THREADS: u32 = 512;
+
+/// Elements a look-back thread scans per tile (`lanes * chunks`), at
+/// most [`LOOKBACK_MAX_CHUNKS`] chunks: enough bytes in flight per CTA to
+/// cover its look-back's latency.
+const LOOKBACK_PER_THREAD: usize = 16;
+
+/// Chunks of a look-back tile at most (each costs a warp scan and a scan
+/// of warp totals, so one-lane rows take fewer elements per thread).
+const LOOKBACK_MAX_CHUNKS: usize = 8;
+
+/// Scans of at most this many rows use the look-back scan when their rows
+/// are longer than one tile. The row walk runs a row per CTA (up to 1024
+/// threads, two per SM), so fewer rows than an H100's 132 SMs leave SMs
+/// idle (16 rows of 2^20 `f32` reached 15% of the copy ceiling on an
+/// H100, BENCHMARKS.md), while 256 rows of 65536 reached 87%.
+const LOOKBACK_MAX_ROWS: usize = 128;
+
+/// Where [`lookback`] puts a scan kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tiling {
+    /// Consecutive elements per thread and chunk.
+    pub lanes: usize,
+    /// Chunks per tile.
+    pub chunks: u32,
+    /// Tiles per row.
+    pub tiles: u32,
+}
+
+/// The look-back geometry of scan kernel `k`, from its shape and accesses
+/// alone, when its rows are few and longer than one tile (and the tile
+/// count fits a grid), else `None`. The fusion planner gives such a
+/// kernel its status buffer ([`super::scan_status_len`]), and [`choose`]
+/// maps it as a look-back scan only when it has one.
+pub fn lookback(k: &Kernel) -> Option<Tiling> {
+    if k.kind != KernelKind::Scan || k.n_kept + 1 != k.ranges.len() {
+        return None;
+    }
+    let (rows, row_len) = (k.rows(), k.row_len());
+    let last = k.ranges.len() - 1;
+    let acc = accesses(k, &k.element_level());
+    let row_contig = acc.iter().any(|a| a.0.affine_coef(last) == Some(1));
+    let lanes = if row_contig { lanes_for(k, &acc) } else { 1 };
+    let chunks = (LOOKBACK_PER_THREAD / lanes).clamp(1, LOOKBACK_MAX_CHUNKS);
+    let tile = LOOKBACK_THREADS as usize * lanes * chunks;
+    let tiles = row_len.div_ceil(tile);
+    let fits = rows
+        .checked_mul(tiles)
+        .is_some_and(|n| n <= i32::MAX as usize);
+    (rows <= LOOKBACK_MAX_ROWS && tiles >= 2 && fits).then_some(Tiling {
+        lanes,
+        chunks: chunks as u32,
+        tiles: tiles as u32,
+    })
+}
+
+/// The mapping of a scan kernel: the look-back scan for few long rows
+/// ([`lookback`]) when the kernel has its status buffer; else a thread
+/// per row when the scanned axis is
 /// strided and a kept one contiguous (neighbouring threads then read
 /// neighbouring elements), else a team per row just wide enough to cover
 /// the row in one chunk, from a warp (several rows per CTA) to 1024
@@ -191,6 +261,16 @@ fn choose_scan(k: &Kernel) -> Scan {
     let acc = accesses(k, &level);
     let rows = k.rows() as u64;
     let row_len = k.row_len() as u64;
+    if let (Some(t), true) = (lookback(k), super::scan::has_status(k)) {
+        return Scan {
+            lanes: t.lanes,
+            tpr: LOOKBACK_THREADS,
+            block: LOOKBACK_THREADS,
+            grid: (rows * t.tiles as u64) as u32,
+            tiles: t.tiles,
+            chunks: t.chunks,
+        };
+    }
     let last = k.ranges.len().saturating_sub(1);
     let row_contig = acc.iter().any(|a| a.0.affine_coef(last) == Some(1));
     let col_contig = k.n_kept > 0 && acc.iter().any(|a| a.0.affine_coef(k.n_kept - 1) == Some(1));
@@ -209,6 +289,8 @@ fn choose_scan(k: &Kernel) -> Scan {
         tpr,
         block,
         grid,
+        tiles: 0,
+        chunks: 1,
     }
 }
 
@@ -363,7 +445,17 @@ pub fn valid(k: &Kernel, plan: &Plan) -> Result<(), String> {
         }
         Plan::Scan(p) if scan => {
             let team_ok = p.tpr == 1 || (p.tpr % 32 == 0 && p.block % p.tpr == 0);
-            if !team_ok || k.n_kept + 1 != k.ranges.len() || has_reduce {
+            // A look-back plan needs the status buffer, whole-CTA tiles
+            // covering every row, and a grid of one CTA per tile.
+            let tile = p.tpr as usize * p.lanes * p.chunks as usize;
+            let tiles_ok = (p.tiles == 0 && p.chunks == 1)
+                || (super::scan::has_status(k)
+                    && p.tpr == p.block
+                    && p.tpr > 32
+                    && p.chunks >= 1
+                    && p.tiles as usize == k.row_len().div_ceil(tile)
+                    && p.grid as u64 == k.rows() as u64 * p.tiles as u64);
+            if !team_ok || !tiles_ok || k.n_kept + 1 != k.ranges.len() || has_reduce {
                 return Err(format!("plan {p:?} does not fit scan kernel {}", k.name));
             }
             (p.lanes, p.block)

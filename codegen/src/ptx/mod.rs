@@ -10,8 +10,10 @@
 //!   whole CTA), a persistent grid over rows; rows that fit stay in
 //!   registers across passes. See [`launch::Rows`] and the `reduce` module.
 //! - Scans: a thread, warp or CTA per row walking it in chunks (thread,
-//!   warp shuffle and shared-memory scans, a carry between chunks). See
-//!   [`launch::Scan`] and the `scan` module.
+//!   warp shuffle and shared-memory scans, a carry between chunks); few
+//!   long rows instead as a single-pass scan with decoupled look-back, a
+//!   CTA per tile. See [`launch::Scan`] and the `scan` and `lookback`
+//!   modules.
 //! - Sorts: a CTA per row, a bitonic sort of `(key, position)` pairs in
 //!   shared memory; long rows through a radix select (`topk`) or an LSD
 //!   radix sort over many CTAs, several launches of one module sharing a
@@ -91,6 +93,7 @@ mod fmod;
 mod gather;
 mod int;
 pub mod launch;
+mod lookback;
 mod math;
 mod math_f64;
 pub mod matmul;
@@ -103,6 +106,7 @@ pub mod ptxas;
 mod radix;
 mod reduce;
 mod scan;
+mod scan_state;
 mod scatter;
 mod select;
 mod sort;
@@ -115,6 +119,7 @@ use builder::{ins, Builder};
 pub use launch::Plan;
 use module::{entry_name, module, prologue};
 pub use module::{scalar_param, Launch, PtxKernel};
+pub use scan::status_len as scan_status_len;
 pub use target::Target;
 
 /// Lowers `kernel` for `target`: half-precision matmuls through the

@@ -8,215 +8,26 @@
 //! Every combine takes the earlier operand first, so the index ops'
 //! ordered rule (ties go to the later position) holds.
 //!
-//! Not yet here: the single-pass scan with decoupled look-back that would
-//! spread one long row over many CTAs; a row longer than a CTA's chunk is
-//! walked by its one CTA.
+//! Few long rows instead take the single-pass scan with decoupled
+//! look-back ([`super::lookback`], chosen by [`super::launch::lookback`]):
+//! each CTA scans one tile of a few such chunks at once (their loads in
+//! flight together, one `bar.sync` for all), the first chunk's carry
+//! being the tile's exclusive prefix from its predecessors.
 
-use super::builder::{f32_imm, ins, Builder, Reg, RegKind};
+use super::builder::{ins, Builder, Reg, RegKind};
 use super::elementwise::used_vars;
 use super::eval::{needs, Cx, Lanes, Point, Vals};
 use super::expr;
 use super::launch::Scan;
-use super::math_f64;
-use super::ops::{self, f64_imm, Value};
-use crate::ir::{Inst, Val};
-use crate::{DType, ScanOp, UnaryOp};
+use super::lookback;
+use super::ops::{self, Value};
+use super::scan_state::{select, shuffle, warp_scan, ScanInst, State};
+use crate::ir::{Inst, Kernel, Val};
+use crate::DType;
 
-/// A running scan state: the value (an `f32`, `f64`, `s32` or `s64`
-/// register) and, for index ops, its position (`s32`).
-#[derive(Clone, Copy)]
-struct State {
-    v: Reg,
-    i: Option<Reg>,
-}
-
-impl State {
-    fn regs(&self) -> Vec<Reg> {
-        std::iter::once(self.v).chain(self.i).collect()
-    }
-
-    fn from_regs(regs: &[Reg]) -> State {
-        State {
-            v: regs[0],
-            i: regs.get(1).copied(),
-        }
-    }
-}
-
-/// One scan instruction: `op` over operand `src` of dtype `dt` (`F32`,
-/// `F64`, `I32` or `I64`), its result instruction `val`.
-#[derive(Clone, Copy)]
-struct ScanInst {
-    val: Val,
-    op: ScanOp,
-    src: Val,
-    dt: DType,
-}
-
-impl ScanInst {
-    fn identity(&self, b: &mut Builder) -> State {
-        let v = match self.dt {
-            DType::F32 => b.mov(RegKind::F32, "f32", f32_imm(self.op.identity() as f32)),
-            DType::F64 => b.mov(RegKind::F64, "f64", f64_imm(self.op.identity())),
-            DType::I64 => b.mov(RegKind::B64, "b64", self.op.identity_int(self.dt)),
-            _ => b.mov(RegKind::B32, "b32", self.op.identity_int(self.dt) as i32),
-        };
-        let i = self.op.is_index().then(|| b.mov(RegKind::B32, "b32", 0));
-        State { v, i }
-    }
-
-    /// `earlier` combined with `later`, in fresh registers.
-    fn combine(&self, b: &mut Builder, earlier: State, later: State) -> State {
-        let int = !self.dt.is_float();
-        let ty = match self.dt {
-            DType::F32 => "f32",
-            DType::F64 => "f64",
-            DType::I64 => "s64",
-            _ => "s32",
-        };
-        let (e, l) = (earlier.v, later.v);
-        let arith = |b: &mut Builder, text: &str| {
-            let r = b.reg(e.kind);
-            ins!(b, "{text} {r}, {e}, {l}");
-            State { v: r, i: None }
-        };
-        match self.op {
-            ScanOp::Sum if int => arith(b, &format!("add.{ty}")),
-            ScanOp::Sum => arith(b, &format!("add.rn.{ty}")),
-            ScanOp::Prod if int => arith(b, &format!("mul.lo.{ty}")),
-            ScanOp::Prod => arith(b, &format!("mul.rn.{ty}")),
-            ScanOp::LogSumExp => State {
-                v: log_add_exp(b, self.dt, e, l),
-                i: None,
-            },
-            ScanOp::Max | ScanOp::Min | ScanOp::ArgMax | ScanOp::ArgMin => {
-                // The later value wins when it is NaN or compares >= (<=)
-                // with a non-NaN earlier one (a NaN earlier value fails
-                // the ordered comparison).
-                let max = matches!(self.op, ScanOp::Max | ScanOp::ArgMax);
-                let cmp = if max { "ge" } else { "le" };
-                let wins = b.reg(RegKind::Pred);
-                ins!(b, "setp.{cmp}.{ty} {wins}, {l}, {e}");
-                if !int {
-                    let nan = b.reg(RegKind::Pred);
-                    ins!(b, "setp.nan.{ty} {nan}, {l}, {l}");
-                    ins!(b, "or.pred {wins}, {wins}, {nan}");
-                }
-                select(b, wins, later, earlier)
-            }
-        }
-    }
-}
-
-/// `p ? a : b` for every register of the states.
-fn select(b: &mut Builder, p: Reg, a: State, c: State) -> State {
-    let regs: Vec<Reg> = a
-        .regs()
-        .iter()
-        .zip(c.regs())
-        .map(|(x, y)| {
-            let r = b.reg(x.kind);
-            ins!(b, "selp.{} {r}, {x}, {y}, {p}", x.kind.bit_ty());
-            r
-        })
-        .collect();
-    State::from_regs(&regs)
-}
-
-/// `log(e^a + e^c)` in the float `dt` (`F32` or `F64`) as
-/// `hi + log1p(e^(lo - hi))`, with `log1p(t)` as `log(u) * t / (u - 1)`
-/// for `u = 1 + t` (exact to a few ulp where `1 + t` rounds). NaN if
-/// either is NaN; an infinite maximum is the result (where `lo - hi` would
-/// be NaN).
-fn log_add_exp(b: &mut Builder, dt: DType, a: Reg, c: Reg) -> Reg {
-    let kind = a.kind;
-    let (ty, one, zero) = if dt == DType::F64 {
-        ("f64", f64_imm(1.0), f64_imm(0.0))
-    } else {
-        ("f32", f32_imm(1.0), f32_imm(0.0))
-    };
-    let f = |b: &mut Builder| b.reg(kind);
-    let (hi, lo) = if dt == DType::F64 {
-        (
-            math_f64::max_min(b, true, a, c),
-            math_f64::max_min(b, false, a, c),
-        )
-    } else {
-        let (hi, lo) = (f(b), f(b));
-        ins!(b, "max.NaN.f32 {hi}, {a}, {c}");
-        ins!(b, "min.NaN.f32 {lo}, {a}, {c}");
-        (hi, lo)
-    };
-    let d = f(b);
-    ins!(b, "sub.rn.{ty} {d}, {lo}, {hi}");
-    let val = |reg| Value { reg, dtype: dt };
-    let t = ops::unary(b, UnaryOp::Exp, val(d), dt).reg;
-    let (u, um1) = (f(b), f(b));
-    ins!(b, "add.rn.{ty} {u}, {t}, {one}");
-    ins!(b, "sub.rn.{ty} {um1}, {u}, {one}");
-    let lu = ops::unary(b, UnaryOp::Log, val(u), dt).reg;
-    let (q, l1p, r) = (f(b), f(b), f(b));
-    ins!(b, "div.rn.{ty} {q}, {t}, {um1}");
-    ins!(b, "mul.rn.{ty} {l1p}, {lu}, {q}");
-    let tiny = b.reg(RegKind::Pred);
-    ins!(b, "setp.eq.{ty} {tiny}, {um1}, {zero}");
-    ins!(b, "selp.{ty} {l1p}, {t}, {l1p}, {tiny}");
-    ins!(b, "add.rn.{ty} {r}, {hi}, {l1p}");
-    let inf = b.reg(RegKind::Pred);
-    ins!(b, "testp.infinite.{ty} {inf}, {hi}");
-    ins!(b, "selp.{ty} {r}, {hi}, {r}, {inf}");
-    r
-}
-
-/// `shfl.sync.<mode>` of every register of `s` by `arg`.
-fn shuffle(b: &mut Builder, mode: &str, s: State, arg: &str) -> State {
-    let c = if mode == "up" { 0 } else { 31 };
-    let regs: Vec<Reg> = s
-        .regs()
-        .iter()
-        .map(|r| {
-            let t = b.reg(r.kind);
-            if r.kind.bit_ty() == "b64" {
-                // Shuffles move 32 bits: the two halves separately.
-                let (lo, hi) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-                ins!(b, "mov.b64 {{{lo}, {hi}}}, {r}");
-                ins!(b, "shfl.sync.{mode}.b32 {lo}, {lo}, {arg}, {c}, -1");
-                ins!(b, "shfl.sync.{mode}.b32 {hi}, {hi}, {arg}, {c}, -1");
-                ins!(b, "mov.b64 {t}, {{{lo}, {hi}}}");
-            } else {
-                ins!(b, "shfl.sync.{mode}.b32 {t}, {r}, {arg}, {c}, -1");
-            }
-            t
-        })
-        .collect();
-    State::from_regs(&regs)
-}
-
-/// Inclusive scan of `t` over the lanes of a warp below `width` (a power
-/// of two), Hillis-Steele with `shfl.sync.up`.
-fn warp_scan(b: &mut Builder, si: &ScanInst, lane: Reg, mut t: State, width: u32) -> State {
-    let mut off = 1;
-    while off < width {
-        let y = shuffle(b, "up", t, &off.to_string());
-        let r = si.combine(b, y, t);
-        let p = b.reg(RegKind::Pred);
-        ins!(b, "setp.ge.u32 {p}, {lane}, {off}");
-        t = select(b, p, r, t);
-        off *= 2;
-    }
-    t
-}
-
-/// Emits the body of a scan kernel; returns the static shared memory it
-/// declares as `smem` (bytes).
-pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
-    let k = cx.k;
-    let w = cx.width;
-    let n = w.bits();
-    let nk = k.n_kept;
-    let lanes = plan.lanes;
-    let scans: Vec<ScanInst> = k
-        .insts
+/// The kernel's scan instructions, in order.
+fn scan_insts(k: &Kernel) -> Vec<ScanInst> {
+    k.insts
         .iter()
         .enumerate()
         .filter_map(|(val, node)| match node.inst {
@@ -228,7 +39,36 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
             }),
             _ => None,
         })
-        .collect();
+        .collect()
+}
+
+/// Registers of the scans' states together (a value, and a position for
+/// index ops): what the shared-memory and look-back slots hold.
+fn state_slots(scans: &[ScanInst]) -> usize {
+    scans.iter().map(|s| 1 + s.op.is_index() as usize).sum()
+}
+
+/// One chunk of a team's elements: the point group of the thread's
+/// `lanes` elements, the values evaluated there, per scan the thread's
+/// running states over its lanes and its warp's inclusive scan of their
+/// totals.
+struct Chunk {
+    point: Point,
+    pos32: Reg,
+    vals: Vals,
+    local: Vec<Vec<State>>,
+    incl: Vec<State>,
+}
+
+/// Emits the body of a scan kernel; returns the static shared memory it
+/// declares as `smem` (bytes).
+pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
+    let k = cx.k;
+    let w = cx.width;
+    let n = w.bits();
+    let nk = k.n_kept;
+    let lanes = plan.lanes;
+    let scans = scan_insts(k);
     let slots: Vec<usize> = scans
         .iter()
         .scan(0, |acc, s| {
@@ -237,14 +77,22 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
             Some(first)
         })
         .collect();
-    let nslots = scans
-        .iter()
-        .map(|s| 1 + s.op.is_index() as u32)
-        .sum::<u32>();
+    let nslots = state_slots(&scans) as u32;
     let warps = plan.tpr / 32;
     let cta = plan.tpr > 32;
-    // Every shared entry takes 8 bytes (a 64-bit state register fits).
-    let shared_bytes = if cta { 2 * nslots * warps * 8 } else { 0 };
+    let tiled = plan.tiles > 0;
+    // A look-back tile is `chunks` chunks scanned together; the row walk
+    // scans one chunk per step.
+    let chunks = if tiled { plan.chunks as usize } else { 1 };
+    let chunk_len = plan.tpr as usize * lanes;
+    // Every shared entry takes 8 bytes (a 64-bit state register fits):
+    // the warp totals (an area per chunk of a tile, or two areas that the
+    // row walk's chunks alternate), then for a look-back scan the tile id
+    // and the tile's exclusive prefix.
+    let area = nslots * warps * 8;
+    let areas = if tiled { chunks as u32 } else { 2 };
+    let totals_bytes = if cta { areas * area } else { 0 };
+    let shared_bytes = totals_bytes + if tiled { 8 + nslots * 8 } else { 0 };
 
     // Team geometry: `team_lane` within the row's team, `lane` within the
     // warp, `warp` within the team.
@@ -269,24 +117,43 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
             r
         }
     };
+    let base = b.reg(RegKind::B32);
+    if cta {
+        ins!(b, "mov.u32 {base}, {smem}");
+    }
     let (row, nteams) = (w.reg(b), w.reg(b));
-    let team_w = to_w(b, team);
-    if w.wide {
-        ins!(b, "mul.wide.u32 {row}, {ctaid}, {teams}");
-        ins!(b, "add.s64 {row}, {row}, {team_w}");
-        ins!(b, "mul.wide.u32 {nteams}, {nctaid}, {teams}");
-    } else {
-        ins!(b, "mad.lo.s32 {row}, {ctaid}, {teams}, {team_w}");
-        ins!(b, "mul.lo.s32 {nteams}, {nctaid}, {teams}");
+    let c = w.reg(b);
+    let tile = tiled.then(|| {
+        // One tile per CTA, in the order the CTAs start (see `lookback`).
+        let t = lookback::take_tile(b, cx, tid, base, totals_bytes);
+        let (r, i) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+        ins!(b, "div.u32 {r}, {t}, {}", plan.tiles);
+        ins!(b, "rem.u32 {i}, {t}, {}", plan.tiles);
+        let rw = to_w(b, r);
+        ins!(b, "mov.b{n} {row}, {rw}");
+        let tile_len = chunk_len * chunks;
+        if w.wide {
+            ins!(b, "mul.wide.u32 {c}, {i}, {tile_len}");
+        } else {
+            ins!(b, "mul.lo.s32 {c}, {i}, {tile_len}");
+        }
+        lookback::Tile { id: t, index: i }
+    });
+    if !tiled {
+        let team_w = to_w(b, team);
+        if w.wide {
+            ins!(b, "mul.wide.u32 {row}, {ctaid}, {teams}");
+            ins!(b, "add.s64 {row}, {row}, {team_w}");
+            ins!(b, "mul.wide.u32 {nteams}, {nctaid}, {teams}");
+        } else {
+            ins!(b, "mad.lo.s32 {row}, {ctaid}, {teams}, {team_w}");
+            ins!(b, "mul.lo.s32 {nteams}, {nctaid}, {teams}");
+        }
     }
     let lane_w = to_w(b, team_lane);
     let first = w.reg(b);
     ins!(b, "mul.lo.s{n} {first}, {lane_w}, {lanes}");
     let parity = b.mov(RegKind::B32, "u32", 0);
-    let base = b.reg(RegKind::B32);
-    if cta {
-        ins!(b, "mov.u32 {base}, {smem}");
-    }
 
     let rows = k.rows() as i64;
     let row_len = k.row_len() as i64;
@@ -297,175 +164,308 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
     let roots: Vec<Val> = k.stores.iter().map(|s| s.value).collect();
     let store_todo = needs(k, &all, &roots);
 
+    // The row walk loops over rows and, within a row, over chunks; a
+    // look-back CTA scans its one tile.
     let (row_top, row_end) = (b.label(), b.label());
-    b.place(&row_top);
-    let done = b.reg(RegKind::Pred);
-    ins!(b, "setp.ge.s{n} {done}, {row}, {rows}");
-    ins!(b, "@{done} bra {row_end}");
-    let mut kept = expr::unravel(b, row, &k.ranges[..nk], &used[..nk], w);
-    let carry: Vec<State> = scans.iter().map(|s| s.identity(b)).collect();
-    let c = w.reg(b);
-    ins!(b, "mov.b{n} {c}, 0");
     let (chunk_top, chunk_end) = (b.label(), b.label());
-    b.place(&chunk_top);
-    let chunk_done = b.reg(RegKind::Pred);
-    ins!(b, "setp.ge.s{n} {chunk_done}, {c}, {row_len}");
-    ins!(b, "@{chunk_done} bra {chunk_end}");
-
-    // The thread's elements: `lanes` consecutive positions from `pos`.
-    let pos = w.reg(b);
-    ins!(b, "add.s{n} {pos}, {c}, {first}");
-    let valid = b.reg(RegKind::Pred);
-    ins!(b, "setp.lt.s{n} {valid}, {pos}, {row_len}");
-    let pos32 = if w.wide {
-        let r = b.reg(RegKind::B32);
-        ins!(b, "cvt.u32.u64 {r}, {pos}");
-        r
-    } else {
-        pos
-    };
-    kept.truncate(nk);
-    let mut vars = kept.clone();
-    vars.push(Some(pos));
-    let point = Point {
-        vars,
-        lanes,
-        pred: Some(valid),
-    };
-    let mut vals: Vals = vec![None; k.insts.len()];
-    cx.eval_loads(b, &point, &src_todo, &mut vals);
-    cx.eval(b, &point, &src_todo, &mut vals);
-
-    // Thread-local inclusive scans and their warp scans.
-    let mut local: Vec<Vec<State>> = Vec::new();
-    let mut incl: Vec<State> = Vec::new();
-    for si in &scans {
-        let xs = vals[si.src].clone().expect("scan operand evaluated");
-        let mut run: Vec<State> = Vec::new();
-        for l in 0..lanes {
-            let v = ops::convert(b, xs[l.min(xs.len() - 1)], si.dt).reg;
-            let i = si.op.is_index().then(|| {
-                let r = b.reg(RegKind::B32);
-                ins!(b, "add.s32 {r}, {pos32}, {l}");
-                r
-            });
-            let x = State { v, i };
-            let next = match run.last() {
-                Some(prev) => si.combine(b, *prev, x),
-                None => x,
-            };
-            run.push(next);
-        }
-        let t = *run.last().expect("lanes >= 1");
-        local.push(run);
-        incl.push(if plan.tpr >= 32 {
-            warp_scan(b, si, lane, t, 32)
-        } else {
-            t
-        });
+    if !tiled {
+        b.place(&row_top);
+        let done = b.reg(RegKind::Pred);
+        ins!(b, "setp.ge.s{n} {done}, {row}, {rows}");
+        ins!(b, "@{done} bra {row_end}");
     }
-    let wa = b.reg(RegKind::B32);
+    let mut kept = expr::unravel(b, row, &k.ranges[..nk], &used[..nk], w);
+    kept.truncate(nk);
+    let carry: Vec<State> = scans.iter().map(|s| s.identity(b)).collect();
+    if !tiled {
+        ins!(b, "mov.b{n} {c}, 0");
+        b.place(&chunk_top);
+        let chunk_done = b.reg(RegKind::Pred);
+        ins!(b, "setp.ge.s{n} {chunk_done}, {c}, {row_len}");
+        ins!(b, "@{chunk_done} bra {chunk_end}");
+    }
+
+    // Every chunk's loads first (they are in flight together), then its
+    // operands, thread-local scans and warp scans.
+    let mut parts: Vec<Chunk> = (0..chunks)
+        .map(|ch| {
+            // The thread's elements: `lanes` consecutive positions from
+            // `pos`.
+            let pos = w.reg(b);
+            ins!(b, "add.s{n} {pos}, {c}, {first}");
+            if ch > 0 {
+                ins!(b, "add.s{n} {pos}, {pos}, {}", ch * chunk_len);
+            }
+            let valid = b.reg(RegKind::Pred);
+            ins!(b, "setp.lt.s{n} {valid}, {pos}, {row_len}");
+            let pos32 = if w.wide {
+                let r = b.reg(RegKind::B32);
+                ins!(b, "cvt.u32.u64 {r}, {pos}");
+                r
+            } else {
+                pos
+            };
+            let mut vars = kept.clone();
+            vars.push(Some(pos));
+            let point = Point {
+                vars,
+                lanes,
+                pred: Some(valid),
+            };
+            let mut vals: Vals = vec![None; k.insts.len()];
+            cx.eval_loads(b, &point, &src_todo, &mut vals);
+            Chunk {
+                point,
+                pos32,
+                vals,
+                local: Vec::new(),
+                incl: Vec::new(),
+            }
+        })
+        .collect();
+    for part in &mut parts {
+        cx.eval(b, &part.point, &src_todo, &mut part.vals);
+        for si in &scans {
+            let xs = part.vals[si.src].clone().expect("scan operand evaluated");
+            let mut run: Vec<State> = Vec::new();
+            for l in 0..lanes {
+                let v = ops::convert(b, xs[l.min(xs.len() - 1)], si.dt).reg;
+                let i = si.op.is_index().then(|| {
+                    let r = b.reg(RegKind::B32);
+                    ins!(b, "add.s32 {r}, {}, {l}", part.pos32);
+                    r
+                });
+                let x = State { v, i };
+                let next = match run.last() {
+                    Some(prev) => si.combine(b, *prev, x),
+                    None => x,
+                };
+                run.push(next);
+            }
+            let t = *run.last().expect("lanes >= 1");
+            part.local.push(run);
+            part.incl.push(if plan.tpr >= 32 {
+                warp_scan(b, si, lane, t, 32)
+            } else {
+                t
+            });
+        }
+    }
+    // Each chunk's warp totals area: a tile's chunks have one each, the
+    // row walk's chunks alternate two (one `bar.sync` per chunk).
+    let areas: Vec<Reg> = (0..chunks)
+        .map(|ch| {
+            let wa = b.reg(RegKind::B32);
+            if !cta {
+                return wa;
+            }
+            if tiled {
+                ins!(b, "add.s32 {wa}, {base}, {}", ch as u32 * area);
+            } else {
+                ins!(b, "mad.lo.s32 {wa}, {parity}, {area}, {base}");
+            }
+            wa
+        })
+        .collect();
     if cta {
-        // Each warp's total, by its last lane, in this chunk's half.
-        ins!(
-            b,
-            "mad.lo.s32 {wa}, {parity}, {}, {base}",
-            nslots * warps * 8
-        );
+        // Each warp's totals, by its last lane.
         let last = b.reg(RegKind::Pred);
         ins!(b, "setp.eq.u32 {last}, {lane}, 31");
         let my = b.reg(RegKind::B32);
         ins!(b, "shl.b32 {my}, {warp}, 3");
-        ins!(b, "add.s32 {my}, {my}, {wa}");
-        for (t, slot) in incl.iter().zip(&slots) {
-            for (j, r) in t.regs().iter().enumerate() {
-                let off = (*slot + j) as u32 * warps * 8;
-                ins!(b, "@{last} st.shared.{} [{my}+{off}], {r}", r.kind.bit_ty());
+        for (part, wa) in parts.iter().zip(&areas) {
+            let at = b.reg(RegKind::B32);
+            ins!(b, "add.s32 {at}, {my}, {wa}");
+            for (t, slot) in part.incl.iter().zip(&slots) {
+                for (j, r) in t.regs().iter().enumerate() {
+                    let off = (*slot + j) as u32 * warps * 8;
+                    ins!(b, "@{last} st.shared.{} [{at}+{off}], {r}", r.kind.bit_ty());
+                }
             }
         }
         ins!(b, "bar.sync 0");
     }
-    for (s, si) in scans.iter().enumerate() {
-        let t = incl[s];
-        let (mut pre, total) = if plan.tpr == 1 {
-            (carry[s], t)
-        } else if !cta {
-            (carry[s], shuffle(b, "idx", t, "31"))
-        } else {
-            // Every warp scans the warp totals: lane `j < warps` holds warp
-            // `j`'s.
-            let has = b.reg(RegKind::Pred);
-            ins!(b, "setp.lt.u32 {has}, {lane}, {warps}");
-            let addr = b.reg(RegKind::B32);
-            ins!(b, "shl.b32 {addr}, {lane}, 3");
-            ins!(b, "add.s32 {addr}, {addr}, {wa}");
-            let id = si.identity(b);
-            let regs: Vec<Reg> = id
-                .regs()
+    // Per chunk and scan: the chunk's total, and in a CTA team the
+    // earlier warps' totals (`None` for the first warp).
+    let mut totals: Vec<Vec<State>> = Vec::new();
+    let mut befores: Vec<Vec<Option<(Reg, State)>>> = Vec::new();
+    for (part, wa) in parts.iter().zip(&areas) {
+        let mut ts = Vec::new();
+        let mut bs = Vec::new();
+        for (s, si) in scans.iter().enumerate() {
+            let (before, total) = team_total(b, si, plan, part.incl[s], lane, warp, *wa, slots[s]);
+            ts.push(total);
+            bs.push(before);
+        }
+        totals.push(ts);
+        befores.push(bs);
+    }
+    // The running value before each chunk: from the look-back (a tile's
+    // first chunk) or the row walk's carry, then each chunk's total.
+    let mut carries: Vec<Vec<State>> = Vec::new();
+    carries.push(match &tile {
+        Some(tile) => {
+            let aggregate: Vec<State> = scans
                 .iter()
                 .enumerate()
-                .map(|(j, r)| {
-                    let x = b.reg(r.kind);
-                    let bt = r.kind.bit_ty();
-                    ins!(b, "mov.{bt} {x}, {r}");
-                    let off = (slots[s] + j) as u32 * warps * 8;
-                    ins!(b, "@{has} ld.shared.{bt} {x}, [{addr}+{off}]");
-                    x
+                .map(|(s, si)| {
+                    (1..chunks).fold(totals[0][s], |acc, ch| si.combine(b, acc, totals[ch][s]))
                 })
                 .collect();
-            let totals = warp_scan(b, si, lane, State::from_regs(&regs), warps);
-            let total = shuffle(b, "idx", totals, &(warps - 1).to_string());
-            let prev = b.reg(RegKind::B32);
-            ins!(b, "max.u32 {prev}, {warp}, 1");
-            ins!(b, "sub.u32 {prev}, {prev}, 1");
-            let before = shuffle(b, "idx", totals, &prev.to_string());
-            let with = si.combine(b, carry[s], before);
-            let later = b.reg(RegKind::Pred);
-            ins!(b, "setp.gt.u32 {later}, {warp}, 0");
-            (select(b, later, with, carry[s]), total)
-        };
-        if plan.tpr >= 32 {
-            // The earlier lanes of the warp.
-            let ex = shuffle(b, "up", t, "1");
-            let with = si.combine(b, pre, ex);
-            let later = b.reg(RegKind::Pred);
-            ins!(b, "setp.gt.u32 {later}, {lane}, 0");
-            pre = select(b, later, with, pre);
+            let lb = lookback::Lookback {
+                scans: &scans,
+                slots: &slots,
+                nslots: nslots as usize,
+                shared: (base, totals_bytes),
+            };
+            lb.emit(b, cx, tile, tid, lane, warp, &aggregate)
         }
-        let out: Lanes = local[s]
+        None => carry.clone(),
+    });
+    for ch in 1..chunks {
+        let next = scans
             .iter()
-            .map(|x| {
-                let y = si.combine(b, pre, *x);
-                let dt = k.insts[si.val].dtype;
-                let v = match y.i {
-                    Some(i) => Value {
-                        reg: i,
-                        dtype: DType::I32,
-                    },
-                    None => Value {
-                        reg: y.v,
-                        dtype: si.dt,
-                    },
-                };
-                ops::convert(b, v, dt)
-            })
+            .enumerate()
+            .map(|(s, si)| si.combine(b, carries[ch - 1][s], totals[ch - 1][s]))
             .collect();
-        vals[si.val] = Some(out);
-        let next = si.combine(b, carry[s], total);
-        for (dst, src) in carry[s].regs().iter().zip(next.regs()) {
-            ins!(b, "mov.{} {dst}, {src}", dst.kind.bit_ty());
+        carries.push(next);
+    }
+    for (ch, part) in parts.iter_mut().enumerate() {
+        for (s, si) in scans.iter().enumerate() {
+            let cin = carries[ch][s];
+            let mut pre = match befores[ch][s] {
+                Some((later, before)) => {
+                    let with = si.combine(b, cin, before);
+                    select(b, later, with, cin)
+                }
+                None => cin,
+            };
+            if plan.tpr >= 32 {
+                // The earlier lanes of the warp.
+                let ex = shuffle(b, "up", part.incl[s], "1");
+                let with = si.combine(b, pre, ex);
+                let later = b.reg(RegKind::Pred);
+                ins!(b, "setp.gt.u32 {later}, {lane}, 0");
+                pre = select(b, later, with, pre);
+            }
+            let out: Lanes = part.local[s]
+                .iter()
+                .map(|x| {
+                    let y = si.combine(b, pre, *x);
+                    let dt = k.insts[si.val].dtype;
+                    let v = match y.i {
+                        Some(i) => Value {
+                            reg: i,
+                            dtype: DType::I32,
+                        },
+                        None => Value {
+                            reg: y.v,
+                            dtype: si.dt,
+                        },
+                    };
+                    ops::convert(b, v, dt)
+                })
+                .collect();
+            part.vals[si.val] = Some(out);
+        }
+        cx.eval(b, &part.point, &store_todo, &mut part.vals);
+        for s in &k.stores {
+            cx.store(b, &part.point, s, &part.vals);
         }
     }
-    cx.eval(b, &point, &store_todo, &mut vals);
-    for s in &k.stores {
-        cx.store(b, &point, s, &vals);
+    if !tiled {
+        for (s, si) in scans.iter().enumerate() {
+            let next = si.combine(b, carry[s], totals[0][s]);
+            for (dst, src) in carry[s].regs().iter().zip(next.regs()) {
+                ins!(b, "mov.{} {dst}, {src}", dst.kind.bit_ty());
+            }
+        }
+        ins!(b, "xor.b32 {parity}, {parity}, 1");
+        ins!(b, "add.s{n} {c}, {c}, {chunk_len}");
+        ins!(b, "bra {chunk_top}");
+        b.place(&chunk_end);
+        ins!(b, "add.s{n} {row}, {row}, {nteams}");
+        ins!(b, "bra {row_top}");
+        b.place(&row_end);
     }
-    ins!(b, "xor.b32 {parity}, {parity}, 1");
-    ins!(b, "add.s{n} {c}, {c}, {}", plan.tpr as usize * lanes);
-    ins!(b, "bra {chunk_top}");
-    b.place(&chunk_end);
-    ins!(b, "add.s{n} {row}, {row}, {nteams}");
-    ins!(b, "bra {row_top}");
-    b.place(&row_end);
     shared_bytes
+}
+
+/// A chunk's total over the team from the warp's inclusive scan `t` of
+/// its threads' totals, and in a CTA team (whose warp totals are in shared
+/// memory at `wa`, scan slot `slot`) the combined totals of the earlier
+/// warps with the predicate of warps that have some.
+#[allow(clippy::too_many_arguments)]
+fn team_total(
+    b: &mut Builder,
+    si: &ScanInst,
+    plan: &Scan,
+    t: State,
+    lane: Reg,
+    warp: Reg,
+    wa: Reg,
+    slot: usize,
+) -> (Option<(Reg, State)>, State) {
+    let warps = plan.tpr / 32;
+    if plan.tpr == 1 {
+        return (None, t);
+    }
+    if plan.tpr <= 32 {
+        return (None, shuffle(b, "idx", t, "31"));
+    }
+    // Every warp scans the warp totals: lane `j < warps` holds warp `j`'s.
+    let has = b.reg(RegKind::Pred);
+    ins!(b, "setp.lt.u32 {has}, {lane}, {warps}");
+    let addr = b.reg(RegKind::B32);
+    ins!(b, "shl.b32 {addr}, {lane}, 3");
+    ins!(b, "add.s32 {addr}, {addr}, {wa}");
+    let id = si.identity(b);
+    let regs: Vec<Reg> = id
+        .regs()
+        .iter()
+        .enumerate()
+        .map(|(j, r)| {
+            let x = b.reg(r.kind);
+            let bt = r.kind.bit_ty();
+            ins!(b, "mov.{bt} {x}, {r}");
+            let off = (slot + j) as u32 * warps * 8;
+            ins!(b, "@{has} ld.shared.{bt} {x}, [{addr}+{off}]");
+            x
+        })
+        .collect();
+    let totals = warp_scan(b, si, lane, State::from_regs(&regs), warps);
+    let total = shuffle(b, "idx", totals, &(warps - 1).to_string());
+    let prev = b.reg(RegKind::B32);
+    ins!(b, "max.u32 {prev}, {warp}, 1");
+    ins!(b, "sub.u32 {prev}, {prev}, 1");
+    let before = shuffle(b, "idx", totals, &prev.to_string());
+    let later = b.reg(RegKind::Pred);
+    ins!(b, "setp.gt.u32 {later}, {warp}, 0");
+    (Some((later, before)), total)
+}
+
+/// Whether scan kernel `k` has its look-back status buffer: the output no
+/// store writes ([`Kernel::zeroed_output`]), `I64` and at least
+/// [`status_len`] long.
+pub fn has_status(k: &Kernel) -> bool {
+    k.zeroed_output().is_some_and(|o| {
+        let a = &k.outputs[o];
+        a.dtype == DType::I64 && a.len >= status_len(k) && status_len(k) > 0
+    })
+}
+
+/// Words (`I64`) of the status buffer a look-back scan of `k` needs, 0
+/// when `k` is not one ([`super::launch::lookback`]): the tile counter,
+/// then one record per tile (see [`lookback`]).
+pub fn status_len(k: &Kernel) -> usize {
+    match super::launch::lookback(k) {
+        Some(t) => {
+            let record = lookback::record_words(state_slots(&scan_insts(k)));
+            k.rows()
+                .saturating_mul(t.tiles as usize)
+                .saturating_mul(record)
+                .saturating_add(1)
+        }
+        None => 0,
+    }
 }

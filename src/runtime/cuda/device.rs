@@ -160,6 +160,15 @@ impl CudaDevice {
             .map_err(|e| driver_err("copying on the device", e))
     }
 
+    /// Queues zeroing the whole of `b` (a look-back scan's status buffer
+    /// before each launch).
+    pub fn zero(&self, b: &CudaBuffer) -> Result<()> {
+        self.bind()?;
+        // SAFETY: the block holds `b.bytes()` bytes.
+        unsafe { cu::memset_d8_async(b.ptr(), 0, b.bytes(), self.stream.cu_stream()) }
+            .map_err(|e| driver_err("zeroing on the device", e))
+    }
+
     /// A timing event (created with timing enabled).
     pub fn event(&self) -> Result<CudaEvent> {
         self.ctx

@@ -101,6 +101,14 @@ pub(crate) fn execute(
                 slots[b] = Some(Arc::new(dev.alloc(bytes)?));
             }
         }
+        if let Some(o) = it.kernel.zeroed_output() {
+            // A look-back scan's status buffer starts from zeros at every
+            // launch (on the stream, before the kernel).
+            let h = slots[it.outputs[o]]
+                .as_ref()
+                .ok_or_else(|| Error::Runtime("status buffer not allocated".into()))?;
+            dev.zero(buffer(h)?)?;
+        }
         let mut ptrs = Vec::with_capacity(it.inputs.len() + it.outputs.len());
         for &b in it.inputs.iter().chain(&it.outputs) {
             let h = slots[b]
