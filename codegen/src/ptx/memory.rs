@@ -11,24 +11,35 @@ use crate::DType;
 /// Whether `lanes` consecutive elements of variable `var` can be read or
 /// written with one vector access at `index`: the index steps by 1 with the
 /// variable and every other term keeps the first lane aligned (the variable
-/// itself starts at a multiple of `lanes`), the mask does not depend on the
-/// variable, and the vector is 4, 8 or 16 bytes.
+/// itself starts at a multiple of `lanes`), the mask holds for all lanes or
+/// none (it does not depend on the variable, or its checks of it are
+/// aligned ranges: `cat` along the last axis masks each input to
+/// `lo <= i < hi`, and pads of whole vectors mask the same way), and the
+/// vector is 4, 8 or 16 bytes. A vector access evaluates the mask at the
+/// first lane.
 pub fn vector_ok(index: &Expr, valid: &Cond, dt: DType, lanes: usize, var: usize) -> bool {
     let bytes = lanes * dt.size();
     let l = lanes as i64;
-    let (terms, k) = index.parts();
-    let mut mask_vars = Vec::new();
-    for (e, _, _) in valid.checks() {
-        e.vars(&mut mask_vars);
-    }
     lanes > 1
         && matches!(bytes, 4 | 8 | 16)
-        && index.affine_coef(var) == Some(1)
+        && aligned_steps(index, l, var)
+        && valid.checks().iter().all(|(e, lo, hi)| {
+            let mut vs = Vec::new();
+            e.vars(&mut vs);
+            !vs.contains(&var) || (aligned_steps(e, l, var) && lo % l == 0 && hi % l == 0)
+        })
+}
+
+/// Whether `e` steps by 1 with `var` and is a multiple of `l` wherever
+/// `var` is: then `l` consecutive values of `var` from a multiple of `l`
+/// give `l` consecutive values of `e` from a multiple of `l`.
+fn aligned_steps(e: &Expr, l: i64, var: usize) -> bool {
+    let (terms, k) = e.parts();
+    e.affine_coef(var) == Some(1)
         && k % l == 0
         && terms
             .iter()
             .all(|(a, c)| *a == crate::expr::Atom::Var(var) || c % l == 0)
-        && !mask_vars.contains(&var)
 }
 
 /// The byte address of element `idx` of a buffer at `base`.
