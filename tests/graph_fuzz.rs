@@ -373,7 +373,10 @@ impl Gen {
             2 if rank > 0 && n > 0 => {
                 let pieces = if self.rng.chance(0.5) {
                     let size = 1 + self.rng.below(n);
-                    (a.split(size, d as isize), format!("split({an}, {size}, {d})"))
+                    (
+                        a.split(size, d as isize),
+                        format!("split({an}, {size}, {d})"),
+                    )
                 } else {
                     let c = 1 + self.rng.below(4);
                     (a.chunk(c, d as isize), format!("chunk({an}, {c}, {d})"))
@@ -397,7 +400,10 @@ impl Gen {
                     (a.round(), format!("round({an})"))
                 } else {
                     let (ixn, ix) = self.index(&ishape, n);
-                    (a.gather(d as isize, &ix), format!("gather({an}, {d}, {ixn})"))
+                    (
+                        a.gather(d as isize, &ix),
+                        format!("gather({an}, {d}, {ixn})"),
+                    )
                 }
             }
             4 if rank > 0 && n > 0 => {
@@ -435,8 +441,14 @@ impl Gen {
             8 => {
                 let c = a.lt(0.0).logical_or(a.isnan());
                 let (bn, b) = self.partner(a);
-                let b = b.cast(self.rng.pick(&[DType::I64, DType::I8, DType::U8, DType::F32]));
-                (c.where_(&b, a), format!("where({an} < 0, {bn} (cast), {an})"))
+                let b = b.cast(
+                    self.rng
+                        .pick(&[DType::I64, DType::I8, DType::U8, DType::F32]),
+                );
+                (
+                    c.where_(&b, a),
+                    format!("where({an} < 0, {bn} (cast), {an})"),
+                )
             }
             9 if rank > 0 => {
                 let ax = d as isize;
@@ -505,29 +517,39 @@ impl Gen {
     /// `I32`), stored as given or read through a flip, with its name.
     fn index(&mut self, shape: &[usize], n: usize) -> (String, Tensor) {
         let dt = self.rng.pick(&[DType::I64, DType::I32]);
-        let data: Vec<i64> = (0..numel(shape)).map(|_| self.rng.below(n) as i64).collect();
+        let data: Vec<i64> = (0..numel(shape))
+            .map(|_| self.rng.below(n) as i64)
+            .collect();
         let t = Tensor::from_vec(data, shape.to_vec(), &self.dev).cast(dt);
         let flip = !shape.is_empty() && self.rng.chance(0.3);
         let t = if flip { t.flip(0) } else { t };
-        let name = format!("index {shape:?} {dt} below {n}{}", if flip { " flipped" } else { "" });
+        let name = format!(
+            "index {shape:?} {dt} below {n}{}",
+            if flip { " flipped" } else { "" }
+        );
         (name, t)
     }
 
     /// `cat` along axis `d` of `a` with one to three more pieces: `a`
-    /// itself, a view of it, or new inputs (some empty along `d`), some
-    /// of another dtype (the result promotes).
+    /// itself, a view of it (an empty one among them), new inputs, or `a`
+    /// in another dtype (the result promotes).
     fn cat(&mut self, an: &str, a: &Tensor, d: usize) {
         let sa = a.shape().to_vec();
         let mut parts = vec![a.clone()];
         let mut names = vec![an.to_string()];
         for _ in 0..1 + self.rng.below(3) {
-            let (name, t) = match self.rng.below(4) {
+            let (name, t) = match self.rng.below(5) {
                 0 => (an.to_string(), a.clone()),
                 1 => (format!("flip({an})"), a.flip(d)),
                 2 => (format!("{an} as i32"), a.cast(DType::I32)),
+                // Empty along the axis (a view, kept out of the pool).
+                3 => (
+                    format!("narrow({an}, {d}, 0, 0)"),
+                    a.narrow(d as isize, 0, 0),
+                ),
                 _ => {
                     let mut s = sa.clone();
-                    s[d] = self.rng.pick(&[0, 1, 2, 3]);
+                    s[d] = self.rng.pick(&[1, 2, 3]);
                     let t = self.input(&s);
                     (self.pool.last().unwrap().0.clone(), t)
                 }
@@ -1065,11 +1087,47 @@ fn generator_is_deterministic_and_varied() {
         }
     }
     for want in [
-        "input", "realize", "exp", "log", "sqrt", "add", "div", "sum", "max", "min", "mean",
-        "permute", "slice", "flip", "pad", "reshape", "expand", "narrow", "softmax", "matmul",
-        "cast", "cat", "stack", "split", "chunk", "gather", "index_select", "embedding",
-        "masked_fill", "clamp", "where", "floor", "round", "cumsum", "cummax", "sort", "topk",
-        "tril", "triu", "any", "all",
+        "input",
+        "realize",
+        "exp",
+        "log",
+        "sqrt",
+        "add",
+        "div",
+        "sum",
+        "max",
+        "min",
+        "mean",
+        "permute",
+        "slice",
+        "flip",
+        "pad",
+        "reshape",
+        "expand",
+        "narrow",
+        "softmax",
+        "matmul",
+        "cast",
+        "cat",
+        "stack",
+        "split",
+        "chunk",
+        "gather",
+        "index_select",
+        "embedding",
+        "masked_fill",
+        "clamp",
+        "where",
+        "floor",
+        "round",
+        "cumsum",
+        "cummax",
+        "sort",
+        "topk",
+        "tril",
+        "triu",
+        "any",
+        "all",
     ] {
         assert!(seen.contains(want), "no {want} in 200 graphs: {seen:?}");
     }
