@@ -148,7 +148,7 @@ fn main() -> Result<()> {
     let (dev, sizes, device) = if smoke {
         let dev = Device::default_device();
         println!("smoke run on {dev}: small sizes, figures mean nothing");
-        (dev.clone(), &SMOKE, format!("smoke run on {dev}"))
+        (dev, &SMOKE, format!("smoke run on {dev}"))
     } else {
         let Some(dev) = gpu() else { return Ok(()) };
         let props = smelt::cuda::get_device_properties(&dev)?;

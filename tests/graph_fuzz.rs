@@ -424,7 +424,7 @@ impl Gen {
             6 => {
                 let mask = if rank > 0 && self.rng.chance(0.5) {
                     let axes = random_axes(&mut self.rng, rank);
-                    a.lt(&a.flip(axes))
+                    a.lt(a.flip(axes))
                 } else {
                     a.isnan().logical_or(a.gt(0.5))
                 };
