@@ -266,3 +266,44 @@ fn reg_list(regs: &[Reg]) -> String {
         format!("{{{}}}", names.join(", "))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `in[i0 * 64 + i1 - off]` over `[4, 64]`, masked to `lo <= i1 < hi`.
+    fn case(off: i64, lo: i64, hi: i64) -> (Expr, Cond) {
+        let ranges = [4, 64];
+        let index = Expr::var(0).scale(64).add(&Expr::var(1)).add_const(-off);
+        let valid = Cond::always().and_range(Expr::var(1), lo, hi, &ranges);
+        (index, valid)
+    }
+
+    #[test]
+    fn masks_of_whole_vectors_allow_vector_accesses() {
+        let (index, valid) = case(16, 16, 32);
+        assert!(vector_ok(&index, &valid, DType::F32, 4, 1));
+        assert!(vector_ok(&index, &valid, DType::F16, 8, 1));
+        // A mask on another variable never splits a vector.
+        let other = Cond::always().and_range(Expr::var(0), 1, 3, &[4, 64]);
+        assert!(vector_ok(&index, &other, DType::F32, 4, 1));
+    }
+
+    #[test]
+    fn masks_that_split_a_vector_do_not() {
+        // The range starts or ends inside a vector of 4.
+        for (off, lo, hi) in [(18, 18, 32), (16, 16, 30), (16, 16, 34)] {
+            let (index, valid) = case(off, lo, hi);
+            assert!(!vector_ok(&index, &valid, DType::F32, 4, 1), "{lo}..{hi}");
+        }
+        // Aligned for 4 lanes, not for 8.
+        let (index, valid) = case(4, 4, 20);
+        assert!(vector_ok(&index, &valid, DType::F32, 4, 1));
+        assert!(!vector_ok(&index, &valid, DType::F16, 8, 1));
+        // A mask stepping by 2 with the variable covers lanes unevenly.
+        let ranges = [4, 64];
+        let twice = Cond::always().and_range(Expr::var(1).scale(2), 0, 64, &ranges);
+        let (index, _) = case(0, 0, 64);
+        assert!(!vector_ok(&index, &twice, DType::F32, 4, 1));
+    }
+}
