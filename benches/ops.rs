@@ -119,7 +119,7 @@ const SMOKE: Sizes = Sizes {
     cat_inputs: &[2, 8],
 };
 
-/// The series every section's table prints, one row per case.
+/// The header of every section's table (one row per case).
 const HEADER: &str = "          shape        ms       GB/s   % copy";
 
 fn main() -> Result<()> {
@@ -197,7 +197,9 @@ fn copy_bandwidth(dev: &Device, bytes: usize) -> Result<f64> {
     if matches!(dev, Device::Cuda(_)) {
         return copy_gbps(dev, bytes);
     }
-    let x = Tensor::zeros([bytes / 4], DType::F32, dev);
+    // Random data, realized: a realized constant would stay a view that
+    // the kernel computes instead of reading.
+    let x = Tensor::randn([bytes / 4], DType::F32, 0, dev);
     x.realize()?;
     let ms = kernel_ms(dev, |_| x.neg().realize_with(Fusion::On).map(|_| ()))?;
     Ok(gbps(2 * (bytes / 4) * 4, ms))
@@ -219,7 +221,7 @@ fn rotated(rot: usize, mut make: impl FnMut(u64) -> Tensor) -> Result<Vec<Tensor
         .collect()
 }
 
-/// `n` random indices below `bound` of dtype `dt`, shaped `shape`.
+/// Random indices below `bound` of dtype `dt`, shaped `shape`.
 fn indices(bound: usize, shape: &[usize], dt: DType, seed: u64, dev: &Device) -> Tensor {
     Tensor::randint(0, bound as i64, shape, seed, dev).cast(dt)
 }
