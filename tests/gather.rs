@@ -8,6 +8,7 @@ mod common;
 
 use common::*;
 use smelt::{DType, Error, Fusion, Tensor};
+use smelt_codegen::ptx::{emit, Target};
 
 const DTYPES: [DType; 8] = [
     DType::F32,
@@ -129,8 +130,10 @@ fn index_select_matches_the_host_on_every_layout_and_dtype() {
 fn embedding_reads_rows_of_every_layout_and_long_rows() {
     for dt in DTYPES {
         for layout in LAYOUTS {
-            // A long row (odd, beyond a vector width) and a short one.
-            for (vocab, dim) in [(7usize, 1031usize), (5, 3)] {
+            // A long row (odd, beyond a vector width), a short one, and
+            // rows of whole vectors (the GPU reads those with vector loads,
+            // one id check per vector).
+            for (vocab, dim) in [(7usize, 1031usize), (5, 3), (6, 40)] {
                 let table = Input::with_values(layout, &[vocab, dim], dt, &source_values(dt));
                 let ids = index_input(Layout::Flipped, &[2, 3], vocab, 9, INDEX_DTYPES[dim % 2]);
                 let host_ids = ids.host();
@@ -311,6 +314,33 @@ fn embedding_then_elementwise_is_one_kernel_reading_only_its_rows() {
     for (p, id) in [999usize, 3, 3, 512].iter().enumerate() {
         for d in 0..dim {
             assert_eq!(got[p * dim + d], ((id * dim + d) % 97) as f32 * 2.0 + 1.0);
+        }
+    }
+}
+
+/// An embedding of a contiguous table reads each row with 16-byte loads:
+/// one id check and one load per vector, none per element.
+#[test]
+fn embedding_rows_are_read_with_vector_loads() {
+    let dev = test_device();
+    for (dt, scalar) in [(DType::F16, "ld.global.b16"), (DType::F32, "ld.global.b32")] {
+        let table = Tensor::from_vec(vec![0.5f32; 6400], [100, 64], &dev).cast(dt);
+        table.realize().unwrap();
+        let ids = Tensor::from_vec(vec![99i64, 3, 3, 50], [4], &dev);
+        ids.realize().unwrap();
+        let s = table.embedding(&ids).schedule(Fusion::On);
+        assert_eq!(s.items.len(), 1, "{s}");
+        for t in Target::CHECKED {
+            let p = emit(&s.items[0].kernel, &t).unwrap();
+            let vectors = p.ptx.matches("ld.global.v4.b32").count();
+            assert!(vectors >= 1, "{dt}: {}", p.ptx);
+            assert!(!p.ptx.contains(scalar), "{dt}: {}", p.ptx);
+            assert_eq!(
+                p.ptx.matches("st.global.u32").count(),
+                vectors,
+                "{dt}: one id check per vector: {}",
+                p.ptx
+            );
         }
     }
 }

@@ -6,8 +6,12 @@
 //! comparisons and `where`), reductions over random axes (kept or not,
 //! often broadcast back against their input: the multi-reduce pattern),
 //! views (permute, slice with steps, flip, pad, reshape, expand, narrow),
-//! composites, casts and small matmuls, on small random shapes with size-1
-//! axes, from inputs holding NaN and +-inf. The graph is built twice from
+//! composites, casts (to halves, `I64`, `I32`, `I8`, `U8`, bool) and small
+//! matmuls, and the NumPy-breadth ops (`cat`/`stack`, `split`/`chunk`
+//! views, `gather`/`index_select`/`embedding` with in-range indices,
+//! `masked_fill`, `where`, `clamp`, rounding, scans, `sort`/`topk`,
+//! `tril`/`triu`, `any`/`all`), on small random shapes with size-1 and
+//! empty axes, from inputs holding NaN and +-inf. The graph is built twice from
 //! its seed (a realized tensor keeps its data, so one tensor cannot serve
 //! both runs).
 //!
@@ -291,6 +295,9 @@ impl Gen {
         let sa = a.shape().to_vec();
         let rank = sa.len();
         self.ops += 1;
+        if self.rng.chance(0.25) {
+            return self.breadth(&an, &a);
+        }
         match self.rng.below(100) {
             0..=17 => {
                 let (name, f) = self.rng.pick(&UNARY);
@@ -319,9 +326,15 @@ impl Gen {
             60..=79 if rank > 0 => self.view(&an, &a),
             80..=87 if rank > 0 => self.composite(&an, &a),
             88..=91 => {
-                let dt = self
-                    .rng
-                    .pick(&[DType::F16, DType::BF16, DType::I32, DType::Bool]);
+                let dt = self.rng.pick(&[
+                    DType::F16,
+                    DType::BF16,
+                    DType::I32,
+                    DType::Bool,
+                    DType::I64,
+                    DType::I8,
+                    DType::U8,
+                ]);
                 let back = self.rng.chance(0.5);
                 let t = a.cast(dt);
                 let t = if back { t.cast(DType::F32) } else { t };
@@ -340,6 +353,246 @@ impl Gen {
                 self.add(t, format!("e - e.flip(..), e = min(exp({an}), 1e3)"));
             }
         }
+    }
+
+    /// One of the NumPy-breadth ops (issue 12) on `a`; where it does not
+    /// apply (rank, empty axis) a rounding op instead.
+    fn breadth(&mut self, an: &str, a: &Tensor) {
+        let sa = a.shape().to_vec();
+        let rank = sa.len();
+        // An axis of `a` (rank > 0), and its length.
+        let d = self.rng.below(rank.max(1));
+        let n = sa.get(d).copied().unwrap_or(0);
+        // Ops that could make an empty tensor (a `cat` piece, `topk`'s k,
+        // an index) stay non-empty, so that the other ops' assumptions
+        // (max/min over non-empty axes, reshapes by prime factors) hold;
+        // empty pieces are joined into non-empty results by `cat`.
+        let (t, what) = match self.rng.below(14) {
+            0 if rank > 0 => return self.cat(an, a, d),
+            1 => return self.stack(an, a),
+            2 if rank > 0 && n > 0 => {
+                let pieces = if self.rng.chance(0.5) {
+                    let size = 1 + self.rng.below(n);
+                    (
+                        a.split(size, d as isize),
+                        format!("split({an}, {size}, {d})"),
+                    )
+                } else {
+                    let c = 1 + self.rng.below(4);
+                    (a.chunk(c, d as isize), format!("chunk({an}, {c}, {d})"))
+                };
+                let i = self.rng.below(pieces.0.len());
+                (pieces.0[i].clone(), format!("{} piece {i}", pieces.1))
+            }
+            3 if rank > 0 && n > 0 => {
+                // An index no longer than `a` off the axis (empty where
+                // `a` is), any length along it.
+                let ishape: Vec<usize> = sa
+                    .iter()
+                    .enumerate()
+                    .map(|(e, &m)| match (e == d, m) {
+                        (true, _) => self.rng.pick(&[1, 2, 3, n]),
+                        (false, 0) => 0,
+                        (false, m) => 1 + self.rng.below(m),
+                    })
+                    .collect();
+                if numel(&ishape) > self.max_numel {
+                    (a.round(), format!("round({an})"))
+                } else {
+                    let (ixn, ix) = self.index(&ishape, n);
+                    (
+                        a.gather(d as isize, &ix),
+                        format!("gather({an}, {d}, {ixn})"),
+                    )
+                }
+            }
+            4 if rank > 0 && n > 0 => {
+                let len = self.rng.pick(&[1, 2, 5]);
+                let (ixn, ix) = self.index(&[len], n);
+                let t = a.index_select(d as isize, &ix);
+                if numel(t.shape()) > self.max_numel {
+                    (a.floor(), format!("floor({an})"))
+                } else {
+                    (t, format!("index_select({an}, {d}, {ixn})"))
+                }
+            }
+            5 if rank == 2 && sa[0] > 0 => {
+                let ishape = self.rng.pick(&[vec![3], vec![2, 2], vec![]]);
+                let (ixn, ix) = self.index(&ishape, sa[0]);
+                (a.embedding(&ix), format!("embedding({an}, {ixn})"))
+            }
+            6 => {
+                let mask = if rank > 0 && self.rng.chance(0.5) {
+                    let axes = random_axes(&mut self.rng, rank);
+                    a.lt(a.flip(axes))
+                } else {
+                    a.isnan().logical_or(a.gt(0.5))
+                };
+                let v = self
+                    .rng
+                    .pick(&[0.0, -1.5, 3.0, f64::NEG_INFINITY, f64::NAN]);
+                (a.masked_fill(&mask, v), format!("masked_fill({an}, {v})"))
+            }
+            7 => {
+                let lo = self.rng.pick(&[-2.0, -0.5, 0.0, 1.0]);
+                let hi = self.rng.pick(&[-1.0, 0.5, 2.0, f64::INFINITY]);
+                (a.clamp(lo, hi), format!("clamp({an}, {lo}, {hi})"))
+            }
+            8 => {
+                let c = a.lt(0.0).logical_or(a.isnan());
+                let (bn, b) = self.partner(a);
+                let b = b.cast(
+                    self.rng
+                        .pick(&[DType::I64, DType::I8, DType::U8, DType::F32]),
+                );
+                (
+                    c.where_(&b, a),
+                    format!("where({an} < 0, {bn} (cast), {an})"),
+                )
+            }
+            9 if rank > 0 => {
+                let ax = d as isize;
+                match self.rng.below(6) {
+                    0 => (a.cumsum(ax), format!("cumsum({an}, {d})")),
+                    1 => (a.cumprod(ax), format!("cumprod({an}, {d})")),
+                    2 => (a.cummax(ax).0, format!("cummax({an}, {d}) values")),
+                    3 => (a.cummin(ax).1, format!("cummin({an}, {d}) indices")),
+                    4 => (a.cummax(ax).1, format!("cummax({an}, {d}) indices")),
+                    _ => (a.logcumsumexp(ax), format!("logcumsumexp({an}, {d})")),
+                }
+            }
+            10 if rank > 0 => {
+                let (ax, desc) = (d as isize, self.rng.chance(0.5));
+                // Sort keys are 32 bits: `I64` and `F64` panic at the op
+                // (documented), so those sort as `F32`.
+                let a = match a.dtype() {
+                    DType::I64 | DType::F64 => a.cast(DType::F32),
+                    _ => a.clone(),
+                };
+                let (v, i, what) = if self.rng.chance(0.5) {
+                    let (v, i) = a.sort(ax, desc);
+                    (v, i, format!("sort({an}, {d}, descending {desc})"))
+                } else {
+                    let k = 1 + self.rng.below(n);
+                    let (v, i) = a.topk(k, ax, desc);
+                    (v, i, format!("topk({an}, {k}, {d}, largest {desc})"))
+                };
+                if self.rng.chance(0.5) {
+                    (v, format!("{what} values"))
+                } else {
+                    (i, format!("{what} indices"))
+                }
+            }
+            11 if rank >= 2 => {
+                let k = self.rng.range(-2, 2);
+                if self.rng.chance(0.5) {
+                    (a.tril(k), format!("tril({an}, {k})"))
+                } else {
+                    (a.triu(k), format!("triu({an}, {k})"))
+                }
+            }
+            12 if rank > 0 => {
+                let axes = random_axes(&mut self.rng, rank);
+                match self.rng.below(3) {
+                    0 => (a.any(axes.clone()), format!("any({an}, {axes:?})")),
+                    1 => (a.all(axes.clone()), format!("all({an}, {axes:?})")),
+                    _ => (
+                        a.count_nonzero(axes.clone()),
+                        format!("count_nonzero({an}, {axes:?})"),
+                    ),
+                }
+            }
+            _ => match self.rng.below(5) {
+                0 => (a.floor(), format!("floor({an})")),
+                1 => (a.ceil(), format!("ceil({an})")),
+                2 => (a.round(), format!("round({an})")),
+                3 => (a.trunc(), format!("trunc({an})")),
+                _ => (a.sign(), format!("sign({an})")),
+            },
+        };
+        self.add(t, what);
+    }
+
+    /// An index tensor of `shape` with entries in `0..n` (`I64` or
+    /// `I32`), stored as given or read through a flip, with its name.
+    fn index(&mut self, shape: &[usize], n: usize) -> (String, Tensor) {
+        let dt = self.rng.pick(&[DType::I64, DType::I32]);
+        let data: Vec<i64> = (0..numel(shape))
+            .map(|_| self.rng.below(n) as i64)
+            .collect();
+        let t = Tensor::from_vec(data, shape.to_vec(), &self.dev).cast(dt);
+        let flip = !shape.is_empty() && self.rng.chance(0.3);
+        let t = if flip { t.flip(0) } else { t };
+        let name = format!(
+            "index {shape:?} {dt} below {n}{}",
+            if flip { " flipped" } else { "" }
+        );
+        (name, t)
+    }
+
+    /// `cat` along axis `d` of `a` with one to three more pieces: `a`
+    /// itself, a view of it (an empty one among them), new inputs, or `a`
+    /// in another dtype (the result promotes).
+    fn cat(&mut self, an: &str, a: &Tensor, d: usize) {
+        let sa = a.shape().to_vec();
+        let mut parts = vec![a.clone()];
+        let mut names = vec![an.to_string()];
+        for _ in 0..1 + self.rng.below(3) {
+            let (name, t) = match self.rng.below(5) {
+                0 => (an.to_string(), a.clone()),
+                1 => (format!("flip({an})"), a.flip(d)),
+                2 => (format!("{an} as i32"), a.cast(DType::I32)),
+                // Empty along the axis (a view, kept out of the pool).
+                3 => (
+                    format!("narrow({an}, {d}, 0, 0)"),
+                    a.narrow(d as isize, 0, 0),
+                ),
+                _ => {
+                    let mut s = sa.clone();
+                    s[d] = self.rng.pick(&[1, 2, 3]);
+                    let t = self.input(&s);
+                    (self.pool.last().unwrap().0.clone(), t)
+                }
+            };
+            let total: usize = parts.iter().map(|p| p.shape()[d]).sum::<usize>() + t.shape()[d];
+            let mut out = sa.clone();
+            out[d] = total;
+            if numel(&out) > self.max_numel {
+                break;
+            }
+            parts.push(t);
+            names.push(name);
+        }
+        let refs: Vec<&Tensor> = parts.iter().collect();
+        let t = Tensor::cat(&refs, d as isize);
+        self.add(t, format!("cat([{}], {d})", names.join(", ")));
+    }
+
+    /// `stack` of `a` with one or two tensors of its shape, along any
+    /// axis of the result.
+    fn stack(&mut self, an: &str, a: &Tensor) {
+        let sa = a.shape().to_vec();
+        let mut parts = vec![a.clone()];
+        let k = 1 + self.rng.below(2);
+        if numel(&sa) * (k + 1) > self.max_numel {
+            self.add(a.ceil(), format!("ceil({an})"));
+            return;
+        }
+        for _ in 0..k {
+            let t = if self.rng.chance(0.5) || sa.is_empty() {
+                self.input(&sa)
+            } else {
+                let axes = random_axes(&mut self.rng, sa.len());
+                a.flip(axes)
+            };
+            parts.push(t);
+        }
+        let ax = self.rng.below(sa.len() + 1);
+        let refs: Vec<&Tensor> = parts.iter().collect();
+        self.add(
+            Tensor::stack(&refs, ax as isize),
+            format!("stack({an} and {k} more, {ax})"),
+        );
     }
 
     fn reduction(&mut self, an: &str, a: &Tensor) {
@@ -834,9 +1087,47 @@ fn generator_is_deterministic_and_varied() {
         }
     }
     for want in [
-        "input", "realize", "exp", "log", "sqrt", "add", "div", "sum", "max", "min", "mean",
-        "permute", "slice", "flip", "pad", "reshape", "expand", "narrow", "softmax", "matmul",
+        "input",
+        "realize",
+        "exp",
+        "log",
+        "sqrt",
+        "add",
+        "div",
+        "sum",
+        "max",
+        "min",
+        "mean",
+        "permute",
+        "slice",
+        "flip",
+        "pad",
+        "reshape",
+        "expand",
+        "narrow",
+        "softmax",
+        "matmul",
         "cast",
+        "cat",
+        "stack",
+        "split",
+        "chunk",
+        "gather",
+        "index_select",
+        "embedding",
+        "masked_fill",
+        "clamp",
+        "where",
+        "floor",
+        "round",
+        "cumsum",
+        "cummax",
+        "sort",
+        "topk",
+        "tril",
+        "triu",
+        "any",
+        "all",
     ] {
         assert!(seen.contains(want), "no {want} in 200 graphs: {seen:?}");
     }

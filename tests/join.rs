@@ -6,6 +6,7 @@ mod common;
 
 use common::*;
 use smelt::{DType, Fusion, Tensor};
+use smelt_codegen::ptx::{emit, Target};
 
 const DTYPES: [DType; 5] = [DType::F32, DType::F16, DType::BF16, DType::I32, DType::Bool];
 
@@ -59,6 +60,58 @@ fn cat_matches_the_host_on_every_layout_dtype_and_axis() {
                 }
             }
         }
+    }
+}
+
+/// Widths along the last axis whose offsets (0, 8, 24, 24, 32, 36) are
+/// multiples of 4: each input's mask covers whole vectors, so the GPU
+/// reads them with vector loads (4 lanes; 2 for 8-byte types).
+const ALIGNED_WIDTHS: [usize; 5] = [8, 16, 0, 8, 4];
+
+#[test]
+fn cat_along_the_last_axis_at_vector_boundaries_matches_the_host() {
+    let dtypes = [DType::F32, DType::F16, DType::F64, DType::U8, DType::Bool];
+    for dt in dtypes {
+        for (li, layout) in LAYOUTS.iter().enumerate() {
+            let inputs: Vec<Input> = ALIGNED_WIDTHS
+                .iter()
+                .enumerate()
+                .map(|(i, w)| {
+                    let l = LAYOUTS[(li + i) % LAYOUTS.len()];
+                    Input::new(l, &[3, *w], dt, -4.0, 4.0, 30 + i as u64)
+                })
+                .collect();
+            let hosts: Vec<NdArray> = inputs.iter().map(Input::host).collect();
+            let want = host_cat(&hosts, 1);
+            check_dt(
+                &format!("cat {dt} {layout:?} at vector boundaries"),
+                || {
+                    let ts: Vec<Tensor> = inputs.iter().map(Input::tensor).collect();
+                    Tensor::cat(&ts.iter().collect::<Vec<_>>(), -1)
+                },
+                dt,
+                &want,
+                EXACT,
+            );
+        }
+    }
+}
+
+/// `cat` along the last axis of contiguous inputs whose widths are whole
+/// vectors is one kernel of 16-byte loads, no element-wise loads.
+#[test]
+fn cat_along_the_last_axis_emits_vector_loads() {
+    let ts = realized(3, &[64, 32]);
+    for t in &ts {
+        t.realize().unwrap();
+    }
+    let refs: Vec<&Tensor> = ts.iter().collect();
+    let s = Tensor::cat(&refs, -1).schedule(Fusion::On);
+    assert_eq!(s.items.len(), 1, "{s}");
+    for t in Target::CHECKED {
+        let p = emit(&s.items[0].kernel, &t).unwrap();
+        assert_eq!(p.ptx.matches("ld.global.v4.b32").count(), 3, "{}", p.ptx);
+        assert!(!p.ptx.contains("ld.global.b32"), "{}", p.ptx);
     }
 }
 

@@ -804,3 +804,53 @@ fn readback_conversions() {
         "flip read"
     );
 }
+
+/// Pads of whole vectors along the last axis (8 before, 4 after a row of
+/// 16): the GPU reads such rows with vector loads whose mask holds for
+/// all lanes or none, in elementwise, reduce, multi-reduce and scan
+/// kernels alike.
+#[test]
+fn pads_of_whole_vectors_along_the_last_axis_in_every_kernel_kind() {
+    let pads = [(0, 0), (8, 4)];
+    for layout in LAYOUTS {
+        for dt in [DType::F32, DType::F16] {
+            let inp = Input::new(layout, &[5, 16], dt, -3.0, 3.0, 76);
+            for value in [0.0f64, 1.5] {
+                let h = inp.host().pad(&pads, value);
+                let what = format!("pad {value} {dt} {layout:?}");
+                let t = tol(dt).times(4.0);
+                check(
+                    &format!("{what} + 1"),
+                    || inp.tensor().pad(&pads, value).cast(DType::F32) + 1.0,
+                    &h.map(|v| v + 1.0),
+                    t,
+                );
+                check(
+                    &format!("{what} sum"),
+                    || inp.tensor().pad(&pads, value).cast(DType::F32).sum(-1),
+                    &h.sum(&[1], false),
+                    t,
+                );
+                let e = h.map(f64::exp);
+                let softmax = NdArray::from_fn(&h.shape, |c| {
+                    e.at(c) / (0..h.shape[1]).map(|j| e.at(&[c[0], j])).sum::<f64>()
+                });
+                check(
+                    &format!("{what} softmax"),
+                    || inp.tensor().pad(&pads, value).cast(DType::F32).softmax(-1),
+                    &softmax,
+                    t,
+                );
+                let cumsum = NdArray::from_fn(&h.shape, |c| {
+                    (0..=c[1]).map(|j| h.at(&[c[0], j])).sum::<f64>()
+                });
+                check(
+                    &format!("{what} cumsum"),
+                    || inp.tensor().pad(&pads, value).cast(DType::F32).cumsum(-1),
+                    &cumsum,
+                    t,
+                );
+            }
+        }
+    }
+}

@@ -61,7 +61,8 @@ pub fn gpu_ms(dev: &Device, mut f: impl FnMut(usize) -> Result<()>) -> Result<f6
 
 /// Median GPU milliseconds of the kernels `f` launches (summed per run),
 /// timed by events around each kernel: what the kernels cost, without the
-/// host's time between launches. `f` gets the run index.
+/// host's time between launches. `f` gets the run index. On the CPU (a
+/// bench's smoke run) the kernels' host times.
 pub fn kernel_ms(dev: &Device, mut f: impl FnMut(usize) -> Result<()>) -> Result<f64> {
     for i in 0..WARMUP {
         f(i)?;
@@ -69,7 +70,9 @@ pub fn kernel_ms(dev: &Device, mut f: impl FnMut(usize) -> Result<()>) -> Result
     dev.synchronize()?;
     let mut per_run = Vec::with_capacity(RUNS);
     for i in 0..RUNS {
-        cuda::sleep(dev, QUEUE_AHEAD_US)?;
+        if matches!(dev, Device::Cuda(_)) {
+            cuda::sleep(dev, QUEUE_AHEAD_US)?;
+        }
         profile::start();
         f(WARMUP + i)?;
         per_run.push(profile::take()?.iter().map(|k| k.ms).sum::<f64>());

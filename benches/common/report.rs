@@ -65,8 +65,10 @@ const BANDWIDTH_PLOTS: [(&str, &str, &str, &str); 5] = [
     ),
 ];
 
-/// The end of the copy ceiling's series names.
-const CEILING: &str = "ceiling (1 GiB)";
+/// The copy ceiling's series: `ops.json` holds one point of it (x: the
+/// bytes copied); `softmax.json`'s series of it end with it after a
+/// prefix (`softmax float32 copy ceiling (1 GiB)`).
+pub const CEILING: &str = "copy ceiling (1 GiB)";
 
 impl BandwidthReport {
     /// Every plot of the report as (file name, SVG text): vector add and
@@ -86,27 +88,109 @@ impl BandwidthReport {
                     // Its same-size copies are the series named plainly
                     // "copy ...". The 1 GiB copy ceiling, measured once,
                     // is stored with the ops' points: drawn here too.
-                    let xs: Vec<f64> = sel.iter().map(|p| p.x).collect();
+                    let line = self.ceiling_at(&sel);
                     sel.extend(
                         self.points
                             .iter()
                             .filter(|p| p.series.starts_with("copy"))
                             .cloned(),
                     );
-                    let ceiling = self.points.iter().find(|p| p.series.ends_with(CEILING));
-                    if let Some(c) = ceiling {
-                        sel.extend(xs.iter().map(|&x| Point {
-                            series: format!("copy {CEILING}"),
-                            x,
-                            y: c.y,
-                            ms: 0.0,
-                        }));
-                    }
+                    sel.extend(line);
                 }
                 let title = format!("{title}; {}, {}", self.device, self.date);
                 Ok((file, svg(&sel, &title, xlabel, "GB/s")?))
             })
             .collect()
+    }
+}
+
+impl BandwidthReport {
+    /// The copy ceiling's GB/s, if the report has it.
+    pub fn ceiling(&self) -> Option<f64> {
+        self.points
+            .iter()
+            .find(|p| p.series.ends_with(CEILING))
+            .map(|p| p.y)
+    }
+
+    /// The copy ceiling as a flat series at each x of `points` (none if
+    /// the report lacks it), to draw as a reference line.
+    fn ceiling_at(&self, points: &[Point]) -> Vec<Point> {
+        let Some(y) = self.ceiling() else {
+            return Vec::new();
+        };
+        let mut xs: Vec<f64> = points.iter().map(|p| p.x).collect();
+        xs.sort_by(f64::total_cmp);
+        xs.dedup();
+        xs.into_iter()
+            .map(|x| Point {
+                series: CEILING.into(),
+                x,
+                y,
+                ms: 0.0,
+            })
+            .collect()
+    }
+
+    /// The points of every series starting with one of `prefixes`, and
+    /// with `ceiling` the copy ceiling at their x values: one plot's data.
+    pub fn select(&self, prefixes: &[&str], ceiling: bool) -> Vec<Point> {
+        let mut sel: Vec<Point> = self
+            .points
+            .iter()
+            .filter(|p| prefixes.iter().any(|w| p.series.starts_with(w)))
+            .cloned()
+            .collect();
+        if ceiling && !sel.is_empty() {
+            sel.extend(self.ceiling_at(&sel));
+        }
+        sel
+    }
+
+    /// A text table of every measured point (references such as copies
+    /// left out) next to the point of `other` (named `who`) with the same
+    /// series and x: GB/s, % of each report's copy ceiling, and the ratio
+    /// of `other`'s time to this one's (above 1, this report is faster).
+    /// Points `other` lacks show `-`.
+    pub fn compare(&self, other: &BandwidthReport, who: &str) -> String {
+        let pct = |y: f64, c: Option<f64>| match c {
+            Some(c) if c > 0.0 => format!("{:.1}%", 100.0 * y / c),
+            _ => "-".into(),
+        };
+        let (c0, c1) = (self.ceiling(), other.ceiling());
+        let mut out = format!(
+            "{}, {} against {who}: {}, {}\n",
+            self.device, self.date, other.device, other.date
+        );
+        let mut series = "";
+        for p in self.points.iter().filter(|p| !is_reference(&p.series)) {
+            if p.series != series {
+                series = &p.series;
+                out += &format!(
+                    "\n{series}\n{:>10} {:>10} {:>8} {:>10} {:>8} {:>8}\n",
+                    "x", "GB/s", "% copy", who, "% copy", "ratio"
+                );
+            }
+            let theirs = other
+                .points
+                .iter()
+                .find(|q| q.series == p.series && q.x == p.x);
+            let (y1, pct1, ratio) = match theirs {
+                Some(q) if p.ms > 0.0 => (
+                    format!("{:.0}", q.y),
+                    pct(q.y, c1),
+                    format!("{:.2}x", q.ms / p.ms),
+                ),
+                _ => ("-".into(), "-".into(), "-".into()),
+            };
+            out += &format!(
+                "{:>10} {:>10.0} {:>8} {y1:>10} {pct1:>8} {ratio:>8}\n",
+                p.x,
+                p.y,
+                pct(p.y, c0)
+            );
+        }
+        out
     }
 }
 
@@ -493,6 +577,85 @@ mod tests {
         assert!(fused.windows(2).all(|w| w[1].1 < w[0].1), "fused rises");
     }
 
+    /// A plot's selection takes the series of its prefixes and draws the
+    /// copy ceiling, stored once, at each of their x values.
+    #[test]
+    fn select_adds_the_ceiling_at_each_x() {
+        let report = BandwidthReport {
+            device: "GPU".into(),
+            date: "2026-01-02".into(),
+            points: vec![
+                point(CEILING, (1u64 << 30) as f64, 3000.0),
+                point("cat axis 0 float32", 2.0, 2500.0),
+                point("cat axis 0 float32", 8.0, 2400.0),
+                point("cat axis -1 float32", 2.0, 2300.0),
+                point("gather last float32", 256.0, 900.0),
+            ],
+        };
+        let sel = report.select(&["cat"], true);
+        let ceiling: Vec<(f64, f64)> = sel
+            .iter()
+            .filter(|p| p.series == CEILING)
+            .map(|p| (p.x, p.y))
+            .collect();
+        assert_eq!(ceiling, [(2.0, 3000.0), (8.0, 3000.0)]);
+        assert_eq!(sel.len(), 5);
+        assert!(!sel.iter().any(|p| p.series.starts_with("gather")));
+        assert_eq!(report.select(&["cat"], false).len(), 3);
+        assert!(report.select(&["sort"], true).is_empty());
+        assert!(svg(&sel, "t", "inputs", "GB/s").is_ok());
+    }
+
+    /// The comparison pairs points by series and x, gives each report's %
+    /// of its own ceiling and the other's time over this one's, marks
+    /// points the other lacks and leaves references out.
+    #[test]
+    fn compare_pairs_points_by_series_and_x() {
+        let ours = BandwidthReport {
+            device: "H100".into(),
+            date: "2026-01-02".into(),
+            points: vec![
+                point(CEILING, 1e9, 3000.0),
+                Point {
+                    series: "cat axis 0 float32".into(),
+                    x: 2.0,
+                    y: 2700.0,
+                    ms: 0.05,
+                },
+                point("cumsum copy (same bytes) last float32", 2.0, 2900.0),
+                point("cat axis 0 float32", 8.0, 2400.0),
+            ],
+        };
+        let torch = BandwidthReport {
+            device: "H100, torch 2.11".into(),
+            date: "2026-01-02".into(),
+            points: vec![
+                point(CEILING, 1e9, 3010.0),
+                Point {
+                    series: "cat axis 0 float32".into(),
+                    x: 2.0,
+                    y: 1505.0,
+                    ms: 0.1,
+                },
+            ],
+        };
+        let text = ours.compare(&torch, "torch");
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert!(text.contains("\ncat axis 0 float32\n"), "{text}");
+        assert!(!text.contains("copy (same bytes)"), "{text}");
+        assert!(
+            rows.contains(&vec!["2", "2700", "90.0%", "1505", "50.0%", "2.00x"]),
+            "{text}"
+        );
+        assert!(
+            rows.contains(&vec!["8", "2400", "80.0%", "-", "-", "-"]),
+            "{text}"
+        );
+    }
+
     #[test]
     fn large_powers_of_two_are_labelled_as_powers() {
         let points: Vec<Point> = (12..=28)
@@ -560,6 +723,16 @@ mod tests {
                 assert!(has_text(&svg, &format!("{who} {dt}")), "{who} {dt}");
             }
         }
+    }
+
+    /// The committed ops.json still reads (`ops.rs --replot`'s input) and
+    /// selects the series of its scan and sort plots.
+    #[test]
+    fn committed_ops_report_reads() {
+        let r: BandwidthReport = read_json(&committed("ops.json")).unwrap();
+        assert!(r.device.contains("H100"), "{}", r.device);
+        assert!(!r.select(&["cumsum"], false).is_empty());
+        assert!(!r.select(&["sort", "topk"], false).is_empty());
     }
 
     #[test]

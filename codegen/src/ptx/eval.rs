@@ -213,12 +213,34 @@ impl Cx<'_> {
                 len,
             } => {
                 let err = self.err.expect("kernels with gathers get an error flag");
+                let dtype = self.k.inputs[*input].dtype;
+                // One position for the whole group (an embedding's row id)
+                // and lanes that are consecutive, aligned elements of the
+                // row (the stride keeps `at * stride` aligned too): one
+                // check and one vector load.
+                if lanes > 1
+                    && !self.per_lane(p, *at)
+                    && stride % lanes as i64 == 0
+                    && memory::vector_ok(index, valid, dtype, lanes, self.lane_var)
+                {
+                    let axis = gather::Axis {
+                        base: self.inputs[*input],
+                        dtype,
+                        idx: expr::eval(b, index, &p.vars, ranges, w),
+                        stride: *stride,
+                        len: *len,
+                    };
+                    let c = expr::cond(b, valid, &p.vars, ranges, w);
+                    let pred = expr::and(b, p.pred, c);
+                    let vs = gather::load_vector(b, &axis, operand(*at, 0), pred, err, lanes, w);
+                    return vs.into_iter().map(|v| ops::convert(b, v, dt)).collect();
+                }
                 (0..lanes)
                     .map(|lane| {
                         let vars = self.lane_vars(b, p, lane);
                         let axis = gather::Axis {
                             base: self.inputs[*input],
-                            dtype: self.k.inputs[*input].dtype,
+                            dtype,
                             idx: expr::eval(b, index, &vars, ranges, w),
                             stride: *stride,
                             len: *len,

@@ -49,6 +49,23 @@ pub fn load(
     memory::load(b, axis.base, j, axis.dtype, Some(read), w)
 }
 
+/// `lanes` consecutive elements from element `at` along the axis, in one
+/// vector access (the caller has checked with [`memory::vector_ok`] that
+/// they are aligned, the stride included), zeros where not read; `at` is
+/// checked once for all of them, as [`load`] checks it.
+pub fn load_vector(
+    b: &mut Builder,
+    axis: &Axis,
+    at: Value,
+    pred: Option<Reg>,
+    err: Reg,
+    lanes: usize,
+    w: Width,
+) -> Vec<Value> {
+    let (j, read) = position(b, axis, at, pred, err, w);
+    memory::load_vector(b, axis.base, j, axis.dtype, lanes, Some(read), w)
+}
+
 /// The element index of `at` along the axis (`width` bits) and the
 /// predicate under which it may be accessed: `pred` and `at` inside
 /// `0..len`. Raises `err` (a global `u32`) where `pred` holds and `at` is

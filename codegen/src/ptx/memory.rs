@@ -11,24 +11,35 @@ use crate::DType;
 /// Whether `lanes` consecutive elements of variable `var` can be read or
 /// written with one vector access at `index`: the index steps by 1 with the
 /// variable and every other term keeps the first lane aligned (the variable
-/// itself starts at a multiple of `lanes`), the mask does not depend on the
-/// variable, and the vector is 4, 8 or 16 bytes.
+/// itself starts at a multiple of `lanes`), the mask holds for all lanes or
+/// none (it does not depend on the variable, or its checks of it are
+/// aligned ranges: `cat` along the last axis masks each input to
+/// `lo <= i < hi`, and pads of whole vectors mask the same way), and the
+/// vector is 4, 8 or 16 bytes. A vector access evaluates the mask at the
+/// first lane.
 pub fn vector_ok(index: &Expr, valid: &Cond, dt: DType, lanes: usize, var: usize) -> bool {
     let bytes = lanes * dt.size();
     let l = lanes as i64;
-    let (terms, k) = index.parts();
-    let mut mask_vars = Vec::new();
-    for (e, _, _) in valid.checks() {
-        e.vars(&mut mask_vars);
-    }
     lanes > 1
         && matches!(bytes, 4 | 8 | 16)
-        && index.affine_coef(var) == Some(1)
+        && aligned_steps(index, l, var)
+        && valid.checks().iter().all(|(e, lo, hi)| {
+            let mut vs = Vec::new();
+            e.vars(&mut vs);
+            !vs.contains(&var) || (aligned_steps(e, l, var) && lo % l == 0 && hi % l == 0)
+        })
+}
+
+/// Whether `e` steps by 1 with `var` and is a multiple of `l` wherever
+/// `var` is: then `l` consecutive values of `var` from a multiple of `l`
+/// give `l` consecutive values of `e` from a multiple of `l`.
+fn aligned_steps(e: &Expr, l: i64, var: usize) -> bool {
+    let (terms, k) = e.parts();
+    e.affine_coef(var) == Some(1)
         && k % l == 0
         && terms
             .iter()
             .all(|(a, c)| *a == crate::expr::Atom::Var(var) || c % l == 0)
-        && !mask_vars.contains(&var)
 }
 
 /// The byte address of element `idx` of a buffer at `base`.
@@ -253,5 +264,46 @@ fn reg_list(regs: &[Reg]) -> String {
         names[0].clone()
     } else {
         format!("{{{}}}", names.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `in[i0 * 64 + i1 - off]` over `[4, 64]`, masked to `lo <= i1 < hi`.
+    fn case(off: i64, lo: i64, hi: i64) -> (Expr, Cond) {
+        let ranges = [4, 64];
+        let index = Expr::var(0).scale(64).add(&Expr::var(1)).add_const(-off);
+        let valid = Cond::always().and_range(Expr::var(1), lo, hi, &ranges);
+        (index, valid)
+    }
+
+    #[test]
+    fn masks_of_whole_vectors_allow_vector_accesses() {
+        let (index, valid) = case(16, 16, 32);
+        assert!(vector_ok(&index, &valid, DType::F32, 4, 1));
+        assert!(vector_ok(&index, &valid, DType::F16, 8, 1));
+        // A mask on another variable never splits a vector.
+        let other = Cond::always().and_range(Expr::var(0), 1, 3, &[4, 64]);
+        assert!(vector_ok(&index, &other, DType::F32, 4, 1));
+    }
+
+    #[test]
+    fn masks_that_split_a_vector_do_not() {
+        // The range starts or ends inside a vector of 4.
+        for (off, lo, hi) in [(18, 18, 32), (16, 16, 30), (16, 16, 34)] {
+            let (index, valid) = case(off, lo, hi);
+            assert!(!vector_ok(&index, &valid, DType::F32, 4, 1), "{lo}..{hi}");
+        }
+        // Aligned for 4 lanes, not for 8.
+        let (index, valid) = case(4, 4, 20);
+        assert!(vector_ok(&index, &valid, DType::F32, 4, 1));
+        assert!(!vector_ok(&index, &valid, DType::F16, 8, 1));
+        // A mask stepping by 2 with the variable covers lanes unevenly.
+        let ranges = [4, 64];
+        let twice = Cond::always().and_range(Expr::var(1).scale(2), 0, 64, &ranges);
+        let (index, _) = case(0, 0, 64);
+        assert!(!vector_ok(&index, &twice, DType::F32, 4, 1));
     }
 }
