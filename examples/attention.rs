@@ -10,7 +10,11 @@ use std::time::Instant;
 fn main() -> smelt::Result<()> {
     let dev = Device::default_device();
     let gpu = dev != Device::Cpu;
-    let (b, h, s, d) = if gpu { (4, 16, 2048, 64) } else { (1, 4, 256, 64) };
+    let (b, h, s, d) = if gpu {
+        (4, 16, 2048, 64)
+    } else {
+        (1, 4, 256, 64)
+    };
     let dt = DType::F16;
     let q = Tensor::randn([b, h, s, d], dt, 1, &dev);
     let k = Tensor::randn([b, h, s, d], dt, 2, &dev);
@@ -51,11 +55,7 @@ fn main() -> smelt::Result<()> {
     );
     if gpu {
         let flops = 4.0 * (b * h * s * s * d) as f64 / 2.0;
-        println!(
-            "{:.3} ms, {:.1} TFLOP/s",
-            secs * 1e3,
-            flops / secs / 1e12
-        );
+        println!("{:.3} ms, {:.1} TFLOP/s", secs * 1e3, flops / secs / 1e12);
     }
     assert_eq!(kernels, 1, "naive attention did not fuse");
     // Outputs are averages of unit normals: f16 rounding of p and of the

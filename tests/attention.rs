@@ -342,5 +342,9 @@ fn nan_and_inf_inputs() {
     // A NaN query element poisons its row; +inf and -inf make rows of
     // infinite logits (NaN after subtracting an infinite maximum, or a
     // one-hot row).
-    check_with(&c, 5, &[(0, f64::NAN), (5, f64::INFINITY), (10, f64::NEG_INFINITY)]);
+    check_with(
+        &c,
+        5,
+        &[(0, f64::NAN), (5, f64::INFINITY), (10, f64::NEG_INFINITY)],
+    );
 }

@@ -4,10 +4,10 @@
 
 #![warn(missing_docs)]
 
-pub mod bounds;
-pub mod column;
 pub mod attention;
 mod attention_cpu;
+pub mod bounds;
+pub mod column;
 pub mod convert;
 pub mod cpu;
 mod dense;

@@ -59,8 +59,7 @@ fn through_casts(n: &NodeRef, seen: &mut Vec<u64>) -> (NodeRef, bool) {
         seen.push(x.id());
         x = below;
     }
-    let identity =
-        x.shape() == n.shape() && t.equivalent(&ShapeTracker::contiguous(x.shape()));
+    let identity = x.shape() == n.shape() && t.equivalent(&ShapeTracker::contiguous(x.shape()));
     (x, identity)
 }
 
@@ -152,8 +151,16 @@ pub fn recognise(o: &NodeRef) -> Option<Attention> {
     let acc = |n: &NodeRef| n.dtype().compute_float();
     let r = q.shape().len();
     let dims = [q.shape()[r - 1], v.shape()[r - 1]];
-    let sizes_ok = o.shape().iter().chain(q.shape()).chain(v.shape()).all(|n| *n > 0);
-    if !float(&score) || acc(&score) != acc(o) || !sizes_ok || dims.iter().any(|d| *d > MAX_HEAD_DIM)
+    let sizes_ok = o
+        .shape()
+        .iter()
+        .chain(q.shape())
+        .chain(v.shape())
+        .all(|n| *n > 0);
+    if !float(&score)
+        || acc(&score) != acc(o)
+        || !sizes_ok
+        || dims.iter().any(|d| *d > MAX_HEAD_DIM)
     {
         return None;
     }

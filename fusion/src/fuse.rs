@@ -79,9 +79,7 @@ pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
         let active = active_attentions(&attentions, &mut materialized);
         let before = (materialized.len(), no_merge.len());
         let nodes = order.iter().filter(|n| materialized.contains(&n.id()));
-        let plans: Vec<KernelPlan> = nodes
-            .map(|n| plan_for(n, &materialized, &active))
-            .collect();
+        let plans: Vec<KernelPlan> = nodes.map(|n| plan_for(n, &materialized, &active)).collect();
         let plans = if merging {
             merge(plans, &materialized, &no_merge, &costs)
         } else {

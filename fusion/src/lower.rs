@@ -577,7 +577,11 @@ impl<'a> Lowerer<'a> {
     /// The sources of an attention's output matmul (the logits and `v`)
     /// or score matmul (`q` and `kt`), each read at its variables; `None`
     /// where the kernel reads the node at another point than its own.
-    fn attention_srcs(&mut self, node: &NodeRef, tid: usize) -> Option<SmallVec<[(NodeRef, usize); 4]>> {
+    fn attention_srcs(
+        &mut self,
+        node: &NodeRef,
+        tid: usize,
+    ) -> Option<SmallVec<[(NodeRef, usize); 4]>> {
         use AttnVar::{D, E, I, J};
         let output = self.fused_attention(node)?;
         let own = if output {

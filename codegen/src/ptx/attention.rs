@@ -62,10 +62,19 @@ impl Tiles {
 /// The largest tiles whose shared memory fits, for head dims `d`, `dv`
 /// and an accumulation type of `size` bytes.
 pub fn tiles(d: usize, dv: usize, size: usize) -> Option<Tiles> {
-    [(32, 32), (16, 32), (16, 16), (8, 16), (8, 8), (4, 8), (2, 8), (1, 8)]
-        .into_iter()
-        .map(|(bm, bn)| Tiles { bm, bn })
-        .find(|t| t.shared(d, dv, size) <= SHARED_LIMIT)
+    [
+        (32, 32),
+        (16, 32),
+        (16, 16),
+        (8, 16),
+        (8, 8),
+        (4, 8),
+        (2, 8),
+        (1, 8),
+    ]
+    .into_iter()
+    .map(|(bm, bn)| Tiles { bm, bn })
+    .find(|t| t.shared(d, dv, size) <= SHARED_LIMIT)
 }
 
 /// Lowers an attention kernel.
@@ -213,13 +222,7 @@ impl<'a> Emitter<'a> {
     }
 
     /// The thread's variables with `(v1, x1)` and `(v2, x2)` set.
-    fn point(
-        &self,
-        b: &mut Builder,
-        th: &Thread,
-        set: [(usize, Reg); 2],
-        pred: Reg,
-    ) -> Point {
+    fn point(&self, b: &mut Builder, th: &Thread, set: [(usize, Reg); 2], pred: Reg) -> Point {
         let mut vars = th.vars.clone();
         for (v, x) in set {
             vars[v] = Some(self.var(b, x));
@@ -242,7 +245,15 @@ impl<'a> Emitter<'a> {
         let q0 = b.reg(RegKind::B32);
         ins!(b, "sub.u32 {q0}, {}, {}", th.i, th.r);
         let q_insts = part(self.cx.k, &[self.a.q], None);
-        self.stage(b, &th, (&q_insts, self.a.q), (self.t.bm, self.d), (v.i, v.d), (q0, self.lq), (0, self.d + 1));
+        self.stage(
+            b,
+            &th,
+            (&q_insts, self.a.q),
+            (self.t.bm, self.d),
+            (v.i, v.d),
+            (q0, self.lq),
+            (0, self.d + 1),
+        );
         let k_insts = part(self.cx.k, &[self.a.k], None);
         let v_insts = part(self.cx.k, &[self.a.v], None);
         let j0 = b.mov(RegKind::B32, "b32", 0);
@@ -252,8 +263,24 @@ impl<'a> Emitter<'a> {
         ins!(b, "setp.ge.u32 {done}, {j0}, {}", self.lk);
         ins!(b, "@{done} bra {end}");
         ins!(b, "bar.sync 0");
-        self.stage(b, &th, (&k_insts, self.a.k), (self.t.bn, self.d), (v.j, v.d), (j0, self.lk), (self.k_off, self.d + 1));
-        self.stage(b, &th, (&v_insts, self.a.v), (self.t.bn, self.dv), (v.j, v.e), (j0, self.lk), (self.v_off, self.dv));
+        self.stage(
+            b,
+            &th,
+            (&k_insts, self.a.k),
+            (self.t.bn, self.d),
+            (v.j, v.d),
+            (j0, self.lk),
+            (self.k_off, self.d + 1),
+        );
+        self.stage(
+            b,
+            &th,
+            (&v_insts, self.a.v),
+            (self.t.bn, self.dv),
+            (v.j, v.e),
+            (j0, self.lk),
+            (self.v_off, self.dv),
+        );
         ins!(b, "bar.sync 0");
         let alpha = self.softmax_tile(b, &th, j0, m, s);
         ins!(b, "bar.sync 0");
@@ -274,7 +301,11 @@ impl<'a> Emitter<'a> {
         let (head, qt) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
         ins!(b, "div.u32 {head}, {cta}, {q_tiles}");
         ins!(b, "rem.u32 {qt}, {cta}, {q_tiles}");
-        let (r, c, i) = (b.reg(RegKind::B32), b.reg(RegKind::B32), b.reg(RegKind::B32));
+        let (r, c, i) = (
+            b.reg(RegKind::B32),
+            b.reg(RegKind::B32),
+            b.reg(RegKind::B32),
+        );
         ins!(b, "shr.u32 {r}, {tid}, {}", TPR.trailing_zeros());
         ins!(b, "and.b32 {c}, {tid}, {}", TPR - 1);
         ins!(b, "mad.lo.u32 {i}, {qt}, {}, {r}", self.t.bm);
@@ -327,7 +358,11 @@ impl<'a> Emitter<'a> {
         let done = b.reg(RegKind::Pred);
         ins!(b, "setp.ge.u32 {done}, {idx}, {}", rows * cols);
         ins!(b, "@{done} bra {end}");
-        let (rr, cc, g) = (b.reg(RegKind::B32), b.reg(RegKind::B32), b.reg(RegKind::B32));
+        let (rr, cc, g) = (
+            b.reg(RegKind::B32),
+            b.reg(RegKind::B32),
+            b.reg(RegKind::B32),
+        );
         ins!(b, "div.u32 {rr}, {idx}, {cols}");
         ins!(b, "rem.u32 {cc}, {idx}, {cols}");
         ins!(b, "add.u32 {g}, {}, {rr}", from.0);
@@ -389,7 +424,12 @@ impl<'a> Emitter<'a> {
         // m' = 0 where m_new is -inf: a row masked so far adds nothing.
         let (masked, m_use) = (b.reg(RegKind::Pred), b.reg(self.kind));
         ins!(b, "setp.eq.{} {masked}, {m_new}, {neg_inf}", self.ty);
-        ins!(b, "selp.{} {m_use}, {}, {m_new}, {masked}", self.ty, self.imm(0.0));
+        ins!(
+            b,
+            "selp.{} {m_use}, {}, {m_new}, {masked}",
+            self.ty,
+            self.imm(0.0)
+        );
         let exp_diff = |b: &mut Builder, x: Reg| {
             let d = ops::binary(b, BinaryOp::Sub, self.value(x), self.value(m_use), self.acc);
             ops::unary(b, UnaryOp::Exp, d, self.acc).reg
@@ -400,9 +440,20 @@ impl<'a> Emitter<'a> {
             let p = exp_diff(b, *l);
             ops::combine(b, ReduceOp::Sum, self.acc, psum, p, None);
             let addr = b.reg(RegKind::B32);
-            ins!(b, "mad.lo.u32 {addr}, {}, {}, {}", th.r, self.t.bn + 1, th.c);
+            ins!(
+                b,
+                "mad.lo.u32 {addr}, {}, {}, {}",
+                th.r,
+                self.t.bn + 1,
+                th.c
+            );
             ins!(b, "add.u32 {addr}, {addr}, {}", u as u32 * TPR);
-            ins!(b, "mad.lo.u32 {addr}, {addr}, {}, {}", self.size, self.p_off);
+            ins!(
+                b,
+                "mad.lo.u32 {addr}, {addr}, {}, {}",
+                self.size,
+                self.p_off
+            );
             ins!(b, "add.u32 {addr}, {addr}, {}", th.base);
             ins!(b, "st.shared.{} [{addr}], {p}", self.ty);
         }
@@ -472,9 +523,21 @@ impl<'a> Emitter<'a> {
         }
         let col_ok = self.column_predicates(b, th, o.len());
         let (pa, va) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-        ins!(b, "mad.lo.u32 {pa}, {}, {}, {}", th.r, (self.t.bn + 1) * self.size, self.p_off);
+        ins!(
+            b,
+            "mad.lo.u32 {pa}, {}, {}, {}",
+            th.r,
+            (self.t.bn + 1) * self.size,
+            self.p_off
+        );
         ins!(b, "add.u32 {pa}, {pa}, {}", th.base);
-        ins!(b, "mad.lo.u32 {va}, {}, {}, {}", th.c, self.size, self.v_off);
+        ins!(
+            b,
+            "mad.lo.u32 {va}, {}, {}, {}",
+            th.c,
+            self.size,
+            self.v_off
+        );
         ins!(b, "add.u32 {va}, {va}, {}", th.base);
         let n = b.mov(RegKind::B32, "b32", 0);
         let (top, end) = (b.label(), b.label());
