@@ -1,9 +1,9 @@
-//! The CPU backend's entry, mirroring [`crate::ptx::emit`]: a kernel runs on
-//! the specialised matmul path when it fits it, else on the generic
-//! interpreter.
+//! The CPU backend's entry, mirroring [`crate::ptx::emit`]: an attention
+//! kernel runs on its own path, a kernel runs on the specialised matmul
+//! path when it fits it, else on the generic interpreter.
 
 use crate::interp::{self, InterpError};
-use crate::ir::Kernel;
+use crate::ir::{Kernel, KernelKind};
 
 /// Runs `kernel` over byte buffers; the arguments are [`interp::run`]'s.
 ///
@@ -17,6 +17,9 @@ pub fn run(
     outputs: &mut [&mut [u8]],
 ) -> Result<(), InterpError> {
     interp::check_args(kernel, inputs, scalars, outputs)?;
+    if kernel.kind == KernelKind::Attention {
+        return crate::attention_cpu::run(kernel, inputs, scalars, outputs);
+    }
     match crate::matmul_cpu::try_run(kernel, inputs, scalars, outputs) {
         Some(done) => done,
         None => interp::run(kernel, inputs, scalars, outputs),

@@ -54,7 +54,8 @@ struct Args<'a> {
 /// dtypes and lengths of the kernel's parameters), with `scalars` the values
 /// of its scalar parameters by slot (each rounded to its dtype here, as the
 /// PTX backend's `ptx::scalar_param` does). Generic: [`crate::cpu::run`]
-/// dispatches matmuls to their fast path first.
+/// dispatches matmuls to their fast path first, and attention kernels
+/// (which only their own path runs) to theirs.
 pub fn run(
     kernel: &Kernel,
     inputs: &[&[u8]],
@@ -62,6 +63,12 @@ pub fn run(
     outputs: &mut [&mut [u8]],
 ) -> Result<(), InterpError> {
     check_args(kernel, inputs, scalars, outputs)?;
+    if kernel.kind == KernelKind::Attention {
+        return Err(InterpError(format!(
+            "kernel {}: attention kernels run through cpu::run",
+            kernel.name
+        )));
+    }
     let args = Args { inputs, scalars };
     let rows = kernel.rows();
     let row_len = kernel.row_len();
@@ -634,6 +641,7 @@ fn compute(
         Inst::Reduce(..) => unreachable!("reductions are evaluated by run_rows"),
         Inst::Scan(..) => unreachable!("scans are evaluated by eval_elements"),
         Inst::Sort(..) => unreachable!("sorts are evaluated by eval_elements"),
+        Inst::Dot(..) | Inst::Attend(..) => unreachable!("attention kernels are refused by run"),
     };
     Ok(out)
 }

@@ -32,6 +32,16 @@
 //! atomic add at a position that is data. The output buffer is one an
 //! earlier kernel of the schedule wrote (a copy of the tensor scattered
 //! into), which the runtimes pass in place instead of a new buffer.
+//!
+//! An *attention* kernel ([`KernelKind::Attention`]) computes
+//! `softmax_j(l(q . k)) @ v` without materializing the scores. Its
+//! variables are `[batch.., i, e | j, d]` ([`AttentionVars`]): the kept
+//! ones are the output's (a query row `i` and an output column `e`), the
+//! reduced ones the key position `j` and the head dim `d`. It holds
+//! exactly one [`Inst::Dot`] (the score, a sum over `d`) and one
+//! [`Inst::Attend`] (the softmax-weighted sum over `j`); every other
+//! instruction belongs to one of the parts that [`Kernel::attention`]
+//! names, each depending on its own variables only.
 
 use crate::dims::Ranges;
 use crate::expr::{Cond, Expr};
@@ -69,6 +79,9 @@ pub enum KernelKind {
     /// kernel wrote (`scatter_add`, `index_add`), over the domain of the
     /// values added, their producers fused into the loads.
     Scatter,
+    /// Attention: one [`Inst::Dot`] whose value feeds the logits of one
+    /// [`Inst::Attend`] (see the module docs and [`Kernel::attention`]).
+    Attention,
 }
 
 impl KernelKind {
@@ -82,6 +95,7 @@ impl KernelKind {
             KernelKind::Scan => "scan",
             KernelKind::Sort => "sort",
             KernelKind::Scatter => "scatter",
+            KernelKind::Attention => "attention",
         }
     }
 }
@@ -156,6 +170,17 @@ pub enum Inst {
     /// the row sorted stably by the operand (`F32` or `I32`), or its
     /// position before sorting (of the instruction's integer dtype).
     Sort(SortOp, Val),
+    /// Attention kernels only: `sum_d a * b` over the head-dim variable
+    /// `d`, in the instruction's dtype (`F32` or `F64`, the operands'), `d`
+    /// ascending. `a` reads `[batch.., i, d]`, `b` `[batch.., j, d]`.
+    Dot(Val, Val),
+    /// Attention kernels only: `sum_j softmax_j(l) * v`, that is
+    /// `sum_j exp(l_j - m) v_j / sum_j exp(l_j - m)` with `m = max_j l_j`,
+    /// in the instruction's dtype (`F32` or `F64`, the operands'). `l` (the
+    /// logit) reads `[batch.., i, j]` and the `Dot`; `v` reads
+    /// `[batch.., j, e]`. As in the unfused graph, a row whose logits are
+    /// all `-inf` gives NaN, and a NaN logit makes its row NaN.
+    Attend(Val, Val),
 }
 
 impl Inst {
@@ -173,7 +198,7 @@ impl Inst {
             | Inst::Scan(_, a)
             | Inst::Sort(_, a)
             | Inst::Gather { at: a, .. } => vec![*a],
-            Inst::Binary(_, a, b) => vec![*a, *b],
+            Inst::Binary(_, a, b) | Inst::Dot(a, b) | Inst::Attend(a, b) => vec![*a, *b],
             Inst::Where(c, a, b) => vec![*c, *a, *b],
             Inst::Random(_, ops) => ops.clone(),
         }
@@ -440,7 +465,8 @@ impl Kernel {
                         || is_reduced(index)
                         || valid.checks().iter().any(|(e, _, _)| is_reduced(e))
                 }
-                Inst::Reduce(..) => false,
+                Inst::Reduce(..) | Inst::Attend(..) => false,
+                Inst::Dot(..) => true,
                 // Differs along the row even for a row-invariant operand.
                 Inst::Scan(..) | Inst::Sort(..) => self.n_kept < self.ranges.len(),
                 Inst::Valid(c) => c.checks().iter().any(|(e, _, _)| is_reduced(e)),
@@ -570,6 +596,8 @@ impl Kernel {
                 Inst::Index(e) => (11u8, e).hash(&mut h),
                 Inst::Random(d, ops) => (12u8, d, ops).hash(&mut h),
                 Inst::Sort(op, a) => (13u8, op, a).hash(&mut h),
+                Inst::Dot(a, b) => (14u8, a, b).hash(&mut h),
+                Inst::Attend(a, b) => (15u8, a, b).hash(&mut h),
             }
         }
         self.stores.hash(&mut h);
@@ -640,6 +668,8 @@ impl fmt::Display for Kernel {
                     write!(f, "{}{} {}", d.name(), d.word(), ops.join(", "))?
                 }
                 Inst::Sort(op, a) => write!(f, "{} k={} %{a}", op.name(), op.k)?,
+                Inst::Dot(a, b) => write!(f, "dot_d %{a}, %{b}")?,
+                Inst::Attend(l, v) => write!(f, "attend_j %{l}, %{v}")?,
             }
             writeln!(f)?;
         }

@@ -4,14 +4,18 @@
 
 #![warn(missing_docs)]
 
+pub mod attention;
+mod attention_cpu;
 pub mod bounds;
 pub mod column;
 pub mod convert;
 pub mod cpu;
+mod dense;
 pub mod dims;
 pub mod dtype;
 pub mod env;
 pub mod expr;
+mod extract;
 pub mod fnv;
 pub mod host_alloc;
 pub mod int_ops;

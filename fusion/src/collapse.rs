@@ -2,11 +2,15 @@
 //! neighbouring variables that every access walks contiguously merge, so a
 //! contiguous kernel indexes with one plain linear variable.
 
-use smelt_codegen::{Cond, Expr, Inst, Kernel, Ranges};
+use smelt_codegen::{Cond, Expr, Inst, Kernel, KernelKind, Ranges};
 
 /// Drops size-1 loop variables and merges contiguous neighbours until
-/// nothing changes.
+/// nothing changes. Attention kernels keep their domain: each variable
+/// has a role there (`smelt_codegen::attention::AttentionVars`).
 pub fn collapse(k: &mut Kernel) {
+    if k.kind == KernelKind::Attention {
+        return;
+    }
     while let Some(next) = collapse_once(k) {
         *k = next;
     }

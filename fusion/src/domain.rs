@@ -35,6 +35,40 @@ pub enum Source {
     Sort(SortDomain),
     /// Adds of the values of this shape into another tensor (a scatter).
     Scatter(Vec<usize>),
+    /// A fused attention ([`crate::attention`]): variables `[batch.., i,
+    /// e | j, d]`.
+    Attention(Box<AttentionDomain>),
+}
+
+/// What identifies an attention kernel's domain ([`Source::Attention`]):
+/// the two matmuls it fuses (by node id) and the shapes it reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttentionDomain {
+    /// The output matmul `softmax(l) @ v`, `[batch.., lq, dv]`.
+    pub output: u64,
+    /// The score matmul `q @ kt`, `[batch.., lq, lk]`.
+    pub score: u64,
+    /// Shapes of `q` (`[batch.., lq, d]`), `kt` (`[batch.., d, lk]`) and
+    /// `v` (`[batch.., lk, dv]`).
+    pub q: Shape,
+    /// See `q`.
+    pub kt: Shape,
+    /// See `q`.
+    pub v: Shape,
+}
+
+/// Which variable of an attention domain an operand's last two axes walk
+/// (`None`: an axis of size 1 or not walked).
+#[derive(Clone, Copy)]
+pub enum AttnVar {
+    /// The query row.
+    I,
+    /// The output column.
+    E,
+    /// The key position.
+    J,
+    /// The head dim of `q` and `k`.
+    D,
 }
 
 /// What identifies a sort kernel's domain ([`Source::Sort`]).
@@ -164,10 +198,38 @@ impl Domain {
         )
     }
 
-    /// How a matmul's result of `shape` is indexed in its domain.
+    /// How a matmul's (or an attention's) result of `shape` is indexed in
+    /// its domain: by the kept variables, which are the result's axes.
     pub fn matmul_result(&self, shape: &[usize]) -> ShapeTracker {
         let mut strides = contiguous_strides(shape);
-        strides.push(0);
+        strides.resize(self.ranges.len(), 0);
+        self.tracker(strides)
+    }
+
+    /// The domain of an attention: `[batch.., lq, dv]` kept, `[lk, d]`
+    /// reduced.
+    pub fn attention(a: AttentionDomain) -> Domain {
+        let r = a.q.len();
+        let mut ranges: Ranges = a.q[..r - 2].iter().map(|n| *n as i64).collect();
+        ranges.extend([a.q[r - 2], a.v[r - 1], a.v[r - 2], a.q[r - 1]].map(|n| n as i64));
+        Domain {
+            n_kept: r,
+            ranges,
+            source: Source::Attention(Box::new(a)),
+        }
+    }
+
+    /// How an operand of an attention of `shape` (`[batch.., x, y]`) is
+    /// read in this attention domain, its axes `x` and `y` walking the
+    /// variables `walk`.
+    pub fn attention_operand(&self, shape: &[usize], walk: [AttnVar; 2]) -> ShapeTracker {
+        let r = shape.len();
+        let cs = contiguous_strides(shape);
+        let mut strides: Strides = cs[..r - 2].into();
+        strides.extend([0; 4]);
+        for (axis, var) in [r - 2, r - 1].into_iter().zip(walk) {
+            strides[r - 2 + var as usize] = cs[axis];
+        }
         self.tracker(strides)
     }
 

@@ -32,10 +32,16 @@
 //!   that tensor's producers fused) and the adds over the values' domain
 //!   (with the values' and the index's producers fused), which update the
 //!   copy's buffer in place;
+//! - attention (`softmax_j(l(q @ kt)) @ v`, see [`crate::attention`]) is
+//!   one kernel over the output's domain that computes the scores, the
+//!   logits and the softmax inside, unless the planner materializes one
+//!   of the nodes in between (a target, or one another kernel needs):
+//!   then it is planned like any other graph;
 //! - no kernel outgrows the instruction budget or the parameter space: long
 //!   chains and wide sums are cut ([`crate::budget::split`]) and merging
 //!   stops where a kernel would be full.
 
+use crate::attention::{recognise, Attention};
 use crate::budget::{split, Cost};
 use crate::domain::{matmul_domain, Domain, Source};
 use crate::graph::{NodeRef, Op};
@@ -50,7 +56,9 @@ use smelt_codegen::{dims, Axes, Dims, Shape, Strides, UnaryOp};
 /// and lowers them.
 pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
     let mut materialized: FxHashSet<u64> = targets.iter().map(|t| t.id()).collect();
-    materialized.extend(matmul_operand_producers(order));
+    let attentions: Vec<Attention> = order.iter().filter_map(recognise).collect();
+    let fused: FxHashSet<u64> = attentions.iter().map(|a| a.domain.output).collect();
+    materialized.extend(matmul_operand_producers(order, &fused));
     materialized.extend(
         order
             .iter()
@@ -68,9 +76,10 @@ pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
     let mut merging = true;
     let mut trackers = Trackers::default();
     loop {
+        let active = active_attentions(&attentions, &mut materialized);
         let before = (materialized.len(), no_merge.len());
         let nodes = order.iter().filter(|n| materialized.contains(&n.id()));
-        let plans: Vec<KernelPlan> = nodes.map(|n| plan_for(n, &materialized)).collect();
+        let plans: Vec<KernelPlan> = nodes.map(|n| plan_for(n, &materialized, &active)).collect();
         let plans = if merging {
             merge(plans, &materialized, &no_merge, &costs)
         } else {
@@ -84,7 +93,7 @@ pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
                 if materialized.contains(&f.node.id()) {
                     no_merge.extend(p.outputs.iter().map(|(n, _)| n.id()));
                 } else {
-                    grow.push(pick(f, &materialized).id());
+                    grow.push(pick(f, &materialized, &active).id());
                 }
             }
             for id in low.inlined.iter().collect::<FxHashSet<_>>() {
@@ -120,30 +129,35 @@ pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
 /// `RoundTf32` included); an operand computed in the kernel (`(x * 0.5) @
 /// w`) would send the whole product to the generic reduce kernel, many
 /// times slower than one more pass over the operand through memory.
-fn matmul_operand_producers(order: &[NodeRef]) -> Vec<u64> {
-    let root = |x: &NodeRef| {
-        let mut n = x.clone();
-        loop {
-            let below = match &*n.op_ref() {
-                Op::View(src, _) | Op::Unary(UnaryOp::RoundTf32, src) => Some(src.clone()),
-                _ => None,
-            };
-            match below {
-                Some(b) => n = b,
-                None => return n,
-            }
-        }
-    };
+fn matmul_operand_producers(order: &[NodeRef], fused: &FxHashSet<u64>) -> Vec<u64> {
     order
         .iter()
         .filter_map(|n| match &*n.op_ref() {
-            Op::Matmul(a, b) => Some([root(a), root(b)]),
+            // A fused attention computes its softmax operand inside.
+            Op::Matmul(_, b) if fused.contains(&n.id()) => Some(vec![operand_root(b)]),
+            Op::Matmul(a, b) => Some(vec![operand_root(a), operand_root(b)]),
             _ => None,
         })
         .flatten()
         .filter(|r| r.computes())
         .map(|r| r.id())
         .collect()
+}
+
+/// The node below the views and TF32 rounding a matmul kernel reads its
+/// operand `x` through.
+fn operand_root(x: &NodeRef) -> NodeRef {
+    let mut n = x.clone();
+    loop {
+        let below = match &*n.op_ref() {
+            Op::View(src, _) | Op::Unary(UnaryOp::RoundTf32, src) => Some(src.clone()),
+            _ => None,
+        };
+        match below {
+            Some(b) => n = b,
+            None => return n,
+        }
+    }
 }
 
 /// Scatters and the copies they add into: each is materialized by a
@@ -160,8 +174,32 @@ fn scatter_nodes(order: &[NodeRef]) -> Vec<u64> {
         .collect()
 }
 
-/// The domain a reduction or matmul is computed in.
-fn domain_of(r: &NodeRef) -> Option<Domain> {
+/// Recognised attentions by output id, fused unless an interior node is
+/// materialized; a dropped one's softmax operand is materialized instead,
+/// as the operand rule does for any matmul ([`matmul_operand_producers`]).
+fn active_attentions<'a>(
+    attentions: &'a [Attention],
+    materialized: &mut FxHashSet<u64>,
+) -> FxHashMap<u64, &'a Attention> {
+    let mut active = FxHashMap::default();
+    for a in attentions {
+        if a.interior.iter().any(|id| materialized.contains(id)) {
+            let root = operand_root(&a.probs);
+            if root.computes() {
+                materialized.insert(root.id());
+            }
+        } else {
+            active.insert(a.domain.output, a);
+        }
+    }
+    active
+}
+
+/// The domain a reduction, matmul or fused attention is computed in.
+fn domain_of(r: &NodeRef, active: &FxHashMap<u64, &Attention>) -> Option<Domain> {
+    if let Some(a) = active.get(&r.id()) {
+        return Some(Domain::attention(a.domain.clone()));
+    }
     match &*r.op_ref() {
         Op::Reduce(_, a, axes) => Some(Domain::reduce(a.shape(), axes)),
         Op::Matmul(a, b) => Some(matmul_domain(a.shape(), b.shape())),
@@ -173,8 +211,12 @@ fn domain_of(r: &NodeRef) -> Option<Domain> {
 /// node on the path (below the stored one) with `f.node`'s element count
 /// whose reductions all share `f.node`'s domain — its kernel then computes
 /// them and the consumers between, one pass — else `f.node` itself.
-fn pick(f: &Failure, materialized: &FxHashSet<u64>) -> NodeRef {
-    let want = domain_of(&f.node);
+fn pick(
+    f: &Failure,
+    materialized: &FxHashSet<u64>,
+    active: &FxHashMap<u64, &Attention>,
+) -> NodeRef {
+    let want = domain_of(&f.node, active);
     f.path
         .iter()
         .skip(1)
@@ -183,7 +225,7 @@ fn pick(f: &Failure, materialized: &FxHashSet<u64>) -> NodeRef {
                 && x.numel() == f.node.numel()
                 && row_candidates(x, materialized, false)
                     .iter()
-                    .all(|r| domain_of(r) == want)
+                    .all(|r| domain_of(r, active) == want)
         })
         .unwrap_or(&f.node)
         .clone()
@@ -192,7 +234,19 @@ fn pick(f: &Failure, materialized: &FxHashSet<u64>) -> NodeRef {
 /// The kernel that materializes `t`: over the domain of a reduction or
 /// matmul it reads when `t` lines up with it (fusing them), else
 /// elementwise.
-fn plan_for(t: &NodeRef, materialized: &FxHashSet<u64>) -> KernelPlan {
+fn plan_for(
+    t: &NodeRef,
+    materialized: &FxHashSet<u64>,
+    active: &FxHashMap<u64, &Attention>,
+) -> KernelPlan {
+    if let Some(a) = active.get(&t.id()) {
+        let domain = Domain::attention(a.domain.clone());
+        let out = domain.matmul_result(t.shape());
+        return KernelPlan {
+            domain,
+            outputs: vec![(t.clone(), out)],
+        };
+    }
     if matches!(
         &*t.op_ref(),
         Op::Reduce(..) | Op::Matmul(..) | Op::Scan(..) | Op::Sort(..) | Op::ScatterAdd(..)
@@ -211,7 +265,7 @@ fn plan_for(t: &NodeRef, materialized: &FxHashSet<u64>) -> KernelPlan {
     };
     candidates.sort_by_key(rank);
     for r in candidates {
-        let Some(domain) = domain_of(&r) else {
+        let Some(domain) = domain_of(&r, active) else {
             continue;
         };
         let store = match &domain.source {
@@ -221,7 +275,9 @@ fn plan_for(t: &NodeRef, materialized: &FxHashSet<u64>) -> KernelPlan {
             Source::Reduce(shape, axes) if squeeze(t.shape()) == squeeze(r.shape()) => {
                 Some(domain.reduce_result(shape, axes))
             }
-            Source::Matmul(..) if squeeze(t.shape()) == squeeze(r.shape()) => {
+            Source::Matmul(..) | Source::Attention(_)
+                if squeeze(t.shape()) == squeeze(r.shape()) =>
+            {
                 Some(domain.matmul_result(r.shape()))
             }
             _ => permuted_store(t, &r, &domain, materialized),
@@ -336,7 +392,7 @@ fn permuted_store(
     // The domain's kept variables are r's non-reduced output axes in order.
     let kept: Axes = match &domain.source {
         Source::Reduce(shape, axes) => (0..shape.len()).filter(|a| !axes.contains(a)).collect(),
-        Source::Matmul(..) => (0..out.len()).collect(),
+        Source::Matmul(..) | Source::Attention(_) => (0..out.len()).collect(),
         Source::Elementwise(_) | Source::Scan(..) | Source::Sort(..) | Source::Scatter(_) => {
             return None
         }

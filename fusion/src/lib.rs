@@ -3,6 +3,7 @@
 
 #![warn(missing_docs)]
 
+pub mod attention;
 pub mod budget;
 pub mod cache;
 pub mod collapse;

@@ -2,7 +2,7 @@
 //! becomes kernel IR. Views are folded into index expressions by composing
 //! shape trackers down to the loads, so movement ops never cost a kernel.
 
-use crate::domain::{matmul_domain, matmul_operands, Domain};
+use crate::domain::{matmul_domain, matmul_operands, AttnVar, Domain, Source};
 use crate::graph::is_compute;
 use crate::graph::{BufferHandle, NodeRef, Op};
 use crate::schedule::ScalarSpec;
@@ -190,6 +190,7 @@ impl Hash for InstKey {
             Inst::Index(e) => e.hash(h),
             Inst::Random(d, ops) => (d, ops).hash(h),
             Inst::Sort(op, a) => (op, a).hash(h),
+            Inst::Dot(a, b) | Inst::Attend(a, b) => (a, b).hash(h),
         }
     }
 }
@@ -252,6 +253,7 @@ pub struct Lowerer<'a> {
     /// Reductions and matmuls computed inside this kernel, by node id.
     pub inlined: Vec<u64>,
     matmul: bool,
+    attention: bool,
     scan: bool,
     sort: bool,
     scatter: bool,
@@ -286,6 +288,7 @@ impl<'a> Lowerer<'a> {
             failed: Vec::new(),
             inlined: Vec::new(),
             matmul: false,
+            attention: false,
             scan: false,
             sort: false,
             scatter: false,
@@ -428,6 +431,17 @@ impl<'a> Lowerer<'a> {
     /// (a load, a constant, a reduction this kernel cannot compute), else
     /// the sources to evaluate first.
     fn visit(&mut self, node: &NodeRef, tid: usize) -> Visited {
+        if self.fused_attention(node).is_some() {
+            // Before the node's op is borrowed: recognising reads it.
+            return match self.attention_srcs(node, tid) {
+                Some(srcs) => Visited::Needs(Pending {
+                    node: node.clone(),
+                    tid,
+                    srcs,
+                }),
+                None => Visited::Done(self.fail_op(node, &node.op())),
+            };
+        }
         let dt = node.dtype();
         // Borrowed under the node's lock: nothing below reads this node's
         // op or data again (only its id, shape and dtype, which need no
@@ -514,6 +528,10 @@ impl<'a> Lowerer<'a> {
             // Computed only by its own kernels (scatters are always
             // materialized, see `Lowerer::scatter_add`).
             Op::ScatterAdd(..) => return Visited::Done(self.fail_op(node, &op)),
+            // An attention kernel loads what it cannot compute per point.
+            Op::Gather(..) if matches!(self.domain.source, Source::Attention(_)) => {
+                return Visited::Done(self.fail_op(node, &op))
+            }
             Op::Matmul(a, b) => {
                 let own = matmul_domain(a.shape(), b.shape());
                 if own != *self.domain
@@ -544,6 +562,53 @@ impl<'a> Lowerer<'a> {
             tid,
             srcs,
         })
+    }
+
+    /// For a node this attention kernel fuses: whether it is the output
+    /// (`true`) or the score (`false`) matmul.
+    fn fused_attention(&self, node: &NodeRef) -> Option<bool> {
+        match &self.domain.source {
+            Source::Attention(a) if node.id() == a.output => Some(true),
+            Source::Attention(a) if node.id() == a.score => Some(false),
+            _ => None,
+        }
+    }
+
+    /// The sources of an attention's output matmul (the logits and `v`)
+    /// or score matmul (`q` and `kt`), each read at its variables; `None`
+    /// where the kernel reads the node at another point than its own.
+    fn attention_srcs(
+        &mut self,
+        node: &NodeRef,
+        tid: usize,
+    ) -> Option<SmallVec<[(NodeRef, usize); 4]>> {
+        use AttnVar::{D, E, I, J};
+        let output = self.fused_attention(node)?;
+        let own = if output {
+            self.domain.matmul_result(node.shape())
+        } else {
+            self.domain.attention_operand(node.shape(), [I, J])
+        };
+        if !self.trackers.get(tid).equivalent(&own) {
+            return None;
+        }
+        let (x, walk_x, y, walk_y) = if output {
+            let a = crate::attention::recognise(node)?;
+            (a.logit, [I, J], a.v, [J, E])
+        } else {
+            let Op::Matmul(q, kt) = node.op() else {
+                return None;
+            };
+            (q, [I, D], kt, [D, J])
+        };
+        self.inlined.push(node.id());
+        self.attention = true;
+        let tx = self.domain.attention_operand(x.shape(), walk_x);
+        let ty = self.domain.attention_operand(y.shape(), walk_y);
+        Some(smallvec![
+            (x, self.trackers.intern(&tx)),
+            (y, self.trackers.intern(&ty)),
+        ])
     }
 
     /// [`Lowerer::fail`], naming the op like a computed one.
@@ -610,6 +675,29 @@ impl<'a> Lowerer<'a> {
                     SortPart::Values => a.dtype(),
                 };
                 let v = self.push(Inst::Sort(*op, vals[0]), acc);
+                if acc == dt {
+                    v
+                } else {
+                    self.push(Inst::Cast(v), dt)
+                }
+            }
+            Op::Matmul(..) if self.fused_attention(&p.node).is_some() => {
+                // Both sums accumulate in f32 (f64 for f64), each operand
+                // cast on its own (the logits and `v` may differ).
+                let acc = dt.compute_float();
+                let [x, y] = [0, 1].map(|i| {
+                    if p.srcs[i].0.dtype() == acc {
+                        vals[i]
+                    } else {
+                        self.push(Inst::Cast(vals[i]), acc)
+                    }
+                });
+                let inst = if self.fused_attention(&p.node) == Some(true) {
+                    Inst::Attend(x, y)
+                } else {
+                    Inst::Dot(x, y)
+                };
+                let v = self.push(inst, acc);
                 if acc == dt {
                     v
                 } else {
@@ -768,7 +856,9 @@ impl<'a> Lowerer<'a> {
             .count();
         let level = k.element_level();
         let element_store = k.stores.iter().any(|s| k.store_is_element_level(s, &level));
-        k.kind = if self.matmul {
+        k.kind = if self.attention {
+            KernelKind::Attention
+        } else if self.matmul {
             KernelKind::Matmul
         } else if self.scan {
             KernelKind::Scan

@@ -20,16 +20,14 @@
 //! another shape (integer matmuls, several reductions, element-level
 //! stores, empty dimensions) return `None` and take the generic path.
 
-mod extract;
 mod gemm;
 
-use crate::dims::Ranges;
-use crate::expr::{Cond, Expr};
-use crate::host_alloc::{filled, vec_with_capacity, zeroed_bytes, AllocError};
+use crate::dense;
+use crate::extract::{dense_kernel, epilogue, vars_read};
+use crate::host_alloc::{filled, AllocError};
 use crate::interp::{self, InterpError};
-use crate::ir::{Arg, Inst, Kernel, KernelKind, Node, Store, Val};
+use crate::ir::{Inst, Kernel, Val};
 use crate::DType;
-use extract::{copy_insts, row_major, vars_read, VarMap};
 
 /// Runs `kernel` with the fast path if it applies (see the module docs);
 /// `None` means the caller must interpret it generically. The arguments
@@ -44,14 +42,14 @@ pub fn try_run(
         return None; // the generic interpreter checks indices
     }
     let mm = Matmul::recognise(kernel)?;
-    let epilogue = mm.epilogue(kernel)?;
+    let epilogue = epilogue(kernel, mm.reduce, DType::F32)?;
     let (xk, yk) = (
         mm.operand(kernel, mm.x, &mm.m)?,
         mm.operand(kernel, mm.y, &mm.n)?,
     );
     Some((|| {
-        let x = eval_f32(&xk, inputs, scalars)?;
-        let y = eval_f32(&yk, inputs, scalars)?;
+        let x = dense::eval::<f32>(&xk, inputs, scalars)?;
+        let y = dense::eval::<f32>(&yk, inputs, scalars)?;
         let sums = mm.product(kernel, &x, &y)?;
         let mut ins = inputs.to_vec();
         ins.push(&sums);
@@ -110,85 +108,7 @@ impl Matmul {
     /// `[batch.., side.., k..]` (row-major).
     fn operand(&self, k: &Kernel, root: Val, side: &[usize]) -> Option<Kernel> {
         let old: Vec<usize> = [&self.batch[..], side, &self.k].concat();
-        let ranges: Ranges = old.iter().map(|v| k.ranges[*v]).collect();
-        let mut to = vec![None; k.ranges.len()];
-        for (new, v) in old.iter().enumerate() {
-            to[*v] = Some(new);
-        }
-        let map = VarMap {
-            to: &to,
-            ranges: &ranges,
-        };
-        let (insts, new_of) = copy_insts(k, &[root], &map, None)?;
-        let all: Vec<usize> = (0..ranges.len()).collect();
-        let len = ranges.iter().product::<i64>() as usize;
-        Some(Kernel {
-            name: format!("{}_operand", k.name),
-            kind: KernelKind::Elementwise,
-            n_kept: ranges.len(),
-            inputs: k.inputs.clone(),
-            outputs: vec![Arg {
-                dtype: DType::F32,
-                len,
-            }],
-            scalars: k.scalars.clone(),
-            insts,
-            stores: vec![Store::write(0, row_major(&all, &ranges), new_of[root]?)],
-            ranges,
-        })
-    }
-
-    /// The kernel's stores over its kept variables, the `Reduce` replaced by
-    /// a load of an extra f32 input holding one value per row.
-    fn epilogue(&self, k: &Kernel) -> Option<Kernel> {
-        let ranges = &k.ranges[..k.n_kept];
-        let to: Vec<Option<usize>> = (0..k.ranges.len())
-            .map(|v| (v < k.n_kept).then_some(v))
-            .collect();
-        let map = VarMap { to: &to, ranges };
-        let kept: Vec<usize> = (0..k.n_kept).collect();
-        let sums = Node {
-            inst: Inst::Load {
-                input: k.inputs.len(),
-                index: row_major(&kept, ranges),
-                valid: Cond::always(),
-            },
-            dtype: DType::F32,
-        };
-        let roots: Vec<Val> = k.stores.iter().map(|s| s.value).collect();
-        let (insts, new_of) = copy_insts(k, &roots, &map, Some((self.reduce, sums)))?;
-        let stores = k
-            .stores
-            .iter()
-            .map(|s| {
-                let mut vs = Vec::new();
-                s.index.vars(&mut vs);
-                let index = s.index.substitute(&Expr::var, ranges);
-                (vs.iter().all(|v| *v < k.n_kept)).then(|| {
-                    Store::write(
-                        s.output,
-                        index,
-                        new_of[s.value].expect("store values are copied"),
-                    )
-                })
-            })
-            .collect::<Option<Vec<_>>>()?;
-        let mut inputs = k.inputs.clone();
-        inputs.push(Arg {
-            dtype: DType::F32,
-            len: k.rows(),
-        });
-        Some(Kernel {
-            name: format!("{}_epilogue", k.name),
-            kind: KernelKind::Elementwise,
-            ranges: ranges.into(),
-            n_kept: k.n_kept,
-            inputs,
-            outputs: k.outputs.clone(),
-            scalars: k.scalars.clone(),
-            insts,
-            stores,
-        })
+        dense_kernel(k, root, &old, DType::F32)
     }
 
     /// Multiplies the packed factors per batch; returns the row sums as f32
@@ -235,20 +155,6 @@ impl Matmul {
                 }
             }
         }
-        let mut bytes = vec_with_capacity(sums.len() * 4)?;
-        bytes.extend(sums.iter().flat_map(|v| v.to_le_bytes()));
-        Ok(bytes)
+        dense::to_bytes(&sums)
     }
-}
-
-/// Runs a one-output f32 kernel and returns its output.
-fn eval_f32(k: &Kernel, inputs: &[&[u8]], scalars: &[f64]) -> Result<Vec<f32>, InterpError> {
-    let mut out = zeroed_bytes(k.outputs[0].len, 4)?;
-    interp::run(k, inputs, scalars, &mut [&mut out])?;
-    let mut vals = vec_with_capacity(k.outputs[0].len)?;
-    vals.extend(
-        out.chunks_exact(4)
-            .map(|b| f32::from_le_bytes(b.try_into().unwrap())),
-    );
-    Ok(vals)
 }

@@ -316,6 +316,9 @@ impl Cx<'_> {
             Inst::Reduce(..) => unreachable!("reductions are lowered by the row kernel"),
             Inst::Scan(..) => unreachable!("scans are lowered by the scan kernel"),
             Inst::Sort(..) => unreachable!("sorts are lowered by the sort kernel"),
+            Inst::Dot(..) | Inst::Attend(..) => {
+                unreachable!("attention sums are lowered by the attention kernel")
+            }
         }
     }
 

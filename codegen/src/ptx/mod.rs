@@ -20,6 +20,9 @@
 //!   global scratch buffer. See [`launch::Sort`] and the `sort` module.
 //! - Scatter kernels: the elementwise mapping, each store an atomic add at
 //!   a checked data-dependent position (the `scatter` module).
+//! - Attention kernels: a CTA per batch and tile of query rows, an online
+//!   softmax over key tiles staged in shared memory, FMA arithmetic (the
+//!   `attention` module).
 //!
 //! Buffers must be at least 16-byte aligned (as device allocations are):
 //! vector accesses rely on it.
@@ -79,6 +82,7 @@
 //!   float to integer truncates and saturates (NaN to 0); integers and
 //!   `f64` to half types round once, correctly.
 
+mod attention;
 mod builder;
 mod elementwise;
 mod eval;
@@ -114,7 +118,7 @@ mod sort_cx;
 mod special;
 mod target;
 
-use crate::ir::{Inst, Kernel};
+use crate::ir::{Inst, Kernel, KernelKind};
 use builder::{ins, Builder};
 pub use launch::Plan;
 use module::{entry_name, module, prologue};
@@ -135,6 +139,9 @@ pub use target::Target;
 /// Errors on an unsupported target (below sm_80) or a malformed kernel.
 pub fn emit(kernel: &Kernel, target: &Target) -> Result<PtxKernel, String> {
     validate(kernel, target)?;
+    if kernel.kind == KernelKind::Attention {
+        return attention::emit(kernel, target);
+    }
     if let Some(p) = matmul::emit(kernel, target) {
         return Ok(p);
     }
@@ -146,6 +153,12 @@ pub fn emit(kernel: &Kernel, target: &Target) -> Result<PtxKernel, String> {
 /// [`launch::valid`]).
 pub fn emit_plan(kernel: &Kernel, target: &Target, plan: &Plan) -> Result<PtxKernel, String> {
     validate(kernel, target)?;
+    if kernel.kind == KernelKind::Attention {
+        return Err(format!(
+            "kernel {}: attention kernels have their own mapping",
+            kernel.name
+        ));
+    }
     launch::valid(kernel, plan)?;
     let cluster = match plan {
         Plan::Rows(p) => p.cluster,

@@ -1,0 +1,233 @@
+//! The attention fusion rule: finds `softmax_j(l(q @ kt)) @ v` in the
+//! graph, so the planner can compute it in one kernel that never holds the
+//! score matrix (see docs/ARCHITECTURE.md, "Attention").
+//!
+//! Taken: an output matmul `p @ v` whose left operand is, through views
+//! that are the identity and float casts, `e / sum_j(e)` with
+//! `e = exp(l - max_j(l))` (both reductions over the last axis, keepdim,
+//! broadcast back; `Tensor::softmax` and the same written by hand), where
+//! the logits `l` reach a score matmul `q @ kt` of `l`'s shape through
+//! elementwise ops and views (a scale, an additive mask, a `where` from
+//! index comparisons or a bool mask, casts).
+
+use crate::domain::AttentionDomain;
+use crate::graph::{NodeRef, Op};
+use crate::view::{ShapeTracker, View};
+use rustc_hash::FxHashMap;
+use smallvec::smallvec;
+use smelt_codegen::{BinaryOp, ReduceOp, UnaryOp};
+
+/// Head dims the fused kernel takes: the GPU's first attention kernel
+/// keeps tiles of `q`, `k` and `v` rows in static shared memory (48 KiB).
+pub const MAX_HEAD_DIM: usize = 256;
+
+/// A recognised attention.
+pub struct Attention {
+    /// What identifies its kernel's domain.
+    pub domain: AttentionDomain,
+    /// The softmax's input (logits), `[batch.., lq, lk]`.
+    pub logit: NodeRef,
+    /// The score matmul's operands and the value operand.
+    pub q: NodeRef,
+    /// See `q`.
+    pub kt: NodeRef,
+    /// See `q`.
+    pub v: NodeRef,
+    /// Nodes only the fused kernel computes (the softmax, the score matmul
+    /// and every node between the logits and the scores): if the planner
+    /// materializes one of them, the attention is planned unfused.
+    pub interior: Vec<u64>,
+    /// The output matmul's left operand (the softmax, perhaps cast), which
+    /// a plan without this fusion materializes.
+    pub probs: NodeRef,
+}
+
+/// Follows views and float-to-float casts down from `n`; the node reached
+/// and whether the views between compose to the identity on `n`'s shape.
+fn through_casts(n: &NodeRef, seen: &mut Vec<u64>) -> (NodeRef, bool) {
+    let mut t = ShapeTracker::contiguous(n.shape());
+    let mut x = n.clone();
+    loop {
+        let below = match &*x.op_ref() {
+            Op::View(src, st) => {
+                t = st.compose(&t);
+                src.clone()
+            }
+            Op::Cast(src) if src.dtype().is_float() && x.dtype().is_float() => src.clone(),
+            _ => break,
+        };
+        seen.push(x.id());
+        x = below;
+    }
+    let identity = x.shape() == n.shape() && t.equivalent(&ShapeTracker::contiguous(x.shape()));
+    (x, identity)
+}
+
+/// If `n` is, through views, a keepdim reduction `op` over the last axis
+/// broadcast back along it, that reduction's source.
+fn row_reduce(n: &NodeRef, op: ReduceOp, seen: &mut Vec<u64>) -> Option<NodeRef> {
+    let mut t = ShapeTracker::contiguous(n.shape());
+    let mut x = n.clone();
+    loop {
+        let below = match &*x.op_ref() {
+            Op::View(src, st) => {
+                t = st.compose(&t);
+                src.clone()
+            }
+            Op::Reduce(o, src, axes) => {
+                let last = src.shape().len().checked_sub(1)?;
+                if *o != op || axes.as_slice() != [last] || src.shape() != n.shape() {
+                    return None;
+                }
+                // The reduction's result read at each row, whatever the
+                // position along the row.
+                let mut strides = crate::view::contiguous_strides(x.shape());
+                strides[last] = 0;
+                let want = ShapeTracker {
+                    views: smallvec![View {
+                        shape: n.shape().into(),
+                        strides,
+                        offset: 0,
+                        mask: None,
+                    }],
+                };
+                seen.push(x.id());
+                return t.equivalent(&want).then(|| src.clone());
+            }
+            _ => return None,
+        };
+        seen.push(x.id());
+        x = below;
+    }
+}
+
+/// The binary op `op` of `n`, if it is one.
+fn binary(n: &NodeRef, op: BinaryOp) -> Option<(NodeRef, NodeRef)> {
+    match &*n.op_ref() {
+        Op::Binary(o, a, b) if *o == op => Some((a.clone(), b.clone())),
+        _ => None,
+    }
+}
+
+/// Recognises the attention whose output matmul is `o` (see the module
+/// docs); `None` when `o` is not one.
+pub fn recognise(o: &NodeRef) -> Option<Attention> {
+    let (a, v) = match &*o.op_ref() {
+        Op::Matmul(a, v) => (a.clone(), v.clone()),
+        _ => return None,
+    };
+    let float = |n: &NodeRef| n.dtype().is_float();
+    if !float(o) || o.realized().is_some() {
+        return None;
+    }
+    let mut interior = Vec::new();
+    let (probs, identity) = through_casts(&a, &mut interior);
+    if !identity {
+        return None;
+    }
+    // probs = e / sum_j(e), e = exp(l - max_j(l))
+    let (e, z) = binary(&probs, BinaryOp::Div)?;
+    if row_reduce(&z, ReduceOp::Sum, &mut interior)?.id() != e.id() {
+        return None;
+    }
+    let x = match &*e.op_ref() {
+        Op::Unary(UnaryOp::Exp, x) => x.clone(),
+        _ => return None,
+    };
+    let (logit, m) = binary(&x, BinaryOp::Sub)?;
+    if row_reduce(&m, ReduceOp::Max, &mut interior)?.id() != logit.id() {
+        return None;
+    }
+    interior.extend([probs.id(), e.id(), x.id()]);
+    if logit.shape() != a.shape() || !float(&logit) {
+        return None;
+    }
+    let (score, between) = score_matmul(&logit)?;
+    interior.extend(between);
+    let (q, kt) = match &*score.op_ref() {
+        Op::Matmul(q, kt) => (q.clone(), kt.clone()),
+        _ => unreachable!("score_matmul returns a matmul"),
+    };
+    let acc = |n: &NodeRef| n.dtype().compute_float();
+    let r = q.shape().len();
+    let dims = [q.shape()[r - 1], v.shape()[r - 1]];
+    let sizes_ok = o
+        .shape()
+        .iter()
+        .chain(q.shape())
+        .chain(v.shape())
+        .all(|n| *n > 0);
+    if !float(&score)
+        || acc(&score) != acc(o)
+        || !sizes_ok
+        || dims.iter().any(|d| *d > MAX_HEAD_DIM)
+    {
+        return None;
+    }
+    Some(Attention {
+        domain: AttentionDomain {
+            output: o.id(),
+            score: score.id(),
+            q: q.shape().into(),
+            kt: kt.shape().into(),
+            v: v.shape().into(),
+        },
+        logit,
+        q,
+        kt,
+        v,
+        interior,
+        probs: a,
+    })
+}
+
+/// The score matmul below `logit`: the first matmul of `logit`'s shape
+/// reached through elementwise ops and views (breadth first), with every
+/// node on a path between them.
+fn score_matmul(logit: &NodeRef) -> Option<(NodeRef, Vec<u64>)> {
+    // The elementwise subgraph above the matmuls, with each node's sources.
+    let mut below: FxHashMap<u64, Vec<NodeRef>> = FxHashMap::default();
+    let mut queue = std::collections::VecDeque::from([logit.clone()]);
+    let mut score = None;
+    while let Some(n) = queue.pop_front() {
+        if below.contains_key(&n.id()) {
+            continue;
+        }
+        let elementwise = matches!(
+            &*n.op_ref(),
+            Op::View(..) | Op::Unary(..) | Op::Binary(..) | Op::Where(..) | Op::Cast(..)
+        );
+        let is_matmul = matches!(&*n.op_ref(), Op::Matmul(..));
+        if is_matmul && score.is_none() && n.shape() == logit.shape() {
+            score = Some(n.clone());
+        }
+        let srcs: Vec<NodeRef> = if elementwise {
+            n.srcs().into_iter().collect()
+        } else {
+            Vec::new()
+        };
+        queue.extend(srcs.iter().cloned());
+        below.insert(n.id(), srcs);
+    }
+    let score = score?;
+    // Whether each node reaches the score: a post-order walk with an
+    // explicit stack (deep chains must not recurse).
+    let mut reach: FxHashMap<u64, bool> = FxHashMap::default();
+    reach.insert(score.id(), true);
+    let mut stack = vec![(logit.clone(), false)];
+    while let Some((n, expanded)) = stack.pop() {
+        if !expanded && reach.contains_key(&n.id()) {
+            continue;
+        }
+        let srcs = &below[&n.id()];
+        if expanded {
+            let r = srcs.iter().any(|s| reach[&s.id()]);
+            reach.insert(n.id(), r);
+        } else {
+            stack.push((n, true));
+            stack.extend(srcs.iter().map(|s| (s.clone(), false)));
+        }
+    }
+    let between = reach.into_iter().filter(|(_, r)| *r).map(|(id, _)| id);
+    Some((score, between.collect()))
+}

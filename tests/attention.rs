@@ -1,0 +1,350 @@
+//! Attention written with plain tensor ops (`softmax(q @ k^T * s + mask) @
+//! v`) is one fused kernel: fused, unfused (`Fusion::Off`) and an f64 host
+//! reference agree for every shape family (batch dims, cross-attention,
+//! grouped-query heads, masks, odd lengths, NaN and infinite inputs).
+
+mod common;
+
+use common::{make, test_device, Rng};
+use smelt::{DType, Fusion, Tensor};
+
+/// How the logits are masked.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Mask {
+    None,
+    /// An additive `[lq, lk]` tensor (padding, ALiBi-style biases).
+    Additive,
+    /// `where(j <= i, s, -inf)` from `arange` comparisons.
+    Causal,
+    /// `masked_fill(tril(ones) == 0, -inf)`.
+    Tril,
+}
+
+/// How the softmax is written.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Form {
+    /// `Tensor::softmax(-1)`.
+    Softmax,
+    /// `exp(x - max) / sum` by hand.
+    ByHand,
+    /// `.cast(F32).softmax(-1).cast(dtype)`.
+    CastF32,
+}
+
+#[derive(Clone, Debug)]
+struct Case {
+    batch: Vec<usize>,
+    lq: usize,
+    lk: usize,
+    d: usize,
+    dv: usize,
+    /// Query heads per key/value head: `k` and `v` are expanded over the
+    /// last batch axis (grouped-query attention).
+    group: usize,
+    scale: Option<f64>,
+    mask: Mask,
+    form: Form,
+    dtype: DType,
+}
+
+impl Case {
+    fn new(batch: &[usize], lq: usize, lk: usize, d: usize, dtype: DType) -> Case {
+        Case {
+            batch: batch.to_vec(),
+            lq,
+            lk,
+            d,
+            dv: d,
+            group: 1,
+            scale: Some(1.0 / (d as f64).sqrt()),
+            mask: Mask::None,
+            form: Form::Softmax,
+            dtype,
+        }
+    }
+
+    fn shape(&self, rows: usize, cols: usize, kv: bool) -> Vec<usize> {
+        let mut s = self.batch.clone();
+        if kv && self.group > 1 {
+            *s.last_mut().expect("GQA needs a head axis") /= self.group;
+        }
+        s.extend([rows, cols]);
+        s
+    }
+}
+
+/// The inputs of a case: tensors and their exact values.
+struct Inputs {
+    q: (Tensor, Vec<f64>),
+    k: (Tensor, Vec<f64>),
+    v: (Tensor, Vec<f64>),
+    bias: (Tensor, Vec<f64>),
+}
+
+fn inputs(c: &Case, seed: u64, special: &[(usize, f64)]) -> Inputs {
+    let mut rng = Rng::new(seed);
+    let mut gen = |shape: &[usize], lo: f64, hi: f64, special: &[(usize, f64)]| {
+        let n: usize = shape.iter().product();
+        let mut vals: Vec<f64> = (0..n).map(|_| rng.uniform(lo, hi)).collect();
+        for (at, x) in special {
+            if *at < n {
+                vals[*at] = *x;
+            }
+        }
+        let (t, h) = make(&vals, shape, c.dtype);
+        (t, h.data)
+    };
+    Inputs {
+        q: gen(&c.shape(c.lq, c.d, false), -1.5, 1.5, special),
+        k: gen(&c.shape(c.lk, c.d, true), -1.5, 1.5, &[]),
+        v: gen(&c.shape(c.lk, c.dv, true), -1.0, 1.0, &[]),
+        bias: gen(&[c.lq, c.lk], -2.0, 0.5, &[]),
+    }
+}
+
+/// `k` or `v` with its heads repeated `group` times (zero-copy).
+fn expand_heads(c: &Case, x: &Tensor) -> Tensor {
+    if c.group == 1 {
+        return x.clone();
+    }
+    let s = x.shape().to_vec();
+    let h = s.len() - 3;
+    let mut wide = s.clone();
+    wide.insert(h + 1, c.group);
+    let mut full = s.clone();
+    full[h] *= c.group;
+    x.unsqueeze(h as isize + 1).expand(wide).reshape(full)
+}
+
+/// The graph, written the naive way.
+fn attention(c: &Case, i: &Inputs) -> Tensor {
+    let k = expand_heads(c, &i.k.0);
+    let v = expand_heads(c, &i.v.0);
+    let mut s = i.q.0.matmul(&k.transpose(-2, -1));
+    if let Some(scale) = c.scale {
+        s = s * scale;
+    }
+    let dev = test_device();
+    let s = match c.mask {
+        Mask::None => s,
+        Mask::Additive => s + &i.bias.0,
+        Mask::Causal => {
+            let rows = Tensor::arange(0.0, c.lq as f64, 1.0, DType::I32, &dev).reshape([c.lq, 1]);
+            let cols = Tensor::arange(0.0, c.lk as f64, 1.0, DType::I32, &dev).reshape([1, c.lk]);
+            cols.le(&rows).where_(&s, f64::NEG_INFINITY)
+        }
+        Mask::Tril => {
+            let keep = Tensor::ones([c.lq, c.lk], DType::F32, &dev).tril(0);
+            s.masked_fill(&keep.eq(0.0), f64::NEG_INFINITY)
+        }
+    };
+    let p = match c.form {
+        Form::Softmax => s.softmax(-1),
+        Form::ByHand => {
+            let e = (&s - s.max_keepdim(-1)).exp();
+            &e / e.sum_keepdim(-1)
+        }
+        Form::CastF32 => s.cast(DType::F32).softmax(-1).cast(c.dtype),
+    };
+    p.matmul(&v)
+}
+
+/// The f64 reference: exact softmax per row (NaN for a row with no
+/// finite logit, as PyTorch gives).
+fn reference(c: &Case, i: &Inputs) -> Vec<f64> {
+    let heads: usize = c.batch.iter().product();
+    let (lq, lk, d, dv) = (c.lq, c.lk, c.d, c.dv);
+    let mut out = vec![0.0; heads * lq * dv];
+    for b in 0..heads {
+        let kvb = b / c.group;
+        for r in 0..lq {
+            let q = &i.q.1[(b * lq + r) * d..][..d];
+            let logits: Vec<f64> = (0..lk)
+                .map(|j| {
+                    let k = &i.k.1[(kvb * lk + j) * d..][..d];
+                    let mut s: f64 = q.iter().zip(k).map(|(x, y)| x * y).sum();
+                    s *= c.scale.unwrap_or(1.0);
+                    match c.mask {
+                        Mask::None => s,
+                        Mask::Additive => s + i.bias.1[r * lk + j],
+                        Mask::Causal | Mask::Tril if j > r => f64::NEG_INFINITY,
+                        Mask::Causal | Mask::Tril => s,
+                    }
+                })
+                .collect();
+            let m = logits.iter().fold(f64::NEG_INFINITY, |m, x| {
+                if m.is_nan() || x.is_nan() {
+                    f64::NAN
+                } else {
+                    m.max(*x)
+                }
+            });
+            let e: Vec<f64> = logits.iter().map(|x| (x - m).exp()).collect();
+            let z: f64 = e.iter().sum();
+            for col in 0..dv {
+                out[(b * lq + r) * dv + col] = e
+                    .iter()
+                    .enumerate()
+                    .map(|(j, p)| p / z * i.v.1[(kvb * lk + j) * dv + col])
+                    .sum();
+            }
+        }
+    }
+    out
+}
+
+fn tolerance(dt: DType) -> f64 {
+    match dt {
+        DType::F64 => 1e-12,
+        DType::F32 => 2e-5,
+        DType::F16 => 1e-2,
+        _ => 6e-2,
+    }
+}
+
+fn values(t: &Tensor) -> Vec<f64> {
+    t.cast(DType::F64).to_vec::<f64>().unwrap()
+}
+
+/// Runs `c` fused and unfused, compares both with the reference and
+/// asserts that the fused graph is one kernel.
+fn check_with(c: &Case, seed: u64, special: &[(usize, f64)]) {
+    let i = inputs(c, seed, special);
+    let want = reference(c, &i);
+    // The f32 softmax of an f64 graph keeps f32's precision.
+    let tol = match c.form {
+        Form::CastF32 => tolerance(c.dtype).max(tolerance(DType::F32)),
+        _ => tolerance(c.dtype),
+    };
+    for mode in [Fusion::Off, Fusion::On] {
+        let o = attention(c, &i);
+        let k0 = smelt::stats::kernels_run();
+        o.realize_with(mode).unwrap();
+        let kernels = smelt::stats::kernels_run() - k0;
+        if mode == Fusion::On {
+            assert_eq!(kernels, 1, "{c:?}: fused attention ran {kernels} kernels");
+        }
+        let got = values(&o);
+        assert_eq!(got.len(), want.len());
+        for (n, (g, w)) in got.iter().zip(&want).enumerate() {
+            let ok = if w.is_nan() {
+                g.is_nan()
+            } else {
+                (g - w).abs() <= tol * (1.0 + w.abs())
+            };
+            assert!(ok, "{c:?} {mode:?}: element {n} is {g}, want {w}");
+        }
+    }
+}
+
+fn check(c: &Case) {
+    check_with(c, 7, &[]);
+}
+
+#[test]
+fn plain_and_scaled() {
+    let mut c = Case::new(&[2, 3], 7, 7, 16, DType::F32);
+    check(&c);
+    c.scale = None;
+    check(&c);
+}
+
+#[test]
+fn batch_dims_zero_one_two() {
+    for batch in [&[][..], &[3], &[2, 2]] {
+        check(&Case::new(batch, 5, 9, 8, DType::F32));
+    }
+}
+
+#[test]
+fn masks() {
+    for mask in [Mask::Additive, Mask::Causal, Mask::Tril] {
+        let mut c = Case::new(&[2], 9, 9, 8, DType::F32);
+        c.mask = mask;
+        check(&c);
+    }
+}
+
+#[test]
+fn softmax_forms() {
+    for form in [Form::ByHand, Form::CastF32] {
+        let mut c = Case::new(&[2], 6, 11, 8, DType::F32);
+        c.form = form;
+        check(&c);
+    }
+}
+
+#[test]
+fn cross_attention_and_value_dim() {
+    let mut c = Case::new(&[2, 2], 3, 13, 12, DType::F32);
+    c.dv = 5;
+    check(&c);
+    let mut c = Case::new(&[1], 17, 1, 3, DType::F32);
+    c.dv = 7;
+    check(&c);
+}
+
+#[test]
+fn grouped_query_heads() {
+    let mut c = Case::new(&[2, 6], 5, 7, 8, DType::F32);
+    c.group = 3;
+    c.mask = Mask::Causal;
+    check(&c);
+}
+
+#[test]
+fn dtypes() {
+    for dtype in [DType::F64, DType::F16, DType::BF16] {
+        let mut c = Case::new(&[2], 9, 12, 8, dtype);
+        c.mask = Mask::Causal;
+        check(&c);
+        c.form = Form::CastF32;
+        c.mask = Mask::Additive;
+        check(&c);
+    }
+}
+
+#[test]
+fn odd_lengths() {
+    for (lq, lk, d) in [(1, 1, 1), (7, 7, 7), (127, 127, 33), (1000, 1000, 4)] {
+        let mut c = Case::new(&[], lq, lk, d, DType::F32);
+        c.mask = Mask::Causal;
+        check(&c);
+    }
+}
+
+#[test]
+fn fully_masked_rows_are_nan() {
+    // Causal with more queries than keys shifted: rows whose keys are all
+    // in the future. Here: an additive mask of -inf over whole rows.
+    let mut c = Case::new(&[2], 6, 5, 4, DType::F32);
+    c.mask = Mask::Additive;
+    let mut i = inputs(&c, 3, &[]);
+    let mut bias = i.bias.1.clone();
+    for j in 0..c.lk {
+        bias[2 * c.lk + j] = f64::NEG_INFINITY;
+    }
+    let (t, h) = make(&bias, &[c.lq, c.lk], c.dtype);
+    i.bias = (t, h.data);
+    let want = reference(&c, &i);
+    assert!(want[2 * c.dv].is_nan() && !want[0].is_nan());
+    for mode in [Fusion::Off, Fusion::On] {
+        let got = values(&attention(&c, &i).realize_with(mode).unwrap().clone());
+        for (g, w) in got.iter().zip(&want) {
+            assert!(w.is_nan() == g.is_nan() && (w.is_nan() || (g - w).abs() < 1e-5));
+        }
+    }
+}
+
+#[test]
+fn nan_and_inf_inputs() {
+    let c = Case::new(&[2], 4, 6, 4, DType::F32);
+    // A NaN query element poisons its row; +inf and -inf make rows of
+    // infinite logits (NaN after subtracting an infinite maximum, or a
+    // one-hot row).
+    check_with(
+        &c,
+        5,
+        &[(0, f64::NAN), (5, f64::INFINITY), (10, f64::NEG_INFINITY)],
+    );
+}
