@@ -76,6 +76,8 @@ pub struct DeviceProperties {
     /// The architecture smelt emits PTX for on this GPU: 90 from compute
     /// capability 9.0 up, else 80.
     pub target_sm: u32,
+    /// Total device memory in bytes.
+    pub total_memory: u64,
 }
 
 /// The properties of a GPU.
@@ -91,6 +93,7 @@ pub fn get_device_properties(device: &Device) -> Result<DeviceProperties> {
         minor,
         multi_processor_count: d.target().num_sms,
         target_sm: d.target().sm,
+        total_memory: d.total_memory(),
     })
 }
 

@@ -85,7 +85,7 @@ pub use smelt_codegen::Shape;
 pub use smelt_codegen::{
     BinaryOp, DType, Kernel, KernelKind, ReduceOp, ScanOp, SortOp, SortPart, UnaryOp,
 };
-pub use smelt_fusion::{Fusion, Schedule};
+pub use smelt_fusion::{AttentionFusion, Fusion, Planning, Schedule, Target};
 /// One schedule for several tensors: kernels they share run once, and
 /// kernels over the same domain merge.
 ///

@@ -3,7 +3,7 @@
 use crate::runtime;
 use crate::{DType, Device, Element, Result};
 use smelt_codegen::Shape;
-use smelt_fusion::{Fusion, Node, NodeRef, Op, Schedule, ShapeTracker};
+use smelt_fusion::{Fusion, Node, NodeRef, Op, Planning, Schedule, ShapeTracker, Target};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -79,9 +79,12 @@ impl Tensor {
         Ok(self)
     }
 
-    /// [`Tensor::realize`] with an explicit fusion mode.
-    pub fn realize_with(&self, fusion: Fusion) -> Result<&Tensor> {
-        realize_all(&[self], fusion)?;
+    /// [`Tensor::realize`] with an explicit fusion mode, or planning
+    /// options (`Planning::from(Fusion::On).attention(AttentionFusion::On)`
+    /// forces the fused attention kernel); the target is always this
+    /// tensor's device.
+    pub fn realize_with(&self, options: impl Into<Planning>) -> Result<&Tensor> {
+        realize_all(&[self], options)?;
         Ok(self)
     }
 
@@ -103,8 +106,11 @@ impl Tensor {
     /// assert!(dot.contains("subgraph cluster_k0"));
     /// assert!(dot.contains("max → sub → exp → sum → div"));
     /// ```
-    pub fn schedule(&self, fusion: Fusion) -> Schedule {
-        Schedule::new(std::slice::from_ref(&self.node), fusion)
+    pub fn schedule(&self, options: impl Into<Planning>) -> Schedule {
+        // A GPU that fails to start fails the realize; planning for it
+        // assumes an unknown memory size.
+        let target = runtime::target(self.device).unwrap_or(Target::Gpu { memory: 0 });
+        Schedule::new(std::slice::from_ref(&self.node), options.into().on(target))
     }
 
     /// A copy laid out contiguously (a kernel when realized).
@@ -199,7 +205,8 @@ impl Tensor {
     }
 }
 
-/// Realizes several tensors in one schedule, so they share kernels.
+/// Realizes several tensors in one schedule, so they share kernels,
+/// planned with `options` for their device.
 ///
 /// Safe to call from several threads on overlapping graphs: each plans
 /// from a consistent graph, and a tensor another thread realized first
@@ -207,7 +214,7 @@ impl Tensor {
 ///
 /// # Panics
 /// If the tensors are on different devices.
-pub fn realize_all(tensors: &[&Tensor], fusion: Fusion) -> Result<()> {
+pub fn realize_all(tensors: &[&Tensor], options: impl Into<Planning>) -> Result<()> {
     let Some(first) = tensors.first() else {
         return Ok(());
     };
@@ -233,7 +240,8 @@ pub fn realize_all(tensors: &[&Tensor], fusion: Fusion) -> Result<()> {
     }
     let nodes: Vec<NodeRef> = tensors.iter().map(|t| t.node.clone()).collect();
     let t0 = Instant::now();
-    let schedule = Schedule::new(&nodes, fusion);
+    let options = options.into().on(runtime::target(device)?);
+    let schedule = Schedule::new(&nodes, options);
     if schedule.items.is_empty() {
         return Ok(());
     }

@@ -1,12 +1,33 @@
 //! Attention written with plain tensor ops (`softmax(q @ k^T * s + mask) @
-//! v`) is one fused kernel: fused, unfused (`Fusion::Off`) and an f64 host
-//! reference agree for every shape family (batch dims, cross-attention,
-//! grouped-query heads, masks, odd lengths, NaN and infinite inputs).
+//! v`) is one fused kernel when attention fusion is on: fused, the
+//! 3-kernel plan (`AttentionFusion::Off`), unfused (`Fusion::Off`) and an
+//! f64 host reference agree for every shape family (batch dims,
+//! cross-attention, grouped-query heads, masks, odd lengths, NaN and
+//! infinite inputs). The default policy's choice per target and the
+//! materialized operands are asserted on plans.
 
 mod common;
 
 use common::{make, test_device, Rng};
-use smelt::{DType, Fusion, Tensor};
+use smelt::{AttentionFusion, DType, Fusion, Planning, Schedule, Target, Tensor};
+
+/// The plans compared: one kernel per op, the 3-kernel plan, fused.
+fn plans() -> [Planning; 3] {
+    let on = Planning::from(Fusion::On);
+    [
+        Fusion::Off.into(),
+        on.attention(AttentionFusion::Off),
+        on.attention(AttentionFusion::On),
+    ]
+}
+
+/// Attention kernels in `s`.
+fn attention_kernels(s: &Schedule) -> usize {
+    s.items
+        .iter()
+        .filter(|it| it.kernel.kind.name() == "attention")
+        .count()
+}
 
 /// How the logits are masked.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -206,8 +227,8 @@ fn values(t: &Tensor) -> Vec<f64> {
     t.cast(DType::F64).to_vec::<f64>().unwrap()
 }
 
-/// Runs `c` fused and unfused, compares both with the reference and
-/// asserts that the fused graph is one kernel.
+/// Runs `c` with each of [`plans`], compares them with the reference and
+/// asserts that the fused plan is one kernel and the 3-kernel plan three.
 fn check_with(c: &Case, seed: u64, special: &[(usize, f64)]) {
     let i = inputs(c, seed, special);
     let want = reference(c, &i);
@@ -216,13 +237,15 @@ fn check_with(c: &Case, seed: u64, special: &[(usize, f64)]) {
         Form::CastF32 => tolerance(c.dtype).max(tolerance(DType::F32)),
         _ => tolerance(c.dtype),
     };
-    for mode in [Fusion::Off, Fusion::On] {
+    for mode in plans() {
         let o = attention(c, &i);
         let k0 = smelt::stats::kernels_run();
         o.realize_with(mode).unwrap();
         let kernels = smelt::stats::kernels_run() - k0;
-        if mode == Fusion::On {
-            assert_eq!(kernels, 1, "{c:?}: fused attention ran {kernels} kernels");
+        match mode.attention {
+            _ if mode.fusion == Fusion::Off => {}
+            AttentionFusion::On => assert_eq!(kernels, 1, "{c:?}: fused attention ran {kernels}"),
+            _ => assert_eq!(kernels, 3, "{c:?}: the 3-kernel plan ran {kernels}"),
         }
         let got = values(&o);
         assert_eq!(got.len(), want.len());
@@ -328,7 +351,7 @@ fn fully_masked_rows_are_nan() {
     i.bias = (t, h.data);
     let want = reference(&c, &i);
     assert!(want[2 * c.dv].is_nan() && !want[0].is_nan());
-    for mode in [Fusion::Off, Fusion::On] {
+    for mode in plans() {
         let got = values(&attention(&c, &i).realize_with(mode).unwrap().clone());
         for (g, w) in got.iter().zip(&want) {
             assert!(w.is_nan() == g.is_nan() && (w.is_nan() || (g - w).abs() < 1e-5));
@@ -347,4 +370,93 @@ fn nan_and_inf_inputs() {
         5,
         &[(0, f64::NAN), (5, f64::INFINITY), (10, f64::NEG_INFINITY)],
     );
+}
+
+/// Kernels planned for `o` with `options`, and how many are attention.
+fn planned(o: &Tensor, options: Planning) -> (usize, usize) {
+    let s = Schedule::new(std::slice::from_ref(o.node()), options);
+    (s.items.len(), attention_kernels(&s))
+}
+
+#[test]
+fn computed_operands_are_materialized() {
+    // Each `k` and `v` element is read once per query tile: lazily
+    // computed operands (here Philox draws) get kernels of their own, one
+    // per shape, instead of being recomputed for every tile.
+    let dev = test_device();
+    let q = Tensor::randn([2, 5, 8], DType::F32, 1, &dev) * 0.5;
+    let k = Tensor::randn([2, 7, 8], DType::F32, 2, &dev) * 0.5;
+    let v = Tensor::randn([2, 7, 3], DType::F32, 3, &dev);
+    let o = q.matmul(&k.transpose(-2, -1)).softmax(-1).matmul(&v);
+    let fused = Planning::from(Fusion::On).attention(AttentionFusion::On);
+    let s = o.schedule(fused);
+    assert_eq!(s.items.len(), 4, "{s}");
+    let attn = s.items.iter().find(|it| it.kernel.kind.name() == "attention");
+    let ops = &attn.expect("an attention kernel").ops;
+    assert!(!ops.iter().any(|op| op.contains("uniform")), "{s}");
+    // Casts of realized data are materialized too (as for any matmul
+    // operand: the tensor-core kernels read single strided half loads);
+    // views of realized data are read in place.
+    let (q16, k16) = (q.cast(DType::F16), k.cast(DType::F16));
+    smelt::realize_all(&[&q, &k, &v], Fusion::On).unwrap();
+    let v16 = v.cast(DType::F16);
+    v16.realize().unwrap();
+    let o = q16.matmul(&k16.transpose(-2, -1)).softmax(-1).matmul(&v16);
+    assert_eq!(o.schedule(fused).items.len(), 3);
+    let (q16, k16) = (q16.realize().unwrap(), k16.realize().unwrap());
+    let kt = k16.unsqueeze(1).expand([2, 3, 7, 8]).transpose(-2, -1);
+    let o = q16.unsqueeze(1).matmul(&kt).softmax(-1).matmul(&v16.unsqueeze(1));
+    assert_eq!(o.schedule(fused).items.len(), 1);
+    // A computed additive mask is evaluated once per logit inside the
+    // kernel (as the 3-kernel plan's score epilogue does), never stored:
+    // storing it would bring back a score-sized buffer.
+    let bias = Tensor::randn([5, 7], DType::F16, 4, &dev) * 0.1;
+    let l = q16.matmul(&k16.transpose(-2, -1)) + &bias;
+    let o = l.softmax(-1).matmul(&v16);
+    assert_eq!(o.schedule(fused).items.len(), 1);
+    let want = values(o.realize_with(Planning::from(Fusion::Off)).unwrap());
+    let o = l.softmax(-1).matmul(&v16);
+    let got = values(o.realize_with(fused).unwrap());
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-2 * (1.0 + w.abs()), "{g} vs {w}");
+    }
+}
+
+#[test]
+fn default_policy_per_target() {
+    let dev = test_device();
+    let graph = |b: usize, lq: usize, lk: usize| {
+        let q = Tensor::randn([b, lq, 64], DType::F16, 1, &dev);
+        let k = Tensor::randn([b, lk, 64], DType::F16, 2, &dev);
+        let v = Tensor::randn([b, lk, 64], DType::F16, 3, &dev);
+        let s = q.matmul(&k.transpose(-2, -1)) * 0.125;
+        s.cast(DType::F32).softmax(-1).cast(DType::F16).matmul(&v)
+    };
+    let auto = Planning::from(Fusion::On).attention(AttentionFusion::Auto);
+    let h100 = Target::Gpu { memory: 80 << 30 };
+    // (graph, target, fused by default)
+    let cases = [
+        // The CPU: the 3-kernel plan below 256 keys, fused from there.
+        (graph(2, 300, 128), Target::Cpu, false),
+        (graph(2, 3, 256), Target::Cpu, true),
+        // A GPU: the tensor-core 3-kernel plan while its scores fit...
+        (graph(64, 2048, 2048), h100, false),
+        (graph(2, 1 << 14, 1 << 16), h100, false),
+        // ...fused past 2^31 scores (seq 131072) or a quarter of memory.
+        (graph(1, 1 << 17, 1 << 17), h100, true),
+        (graph(1, 64, 4096), Target::Gpu { memory: 2 << 20 }, true),
+        (graph(1, 64, 4096), Target::Gpu { memory: 0 }, false),
+    ];
+    for (o, target, fused) in &cases {
+        let (kernels, attn) = planned(o, auto.on(*target));
+        assert_eq!(attn, usize::from(*fused), "{:?} on {target:?}", o.shape());
+        // The operands' kernel (merged when shapes agree, else one each)
+        // plus one attention kernel or three.
+        let operands = kernels - if *fused { 1 } else { 3 };
+        assert!((1..=3).contains(&operands), "{kernels} kernels");
+    }
+    // The override wins over the policy.
+    let (o, target, _) = &cases[4];
+    let off = auto.attention(AttentionFusion::Off).on(*target);
+    assert_eq!(planned(o, off).1, 0);
 }

@@ -12,6 +12,7 @@
 
 use crate::domain::AttentionDomain;
 use crate::graph::{NodeRef, Op};
+use crate::schedule::{AttentionFusion, Planning, Target};
 use crate::view::{ShapeTracker, View};
 use rustc_hash::FxHashMap;
 use smallvec::smallvec;
@@ -40,6 +41,56 @@ pub struct Attention {
     /// The output matmul's left operand (the softmax, perhaps cast), which
     /// a plan without this fusion materializes.
     pub probs: NodeRef,
+}
+
+/// Score elements above which attention is planned fused on any target
+/// by default: the 3-kernel plan's score matrix would hold more than 2^31
+/// elements (8 GiB in `f32`, and past `i32` element offsets).
+const MAX_SCORES: usize = 1 << 31;
+
+/// The fraction of device memory (1 / this) that the 3-kernel plan's
+/// score-sized buffers may take before a GPU plans attention fused:
+/// beyond it they crowd out the operands, the outputs and everything
+/// else the program holds.
+const GPU_MEMORY_SHARE: u64 = 4;
+
+/// Keys per query row from which the CPU plans attention fused by
+/// default: measured faster there from 256 keys up, within about 20% of
+/// the 3-kernel plan either way below (BENCHMARKS.md, "Attention on the
+/// CPU").
+const CPU_MIN_KEYS: usize = 256;
+
+/// Whether the planner with `options` fuses the recognised attention `a`.
+pub fn fuse(a: &Attention, options: &Planning) -> bool {
+    match options.attention {
+        AttentionFusion::On => true,
+        AttentionFusion::Off => false,
+        AttentionFusion::Auto => prefer_fused(a, options.target),
+    }
+}
+
+/// Whether the fused kernel is the better plan for `a` on `target`.
+///
+/// On a GPU, only where the 3-kernel plan (two tensor-core matmuls and a
+/// softmax row kernel) would hold too large a score matrix: more than
+/// [`MAX_SCORES`] elements, or its two score-sized buffers (the logits
+/// and the probabilities) above a [`GPU_MEMORY_SHARE`]th of the device's
+/// memory. Elsewhere that plan is several times faster than today's FMA
+/// attention kernel (docs/ARCHITECTURE.md, "Attention").
+///
+/// On the CPU, from [`CPU_MIN_KEYS`] keys per row (or more than
+/// [`MAX_SCORES`] scores).
+pub fn prefer_fused(a: &Attention, target: Target) -> bool {
+    let scores = a.logit.numel();
+    let too_big = scores > MAX_SCORES;
+    match target {
+        Target::Cpu => too_big || a.logit.shape().last().is_some_and(|n| *n >= CPU_MIN_KEYS),
+        Target::Gpu { memory } => {
+            let bytes = (scores as u64)
+                .saturating_mul((a.logit.dtype().size() + a.probs.dtype().size()) as u64);
+            too_big || (memory > 0 && bytes > memory / GPU_MEMORY_SHARE)
+        }
+    }
 }
 
 /// Follows views and float-to-float casts down from `n`; the node reached

@@ -6,7 +6,7 @@
 //! plans and compiles once.
 
 use crate::graph::{post_order, BufferHandle, NodeRef, Op};
-use crate::schedule::{BufferSpec, Fusion, ScalarSpec, Schedule, ScheduleItem};
+use crate::schedule::{BufferSpec, Planning, ScalarSpec, Schedule, ScheduleItem};
 use rustc_hash::FxHashMap;
 use std::cell::Cell;
 use std::collections::hash_map::DefaultHasher;
@@ -80,10 +80,11 @@ fn cache() -> &'static Mutex<HashMap<u64, Arc<Template>>> {
 }
 
 impl Fingerprint {
-    /// Hashes the graph below `targets` (post-order, sources by position).
-    pub fn new(targets: &[NodeRef], fusion: Fusion) -> Fingerprint {
+    /// Hashes the planning options and the graph below `targets`
+    /// (post-order, sources by position).
+    pub fn new(targets: &[NodeRef], options: Planning) -> Fingerprint {
         let mut h = DefaultHasher::new();
-        fusion.hash(&mut h);
+        options.hash(&mut h);
         let mut pos: FxHashMap<u64, usize> = FxHashMap::default();
         let mut leaves = Vec::new();
         let mut consts = Vec::new();

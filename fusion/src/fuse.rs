@@ -41,22 +41,26 @@
 //!   chains and wide sums are cut ([`crate::budget::split`]) and merging
 //!   stops where a kernel would be full.
 
-use crate::attention::{recognise, Attention};
+use crate::attention::{fuse, recognise, Attention};
 use crate::budget::{split, Cost};
 use crate::domain::{matmul_domain, Domain, Source};
 use crate::graph::{NodeRef, Op};
 use crate::lower::{gather_sources, Failure, Trackers};
 use crate::plan::{lower_plans, plan_unfused, single_kernel, KernelPlan};
-use crate::schedule::Schedule;
+use crate::schedule::{Planning, Schedule};
 use crate::view::{contiguous_strides, ShapeTracker};
 use rustc_hash::{FxHashMap, FxHashSet};
 use smelt_codegen::{dims, Axes, Dims, Shape, Strides, UnaryOp};
 
 /// Groups `order` (sources first) into kernels that materialize `targets`
-/// and lowers them.
-pub fn plan(order: &[NodeRef], targets: &[NodeRef]) -> Schedule {
+/// and lowers them; `options` says which attentions to fuse.
+pub fn plan(order: &[NodeRef], targets: &[NodeRef], options: &Planning) -> Schedule {
     let mut materialized: FxHashSet<u64> = targets.iter().map(|t| t.id()).collect();
-    let attentions: Vec<Attention> = order.iter().filter_map(recognise).collect();
+    let attentions: Vec<Attention> = order
+        .iter()
+        .filter_map(recognise)
+        .filter(|a| fuse(a, options))
+        .collect();
     let fused: FxHashSet<u64> = attentions.iter().map(|a| a.domain.output).collect();
     materialized.extend(matmul_operand_producers(order, &fused));
     materialized.extend(

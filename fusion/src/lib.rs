@@ -19,6 +19,8 @@ pub mod schedule;
 pub mod view;
 
 pub use graph::{BufferHandle, GraphLock, Node, NodeRef, Op};
-pub use schedule::{BufferSpec, Fusion, ScalarSpec, Schedule, ScheduleItem};
+pub use schedule::{
+    AttentionFusion, BufferSpec, Fusion, Planning, ScalarSpec, Schedule, ScheduleItem, Target,
+};
 pub use smelt_codegen::{Axes, Shape, Strides};
 pub use view::{ShapeTracker, View};

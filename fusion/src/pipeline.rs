@@ -4,17 +4,19 @@
 use crate::graph::{base, topo_order, GraphLock, NodeRef};
 use crate::lower::Trackers;
 use crate::plan::{lower_plans, plan_unfused};
-use crate::schedule::{Fusion, Schedule};
+use crate::schedule::{Fusion, Planning, Schedule};
 use rustc_hash::FxHashSet;
 use std::sync::Arc;
 
 impl Schedule {
     /// Plans the kernels that realize `targets`, reusing the plan of an
     /// earlier graph of the same structure (same ops, shapes and dtypes;
-    /// other data and other constants' values) from the schedule cache. Holds the graph lock, so the
+    /// other data and other constants' values) and the same options from
+    /// the schedule cache. Holds the graph lock, so the
     /// hash, the plan and the cache entry all see the same graph even while
     /// other threads realize parts of it.
-    pub fn new(targets: &[NodeRef], fusion: Fusion) -> Schedule {
+    pub fn new(targets: &[NodeRef], options: impl Into<Planning>) -> Schedule {
+        let options = options.into();
         let lock = GraphLock::acquire();
         let mut seen = FxHashSet::default();
         let bases: Vec<NodeRef> = targets
@@ -33,26 +35,26 @@ impl Schedule {
                 dag: Arc::new(crate::dag::KernelDag::new(&[], &[], &[])),
             };
         }
-        let fp = crate::cache::Fingerprint::new(&bases, fusion);
+        let fp = crate::cache::Fingerprint::new(&bases, options);
         if let Some(s) = crate::cache::lookup(&fp, &bases) {
             return s;
         }
-        let s = Schedule::plan_locked(&bases, fusion, &lock);
+        let s = Schedule::plan_locked(&bases, options, &lock);
         crate::cache::store(&fp, &s);
         s
     }
 
     /// Plans without the cache (under the graph lock).
-    pub fn plan(bases: &[NodeRef], fusion: Fusion) -> Schedule {
+    pub fn plan(bases: &[NodeRef], options: impl Into<Planning>) -> Schedule {
         let lock = GraphLock::acquire();
-        Schedule::plan_locked(bases, fusion, &lock)
+        Schedule::plan_locked(bases, options.into(), &lock)
     }
 
-    fn plan_locked(bases: &[NodeRef], fusion: Fusion, _lock: &GraphLock) -> Schedule {
+    fn plan_locked(bases: &[NodeRef], options: Planning, _lock: &GraphLock) -> Schedule {
         let order = topo_order(bases);
-        let mut s = match fusion {
+        let mut s = match options.fusion {
             Fusion::Off => lower_plans(&plan_unfused(&order), bases, &mut Trackers::default()).0,
-            Fusion::On => crate::fuse::plan(&order, bases),
+            Fusion::On => crate::fuse::plan(&order, bases, &options),
         };
         let items = Arc::get_mut(&mut s.items).expect("a new schedule is not shared");
         for it in items.iter_mut() {

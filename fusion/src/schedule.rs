@@ -27,6 +27,81 @@ impl Fusion {
     }
 }
 
+/// Whether a recognised attention (`softmax_j(l(q @ kt)) @ v`, see
+/// [`crate::attention`]) is planned as one fused kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AttentionFusion {
+    /// Where the fused kernel is the better plan on the target
+    /// ([`crate::attention::prefer_fused`]): the default.
+    Auto,
+    /// Always fused (unless the planner materializes a node inside it).
+    On,
+    /// Never: the score matmul, the softmax row kernel and the output
+    /// matmul, as the other fusion rules plan it.
+    Off,
+}
+
+impl AttentionFusion {
+    /// `On` or `Off` when the environment sets `SMELT_FUSE_ATTENTION` to
+    /// a switch value (`1`/`0`, `on`/`off`, ...), else `Auto`.
+    pub fn from_env() -> AttentionFusion {
+        match smelt_codegen::env::var("SMELT_FUSE_ATTENTION", smelt_codegen::env::parse_flag) {
+            Some(true) => AttentionFusion::On,
+            Some(false) => AttentionFusion::Off,
+            None => AttentionFusion::Auto,
+        }
+    }
+}
+
+/// Where a schedule's kernels run, as far as planning cares: which plan of
+/// an attention is the faster depends on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// The host: the interpreter and its dense paths.
+    Cpu,
+    /// A GPU with `memory` bytes of device memory (0 when unknown).
+    Gpu {
+        /// Total device memory in bytes.
+        memory: u64,
+    },
+}
+
+/// What a plan depends on besides the graph; part of the schedule cache
+/// key. A [`Fusion`] converts to the options a plain realize uses
+/// (attention fusion from the environment, the CPU target); a tensor's
+/// realize sets the target to its device ([`Planning::on`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Planning {
+    /// Fused or one kernel per op.
+    pub fusion: Fusion,
+    /// Whether attention is fused (with `Fusion::On`).
+    pub attention: AttentionFusion,
+    /// Where the kernels run.
+    pub target: Target,
+}
+
+impl Planning {
+    /// These options for kernels that run on `target`.
+    pub fn on(self, target: Target) -> Planning {
+        Planning { target, ..self }
+    }
+
+    /// These options with attention fusion `attention`.
+    pub fn attention(self, attention: AttentionFusion) -> Planning {
+        Planning { attention, ..self }
+    }
+}
+
+impl From<Fusion> for Planning {
+    fn from(fusion: Fusion) -> Planning {
+        Planning {
+            fusion,
+            attention: AttentionFusion::from_env(),
+            target: Target::Cpu,
+        }
+    }
+}
+
 /// A buffer a schedule reads or writes.
 #[derive(Clone)]
 pub enum BufferSpec {

@@ -14,7 +14,7 @@ pub(crate) mod host;
 mod ptx_check;
 
 use crate::{Device, Result};
-use smelt_fusion::{BufferHandle, BufferSpec, Schedule};
+use smelt_fusion::{BufferHandle, BufferSpec, Schedule, Target};
 
 /// The `SMELT_DEBUG` level (0 when unset).
 pub(crate) fn debug_level() -> u8 {
@@ -45,6 +45,16 @@ pub(crate) fn execute(schedule: &Schedule, device: Device) -> Result<Vec<BufferH
             cpu::execute(schedule, inputs)
         }
         Device::Cuda(n) => cuda::execute(n, schedule, inputs),
+    }
+}
+
+/// What the planner weighs about `device` (where fused attention pays).
+pub(crate) fn target(device: Device) -> Result<Target> {
+    match device {
+        Device::Cpu => Ok(Target::Cpu),
+        Device::Cuda(n) => Ok(Target::Gpu {
+            memory: cuda::device(n)?.total_memory(),
+        }),
     }
 }
 

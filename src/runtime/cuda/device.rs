@@ -25,6 +25,8 @@ pub struct CudaDevice {
     pub(super) target: Target,
     /// The GPU's compute capability (major, minor).
     pub(super) capability: (u32, u32),
+    /// Total device memory in bytes.
+    pub(super) memory: u64,
     /// Loaded modules by key, the most recently used.
     pub(super) modules: ModuleCache,
     /// Free memory blocks.
@@ -58,6 +60,9 @@ pub fn device(n: usize) -> Result<Arc<CudaDevice>> {
     let major = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
     let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
     let sms = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+    let memory = ctx
+        .total_mem()
+        .map_err(|e| driver_err("reading the memory size", e))?;
     // PTX for sm_90 runs on sm_90 and newer; older parts get sm_80 code.
     let sm = if major * 10 + minor >= 90 { 90 } else { 80 };
     let d = Arc::new(CudaDevice {
@@ -70,6 +75,7 @@ pub fn device(n: usize) -> Result<Arc<CudaDevice>> {
             num_sms: sms.max(1) as u32,
         },
         capability: (major.max(0) as u32, minor.max(0) as u32),
+        memory: memory as u64,
     });
     devs.insert(n, d.clone());
     Ok(d)
@@ -98,6 +104,11 @@ impl CudaDevice {
     /// The GPU's compute capability (major, minor), e.g. (9, 0).
     pub fn capability(&self) -> (u32, u32) {
         self.capability
+    }
+
+    /// Total device memory in bytes.
+    pub fn total_memory(&self) -> u64 {
+        self.memory
     }
 
     /// The driver's handle of the stream all of smelt's work on this
