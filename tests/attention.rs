@@ -391,7 +391,10 @@ fn computed_operands_are_materialized() {
     let fused = Planning::from(Fusion::On).attention(AttentionFusion::On);
     let s = o.schedule(fused);
     assert_eq!(s.items.len(), 4, "{s}");
-    let attn = s.items.iter().find(|it| it.kernel.kind.name() == "attention");
+    let attn = s
+        .items
+        .iter()
+        .find(|it| it.kernel.kind.name() == "attention");
     let ops = &attn.expect("an attention kernel").ops;
     assert!(!ops.iter().any(|op| op.contains("uniform")), "{s}");
     // Casts of realized data are materialized too (as for any matmul
@@ -405,7 +408,11 @@ fn computed_operands_are_materialized() {
     assert_eq!(o.schedule(fused).items.len(), 3);
     let (q16, k16) = (q16.realize().unwrap(), k16.realize().unwrap());
     let kt = k16.unsqueeze(1).expand([2, 3, 7, 8]).transpose(-2, -1);
-    let o = q16.unsqueeze(1).matmul(&kt).softmax(-1).matmul(&v16.unsqueeze(1));
+    let o = q16
+        .unsqueeze(1)
+        .matmul(&kt)
+        .softmax(-1)
+        .matmul(&v16.unsqueeze(1));
     assert_eq!(o.schedule(fused).items.len(), 1);
     // A computed additive mask is evaluated once per logit inside the
     // kernel (as the 3-kernel plan's score epilogue does), never stored:

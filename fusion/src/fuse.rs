@@ -32,11 +32,14 @@
 //!   that tensor's producers fused) and the adds over the values' domain
 //!   (with the values' and the index's producers fused), which update the
 //!   copy's buffer in place;
-//! - attention (`softmax_j(l(q @ kt)) @ v`, see [`crate::attention`]) is
+//! - attention (`softmax_j(l(q @ kt)) @ v`, see [`crate::attention`]),
+//!   where the planning options choose it ([`crate::attention::fuse`]), is
 //!   one kernel over the output's domain that computes the scores, the
 //!   logits and the softmax inside, unless the planner materializes one
 //!   of the nodes in between (a target, or one another kernel needs):
-//!   then it is planned like any other graph;
+//!   then it is planned like any other graph; its computed `q`, `kt` and
+//!   `v` are materialized by the matmul operand rule (each `k`/`v`
+//!   element is read once per query tile);
 //! - no kernel outgrows the instruction budget or the parameter space: long
 //!   chains and wide sums are cut ([`crate::budget::split`]) and merging
 //!   stops where a kernel would be full.
