@@ -8,7 +8,8 @@
 //! Sections:
 //! - scan: `cumsum` in f32 and bf16 along the last axis of `[rows, n]`
 //!   (rows * n = 2^24 elements, n from 256 to 2^24: the last is one row),
-//!   and along the first axis of `[n, 4096]` (a thread per column).
+//!   along the first axis of `[4096, 4096]` and the middle one of
+//!   `[64, 4096, 64]` (column tiles).
 //!   `benches/reference/torch_ops.py` measures `torch.cumsum` the same way.
 //! - sort: `sort` (values and indices) in f32 and bf16 along the last axis
 //!   of `[rows, n]` (rows * n = 2^22 elements, n from 256 to 2^20), and
@@ -16,7 +17,8 @@
 //!   input read once and the values and `i32` indices written.
 //!   `torch_ops.py` measures `torch.sort` and `torch.topk` the same way.
 //!
-//! `cargo bench --bench ops` (prints `skipped` without a GPU). Writes a
+//! `cargo bench --bench ops` (prints `skipped` without a GPU; `-- scan` or
+//! `-- sort` runs that section alone). Writes a
 //! table to stdout and `ops.json` plus `cumsum.svg` and `sort.svg` to
 //! `$SMELT_BENCH_OUT`
 //! (default `target/bench`). `cargo bench --bench ops -- --replot FILE`
@@ -34,7 +36,7 @@ const SCAN_ELEMS: usize = 1 << 24;
 /// Row lengths of the last-axis scans (the longest is a single row).
 const SCAN_NS: [usize; 7] = [256, 1024, 4096, 16384, 65536, 1 << 20, 1 << 24];
 
-/// Columns of the first-axis scans.
+/// Columns of the first-axis and middle-axis scans.
 const SCAN_COLS: usize = 4096;
 
 /// Elements of every sort input.
@@ -63,8 +65,15 @@ fn main() -> Result<()> {
     println!("device-to-device copy of 1 GiB: {ceiling:.0} GB/s (the ceiling)");
 
     let mut points = Vec::new();
-    scan_section(&dev, ceiling, &mut points)?;
-    sort_section(&dev, ceiling, &mut points)?;
+    let only = |section: &str| {
+        !args.iter().any(|a| a == "scan" || a == "sort") || args.iter().any(|a| a == section)
+    };
+    if only("scan") {
+        scan_section(&dev, ceiling, &mut points)?;
+    }
+    if only("sort") {
+        sort_section(&dev, ceiling, &mut points)?;
+    }
 
     let device = format!(
         "{} (sm_{}, {} SMs)",
@@ -87,28 +96,31 @@ fn scan_section(dev: &Device, ceiling: f64, points: &mut Vec<Point>) -> Result<(
             "\ncumsum {dt}, {SCAN_ELEMS} elements\n{:>16} {:>10} {:>10} {:>8} {:>10}",
             "shape", "ms", "GB/s", "% copy", "% same-size"
         );
-        let mut cases: Vec<(String, [usize; 2], isize)> = SCAN_NS
+        let mut cases: Vec<(String, Vec<usize>, usize)> = SCAN_NS
             .iter()
-            .map(|&n| (format!("last {dt}"), [SCAN_ELEMS / n, n], -1))
+            .map(|&n| (format!("last {dt}"), vec![SCAN_ELEMS / n, n], 1))
             .collect();
+        let n = SCAN_ELEMS / SCAN_COLS;
+        cases.push((format!("first {dt}"), vec![n, SCAN_COLS], 0));
+        let (outer, inner) = (64, SCAN_COLS / 64);
         cases.push((
-            format!("first {dt}"),
-            [SCAN_ELEMS / SCAN_COLS, SCAN_COLS],
-            0,
+            format!("middle {dt}"),
+            vec![outer, SCAN_ELEMS / SCAN_COLS, inner],
+            1,
         ));
         for (series, shape, axis) in cases {
             let bytes = 2 * SCAN_ELEMS * dt.size();
             let rot = rotation(bytes);
             let xs: Vec<Tensor> = (0..rot as u64)
                 .map(|i| {
-                    let x = Tensor::randn(shape, dt, 300 + i, dev);
+                    let x = Tensor::randn(shape.as_slice(), dt, 300 + i, dev);
                     x.realize()?;
                     Ok(x)
                 })
                 .collect::<Result<_>>()?;
             let ms = kernel_ms(dev, |i| {
                 xs[i % rot]
-                    .cumsum(axis)
+                    .cumsum(axis as isize)
                     .realize_with(Fusion::On)
                     .map(|_| ())
             })?;
@@ -121,7 +133,7 @@ fn scan_section(dev: &Device, ceiling: f64, points: &mut Vec<Point>) -> Result<(
                 100.0 * gbps / same
             );
             // The x axis: the scanned axis's length.
-            let x = shape[if axis == 0 { 0 } else { 1 }] as f64;
+            let x = shape[axis] as f64;
             points.push(Point {
                 series: format!("cumsum {series}"),
                 x,

@@ -45,9 +45,9 @@ use super::eval::Cx;
 use super::scan_state::{select, shuffle, warp_scan, ScanInst, State};
 
 /// Flag of a tile whose aggregate is published.
-const AGGREGATE: u32 = 1;
+pub(super) const AGGREGATE: u32 = 1;
 /// Flag of a tile whose inclusive prefix is published.
-const INCLUSIVE: u32 = 2;
+pub(super) const INCLUSIVE: u32 = 2;
 
 /// 8-byte words of one tile's record: the flag, then the aggregate's and
 /// the inclusive prefix's `nslots` state slots.

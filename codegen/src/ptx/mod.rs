@@ -106,6 +106,7 @@ pub mod ptxas;
 mod radix;
 mod reduce;
 mod scan;
+mod scan_cols;
 mod scan_state;
 mod scatter;
 mod select;
@@ -119,7 +120,7 @@ use builder::{ins, Builder};
 pub use launch::Plan;
 use module::{entry_name, module, prologue};
 pub use module::{scalar_param, Launch, PtxKernel};
-pub use scan::status_len as scan_status_len;
+pub use scan::{status_len as scan_status_len, status_zeroed_len as scan_status_zeroed_len};
 pub use target::Target;
 
 /// Lowers `kernel` for `target`: half-precision matmuls through the

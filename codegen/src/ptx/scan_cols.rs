@@ -1,0 +1,551 @@
+//! Scans along a strided axis (axis 0 of a matrix, the middle axis of
+//! `[64, 4096, 64]`) in column tiles: a CTA per tile of
+//! `COL_THREADS * lanes` columns (neighbouring rows of the kernel: values
+//! of the contiguous last kept variable) by `warps * chunks` positions of
+//! the scanned axis ([`super::launch::column_tiles`]). A warp spans the
+//! columns, so each of its loads and stores at one position is `32 *
+//! lanes` neighbouring elements (vector accesses of `lanes`); its thread
+//! scans `chunks` consecutive positions of its `lanes` columns
+//! sequentially (all loads in flight first). Each warp then writes its
+//! threads' totals to shared memory, and every thread combines the totals
+//! of the warps before its own: the tile's elements need nothing else but
+//! the tile's exclusive prefix per column.
+//!
+//! With one tile along the axis that prefix is the identity. With several
+//! the tiles of a column block chain by decoupled look-back, per column:
+//! tile ids come from the status buffer's counter in *chunk-major* order
+//! (`index * blocks + block`), so a tile's predecessor along the axis took
+//! its id `blocks` tiles earlier (with many column blocks it has long
+//! finished). Warp 0 of a tile computes the tile's aggregate per column,
+//! publishes it (the first tile: as its inclusive prefix), then walks its
+//! predecessors back one at a time, combining their aggregates until one
+//! has its inclusive prefix, publishes its own inclusive prefix and hands
+//! the exclusive one to the CTA through shared memory.
+//!
+//! Status buffer ([`status_words`] `I64` words): word 0 is the tile
+//! counter; then a `u32` flag per tile and lane of warp 0 (0 nothing yet,
+//! [`AGGREGATE`], [`INCLUSIVE`]), [`FLAG_WORDS`] words a tile; only these
+//! are zeroed before the launch. Then a record per tile: the aggregate's
+//! block, then the inclusive prefix's, each holding per state register
+//! (slot) an array over the tile's columns (4 or 8 bytes an entry).
+//! Every lane of warp 0 owns its `lanes` columns: it writes their entries
+//! with plain stores, then its own flag with `st.release.gpu`; a reader's
+//! lane loads the same lane's flag with `ld.acquire.gpu` and only then the
+//! entries of the state that flag announced, so each lane is a chain of
+//! its own and no ordering across threads is needed (the PTX memory
+//! model's release/acquire between two threads). Lanes of the walking
+//! warp may stop at different predecessors; the walk goes on while any
+//! lane has found no inclusive prefix yet, and the row's first tile only
+//! ever publishes one, so it ends. A tile waits only for tiles with
+//! smaller ids, which belong to CTAs that already took them and run.
+
+use super::builder::{ins, Builder, Reg, RegKind};
+use super::elementwise::used_vars;
+use super::eval::{needs, Cx, Lanes, Point, Vals};
+use super::expr;
+use super::launch::{column_tiles, ColTiling, Scan, COL_THREADS};
+use super::lookback::{take_tile, AGGREGATE, INCLUSIVE};
+use super::ops::{self, Value};
+use super::scan_state::{scan_insts, select, slot_bytes, ScanInst, State};
+use crate::ir::{Kernel, Val};
+use crate::DType;
+
+/// `I64` words of a tile's flags (a `u32` per lane of warp 0).
+const FLAG_WORDS: usize = COL_THREADS as usize / 2;
+
+/// Bytes of one tile's record: the aggregate's and the inclusive
+/// prefix's entries, per state register of `sizes` bytes, for `width`
+/// columns.
+fn record_bytes(width: usize, sizes: &[u32]) -> usize {
+    2 * width * sizes.iter().sum::<u32>() as usize
+}
+
+/// `I64` words of the status buffer of column tiles `t` of kernel `k`
+/// when they chain (several tiles along the axis): (the counter and the
+/// flags, which must be zero at the launch; the whole buffer).
+pub fn status_words(k: &Kernel, t: &ColTiling) -> (usize, usize) {
+    let n = t.blocks as usize * t.tiles as usize;
+    let flags = n.saturating_mul(FLAG_WORDS).saturating_add(1);
+    let record = record_bytes(t.width(), &slot_bytes(&scan_insts(k))) / 8;
+    (flags, flags.saturating_add(n.saturating_mul(record)))
+}
+
+/// A state of scan `si` from shared memory: register `j` at `addr +
+/// offs[j]`.
+fn load_shared(b: &mut Builder, si: &ScanInst, addr: Reg, offs: &[usize]) -> State {
+    let regs: Vec<Reg> = si
+        .identity(b)
+        .regs()
+        .iter()
+        .zip(offs)
+        .map(|(r, off)| {
+            let bt = r.kind.bit_ty();
+            let x = b.reg(r.kind);
+            ins!(b, "ld.shared.{bt} {x}, [{addr}+{off}]");
+            x
+        })
+        .collect();
+    State::from_regs(&regs)
+}
+
+/// Moves `src` into `dst`'s registers.
+fn assign(b: &mut Builder, dst: State, src: State) {
+    for (d, s) in dst.regs().iter().zip(src.regs()) {
+        ins!(b, "mov.{} {d}, {s}", d.kind.bit_ty());
+    }
+}
+
+/// Emits the body of a column-tile scan kernel; returns the static shared
+/// memory it declares as `smem` (bytes).
+pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
+    let k = cx.k;
+    let nk = k.n_kept;
+    let t = column_tiles(k).expect("a column-tile plan fits its kernel");
+    let cx = &cx.with_lane_var(nk - 1);
+    let w = cx.width;
+    let n = w.bits();
+    let lanes = plan.lanes;
+    let chunks = plan.chunks as usize;
+    let warps = plan.block / plan.cols;
+    let width = t.width() as u32;
+    let scans = scan_insts(k);
+    let sizes = slot_bytes(&scans);
+    let nslots = sizes.len() as u32;
+    // Each scan's first slot.
+    let first_slot: Vec<usize> = scans
+        .iter()
+        .scan(0, |acc, s| {
+            let first = *acc;
+            *acc += 1 + s.op.is_index() as usize;
+            Some(first)
+        })
+        .collect();
+    // Shared memory, 8-byte entries: the warps' totals [warp][slot][column],
+    // the tile's exclusive prefix [slot][column], the tile id.
+    let warp_bytes = nslots * width * 8;
+    let prefix_off = warps * warp_bytes;
+    let id_off = prefix_off + warp_bytes;
+    let shared_bytes = id_off + 8;
+
+    let tid = b.reg(RegKind::B32);
+    ins!(b, "mov.u32 {tid}, %tid.x");
+    let (lane, warp) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+    ins!(b, "and.b32 {lane}, {tid}, 31");
+    ins!(b, "shr.u32 {warp}, {tid}, 5");
+    let base = b.reg(RegKind::B32);
+    ins!(b, "mov.u32 {base}, {smem}");
+    let chained = plan.tiles > 1;
+    let id = if chained {
+        take_tile(b, cx, tid, base, id_off)
+    } else {
+        let r = b.reg(RegKind::B32);
+        ins!(b, "mov.u32 {r}, %ctaid.x");
+        r
+    };
+    // Chunk-major tile ids: `index` along the axis, `block` of columns.
+    let (index, block) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+    ins!(b, "div.u32 {index}, {id}, {}", t.blocks);
+    ins!(b, "rem.u32 {block}, {id}, {}", t.blocks);
+    // The thread's first column and first position along the axis.
+    let first_col = b.reg(RegKind::B32);
+    ins!(b, "mul.lo.u32 {first_col}, {lane}, {lanes}");
+    let (col, pos0) = (w.reg(b), w.reg(b));
+    let first_pos = b.reg(RegKind::B32);
+    ins!(b, "mul.lo.u32 {first_pos}, {warp}, {chunks}");
+    if w.wide {
+        let (c, p) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
+        ins!(b, "cvt.u64.u32 {c}, {first_col}");
+        ins!(b, "cvt.u64.u32 {p}, {first_pos}");
+        ins!(b, "mad.wide.u32 {col}, {block}, {width}, {c}");
+        ins!(b, "mad.wide.u32 {pos0}, {index}, {}, {p}", t.length());
+    } else {
+        ins!(b, "mad.lo.s32 {col}, {block}, {width}, {first_col}");
+        ins!(b, "mad.lo.s32 {pos0}, {index}, {}, {first_pos}", t.length());
+    }
+    let col_ok = b.reg(RegKind::Pred);
+    ins!(b, "setp.lt.s{n} {col_ok}, {col}, {}", k.rows());
+    let used = used_vars(cx);
+    let mut kept = expr::unravel(b, col, &k.ranges[..nk], &used[..nk], w);
+    kept.truncate(nk);
+
+    let all = vec![true; k.insts.len()];
+    let srcs: Vec<Val> = scans.iter().map(|s| s.src).collect();
+    let src_todo = needs(k, &all, &srcs);
+    let roots: Vec<Val> = k.stores.iter().map(|s| s.value).collect();
+    let store_todo = needs(k, &all, &roots);
+
+    // Every position's loads first (in flight together).
+    let mut parts: Vec<(Point, Reg, Vals)> = (0..chunks)
+        .map(|j| {
+            let pos = w.reg(b);
+            ins!(b, "add.s{n} {pos}, {pos0}, {j}");
+            let valid = b.reg(RegKind::Pred);
+            ins!(b, "setp.lt.s{n} {valid}, {pos}, {}", k.row_len());
+            ins!(b, "and.pred {valid}, {valid}, {col_ok}");
+            let pos32 = if w.wide {
+                let r = b.reg(RegKind::B32);
+                ins!(b, "cvt.u32.u64 {r}, {pos}");
+                r
+            } else {
+                pos
+            };
+            let mut vars = kept.clone();
+            vars.push(Some(pos));
+            let point = Point {
+                vars,
+                lanes,
+                pred: Some(valid),
+            };
+            let mut vals: Vals = vec![None; k.insts.len()];
+            cx.eval_loads(b, &point, &src_todo, &mut vals);
+            (point, pos32, vals)
+        })
+        .collect();
+    // Per position, scan and column: the thread's running state.
+    let mut local: Vec<Vec<Vec<State>>> = Vec::new();
+    for (point, pos32, vals) in &mut parts {
+        cx.eval(b, point, &src_todo, vals);
+        let states = scans
+            .iter()
+            .enumerate()
+            .map(|(s, si)| {
+                let xs = vals[si.src].clone().expect("scan operand evaluated");
+                (0..lanes)
+                    .map(|l| {
+                        let v = ops::convert(b, xs[l.min(xs.len() - 1)], si.dt).reg;
+                        let x = State {
+                            v,
+                            i: si.op.is_index().then_some(*pos32),
+                        };
+                        match local.last() {
+                            Some(prev) => si.combine(b, prev[s][l], x),
+                            None => x,
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        local.push(states);
+    }
+    let totals = local.last().expect("chunks >= 1");
+
+    // The warps' totals to shared memory; a thread's entries start at
+    // `mine` in its warp's area (`cols` offsets entries of its columns).
+    let cols = b.reg(RegKind::B32);
+    ins!(b, "mad.lo.u32 {cols}, {first_col}, 8, {base}");
+    let mine = b.reg(RegKind::B32);
+    ins!(b, "mad.lo.u32 {mine}, {warp}, {warp_bytes}, {cols}");
+    let entry = |s: usize, j: usize, l: usize| (first_slot[s] + j) * width as usize * 8 + l * 8;
+    for (s, per_col) in totals.iter().enumerate() {
+        for (l, st) in per_col.iter().enumerate() {
+            for (j, r) in st.regs().iter().enumerate() {
+                let bt = r.kind.bit_ty();
+                ins!(b, "st.shared.{bt} [{mine}+{}], {r}", entry(s, j, l));
+            }
+        }
+    }
+    ins!(b, "bar.sync 0");
+    // The totals of the warps before this one (per scan and column), and
+    // in warp 0 the tile's aggregate: every warp's.
+    let offs = |s: usize, l: usize, area: u32| -> Vec<usize> {
+        (0..1 + scans[s].op.is_index() as usize)
+            .map(|j| area as usize + entry(s, j, l))
+            .collect()
+    };
+    let mut before: Vec<Vec<State>> = Vec::new();
+    for (s, si) in scans.iter().enumerate() {
+        let per_col = (0..lanes)
+            .map(|l| {
+                let mut pre = si.identity(b);
+                for y in 0..warps - 1 {
+                    let v = load_shared(b, si, cols, &offs(s, l, y * warp_bytes));
+                    let with = si.combine(b, pre, v);
+                    let earlier = b.reg(RegKind::Pred);
+                    ins!(b, "setp.gt.u32 {earlier}, {warp}, {y}");
+                    pre = select(b, earlier, with, pre);
+                }
+                pre
+            })
+            .collect();
+        before.push(per_col);
+    }
+    let prefix: Vec<Vec<State>> = scans
+        .iter()
+        .map(|si| (0..lanes).map(|_| si.identity(b)).collect())
+        .collect();
+    let after = b.label();
+    let not_first_warp = b.reg(RegKind::Pred);
+    ins!(b, "setp.ne.u32 {not_first_warp}, {warp}, 0");
+    ins!(b, "@{not_first_warp} bra {after}");
+    if chained {
+        let aggregate: Vec<Vec<State>> = scans
+            .iter()
+            .enumerate()
+            .map(|(s, si)| {
+                (0..lanes)
+                    .map(|l| {
+                        let mut acc = load_shared(b, si, cols, &offs(s, l, 0));
+                        for y in 1..warps {
+                            let v = load_shared(b, si, cols, &offs(s, l, y * warp_bytes));
+                            acc = si.combine(b, acc, v);
+                        }
+                        acc
+                    })
+                    .collect()
+            })
+            .collect();
+        let chain = Chain {
+            cx,
+            scans: &scans,
+            first_slot: &first_slot,
+            sizes: &sizes,
+            tiling: &t,
+            lanes,
+        };
+        chain.emit(b, id, index, block, lane, &aggregate, &prefix);
+    }
+    for (s, per_col) in prefix.iter().enumerate() {
+        for (l, st) in per_col.iter().enumerate() {
+            for (j, r) in st.regs().iter().enumerate() {
+                let bt = r.kind.bit_ty();
+                ins!(
+                    b,
+                    "st.shared.{bt} [{cols}+{}], {r}",
+                    prefix_off as usize + entry(s, j, l)
+                );
+            }
+        }
+    }
+    b.place(&after);
+    ins!(b, "bar.sync 0");
+
+    // Each element: the tile's prefix, the earlier warps' totals, the
+    // thread's running state.
+    let start: Vec<Vec<State>> = scans
+        .iter()
+        .enumerate()
+        .map(|(s, si)| {
+            (0..lanes)
+                .map(|l| {
+                    let p = load_shared(b, si, cols, &offs(s, l, prefix_off));
+                    si.combine(b, p, before[s][l])
+                })
+                .collect()
+        })
+        .collect();
+    for ((point, _, vals), states) in parts.iter_mut().zip(&local) {
+        for (s, si) in scans.iter().enumerate() {
+            let out: Lanes = (0..lanes)
+                .map(|l| {
+                    let y = si.combine(b, start[s][l], states[s][l]);
+                    let v = match y.i {
+                        Some(i) => Value {
+                            reg: i,
+                            dtype: DType::I32,
+                        },
+                        None => Value {
+                            reg: y.v,
+                            dtype: si.dt,
+                        },
+                    };
+                    ops::convert(b, v, k.insts[si.val].dtype)
+                })
+                .collect();
+            vals[si.val] = Some(out);
+        }
+        cx.eval(b, point, &store_todo, vals);
+        for s in &k.stores {
+            cx.store(b, point, s, vals);
+        }
+    }
+    shared_bytes
+}
+
+/// The look-back of a column tile along its chain (warp 0, a lane per
+/// `lanes` columns).
+struct Chain<'a> {
+    cx: &'a Cx<'a>,
+    scans: &'a [ScanInst],
+    first_slot: &'a [usize],
+    sizes: &'a [u32],
+    tiling: &'a ColTiling,
+    lanes: usize,
+}
+
+impl Chain<'_> {
+    /// Byte offsets, from a record block's address plus the lane's
+    /// column offset for 4-byte entries, of scan `s`'s registers for
+    /// column `l` of the lane.
+    fn offs(&self, s: usize, l: usize) -> Vec<usize> {
+        let width = self.tiling.width();
+        let si = &self.scans[s];
+        (0..1 + si.op.is_index() as usize)
+            .map(|j| {
+                let slot = self.first_slot[s] + j;
+                let start: u32 = self.sizes[..slot].iter().sum();
+                width * start as usize + l * self.sizes[slot] as usize
+            })
+            .collect()
+    }
+
+    /// The address of tile `id`'s record, and of the flag of `lane`.
+    fn addresses(&self, b: &mut Builder, id: Reg, lane: Reg) -> (Reg, Reg) {
+        let status = *self
+            .cx
+            .outputs
+            .last()
+            .expect("chained column tiles have a status output");
+        let (flags, _) = status_words(self.cx.k, self.tiling);
+        let rec_bytes = record_bytes(self.tiling.width(), self.sizes);
+        let rec = b.reg(RegKind::B64);
+        ins!(b, "mul.wide.u32 {rec}, {id}, {rec_bytes}");
+        ins!(b, "add.s64 {rec}, {rec}, {status}");
+        ins!(b, "add.s64 {rec}, {rec}, {}", flags * 8);
+        let f = b.reg(RegKind::B32);
+        ins!(b, "mad.lo.u32 {f}, {id}, {COL_THREADS}, {lane}");
+        let flag = b.reg(RegKind::B64);
+        ins!(b, "mul.wide.u32 {flag}, {f}, 4");
+        ins!(b, "add.s64 {flag}, {flag}, {status}");
+        ins!(b, "add.s64 {flag}, {flag}, 8");
+        (rec, flag)
+    }
+
+    /// Adds the lane's column offsets to record address `rec`: the
+    /// returned registers address its 4-byte and its 8-byte entries.
+    fn columns(&self, b: &mut Builder, rec: Reg, lane: Reg) -> [Reg; 2] {
+        [4u32, 8].map(|size| {
+            let a = b.reg(RegKind::B64);
+            ins!(
+                b,
+                "mul.wide.u32 {a}, {lane}, {}",
+                size as usize * self.lanes
+            );
+            ins!(b, "add.s64 {a}, {a}, {rec}");
+            a
+        })
+    }
+
+    /// Stores the lane's `states` (per scan and column) into the block at
+    /// `rec` (the tile's record, plus the inclusive block's offset).
+    fn store(&self, b: &mut Builder, rec: Reg, lane: Reg, states: &[Vec<State>]) {
+        let at = self.columns(b, rec, lane);
+        for (s, per_col) in states.iter().enumerate() {
+            for (l, st) in per_col.iter().enumerate() {
+                for (r, off) in st.regs().iter().zip(self.offs(s, l)) {
+                    let a = at[(r.kind.bit_ty() == "b64") as usize];
+                    ins!(b, "st.global.{} [{a}+{off}], {r}", r.kind.bit_ty());
+                }
+            }
+        }
+    }
+
+    /// Publishes the tile's `aggregate`, walks back along the chain, and
+    /// publishes the inclusive prefix; leaves the tile's exclusive prefix
+    /// in `prefix` (per scan and column; the identity for the first tile).
+    #[allow(clippy::too_many_arguments)]
+    fn emit(
+        &self,
+        b: &mut Builder,
+        id: Reg,
+        index: Reg,
+        block: Reg,
+        lane: Reg,
+        aggregate: &[Vec<State>],
+        prefix: &[Vec<State>],
+    ) {
+        let inc_off = record_bytes(self.tiling.width(), self.sizes) / 2;
+        let (rec, flag) = self.addresses(b, id, lane);
+        let first = b.reg(RegKind::Pred);
+        ins!(b, "setp.eq.u32 {first}, {index}, 0");
+        // The first tile's aggregate is its inclusive prefix.
+        let published = b.reg(RegKind::B64);
+        let skip = b.reg(RegKind::B64);
+        ins!(b, "selp.b64 {skip}, {inc_off}, 0, {first}");
+        ins!(b, "add.s64 {published}, {rec}, {skip}");
+        self.store(b, published, lane, aggregate);
+        let state = b.reg(RegKind::B32);
+        ins!(b, "selp.u32 {state}, {INCLUSIVE}, {AGGREGATE}, {first}");
+        ins!(b, "st.release.gpu.global.u32 [{flag}], {state}");
+        let end = b.label();
+        ins!(b, "@{first} bra {end}");
+
+        // Walk back: `j` is the predecessor's index along the axis; a lane
+        // is done once it combined an inclusive prefix.
+        let j = b.reg(RegKind::B32);
+        ins!(b, "sub.u32 {j}, {index}, 1");
+        let done = b.reg(RegKind::Pred);
+        ins!(b, "setp.ne.u32 {done}, 0, 0");
+        let (top, spin, seen) = (b.label(), b.label(), b.label());
+        b.place(&top);
+        let pid = b.reg(RegKind::B32);
+        ins!(b, "mad.lo.u32 {pid}, {j}, {}, {block}", self.tiling.blocks);
+        let (prec, pflag) = self.addresses(b, pid, lane);
+        let f = b.reg(RegKind::B32);
+        b.place(&spin);
+        ins!(b, "mov.u32 {f}, 0");
+        ins!(b, "@!{done} ld.acquire.gpu.global.u32 {f}, [{pflag}]");
+        let (ready, all) = (b.reg(RegKind::Pred), b.reg(RegKind::Pred));
+        ins!(b, "setp.ne.u32 {ready}, {f}, 0");
+        ins!(b, "or.pred {ready}, {ready}, {done}");
+        ins!(b, "vote.sync.all.pred {all}, {ready}, -1");
+        ins!(b, "@{all} bra {seen}");
+        // Back off while the predecessor has published nothing, so that
+        // the spinning warps leave the memory system to the others.
+        ins!(b, "nanosleep.u32 100");
+        ins!(b, "bra {spin}");
+        b.place(&seen);
+        let inclusive = b.reg(RegKind::Pred);
+        ins!(b, "setp.eq.u32 {inclusive}, {f}, {INCLUSIVE}");
+        let block_off = b.reg(RegKind::B64);
+        ins!(b, "selp.b64 {block_off}, {inc_off}, 0, {inclusive}");
+        ins!(b, "add.s64 {prec}, {prec}, {block_off}");
+        let at = self.columns(b, prec, lane);
+        let live = b.reg(RegKind::Pred);
+        ins!(b, "not.pred {live}, {done}");
+        for (s, si) in self.scans.iter().enumerate() {
+            for (l, acc) in prefix[s].iter().enumerate() {
+                let regs: Vec<Reg> = si
+                    .identity(b)
+                    .regs()
+                    .iter()
+                    .zip(self.offs(s, l))
+                    .map(|(r, off)| {
+                        let bt = r.kind.bit_ty();
+                        let x = b.reg(r.kind);
+                        ins!(b, "mov.{bt} {x}, {r}");
+                        let a = at[(bt == "b64") as usize];
+                        ins!(b, "@{live} ld.global.{bt} {x}, [{a}+{off}]");
+                        x
+                    })
+                    .collect();
+                // The predecessor precedes what was combined so far.
+                let next = si.combine(b, State::from_regs(&regs), *acc);
+                let next = select(b, live, next, *acc);
+                assign(b, *acc, next);
+            }
+        }
+        ins!(b, "or.pred {done}, {done}, {inclusive}");
+        ins!(b, "sub.u32 {j}, {j}, 1");
+        ins!(b, "not.pred {live}, {done}");
+        let more = b.reg(RegKind::Pred);
+        ins!(b, "vote.sync.any.pred {more}, {live}, -1");
+        ins!(b, "@{more} bra {top}");
+
+        let inclusive_prefix: Vec<Vec<State>> = self
+            .scans
+            .iter()
+            .enumerate()
+            .map(|(s, si)| {
+                (0..self.lanes)
+                    .map(|l| si.combine(b, prefix[s][l], aggregate[s][l]))
+                    .collect()
+            })
+            .collect();
+        let inc = b.reg(RegKind::B64);
+        ins!(b, "add.s64 {inc}, {rec}, {inc_off}");
+        self.store(b, inc, lane, &inclusive_prefix);
+        let state = b.mov(RegKind::B32, "u32", INCLUSIVE);
+        ins!(b, "st.release.gpu.global.u32 [{flag}], {state}");
+        b.place(&end);
+    }
+}
