@@ -329,6 +329,18 @@ fn long_single_rows_scan_in_tiles() {
     for op in [Op::Sum, Op::Max, Op::Lse] {
         check_all_axes("2x(2^19+4)", &v, op, LONG_F32);
     }
+    // bf16 over 130 rows (look-back up to 256 rows of 16-bit elements),
+    // two tiles of 16384 a row, the last one vector.
+    let many = Input::new(
+        Layout::Contiguous,
+        &[130, 16392],
+        DType::BF16,
+        -1.0,
+        1.0,
+        38,
+    );
+    assert_look_back("[130, 16392] bf16", &many.tensor().cumsum(1), true);
+    check_axis("130x16392", &many, Op::Sum, tol(DType::BF16), 1);
     let h = Input::new(Layout::Contiguous, &[2, m], DType::BF16, -1.0, 1.0, 30);
     assert!(assert_look_back("[2, 2^19+4] bf16", &h.tensor().cumsum(1), true) > 1);
     check_all_axes("2x(2^19+4)", &h, Op::Sum, tol(DType::BF16));
@@ -426,9 +438,20 @@ fn only_few_long_rows_take_the_look_back_path() {
     assert_look_back("[3, 1000]", &x(&[3, 1000]).cumsum(1), false);
     assert_look_back("[1000, 4099]", &x(&[1000, 4099]).cumsum(1), false);
     assert_look_back("[300007, 3] axis 1", &x(&[300_007, 3]).cumsum(1), false);
-    // Rows of 65536 keep the row walk from 256 rows (it fills the GPU).
+    // Rows of 65536 keep the row walk from 256 rows (it fills the GPU),
+    // from 512 rows in bf16.
     assert_look_back("[256, 65536]", &x(&[256, 65536]).cumsum(1), false);
     assert_look_back("[128, 65536]", &x(&[128, 65536]).cumsum(1), true);
+    let h = |shape: &[usize]| Tensor::zeros(shape, DType::BF16, &dev);
+    assert_look_back("[256, 65536] bf16", &h(&[256, 65536]).cumsum(1), true);
+    assert_look_back("[512, 65536] bf16", &h(&[512, 65536]).cumsum(1), false);
+    // bf16 tiles: 8-wide vectors, 4 chunks (32 elements a thread), 16384
+    // elements.
+    let s = h(&[1 << 24]).cumsum(0).schedule(Fusion::On);
+    let launch::Plan::Scan(p) = launch::choose(&s.items[0].kernel, &Target::CHECKED[1]) else {
+        panic!("not a scan plan");
+    };
+    assert_eq!((p.lanes, p.chunks, p.tiles), (8, 4, 1024));
     // A single row of 2^24 f32: 4-wide vectors, 4 chunks of 512 threads a
     // tile (8192 elements), a CTA each; every element read once and
     // written once.

@@ -44,14 +44,15 @@ fn look_back_scans_map_and_assemble() {
         });
         k
     };
+    // Elements a thread: 16, 32 where every access is 16-bit.
     let cases = [
-        (ScanOp::Sum, DType::F32, 1, 1 << 20, 4),
-        (ScanOp::ArgMax, DType::F64, 3, 100_003, 1),
-        (ScanOp::Min, DType::I32, 2, 40_001, 1),
-        (ScanOp::LogSumExp, DType::BF16, 5, 65_536, 8),
+        (ScanOp::Sum, DType::F32, 1, 1 << 20, 4, 16),
+        (ScanOp::ArgMax, DType::F64, 3, 100_003, 1, 16),
+        (ScanOp::Min, DType::I32, 2, 40_001, 1, 16),
+        (ScanOp::LogSumExp, DType::BF16, 5, 65_536, 8, 32),
     ];
     let mut kernels = Vec::new();
-    for (op, dt, rows, len, lanes) in cases {
+    for (op, dt, rows, len, lanes, per_thread) in cases {
         let plain = ptx_cases::scan(op, dt, rows, len, false);
         let launch::Plan::Scan(p) = launch::choose(&plain, &H100) else {
             panic!("{}: not a scan plan", plain.name);
@@ -61,8 +62,8 @@ fn look_back_scans_map_and_assemble() {
         let launch::Plan::Scan(p) = launch::choose(&k, &H100) else {
             panic!("{}: not a scan plan", k.name);
         };
-        // 16 elements a thread (at most 8 chunks) in a tile.
-        let chunks = (16 / lanes).min(8);
+        // At most 8 chunks in a tile.
+        let chunks = (per_thread / lanes).min(8);
         let tiles = (len as usize).div_ceil(512 * lanes * chunks) as u32;
         let got = (p.lanes, p.tpr, p.chunks as usize, p.tiles);
         assert_eq!(got, (lanes, 512, chunks, tiles), "{}", k.name);

@@ -213,7 +213,11 @@ const LOOKBACK_THREADS: u32 = 512;
 
 /// Elements a look-back thread scans per tile (`lanes * chunks`), at
 /// most [`LOOKBACK_MAX_CHUNKS`] chunks: enough bytes in flight per CTA to
-/// cover its look-back's latency.
+/// cover its look-back's latency. Kernels whose accesses are all 16-bit
+/// or narrower take twice as many, so that a tile moves as many bytes as
+/// an `f32` one (at 16, `bf16` reached 48% of the copy ceiling on one row
+/// of 2^24 on an H100, `f32` 62%), and rows have half as many tiles to
+/// look back over.
 const LOOKBACK_PER_THREAD: usize = 16;
 
 /// Chunks of a look-back tile at most (each costs a warp scan and a scan
@@ -224,7 +228,11 @@ const LOOKBACK_MAX_CHUNKS: usize = 8;
 /// are longer than one tile. The row walk runs a row per CTA (up to 1024
 /// threads, two per SM), so fewer rows than an H100's 132 SMs leave SMs
 /// idle (16 rows of 2^20 `f32` reached 15% of the copy ceiling on an
-/// H100, BENCHMARKS.md), while 256 rows of 65536 reached 87%.
+/// H100, BENCHMARKS.md), while 256 rows of 65536 reached 87%. With 16-bit
+/// or narrower accesses twice as many rows: 256 rows of 65536 `bf16`
+/// reached only 57% in the row walk (80% for 1024 rows of 16384), and
+/// their look-back tiles (16384 elements, 4 a row) look back over at most
+/// one window of predecessors (not measured yet).
 const LOOKBACK_MAX_ROWS: usize = 128;
 
 /// Where [`lookback`] puts a scan kernel.
@@ -252,13 +260,15 @@ pub fn lookback(k: &Kernel) -> Option<Tiling> {
     let acc = accesses(k, &k.element_level());
     let row_contig = acc.iter().any(|a| a.0.affine_coef(last) == Some(1));
     let lanes = if row_contig { lanes_for(k, &acc) } else { 1 };
-    let chunks = (LOOKBACK_PER_THREAD / lanes).clamp(1, LOOKBACK_MAX_CHUNKS);
+    // Kernels moving 16-bit (or narrower) elements only.
+    let narrow = 1 + acc.iter().all(|a| a.2.size() <= 2) as usize;
+    let chunks = (narrow * LOOKBACK_PER_THREAD / lanes).clamp(1, LOOKBACK_MAX_CHUNKS);
     let tile = LOOKBACK_THREADS as usize * lanes * chunks;
     let tiles = row_len.div_ceil(tile);
     let fits = rows
         .checked_mul(tiles)
         .is_some_and(|n| n <= i32::MAX as usize);
-    (rows <= LOOKBACK_MAX_ROWS && tiles >= 2 && fits).then_some(Tiling {
+    (rows <= narrow * LOOKBACK_MAX_ROWS && tiles >= 2 && fits).then_some(Tiling {
         lanes,
         chunks: chunks as u32,
         tiles: tiles as u32,

@@ -49,6 +49,11 @@ pub(super) const AGGREGATE: u32 = 1;
 /// Flag of a tile whose inclusive prefix is published.
 pub(super) const INCLUSIVE: u32 = 2;
 
+/// Nanoseconds a look-back warp sleeps before it reads again the flags of
+/// predecessors that had published nothing (Merrill and Garland's
+/// back-off; short against a tile's loads, about a microsecond).
+pub(super) const BACKOFF_NS: u32 = 100;
+
 /// 8-byte words of one tile's record: the flag, then the aggregate's and
 /// the inclusive prefix's `nslots` state slots.
 pub fn record_words(nslots: usize) -> usize {
@@ -178,6 +183,9 @@ impl Lookback<'_> {
         let (published, all) = (b.reg(RegKind::Pred), b.reg(RegKind::Pred));
         ins!(b, "setp.ne.u32 {published}, {f}, 0");
         ins!(b, "vote.sync.all.pred {all}, {published}, -1");
+        // Back off while a predecessor has published nothing, so that
+        // spinning warps leave the memory system to the tiles' loads.
+        ins!(b, "@!{all} nanosleep.u32 {BACKOFF_NS}");
         ins!(b, "@!{all} bra {top}");
         // The state the flag announced: the inclusive prefix's slots or the
         // aggregate's.

@@ -44,7 +44,7 @@ use super::elementwise::used_vars;
 use super::eval::{needs, Cx, Lanes, Point, Vals};
 use super::expr;
 use super::launch::{column_tiles, ColTiling, Scan, COL_THREADS};
-use super::lookback::{take_tile, AGGREGATE, INCLUSIVE};
+use super::lookback::{take_tile, AGGREGATE, BACKOFF_NS, INCLUSIVE};
 use super::ops::{self, Value};
 use super::scan_state::{scan_insts, select, slot_bytes, ScanInst, State};
 use crate::ir::{Kernel, Val};
@@ -489,9 +489,8 @@ impl Chain<'_> {
         ins!(b, "or.pred {ready}, {ready}, {done}");
         ins!(b, "vote.sync.all.pred {all}, {ready}, -1");
         ins!(b, "@{all} bra {seen}");
-        // Back off while the predecessor has published nothing, so that
-        // the spinning warps leave the memory system to the others.
-        ins!(b, "nanosleep.u32 100");
+        // Back off while the predecessor has published nothing.
+        ins!(b, "nanosleep.u32 {BACKOFF_NS}");
         ins!(b, "bra {spin}");
         b.place(&seen);
         let inclusive = b.reg(RegKind::Pred);
