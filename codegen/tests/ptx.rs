@@ -33,6 +33,7 @@ fn every_case_emits_and_assembles() {
 /// planner does) map to the look-back scan, a CTA per tile, and assemble
 /// with their acquire/release flags, for 32-bit, 64-bit and paired
 /// (value, position) states; without the buffer they keep the row walk.
+/// So do column tiles of a long strided axis.
 #[test]
 fn look_back_scans_map_and_assemble() {
     let with_status = |mut k: smelt_codegen::Kernel| {
@@ -74,6 +75,25 @@ fn look_back_scans_map_and_assemble() {
         }
         kernels.push(k);
     }
+    // Axis 0 of [4096, 4096] f32 in column tiles: 128 columns (4-wide
+    // vectors) by 64 positions (8 a thread), 64 tiles chained along the
+    // axis for each of 32 column blocks.
+    let k = with_status(ptx_cases::scan(ScanOp::Sum, DType::F32, 4096, 4096, true));
+    let launch::Plan::Scan(p) = launch::choose(&k, &H100) else {
+        panic!("{}: not a scan plan", k.name);
+    };
+    let got = (p.cols, p.lanes, p.chunks, p.tiles, p.grid);
+    assert_eq!(got, (32, 4, 8, 64, 32 * 64), "{}", k.name);
+    let ptx = emit(&k, &H100).unwrap().ptx;
+    for needle in [
+        "atom.global.add.u32",
+        "st.release.gpu",
+        "ld.acquire.gpu",
+        "nanosleep",
+    ] {
+        assert!(ptx.contains(needle), "{}: no {needle}", k.name);
+    }
+    kernels.push(k);
     let assembled = ptx_cases::assemble_all(&kernels, |_, _| {});
     if ptx_cases::ptxas_required() {
         assert_eq!(assembled, 2 * kernels.len());

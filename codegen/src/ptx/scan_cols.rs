@@ -401,10 +401,12 @@ impl Chain<'_> {
         ins!(b, "mul.wide.u32 {rec}, {id}, {rec_bytes}");
         ins!(b, "add.s64 {rec}, {rec}, {status}");
         ins!(b, "add.s64 {rec}, {rec}, {}", flags * 8);
-        let f = b.reg(RegKind::B32);
-        ins!(b, "mad.lo.u32 {f}, {id}, {COL_THREADS}, {lane}");
-        let flag = b.reg(RegKind::B64);
-        ins!(b, "mul.wide.u32 {flag}, {f}, 4");
+        // Past the counter, `FLAG_WORDS` words a tile, 4 bytes a lane
+        // (64-bit: ids go up to 2^31).
+        let (flag, at) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
+        ins!(b, "mul.wide.u32 {flag}, {id}, {}", FLAG_WORDS * 8);
+        ins!(b, "mul.wide.u32 {at}, {lane}, 4");
+        ins!(b, "add.s64 {flag}, {flag}, {at}");
         ins!(b, "add.s64 {flag}, {flag}, {status}");
         ins!(b, "add.s64 {flag}, {flag}, 8");
         (rec, flag)
