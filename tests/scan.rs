@@ -508,7 +508,7 @@ const COLUMN_F32: Tol = Tol {
 #[test]
 fn strided_axes_scan_in_column_tiles() {
     // First axis of [2053, 136]: 4-wide vectors of f32, a full and a
-    // partial block of 128 columns, 33 tiles of 64 positions chained by
+    // partial block of 128 columns, 65 tiles of 32 positions chained by
     // look-back (the last one partial).
     let shape = [2053, 136];
     let x = Input::new(Layout::Contiguous, &shape, DType::F32, -1.0, 1.0, 51);

@@ -76,14 +76,14 @@ fn look_back_scans_map_and_assemble() {
         kernels.push(k);
     }
     // Axis 0 of [4096, 4096] f32 in column tiles: 128 columns (4-wide
-    // vectors) by 64 positions (8 a thread), 64 tiles chained along the
+    // vectors) by 32 positions (4 a thread), 128 tiles chained along the
     // axis for each of 32 column blocks.
     let k = with_status(ptx_cases::scan(ScanOp::Sum, DType::F32, 4096, 4096, true));
     let launch::Plan::Scan(p) = launch::choose(&k, &H100) else {
         panic!("{}: not a scan plan", k.name);
     };
     let got = (p.cols, p.lanes, p.chunks, p.tiles, p.grid);
-    assert_eq!(got, (32, 4, 8, 64, 32 * 64), "{}", k.name);
+    assert_eq!(got, (32, 4, 4, 128, 32 * 128), "{}", k.name);
     let ptx = emit(&k, &H100).unwrap().ptx;
     for needle in [
         "atom.global.add.u32",

@@ -285,12 +285,17 @@ pub const COL_THREADS: u32 = 32;
 const COL_WARPS: u32 = 8;
 
 /// 4-byte state registers a column-tile thread may hold for its elements:
-/// 32 `f32` sums (128 bytes of `f32` loads in flight a thread).
-const COL_STATE_WORDS: usize = 32;
+/// 16 `f32` sums (64 bytes of `f32` loads in flight a thread). ptxas then
+/// needs 63 registers for axis 0 of `[4096, 4096]` `f32`, so four
+/// 256-thread CTAs fit an SM (at 32, 91: two), whose look-backs overlap
+/// the others' loads.
+const COL_STATE_WORDS: usize = 16;
 
-/// Shared memory (bytes) a column tile may use for its warps' totals and
-/// its prefix: a vector width that needs more is halved.
-const COL_SHARED: usize = 40 << 10;
+/// Shared memory (bytes) a column tile may use for its warps' totals, its
+/// prefix and its look-back window (below the 48 KiB of static shared
+/// memory, with room for the window's marks): a vector width that needs
+/// more is halved.
+const COL_SHARED: usize = 44 << 10;
 
 /// Where [`column_tiles`] puts a scan kernel along a strided axis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -336,10 +341,11 @@ pub fn column_tiles(k: &Kernel) -> Option<ColTiling> {
     }
     let sizes = slot_bytes(&scan_insts(k));
     let words = sizes.iter().sum::<u32>() as usize / 4;
-    // Warp totals and the tile's prefix: an 8-byte entry per slot and
-    // column.
-    let shared =
-        |lanes: usize| (COL_WARPS as usize + 1) * COL_THREADS as usize * lanes * 8 * sizes.len();
+    // Warp totals, the tile's prefix and the look-back window: an 8-byte
+    // entry per slot and column each (`ptx/scan_cols.rs`).
+    let shared = |lanes: usize| {
+        (2 * COL_WARPS as usize + 1) * COL_THREADS as usize * lanes * 8 * sizes.len()
+    };
     let mut lanes = lanes_along(k, &acc, nk - 1);
     while lanes > 1 && shared(lanes) > COL_SHARED {
         lanes /= 2;

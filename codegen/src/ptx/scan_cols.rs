@@ -16,11 +16,17 @@
 //! tile ids come from the status buffer's counter in *chunk-major* order
 //! (`index * blocks + block`), so a tile's predecessor along the axis took
 //! its id `blocks` tiles earlier (with many column blocks it has long
-//! finished). Warp 0 of a tile computes the tile's aggregate per column,
-//! publishes it (the first tile: as its inclusive prefix), then walks its
-//! predecessors back one at a time, combining their aggregates until one
-//! has its inclusive prefix, publishes its own inclusive prefix and hands
-//! the exclusive one to the CTA through shared memory.
+//! finished). Warp 0 of a tile computes the tile's aggregate per column
+//! and publishes it (the first tile: as its inclusive prefix). Then every
+//! warp looks back: the window is the `warps` predecessors before the
+//! tile, warp `w` reading the `w + 1`-th latest (each lane its columns'
+//! state), all into shared memory; warp 0 combines, per lane, the window
+//! from the latest back to the first inclusive prefix, and while a lane
+//! has found none the CTA moves the window back. Warp 0 then publishes the
+//! tile's inclusive prefix and hands the exclusive one to the CTA. Fewer
+//! column blocks make each tile's predecessor a more recent one, with only
+//! its aggregate out: the window bounds that walk to one round trip per
+//! `warps` predecessors.
 //!
 //! Status buffer ([`status_words`] `I64` words): word 0 is the tile
 //! counter; then a `u32` flag per tile and lane of warp 0 (0 nothing yet,
@@ -33,11 +39,12 @@
 //! lane loads the same lane's flag with `ld.acquire.gpu` and only then the
 //! entries of the state that flag announced, so each lane is a chain of
 //! its own and no ordering across threads is needed (the PTX memory
-//! model's release/acquire between two threads). Lanes of the walking
-//! warp may stop at different predecessors; the walk goes on while any
-//! lane has found no inclusive prefix yet, and the row's first tile only
-//! ever publishes one, so it ends. A tile waits only for tiles with
-//! smaller ids, which belong to CTAs that already took them and run.
+//! model's release/acquire between two threads: lane `x` of every warp
+//! reads lane `x`'s flags, written by lane `x` of warp 0). Lanes may stop
+//! at different predecessors; the look-back goes on while any lane has
+//! found no inclusive prefix yet, and the axis's first tile only ever
+//! publishes one, so it ends. A tile waits only for tiles with smaller
+//! ids, which belong to CTAs that already took them and run.
 
 use super::builder::{ins, Builder, Reg, RegKind};
 use super::elementwise::used_vars;
@@ -121,10 +128,14 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
         })
         .collect();
     // Shared memory, 8-byte entries: the warps' totals [warp][slot][column],
-    // the tile's exclusive prefix [slot][column], the tile id.
+    // the tile's exclusive prefix [slot][column], the look-back window's
+    // states [warp][slot][column] and `u32` inclusive marks [warp][lane],
+    // the tile id.
     let warp_bytes = nslots * width * 8;
     let prefix_off = warps * warp_bytes;
-    let id_off = prefix_off + warp_bytes;
+    let window_off = prefix_off + warp_bytes;
+    let incl_off = window_off + warps * warp_bytes;
+    let id_off = incl_off + warps * COL_THREADS * 4;
     let shared_bytes = id_off + 8;
 
     let tid = b.reg(RegKind::B32);
@@ -269,15 +280,27 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
             .collect();
         before.push(per_col);
     }
+    // The tile's exclusive prefix per scan and column (in warp 0): the
+    // identity for a tile at the start of the axis, else from the chain.
     let prefix: Vec<Vec<State>> = scans
         .iter()
         .map(|si| (0..lanes).map(|_| si.identity(b)).collect())
         .collect();
-    let after = b.label();
     let not_first_warp = b.reg(RegKind::Pred);
     ins!(b, "setp.ne.u32 {not_first_warp}, {warp}, 0");
-    ins!(b, "@{not_first_warp} bra {after}");
     if chained {
+        let chain = Chain {
+            cx,
+            scans: &scans,
+            first_slot: &first_slot,
+            sizes: &sizes,
+            tiling: &t,
+            lanes,
+            warps,
+        };
+        // Warp 0: the tile's aggregate (every warp's totals), published.
+        let published = b.label();
+        ins!(b, "@{not_first_warp} bra {published}");
         let aggregate: Vec<Vec<State>> = scans
             .iter()
             .enumerate()
@@ -294,16 +317,25 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
                     .collect()
             })
             .collect();
-        let chain = Chain {
-            cx,
-            scans: &scans,
-            first_slot: &first_slot,
-            sizes: &sizes,
-            tiling: &t,
-            lanes,
+        chain.publish(b, id, index, lane, &aggregate);
+        b.place(&published);
+        // Every warp: the look-back, into warp 0's `prefix`.
+        let window = Window {
+            states: mine,
+            states_read: cols,
+            flags: base,
+            states_off: window_off,
+            flags_off: incl_off,
+            warp_bytes,
         };
-        chain.emit(b, id, index, block, lane, &aggregate, &prefix);
+        chain.look_back(b, &window, index, block, lane, warp, &prefix);
+        let done = b.label();
+        ins!(b, "@{not_first_warp} bra {done}");
+        chain.publish_inclusive(b, id, index, lane, &prefix, &aggregate);
+        b.place(&done);
     }
+    let after = b.label();
+    ins!(b, "@{not_first_warp} bra {after}");
     for (s, per_col) in prefix.iter().enumerate() {
         for (l, st) in per_col.iter().enumerate() {
             for (j, r) in st.regs().iter().enumerate() {
@@ -370,6 +402,22 @@ struct Chain<'a> {
     sizes: &'a [u32],
     tiling: &'a ColTiling,
     lanes: usize,
+    warps: u32,
+}
+
+/// Shared memory of the look-back window: each warp's predecessor's
+/// states (8-byte entries [warp][slot][column], written at `states +
+/// states_off` by a thread, whose `warp_bytes` area starts there; read
+/// from `states_read + states_off + warp * warp_bytes`, which points at
+/// the thread's columns of warp 0's area) and whether it was an inclusive
+/// prefix (`u32` [warp][lane] at `flags + flags_off`).
+struct Window {
+    states: Reg,
+    states_read: Reg,
+    flags: Reg,
+    states_off: u32,
+    flags_off: u32,
+    warp_bytes: u32,
 }
 
 impl Chain<'_> {
@@ -441,98 +489,38 @@ impl Chain<'_> {
         }
     }
 
-    /// Publishes the tile's `aggregate`, walks back along the chain, and
-    /// publishes the inclusive prefix; leaves the tile's exclusive prefix
-    /// in `prefix` (per scan and column; the identity for the first tile).
-    #[allow(clippy::too_many_arguments)]
-    fn emit(
-        &self,
-        b: &mut Builder,
-        id: Reg,
-        index: Reg,
-        block: Reg,
-        lane: Reg,
-        aggregate: &[Vec<State>],
-        prefix: &[Vec<State>],
-    ) {
+    /// Warp 0: publishes the tile's `aggregate` (per scan and column):
+    /// the first tile of the axis as its inclusive prefix.
+    fn publish(&self, b: &mut Builder, id: Reg, index: Reg, lane: Reg, aggregate: &[Vec<State>]) {
         let inc_off = record_bytes(self.tiling.width(), self.sizes) / 2;
         let (rec, flag) = self.addresses(b, id, lane);
         let first = b.reg(RegKind::Pred);
         ins!(b, "setp.eq.u32 {first}, {index}, 0");
-        // The first tile's aggregate is its inclusive prefix.
-        let published = b.reg(RegKind::B64);
-        let skip = b.reg(RegKind::B64);
+        let (at, skip) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
         ins!(b, "selp.b64 {skip}, {inc_off}, 0, {first}");
-        ins!(b, "add.s64 {published}, {rec}, {skip}");
-        self.store(b, published, lane, aggregate);
+        ins!(b, "add.s64 {at}, {rec}, {skip}");
+        self.store(b, at, lane, aggregate);
         let state = b.reg(RegKind::B32);
         ins!(b, "selp.u32 {state}, {INCLUSIVE}, {AGGREGATE}, {first}");
         ins!(b, "st.release.gpu.global.u32 [{flag}], {state}");
+    }
+
+    /// Warp 0 of a tile after the axis's first: publishes its inclusive
+    /// prefix, `prefix` (the exclusive one) combined with `aggregate`.
+    fn publish_inclusive(
+        &self,
+        b: &mut Builder,
+        id: Reg,
+        index: Reg,
+        lane: Reg,
+        prefix: &[Vec<State>],
+        aggregate: &[Vec<State>],
+    ) {
         let end = b.label();
+        let first = b.reg(RegKind::Pred);
+        ins!(b, "setp.eq.u32 {first}, {index}, 0");
         ins!(b, "@{first} bra {end}");
-
-        // Walk back: `j` is the predecessor's index along the axis; a lane
-        // is done once it combined an inclusive prefix.
-        let j = b.reg(RegKind::B32);
-        ins!(b, "sub.u32 {j}, {index}, 1");
-        let done = b.reg(RegKind::Pred);
-        ins!(b, "setp.ne.u32 {done}, 0, 0");
-        let (top, spin, seen) = (b.label(), b.label(), b.label());
-        b.place(&top);
-        let pid = b.reg(RegKind::B32);
-        ins!(b, "mad.lo.u32 {pid}, {j}, {}, {block}", self.tiling.blocks);
-        let (prec, pflag) = self.addresses(b, pid, lane);
-        let f = b.reg(RegKind::B32);
-        b.place(&spin);
-        ins!(b, "mov.u32 {f}, 0");
-        ins!(b, "@!{done} ld.acquire.gpu.global.u32 {f}, [{pflag}]");
-        let (ready, all) = (b.reg(RegKind::Pred), b.reg(RegKind::Pred));
-        ins!(b, "setp.ne.u32 {ready}, {f}, 0");
-        ins!(b, "or.pred {ready}, {ready}, {done}");
-        ins!(b, "vote.sync.all.pred {all}, {ready}, -1");
-        ins!(b, "@{all} bra {seen}");
-        // Back off while the predecessor has published nothing.
-        ins!(b, "nanosleep.u32 {BACKOFF_NS}");
-        ins!(b, "bra {spin}");
-        b.place(&seen);
-        let inclusive = b.reg(RegKind::Pred);
-        ins!(b, "setp.eq.u32 {inclusive}, {f}, {INCLUSIVE}");
-        let block_off = b.reg(RegKind::B64);
-        ins!(b, "selp.b64 {block_off}, {inc_off}, 0, {inclusive}");
-        ins!(b, "add.s64 {prec}, {prec}, {block_off}");
-        let at = self.columns(b, prec, lane);
-        let live = b.reg(RegKind::Pred);
-        ins!(b, "not.pred {live}, {done}");
-        for (s, si) in self.scans.iter().enumerate() {
-            for (l, acc) in prefix[s].iter().enumerate() {
-                let regs: Vec<Reg> = si
-                    .identity(b)
-                    .regs()
-                    .iter()
-                    .zip(self.offs(s, l))
-                    .map(|(r, off)| {
-                        let bt = r.kind.bit_ty();
-                        let x = b.reg(r.kind);
-                        ins!(b, "mov.{bt} {x}, {r}");
-                        let a = at[(bt == "b64") as usize];
-                        ins!(b, "@{live} ld.global.{bt} {x}, [{a}+{off}]");
-                        x
-                    })
-                    .collect();
-                // The predecessor precedes what was combined so far.
-                let next = si.combine(b, State::from_regs(&regs), *acc);
-                let next = select(b, live, next, *acc);
-                assign(b, *acc, next);
-            }
-        }
-        ins!(b, "or.pred {done}, {done}, {inclusive}");
-        ins!(b, "sub.u32 {j}, {j}, 1");
-        ins!(b, "not.pred {live}, {done}");
-        let more = b.reg(RegKind::Pred);
-        ins!(b, "vote.sync.any.pred {more}, {live}, -1");
-        ins!(b, "@{more} bra {top}");
-
-        let inclusive_prefix: Vec<Vec<State>> = self
+        let inclusive: Vec<Vec<State>> = self
             .scans
             .iter()
             .enumerate()
@@ -542,11 +530,157 @@ impl Chain<'_> {
                     .collect()
             })
             .collect();
+        let inc_off = record_bytes(self.tiling.width(), self.sizes) / 2;
+        let (rec, flag) = self.addresses(b, id, lane);
         let inc = b.reg(RegKind::B64);
         ins!(b, "add.s64 {inc}, {rec}, {inc_off}");
-        self.store(b, inc, lane, &inclusive_prefix);
+        self.store(b, inc, lane, &inclusive);
         let state = b.mov(RegKind::B32, "u32", INCLUSIVE);
         ins!(b, "st.release.gpu.global.u32 [{flag}], {state}");
+        b.place(&end);
+    }
+
+    /// Every warp of a tile after the axis's first: looks back over
+    /// windows of `warps` predecessors, warp `w` reading the `w + 1`-th
+    /// latest of the window (lane by lane: each lane's flag, then the
+    /// state it announced); warp 0 combines, per lane, the window's states
+    /// from the latest back to the first inclusive prefix into `prefix`.
+    /// Every warp reads the same inclusive marks, so all know alike which
+    /// lanes are done and loop together (a `bar.sync` each way); a lane
+    /// is done once it combined an inclusive prefix, which the axis's
+    /// first tile always has. Predecessors before the axis's start count
+    /// as inclusive identities.
+    #[allow(clippy::too_many_arguments)]
+    fn look_back(
+        &self,
+        b: &mut Builder,
+        win: &Window,
+        index: Reg,
+        block: Reg,
+        lane: Reg,
+        warp: Reg,
+        prefix: &[Vec<State>],
+    ) {
+        let end = b.label();
+        let first = b.reg(RegKind::Pred);
+        ins!(b, "setp.eq.u32 {first}, {index}, 0");
+        ins!(b, "@{first} bra {end}");
+        let inc_off = record_bytes(self.tiling.width(), self.sizes) / 2;
+        // `upto`: the window is the `warps` predecessors before it.
+        let upto = b.reg(RegKind::B32);
+        ins!(b, "mov.u32 {upto}, {index}");
+        let done = b.reg(RegKind::Pred);
+        ins!(b, "setp.ne.u32 {done}, 0, 0");
+        let top = b.label();
+        b.place(&top);
+        let j = b.reg(RegKind::B32);
+        ins!(b, "sub.s32 {j}, {upto}, {warp}");
+        ins!(b, "sub.s32 {j}, {j}, 1");
+        let before_axis = b.reg(RegKind::Pred);
+        ins!(b, "setp.lt.s32 {before_axis}, {j}, 0");
+        let live = b.reg(RegKind::Pred);
+        ins!(b, "not.pred {live}, {done}");
+        let read = b.reg(RegKind::Pred);
+        ins!(b, "not.pred {read}, {before_axis}");
+        ins!(b, "and.pred {read}, {read}, {live}");
+        let jc = b.reg(RegKind::B32);
+        ins!(b, "max.s32 {jc}, {j}, 0");
+        let pid = b.reg(RegKind::B32);
+        ins!(b, "mad.lo.u32 {pid}, {jc}, {}, {block}", self.tiling.blocks);
+        let (prec, pflag) = self.addresses(b, pid, lane);
+        // Wait until the lane's predecessor has published something.
+        let (spin, seen) = (b.label(), b.label());
+        let f = b.reg(RegKind::B32);
+        b.place(&spin);
+        ins!(b, "mov.u32 {f}, {INCLUSIVE}");
+        ins!(b, "@{read} ld.acquire.gpu.global.u32 {f}, [{pflag}]");
+        let (ready, all) = (b.reg(RegKind::Pred), b.reg(RegKind::Pred));
+        ins!(b, "setp.ne.u32 {ready}, {f}, 0");
+        ins!(b, "vote.sync.all.pred {all}, {ready}, -1");
+        ins!(b, "@{all} bra {seen}");
+        // Back off while the predecessor has published nothing.
+        ins!(b, "nanosleep.u32 {BACKOFF_NS}");
+        ins!(b, "bra {spin}");
+        b.place(&seen);
+        // The announced state (the identity before the axis), into the
+        // window, and whether it is an inclusive prefix.
+        let inclusive = b.reg(RegKind::Pred);
+        ins!(b, "setp.eq.u32 {inclusive}, {f}, {INCLUSIVE}");
+        let block_off = b.reg(RegKind::B64);
+        ins!(b, "selp.b64 {block_off}, {inc_off}, 0, {inclusive}");
+        ins!(b, "add.s64 {prec}, {prec}, {block_off}");
+        let at = self.columns(b, prec, lane);
+        for (s, si) in self.scans.iter().enumerate() {
+            for l in 0..self.lanes {
+                let regs = si.identity(b).regs();
+                for (j, (r, off)) in regs.iter().zip(self.offs(s, l)).enumerate() {
+                    let bt = r.kind.bit_ty();
+                    let a = at[(bt == "b64") as usize];
+                    ins!(b, "@{read} ld.global.{bt} {r}, [{a}+{off}]");
+                    let entry = (self.first_slot[s] + j) * self.tiling.width() * 8 + l * 8;
+                    ins!(
+                        b,
+                        "st.shared.{bt} [{}+{}], {r}",
+                        win.states,
+                        win.states_off as usize + entry
+                    );
+                }
+            }
+        }
+        let mark = b.reg(RegKind::B32);
+        ins!(b, "selp.u32 {mark}, 1, 0, {inclusive}");
+        let mark_at = b.reg(RegKind::B32);
+        ins!(b, "mad.lo.u32 {mark_at}, {warp}, {COL_THREADS}, {lane}");
+        ins!(b, "mad.lo.u32 {mark_at}, {mark_at}, 4, {}", win.flags);
+        ins!(b, "st.shared.u32 [{mark_at}+{}], {mark}", win.flags_off);
+        ins!(b, "bar.sync 0");
+        // The lane's marks of the window, latest first; warp 0 combines the
+        // states up to the first inclusive one.
+        let lane_marks = b.reg(RegKind::B32);
+        ins!(b, "mad.lo.u32 {lane_marks}, {lane}, 4, {}", win.flags);
+        let w0 = b.reg(RegKind::Pred);
+        ins!(b, "setp.eq.u32 {w0}, {warp}, 0");
+        let take = b.reg(RegKind::Pred);
+        ins!(b, "and.pred {take}, {live}, {w0}");
+        for w in 0..self.warps {
+            let m = b.reg(RegKind::B32);
+            let off = win.flags_off + w * COL_THREADS * 4;
+            ins!(b, "ld.shared.u32 {m}, [{lane_marks}+{off}]");
+            for (s, si) in self.scans.iter().enumerate() {
+                for (l, acc) in prefix[s].iter().enumerate() {
+                    let regs: Vec<Reg> = si
+                        .identity(b)
+                        .regs()
+                        .iter()
+                        .enumerate()
+                        .map(|(j, r)| {
+                            let bt = r.kind.bit_ty();
+                            let x = b.reg(r.kind);
+                            let entry = (self.first_slot[s] + j) * self.tiling.width() * 8 + l * 8;
+                            let off = (win.states_off + w * win.warp_bytes) as usize + entry;
+                            ins!(b, "ld.shared.{bt} {x}, [{}+{off}]", win.states_read);
+                            x
+                        })
+                        .collect();
+                    // The earlier predecessor precedes what was combined.
+                    let next = si.combine(b, State::from_regs(&regs), *acc);
+                    let next = select(b, take, next, *acc);
+                    assign(b, *acc, next);
+                }
+            }
+            let stop = b.reg(RegKind::Pred);
+            ins!(b, "setp.ne.u32 {stop}, {m}, 0");
+            ins!(b, "or.pred {done}, {done}, {stop}");
+            ins!(b, "not.pred {take}, {done}");
+            ins!(b, "and.pred {take}, {take}, {w0}");
+        }
+        ins!(b, "sub.s32 {upto}, {upto}, {}", self.warps);
+        // The window is read before the next one is written.
+        ins!(b, "bar.sync 0");
+        ins!(b, "not.pred {live}, {done}");
+        let more = b.reg(RegKind::Pred);
+        ins!(b, "vote.sync.any.pred {more}, {live}, -1");
+        ins!(b, "@{more} bra {top}");
         b.place(&end);
     }
 }
