@@ -465,8 +465,9 @@ fn only_few_long_rows_take_the_look_back_path() {
     let got = (p.lanes, p.tpr, p.chunks, p.tiles, p.grid);
     assert_eq!(got, (4, 512, 4, 2048, 2048));
     assert_eq!(k.bytes_read(), 4 << 24);
-    // The data, plus the status buffer: a counter and 3 words a tile.
-    assert_eq!(k.bytes_written(), (4 << 24) + 8 * (1 + 3 * 2048));
+    // The data, plus the status buffer: a counter and a packed word (flag
+    // and f32 state) a tile.
+    assert_eq!(k.bytes_written(), (4 << 24) + 8 * (1 + 2048));
 }
 
 /// Asserts that `y`'s scan kernel runs in column tiles (its scanned axis

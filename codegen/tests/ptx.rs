@@ -69,8 +69,15 @@ fn look_back_scans_map_and_assemble() {
         let got = (p.lanes, p.tpr, p.chunks as usize, p.tiles);
         assert_eq!(got, (lanes, 512, chunks, tiles), "{}", k.name);
         assert_eq!(p.grid as i64, rows * tiles as i64, "{}", k.name);
+        // One 32-bit state (an f32 one; integers scan in i64 here) is
+        // packed with its flag in one 64-bit word.
         let ptx = emit(&k, &H100).unwrap().ptx;
-        for needle in ["atom.global.add.u32", "st.release.gpu", "ld.acquire.gpu"] {
+        let flags = if matches!(dt, DType::F32 | DType::BF16) {
+            ["st.relaxed.gpu.global.b64", "ld.relaxed.gpu.global.b64"]
+        } else {
+            ["st.release.gpu", "ld.acquire.gpu"]
+        };
+        for needle in ["atom.global.add.u32", flags[0], flags[1]] {
             assert!(ptx.contains(needle), "{}: no {needle}", k.name);
         }
         kernels.push(k);

@@ -22,7 +22,9 @@ use super::launch::Scan;
 use super::lookback;
 use super::ops::{self, Value};
 use super::scan_cols;
-use super::scan_state::{scan_insts, select, shuffle, state_slots, warp_scan, ScanInst, State};
+use super::scan_state::{
+    scan_insts, select, shuffle, slot_bytes, state_slots, warp_scan, ScanInst, State,
+};
 use crate::ir::{Kernel, Val};
 use crate::DType;
 
@@ -293,10 +295,11 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
                     (1..chunks).fold(totals[0][s], |acc, ch| si.combine(b, acc, totals[ch][s]))
                 })
                 .collect();
+            let sizes = slot_bytes(&scans);
             let lb = lookback::Lookback {
                 scans: &scans,
                 slots: &slots,
-                nslots: nslots as usize,
+                sizes: &sizes,
                 shared: (base, totals_bytes),
             };
             lb.emit(b, cx, tile, tid, lane, warp, &aggregate)
@@ -443,7 +446,7 @@ pub fn has_status(k: &Kernel) -> bool {
 /// [`scan_cols`]: the counter and the flags zeroed, not the records).
 fn status_layout(k: &Kernel) -> (usize, usize) {
     if let Some(t) = super::launch::lookback(k) {
-        let record = lookback::record_words(state_slots(&scan_insts(k)));
+        let record = lookback::record_words(&slot_bytes(&scan_insts(k)));
         let len = k
             .rows()
             .saturating_mul(t.tiles as usize)
