@@ -508,20 +508,31 @@ const COLUMN_F32: Tol = Tol {
 
 #[test]
 fn strided_axes_scan_in_column_tiles() {
-    // First axis of [2053, 136]: 4-wide vectors of f32, a full and a
-    // partial block of 128 columns, 65 tiles of 32 positions chained by
-    // look-back (the last one partial).
+    // First axis of [2053, 136]: one column a thread (4-wide vectors
+    // would leave 2 blocks of columns), 4 full blocks of 32 columns and a
+    // partial one, 65 tiles of 32 positions chained by look-back (the
+    // last one partial).
     let shape = [2053, 136];
     let x = Input::new(Layout::Contiguous, &shape, DType::F32, -1.0, 1.0, 51);
     assert_eq!(
         assert_column_tiles("[2053, 136] axis 0", &x.tensor().cumsum(0), true),
-        4
+        1
     );
     for op in [Op::Sum, Op::Max, Op::Min, Op::Lse] {
         check_axis("2053x136", &x, op, COLUMN_F32, 0);
     }
     let p = Input::new(Layout::Contiguous, &shape, DType::F32, 0.999, 1.001, 52);
     check_axis("2053x136", &p, Op::Prod, Tol::new(1e-4, 1e-6), 0);
+    // 4-wide vectors of f32 over 9 blocks of 128 columns (the last of 8),
+    // 10 tiles along the axis.
+    let v = Input::new(Layout::Contiguous, &[300, 1032], DType::F32, -1.0, 1.0, 50);
+    assert_eq!(
+        assert_column_tiles("[300, 1032] axis 0", &v.tensor().cumsum(0), true),
+        4
+    );
+    for op in [Op::Sum, Op::Max] {
+        check_axis("300x1032", &v, op, COLUMN_F32, 0);
+    }
     // Views: flipped and stepped columns (one lane a thread), and a
     // broadcast row (the operand is the same in every column).
     for layout in [Layout::Flipped, Layout::Strided, Layout::Broadcast] {
@@ -551,13 +562,13 @@ fn strided_axes_scan_in_column_tiles() {
     for op in [Op::Sum, Op::Max, Op::Lse] {
         check_axis("1500x130", &d, op, tol(DType::F64), 0);
     }
-    let h = Input::new(Layout::Contiguous, &[1500, 264], DType::BF16, -1.0, 1.0, 56);
+    let h = Input::new(Layout::Contiguous, &[200, 2056], DType::BF16, -1.0, 1.0, 56);
     assert_eq!(
         assert_column_tiles("bf16 axis 0", &h.tensor().cumsum(0), true),
         8
     );
     for op in [Op::Sum, Op::Min] {
-        check_axis("1500x264", &h, op, tol(DType::BF16), 0);
+        check_axis("200x2056", &h, op, tol(DType::BF16), 0);
     }
     let f = Input::new(Layout::Flipped, &[1500, 40], DType::F16, -1.0, 1.0, 57);
     check_axis("1500x40", &f, Op::Lse, tol(DType::F16), 0);

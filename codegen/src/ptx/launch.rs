@@ -297,6 +297,14 @@ const COL_STATE_WORDS: usize = 16;
 /// more is halved.
 const COL_SHARED: usize = 44 << 10;
 
+/// Column blocks that narrower vectors keep at least, where they can: a
+/// tile's predecessor along the axis took its id `blocks` tiles earlier,
+/// and a look-back window (8 predecessors, one round trip) then covers
+/// `8 * blocks` tiles; with 2 blocks of 128 `f32` columns (256 columns)
+/// windows of 16 tiles would bound the scan near 1 TB/s, with 8 of 32
+/// columns it is 4 times that (a warp still reads whole 128-byte lines).
+const COL_MIN_BLOCKS: usize = 8;
+
 /// Where [`column_tiles`] puts a scan kernel along a strided axis.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ColTiling {
@@ -347,7 +355,8 @@ pub fn column_tiles(k: &Kernel) -> Option<ColTiling> {
         (2 * COL_WARPS as usize + 1) * COL_THREADS as usize * lanes * 8 * sizes.len()
     };
     let mut lanes = lanes_along(k, &acc, nk - 1);
-    while lanes > 1 && shared(lanes) > COL_SHARED {
+    let blocks = |lanes: usize| k.rows().div_ceil(COL_THREADS as usize * lanes);
+    while lanes > 1 && (shared(lanes) > COL_SHARED || blocks(lanes) < COL_MIN_BLOCKS) {
         lanes /= 2;
     }
     if shared(lanes) > COL_SHARED {
@@ -357,9 +366,8 @@ pub fn column_tiles(k: &Kernel) -> Option<ColTiling> {
     let chunks = (per_thread / lanes)
         .max(1)
         .min(k.row_len().div_ceil(COL_WARPS as usize));
-    let width = COL_THREADS as usize * lanes;
     let tiles = k.row_len().div_ceil(COL_WARPS as usize * chunks);
-    let blocks = k.rows().div_ceil(width);
+    let blocks = blocks(lanes);
     let fits = blocks
         .checked_mul(tiles)
         .is_some_and(|n| n <= i32::MAX as usize);
