@@ -12,8 +12,9 @@
 //! - Scans: a thread, warp or CTA per row walking it in chunks (thread,
 //!   warp shuffle and shared-memory scans, a carry between chunks); few
 //!   long rows instead as a single-pass scan with decoupled look-back, a
-//!   CTA per tile. See [`launch::Scan`] and the `scan` and `lookback`
-//!   modules.
+//!   CTA per tile; a strided scanned axis in column tiles (a warp across
+//!   columns), chained along the axis by look-back. See [`launch::Scan`]
+//!   and the `scan`, `lookback`, `scan_cols` and `col_lookback` modules.
 //! - Sorts: a CTA per row, a bitonic sort of `(key, position)` pairs in
 //!   shared memory; long rows through a radix select (`topk`) or an LSD
 //!   radix sort over many CTAs, several launches of one module sharing a
@@ -80,6 +81,7 @@
 //!   `f64` to half types round once, correctly.
 
 mod builder;
+mod col_lookback;
 mod elementwise;
 mod eval;
 mod expr;

@@ -15,6 +15,7 @@
 //! being the tile's exclusive prefix from its predecessors.
 
 use super::builder::{ins, Builder, Reg, RegKind};
+use super::col_lookback;
 use super::elementwise::used_vars;
 use super::eval::{needs, Cx, Lanes, Point, Vals};
 use super::expr;
@@ -443,7 +444,7 @@ pub fn has_status(k: &Kernel) -> bool {
 /// the launch: a look-back over few long rows ([`super::launch::lookback`],
 /// the tile counter, then one record per tile, see [`lookback`], all
 /// zeroed) or chained column tiles ([`super::launch::column_tiles`], see
-/// [`scan_cols`]: the counter and the flags zeroed, not the records).
+/// [`col_lookback`]: the counter and the flags zeroed, not the records).
 fn status_layout(k: &Kernel) -> (usize, usize) {
     if let Some(t) = super::launch::lookback(k) {
         let record = lookback::record_words(&slot_bytes(&scan_insts(k)));
@@ -456,7 +457,7 @@ fn status_layout(k: &Kernel) -> (usize, usize) {
     }
     match super::launch::column_tiles(k).filter(|t| t.tiles > 1) {
         Some(t) => {
-            let (zeroed, len) = scan_cols::status_words(k, &t);
+            let (zeroed, len) = col_lookback::status_words(k, &t);
             (len, zeroed)
         }
         None => (0, 0),
