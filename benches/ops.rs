@@ -11,8 +11,8 @@
 //! Sections:
 //! - scan: `cumsum` in f32 and bf16 along the last axis of `[rows, n]`
 //!   (rows * n = 2^24 elements, n from 256 to 2^24: the last is one row),
-//!   and along the first axis of `[n, 4096]` (a thread per column), with
-//!   a copy of the same bytes.
+//!   along the first axis of `[n, 4096]` and the middle one of
+//!   `[64, n, 64]` (column tiles), with a copy of the same bytes.
 //! - sort: `sort` (values and indices) in f32 and bf16 along the last axis
 //!   of `[rows, n]` (rows * n = 2^22 elements, n from 256 to 2^20), and
 //!   `topk` with k = 8 and 64 in f32 over the same shapes.
@@ -276,18 +276,23 @@ impl Bench {
                 "\ncumsum {dt}, {} elements\n{HEADER} {:>11}",
                 s.scan_elems, "% same-size"
             );
-            let mut cases: Vec<(&str, [usize; 2], isize)> = s
+            let mut cases: Vec<(&str, Vec<usize>, usize)> = s
                 .scan_ns
                 .iter()
-                .map(|&n| ("last", [s.scan_elems / n, n], -1))
+                .map(|&n| ("last", vec![s.scan_elems / n, n], 1))
                 .collect();
-            cases.push(("first", [s.scan_elems / s.scan_cols, s.scan_cols], 0));
+            let n = s.scan_elems / s.scan_cols;
+            cases.push(("first", vec![n, s.scan_cols], 0));
+            // The middle axis of `[64, n, cols / 64]`: column tiles too.
+            cases.push(("middle", vec![64, n, s.scan_cols / 64], 1));
             for (along, shape, axis) in cases {
                 let bytes = 2 * s.scan_elems * dt.size();
                 let rot = rotation(bytes);
-                let xs = rotated(rot, |i| Tensor::randn(shape, dt, 300 + i, &self.dev))?;
+                let xs = rotated(rot, |i| {
+                    Tensor::randn(shape.as_slice(), dt, 300 + i, &self.dev)
+                })?;
                 // The x axis: the scanned axis's length.
-                let x = shape[if axis == 0 { 0 } else { 1 }];
+                let x = shape[axis];
                 let same = copy_bandwidth(&self.dev, bytes / 2)?;
                 self.measure(
                     &format!("cumsum {along} {dt}"),
@@ -297,7 +302,7 @@ impl Bench {
                     Some(same),
                     |i| {
                         xs[i % rot]
-                            .cumsum(axis)
+                            .cumsum(axis as isize)
                             .realize_with(Fusion::On)
                             .map(|_| ())
                     },

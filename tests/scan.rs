@@ -144,40 +144,47 @@ fn out_dtype(op: Op, dt: DType) -> DType {
 /// Checks `op` on `x` along every axis (each as its positive and negative
 /// spelling in turn), values and (max/min) indices.
 fn check_all_axes(what: &str, x: &Input, op: Op, t: Tol) {
+    for a in 0..x.shape.len() {
+        check_axis(what, x, op, t, a);
+    }
+}
+
+/// Checks `op` on `x` along axis `a` (spelled negative for odd axes),
+/// values and (max/min) indices.
+fn check_axis(what: &str, x: &Input, op: Op, t: Tol, a: usize) {
     let dt = x.base.dtype();
     let host = x.host();
     let rank = host.ndim() as isize;
-    for a in 0..rank {
-        let signed = if a % 2 == 0 { a } else { a - rank };
-        let int = !out_dtype(op, dt).is_float();
-        let (v, i, s) = host_scan(&host, a as usize, op, int);
-        let out = out_dtype(op, dt);
-        let label = format!("{what} {op:?} {dt} {:?} axis {signed}", x.layout);
+    let a = a as isize;
+    let signed = if a % 2 == 0 { a } else { a - rank };
+    let int = !out_dtype(op, dt).is_float();
+    let (v, i, s) = host_scan(&host, a as usize, op, int);
+    let out = out_dtype(op, dt);
+    let label = format!("{what} {op:?} {dt} {:?} axis {signed}", x.layout);
+    check_scaled(
+        &label,
+        || apply(&x.tensor(), op, signed),
+        out,
+        &v.round(out),
+        &s,
+        t,
+    );
+    if matches!(op, Op::Max | Op::Min) {
         check_scaled(
-            &label,
-            || apply(&x.tensor(), op, signed),
-            out,
-            &v.round(out),
-            &s,
-            t,
+            &format!("{label} indices"),
+            || {
+                let (_, i) = if op == Op::Max {
+                    x.tensor().cummax(signed)
+                } else {
+                    x.tensor().cummin(signed)
+                };
+                i
+            },
+            DType::I64,
+            &i,
+            &i,
+            EXACT,
         );
-        if matches!(op, Op::Max | Op::Min) {
-            check_scaled(
-                &format!("{label} indices"),
-                || {
-                    let (_, i) = if op == Op::Max {
-                        x.tensor().cummax(signed)
-                    } else {
-                        x.tensor().cummin(signed)
-                    };
-                    i
-                },
-                DType::I64,
-                &i,
-                &i,
-                EXACT,
-            );
-        }
     }
 }
 
@@ -322,6 +329,18 @@ fn long_single_rows_scan_in_tiles() {
     for op in [Op::Sum, Op::Max, Op::Lse] {
         check_all_axes("2x(2^19+4)", &v, op, LONG_F32);
     }
+    // bf16 over 130 rows (look-back up to 256 rows of 16-bit elements),
+    // two tiles of 16384 a row, the last one vector.
+    let many = Input::new(
+        Layout::Contiguous,
+        &[130, 16392],
+        DType::BF16,
+        -1.0,
+        1.0,
+        38,
+    );
+    assert_look_back("[130, 16392] bf16", &many.tensor().cumsum(1), true);
+    check_axis("130x16392", &many, Op::Sum, tol(DType::BF16), 1);
     let h = Input::new(Layout::Contiguous, &[2, m], DType::BF16, -1.0, 1.0, 30);
     assert!(assert_look_back("[2, 2^19+4] bf16", &h.tensor().cumsum(1), true) > 1);
     check_all_axes("2x(2^19+4)", &h, Op::Sum, tol(DType::BF16));
@@ -419,9 +438,20 @@ fn only_few_long_rows_take_the_look_back_path() {
     assert_look_back("[3, 1000]", &x(&[3, 1000]).cumsum(1), false);
     assert_look_back("[1000, 4099]", &x(&[1000, 4099]).cumsum(1), false);
     assert_look_back("[300007, 3] axis 1", &x(&[300_007, 3]).cumsum(1), false);
-    // Rows of 65536 keep the row walk from 256 rows (it fills the GPU).
+    // Rows of 65536 keep the row walk from 256 rows (it fills the GPU),
+    // from 512 rows in bf16.
     assert_look_back("[256, 65536]", &x(&[256, 65536]).cumsum(1), false);
     assert_look_back("[128, 65536]", &x(&[128, 65536]).cumsum(1), true);
+    let h = |shape: &[usize]| Tensor::zeros(shape, DType::BF16, &dev);
+    assert_look_back("[256, 65536] bf16", &h(&[256, 65536]).cumsum(1), true);
+    assert_look_back("[512, 65536] bf16", &h(&[512, 65536]).cumsum(1), false);
+    // bf16 tiles: 8-wide vectors, 4 chunks (32 elements a thread), 16384
+    // elements.
+    let s = h(&[1 << 24]).cumsum(0).schedule(Fusion::On);
+    let launch::Plan::Scan(p) = launch::choose(&s.items[0].kernel, &Target::CHECKED[1]) else {
+        panic!("not a scan plan");
+    };
+    assert_eq!((p.lanes, p.chunks, p.tiles), (8, 4, 1024));
     // A single row of 2^24 f32: 4-wide vectors, 4 chunks of 512 threads a
     // tile (8192 elements), a CTA each; every element read once and
     // written once.
@@ -435,8 +465,169 @@ fn only_few_long_rows_take_the_look_back_path() {
     let got = (p.lanes, p.tpr, p.chunks, p.tiles, p.grid);
     assert_eq!(got, (4, 512, 4, 2048, 2048));
     assert_eq!(k.bytes_read(), 4 << 24);
-    // The data, plus the status buffer: a counter and 3 words a tile.
-    assert_eq!(k.bytes_written(), (4 << 24) + 8 * (1 + 3 * 2048));
+    // The data, plus the status buffer: a counter and a packed word (flag
+    // and f32 state) a tile.
+    assert_eq!(k.bytes_written(), (4 << 24) + 8 * (1 + 2048));
+}
+
+/// Asserts that `y`'s scan kernel runs in column tiles (its scanned axis
+/// strided) on every checked target, chained by look-back through a status
+/// buffer when `chained` (several tiles along the axis). Returns the
+/// plan's vector width along the columns.
+fn assert_column_tiles(what: &str, y: &Tensor, chained: bool) -> usize {
+    let s = y.schedule(Fusion::On);
+    let k = &s
+        .items
+        .iter()
+        .find(|it| it.kernel.kind == KernelKind::Scan)
+        .unwrap_or_else(|| panic!("{what}: no scan kernel"))
+        .kernel;
+    assert_eq!(
+        k.zeroed_output().is_some(),
+        chained,
+        "{what}: status buffer"
+    );
+    let mut lanes = 0;
+    for t in Target::CHECKED {
+        let launch::Plan::Scan(p) = launch::choose(k, &t) else {
+            panic!("{what}: not a scan plan");
+        };
+        assert!(p.cols > 0, "{what}: {p:?} on {t:?} is not in column tiles");
+        assert_eq!(p.tiles >= 2, chained, "{what}: {p:?} on {t:?}");
+        lanes = p.lanes;
+    }
+    lanes
+}
+
+/// Float sums and the like along a long strided axis carry one `f32`
+/// rounding per tile of positions (and per warp within it).
+const COLUMN_F32: Tol = Tol {
+    rel: 2e-5,
+    abs: 1e-6,
+};
+
+#[test]
+fn strided_axes_scan_in_column_tiles() {
+    // First axis of [2053, 136]: one column a thread (4-wide vectors
+    // would leave 2 blocks of columns), 4 full blocks of 32 columns and a
+    // partial one, 65 tiles of 32 positions chained by look-back (the
+    // last one partial).
+    let shape = [2053, 136];
+    let x = Input::new(Layout::Contiguous, &shape, DType::F32, -1.0, 1.0, 51);
+    assert_eq!(
+        assert_column_tiles("[2053, 136] axis 0", &x.tensor().cumsum(0), true),
+        1
+    );
+    for op in [Op::Sum, Op::Max, Op::Min, Op::Lse] {
+        check_axis("2053x136", &x, op, COLUMN_F32, 0);
+    }
+    let p = Input::new(Layout::Contiguous, &shape, DType::F32, 0.999, 1.001, 52);
+    check_axis("2053x136", &p, Op::Prod, Tol::new(1e-4, 1e-6), 0);
+    // 4-wide vectors of f32 over 9 blocks of 128 columns (the last of 8),
+    // 10 tiles along the axis.
+    let v = Input::new(Layout::Contiguous, &[300, 1032], DType::F32, -1.0, 1.0, 50);
+    assert_eq!(
+        assert_column_tiles("[300, 1032] axis 0", &v.tensor().cumsum(0), true),
+        4
+    );
+    for op in [Op::Sum, Op::Max] {
+        check_axis("300x1032", &v, op, COLUMN_F32, 0);
+    }
+    // Views: flipped and stepped columns (one lane a thread), and a
+    // broadcast row (the operand is the same in every column).
+    for layout in [Layout::Flipped, Layout::Strided, Layout::Broadcast] {
+        let v = Input::new(layout, &[1031, 140], DType::F32, -1.0, 1.0, 53);
+        assert_column_tiles(&format!("{layout:?} axis 0"), &v.tensor().cumsum(0), true);
+        for op in [Op::Sum, Op::Max] {
+            check_axis("1031x140", &v, op, COLUMN_F32, 0);
+        }
+    }
+    // The middle axis of [3, 1031, 48]: a block of 128 columns spans three
+    // outer indices; 17 tiles along the axis.
+    let m = Input::new(
+        Layout::Contiguous,
+        &[3, 1031, 48],
+        DType::F32,
+        -1.0,
+        1.0,
+        54,
+    );
+    assert_column_tiles("[3, 1031, 48] axis 1", &m.tensor().cumsum(1), true);
+    for op in [Op::Sum, Op::Min, Op::Lse] {
+        check_axis("3x1031x48", &m, op, COLUMN_F32, 1);
+    }
+    // Other dtypes: f64 (2 lanes), halves (8 lanes, f32 states), integers
+    // (exact, I64 sums; I32 max with ties across tiles), bytes and bools.
+    let d = Input::new(Layout::Contiguous, &[1500, 130], DType::F64, -1.0, 1.0, 55);
+    for op in [Op::Sum, Op::Max, Op::Lse] {
+        check_axis("1500x130", &d, op, tol(DType::F64), 0);
+    }
+    let h = Input::new(Layout::Contiguous, &[200, 2056], DType::BF16, -1.0, 1.0, 56);
+    assert_eq!(
+        assert_column_tiles("bf16 axis 0", &h.tensor().cumsum(0), true),
+        8
+    );
+    for op in [Op::Sum, Op::Min] {
+        check_axis("200x2056", &h, op, tol(DType::BF16), 0);
+    }
+    let f = Input::new(Layout::Flipped, &[1500, 40], DType::F16, -1.0, 1.0, 57);
+    check_axis("1500x40", &f, Op::Lse, tol(DType::F16), 0);
+    let i = Input::new(Layout::Contiguous, &[3001, 136], DType::I64, -1e6, 1e6, 58);
+    for op in [Op::Sum, Op::Prod] {
+        check_axis("3001x136", &i, op, EXACT, 0);
+    }
+    let t = Input::new(Layout::Strided, &[3001, 72], DType::I32, -50.0, 50.0, 59);
+    check_axis("3001x72", &t, Op::Max, EXACT, 0);
+    let u = Input::new(Layout::Contiguous, &[1200, 200], DType::U8, 0.0, 255.0, 60);
+    check_axis("1200x200", &u, Op::Sum, EXACT, 0);
+    let b = Input::new(Layout::Permuted, &[1200, 3, 40], DType::Bool, 0.0, 2.0, 61);
+    check_axis("1200x3x40", &b, Op::Sum, EXACT, 1);
+}
+
+#[test]
+fn column_tiles_of_short_axes_and_few_columns() {
+    // One tile along the axis (no status buffer): a short first axis over
+    // many columns, fewer positions a thread.
+    let x = Input::new(Layout::Contiguous, &[13, 1000], DType::F32, -1.0, 1.0, 71);
+    assert_column_tiles("[13, 1000] axis 0", &x.tensor().cumsum(0), false);
+    for op in [Op::Sum, Op::Max, Op::Lse] {
+        check_axis("13x1000", &x, op, scan_tol(DType::F32), 0);
+    }
+    // Few columns (one block, mostly idle lanes) and more than 128 of
+    // them over a long axis: each tile's predecessor is the tile just
+    // before it, a long chain of look-backs.
+    let c = Input::new(Layout::Contiguous, &[2500, 3], DType::F32, -1.0, 1.0, 72);
+    assert_column_tiles("[2500, 3] axis 0", &c.tensor().cummin(0).1, true);
+    for op in [Op::Sum, Op::Min] {
+        check_axis("2500x3", &c, op, COLUMN_F32, 0);
+    }
+}
+
+#[test]
+fn nan_and_infinities_deep_in_column_tiles() {
+    let (n, cols) = (2000, 136);
+    let mut rng = Rng::new(81);
+    let mut vals: Vec<f64> = (0..n * cols).map(|_| rng.uniform(-1.0, 1.0)).collect();
+    let inf = f64::INFINITY;
+    // Column 5: +inf, later -inf (a NaN sum); column 77: NaN then +inf;
+    // column 130 (the partial block): -inf only.
+    for (row, col, v) in [
+        (700, 5, inf),
+        (1500, 5, -inf),
+        (900, 77, f64::NAN),
+        (1950, 77, inf),
+        (3, 130, -inf),
+        (1999, 130, -inf),
+    ] {
+        vals[row * cols + col] = v;
+    }
+    for layout in [Layout::Contiguous, Layout::Flipped] {
+        let x = Input::with_values(layout, &[n, cols], DType::F32, &vals);
+        assert_column_tiles("nan/inf axis 0", &x.tensor().cumsum(0), true);
+        for op in [Op::Sum, Op::Max, Op::Min, Op::Lse] {
+            check_axis("nan/inf columns", &x, op, COLUMN_F32, 0);
+        }
+    }
 }
 
 #[test]

@@ -4,7 +4,8 @@ busy before the start event so launch latency is not counted, median of 50
 runs after 10 warm-up runs, inputs rotated so that each run reads data not in
 L2) and the same bytes per case (reads plus writes):
 - cumsum over 2^24 elements along the last axis of [rows, n], n from 256 to
-  2^24 (the last is one row), and along the first axis of [n, 4096], f32 and
+  2^24 (the last is one row), along the first axis of [n, 4096] and the
+  middle one of [64, n, 64], f32 and
   bf16 (bf16 results as bf16: dtype= keeps torch from promoting); the input
   read and the result written.
 - torch.sort (values and indices) in f32 and bf16 and torch.topk with k = 8
@@ -98,11 +99,13 @@ def scans(r):
         nbytes = 2 * SCAN_ELEMS * size(dt)
         r.header(f"cumsum {name(dt)}, {SCAN_ELEMS} elements")
         cases = [("last", (SCAN_ELEMS // n, n), -1) for n in SCAN_NS]
-        cases.append(("first", (SCAN_ELEMS // SCAN_COLS, SCAN_COLS), 0))
+        n = SCAN_ELEMS // SCAN_COLS
+        cases.append(("first", (n, SCAN_COLS), 0))
+        cases.append(("middle", (64, n, SCAN_COLS // 64), 1))
         for along, shape, axis in cases:
             rot = rotation(nbytes)
             xs = [randn(shape, dt) for _ in range(rot)]
-            x = shape[0] if axis == 0 else shape[1]
+            x = shape[axis]
             fn = lambda i: torch.cumsum(xs[i], axis, dtype=dt)
             r.measure(f"cumsum {along} {name(dt)}", x, str(list(shape)), nbytes, fn, rot)
             del xs

@@ -13,10 +13,10 @@
 //! A *scan* kernel ([`KernelKind::Scan`]) has exactly one reduced variable,
 //! the scanned axis, and no `Reduce`: each [`Inst::Scan`] is element-level
 //! and holds, at every point, the inclusive scan of its operand along the
-//! row up to that point. A scan of few long rows that the GPU runs as a
-//! single-pass look-back scan has one more output that no store writes:
-//! its status buffer ([`Kernel::zeroed_output`]), zeroed before every
-//! launch.
+//! row up to that point. A scan that the GPU runs as a single-pass
+//! look-back scan (few long rows, or a long strided axis in column tiles)
+//! has one more output that no store writes: its status buffer
+//! ([`Kernel::zeroed_output`]), whose start is zeroed before every launch.
 //!
 //! A *sort* kernel ([`KernelKind::Sort`]) also has exactly one reduced
 //! variable, the sorted axis, and no `Reduce`: each [`Inst::Sort`] holds at
@@ -425,9 +425,10 @@ impl Kernel {
     }
 
     /// The output of a scan kernel that no store writes, its last: the
-    /// look-back status buffer ([`crate::ptx::scan_status_len`]), which
-    /// must hold zeros when the kernel starts (runtimes zero it before
-    /// every launch). `None` for every other kernel.
+    /// look-back status buffer ([`crate::ptx::scan_status_len`]), whose
+    /// first [`crate::ptx::scan_status_zeroed_len`] words must hold zeros
+    /// when the kernel starts (runtimes zero them before every launch).
+    /// `None` for every other kernel.
     pub fn zeroed_output(&self) -> Option<usize> {
         let last = self.outputs.len().checked_sub(1)?;
         let stored = self.stores.iter().any(|s| s.output == last);

@@ -33,6 +33,7 @@ fn every_case_emits_and_assembles() {
 /// planner does) map to the look-back scan, a CTA per tile, and assemble
 /// with their acquire/release flags, for 32-bit, 64-bit and paired
 /// (value, position) states; without the buffer they keep the row walk.
+/// So do column tiles of a long strided axis.
 #[test]
 fn look_back_scans_map_and_assemble() {
     let with_status = |mut k: smelt_codegen::Kernel| {
@@ -44,14 +45,15 @@ fn look_back_scans_map_and_assemble() {
         });
         k
     };
+    // Elements a thread: 16, 32 where every access is 16-bit.
     let cases = [
-        (ScanOp::Sum, DType::F32, 1, 1 << 20, 4),
-        (ScanOp::ArgMax, DType::F64, 3, 100_003, 1),
-        (ScanOp::Min, DType::I32, 2, 40_001, 1),
-        (ScanOp::LogSumExp, DType::BF16, 5, 65_536, 8),
+        (ScanOp::Sum, DType::F32, 1, 1 << 20, 4, 16),
+        (ScanOp::ArgMax, DType::F64, 3, 100_003, 1, 16),
+        (ScanOp::Min, DType::I32, 2, 40_001, 1, 16),
+        (ScanOp::LogSumExp, DType::BF16, 5, 65_536, 8, 32),
     ];
     let mut kernels = Vec::new();
-    for (op, dt, rows, len, lanes) in cases {
+    for (op, dt, rows, len, lanes, per_thread) in cases {
         let plain = ptx_cases::scan(op, dt, rows, len, false);
         let launch::Plan::Scan(p) = launch::choose(&plain, &H100) else {
             panic!("{}: not a scan plan", plain.name);
@@ -61,18 +63,44 @@ fn look_back_scans_map_and_assemble() {
         let launch::Plan::Scan(p) = launch::choose(&k, &H100) else {
             panic!("{}: not a scan plan", k.name);
         };
-        // 16 elements a thread (at most 8 chunks) in a tile.
-        let chunks = (16 / lanes).min(8);
+        // At most 8 chunks in a tile.
+        let chunks = (per_thread / lanes).min(8);
         let tiles = (len as usize).div_ceil(512 * lanes * chunks) as u32;
         let got = (p.lanes, p.tpr, p.chunks as usize, p.tiles);
         assert_eq!(got, (lanes, 512, chunks, tiles), "{}", k.name);
         assert_eq!(p.grid as i64, rows * tiles as i64, "{}", k.name);
+        // One 32-bit state (an f32 one; integers scan in i64 here) is
+        // packed with its flag in one 64-bit word.
         let ptx = emit(&k, &H100).unwrap().ptx;
-        for needle in ["atom.global.add.u32", "st.release.gpu", "ld.acquire.gpu"] {
+        let flags = if matches!(dt, DType::F32 | DType::BF16) {
+            ["st.relaxed.gpu.global.b64", "ld.relaxed.gpu.global.b64"]
+        } else {
+            ["st.release.gpu", "ld.acquire.gpu"]
+        };
+        for needle in ["atom.global.add.u32", flags[0], flags[1]] {
             assert!(ptx.contains(needle), "{}: no {needle}", k.name);
         }
         kernels.push(k);
     }
+    // Axis 0 of [4096, 4096] f32 in column tiles: 128 columns (4-wide
+    // vectors) by 32 positions (4 a thread), 128 tiles chained along the
+    // axis for each of 32 column blocks.
+    let k = with_status(ptx_cases::scan(ScanOp::Sum, DType::F32, 4096, 4096, true));
+    let launch::Plan::Scan(p) = launch::choose(&k, &H100) else {
+        panic!("{}: not a scan plan", k.name);
+    };
+    let got = (p.cols, p.lanes, p.chunks, p.tiles, p.grid);
+    assert_eq!(got, (32, 4, 4, 128, 32 * 128), "{}", k.name);
+    let ptx = emit(&k, &H100).unwrap().ptx;
+    for needle in [
+        "atom.global.add.u32",
+        "st.release.gpu",
+        "ld.acquire.gpu",
+        "nanosleep",
+    ] {
+        assert!(ptx.contains(needle), "{}: no {needle}", k.name);
+    }
+    kernels.push(k);
     let assembled = ptx_cases::assemble_all(&kernels, |_, _| {});
     if ptx_cases::ptxas_required() {
         assert_eq!(assembled, 2 * kernels.len());

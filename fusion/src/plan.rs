@@ -194,9 +194,10 @@ pub fn lower_plans(
         });
         let ops = low.op_names.clone();
         let mut kernel = low.finish();
-        // A look-back scan (few long rows, on the GPU) publishes its tiles'
-        // states in a status buffer, the kernel's last output: runtimes
-        // zero it before the launch ([`smelt_codegen::Kernel::zeroed_output`]).
+        // A look-back scan (few long rows, or a long strided axis, on the
+        // GPU) publishes its tiles' states in a status buffer, the kernel's
+        // last output: runtimes zero its start before the launch
+        // ([`smelt_codegen::Kernel::zeroed_output`]).
         let status = smelt_codegen::ptx::scan_status_len(&kernel);
         if status > 0 {
             let arg = Arg {

@@ -118,11 +118,21 @@ impl Cx<'_> {
     /// value of `reduce` also differs per lane (a matmul epilogue steps
     /// along `n`, and each lane has its own accumulator).
     pub fn with_lanes_along(&self, var: usize, reduce: Val) -> Self {
+        self.lanes_on(var, Some(reduce))
+    }
+
+    /// The same kernel with lanes along variable `var` (a scan along a
+    /// strided axis steps along the contiguous kept one).
+    pub fn with_lane_var(&self, var: usize) -> Self {
+        self.lanes_on(var, None)
+    }
+
+    fn lanes_on(&self, var: usize, also: Option<Val>) -> Self {
         Cx {
             k: self.k,
             level: self.level.clone(),
             lane_var: var,
-            lane_dep: depends_on_or(self.k, var, Some(reduce)),
+            lane_dep: depends_on_or(self.k, var, also),
             width: self.width,
             inputs: self.inputs.clone(),
             outputs: self.outputs.clone(),

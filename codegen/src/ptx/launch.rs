@@ -4,6 +4,7 @@
 
 use super::eval::row_free_load;
 use super::memory::vector_ok;
+use super::scan_state::{scan_insts, slot_bytes};
 use super::target::Target;
 use crate::ir::{Inst, Kernel, KernelKind};
 use crate::sort::{Method, SORT_CHUNK};
@@ -70,7 +71,12 @@ impl Rows {
 /// the single-pass scan with decoupled look-back instead: each row is cut
 /// into `tiles` tiles of `chunks` chunks, a CTA (`tpr == block`) per tile
 /// that scans its chunks together, the running value before a tile coming
-/// from its predecessors' published states (`ptx/lookback.rs`).
+/// from its predecessors' published states (`ptx/lookback.rs`). With
+/// `cols > 0` it is a scan along a strided axis in column tiles
+/// (`ptx/scan_cols.rs`): a CTA per tile of `cols * lanes` rows (columns of
+/// the tensor, `lanes` consecutive ones a thread) and `block / cols *
+/// chunks` positions of the scanned axis (`chunks` a thread), `tiles`
+/// tiles along the axis chained by look-back when there are several.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Scan {
     /// Consecutive elements per thread and chunk (a vector access where
@@ -86,8 +92,12 @@ pub struct Scan {
     /// Tiles per row of the look-back scan, 0 for the row walk.
     pub tiles: u32,
     /// Chunks per look-back tile (their loads are in flight together), 1
-    /// for the row walk.
+    /// for the row walk; for column tiles, the positions of the scanned
+    /// axis each thread scans.
     pub chunks: u32,
+    /// Threads across the columns of a column tile (a warp), 0 for teams
+    /// along rows.
+    pub cols: u32,
 }
 
 /// How a sort kernel's on-chip sort runs: a CTA per row (a grid-stride
@@ -153,19 +163,25 @@ fn accesses(k: &Kernel, level: &[bool]) -> Vec<(Expr, Cond, crate::DType, bool)>
 /// The widest vector along the last variable that every unit-stride
 /// access among `acc` supports (1 if none).
 fn lanes_for(k: &Kernel, acc: &[(Expr, Cond, crate::DType, bool)]) -> usize {
-    let Some(last) = k.ranges.len().checked_sub(1) else {
-        return 1;
-    };
+    match k.ranges.len().checked_sub(1) {
+        Some(last) => lanes_along(k, acc, last),
+        None => 1,
+    }
+}
+
+/// The widest vector along variable `var` that every access among `acc`
+/// with unit stride in it supports (1 if none).
+fn lanes_along(k: &Kernel, acc: &[(Expr, Cond, crate::DType, bool)], var: usize) -> usize {
     let unit: Vec<_> = acc
         .iter()
-        .filter(|a| a.0.affine_coef(last) == Some(1))
+        .filter(|a| a.0.affine_coef(var) == Some(1))
         .collect();
     [8, 4, 2]
         .into_iter()
         .find(|&l| {
-            k.ranges[last] % l as i64 == 0
+            k.ranges[var] % l as i64 == 0
                 && !unit.is_empty()
-                && unit.iter().all(|a| vector_ok(&a.0, &a.1, a.2, l, last))
+                && unit.iter().all(|a| vector_ok(&a.0, &a.1, a.2, l, var))
         })
         .unwrap_or(1)
 }
@@ -197,7 +213,11 @@ const LOOKBACK_THREADS: u32 = 512;
 
 /// Elements a look-back thread scans per tile (`lanes * chunks`), at
 /// most [`LOOKBACK_MAX_CHUNKS`] chunks: enough bytes in flight per CTA to
-/// cover its look-back's latency.
+/// cover its look-back's latency. Kernels whose accesses are all 16-bit
+/// or narrower take twice as many, so that a tile moves as many bytes as
+/// an `f32` one (at 16, `bf16` reached 48% of the copy ceiling on one row
+/// of 2^24 on an H100, `f32` 62%), and rows have half as many tiles to
+/// look back over.
 const LOOKBACK_PER_THREAD: usize = 16;
 
 /// Chunks of a look-back tile at most (each costs a warp scan and a scan
@@ -208,7 +228,11 @@ const LOOKBACK_MAX_CHUNKS: usize = 8;
 /// are longer than one tile. The row walk runs a row per CTA (up to 1024
 /// threads, two per SM), so fewer rows than an H100's 132 SMs leave SMs
 /// idle (16 rows of 2^20 `f32` reached 15% of the copy ceiling on an
-/// H100, BENCHMARKS.md), while 256 rows of 65536 reached 87%.
+/// H100, BENCHMARKS.md), while 256 rows of 65536 reached 87%. With 16-bit
+/// or narrower accesses twice as many rows: 256 rows of 65536 `bf16`
+/// reached only 57% in the row walk (80% for 1024 rows of 16384), and
+/// their look-back tiles (16384 elements, 4 a row) look back over at most
+/// one window of predecessors (not measured yet).
 const LOOKBACK_MAX_ROWS: usize = 128;
 
 /// Where [`lookback`] puts a scan kernel.
@@ -236,24 +260,131 @@ pub fn lookback(k: &Kernel) -> Option<Tiling> {
     let acc = accesses(k, &k.element_level());
     let row_contig = acc.iter().any(|a| a.0.affine_coef(last) == Some(1));
     let lanes = if row_contig { lanes_for(k, &acc) } else { 1 };
-    let chunks = (LOOKBACK_PER_THREAD / lanes).clamp(1, LOOKBACK_MAX_CHUNKS);
+    // Kernels moving 16-bit (or narrower) elements only.
+    let narrow = 1 + acc.iter().all(|a| a.2.size() <= 2) as usize;
+    let chunks = (narrow * LOOKBACK_PER_THREAD / lanes).clamp(1, LOOKBACK_MAX_CHUNKS);
     let tile = LOOKBACK_THREADS as usize * lanes * chunks;
     let tiles = row_len.div_ceil(tile);
     let fits = rows
         .checked_mul(tiles)
         .is_some_and(|n| n <= i32::MAX as usize);
-    (rows <= LOOKBACK_MAX_ROWS && tiles >= 2 && fits).then_some(Tiling {
+    (rows <= narrow * LOOKBACK_MAX_ROWS && tiles >= 2 && fits).then_some(Tiling {
         lanes,
         chunks: chunks as u32,
         tiles: tiles as u32,
     })
 }
 
+/// Threads across the columns of a column tile: a warp, so that its loads
+/// of one position of the scanned axis are `32 * lanes` neighbouring
+/// elements.
+pub const COL_THREADS: u32 = 32;
+
+/// Warps of a column tile, each scanning its own positions of the
+/// scanned axis (their totals are combined through shared memory).
+const COL_WARPS: u32 = 8;
+
+/// 4-byte state registers a column-tile thread may hold for its elements:
+/// 16 `f32` sums (64 bytes of `f32` loads in flight a thread). ptxas then
+/// needs 63 registers for axis 0 of `[4096, 4096]` `f32`, so four
+/// 256-thread CTAs fit an SM (at 32, 91: two), whose look-backs overlap
+/// the others' loads.
+const COL_STATE_WORDS: usize = 16;
+
+/// Shared memory (bytes) a column tile may use for its warps' totals, its
+/// prefix and its look-back window (below the 48 KiB of static shared
+/// memory, with room for the window's marks): a vector width that needs
+/// more is halved.
+const COL_SHARED: usize = 44 << 10;
+
+/// Column blocks that narrower vectors keep at least, where they can: a
+/// tile's predecessor along the axis took its id `blocks` tiles earlier,
+/// and a look-back window (8 predecessors, one round trip) then covers
+/// `8 * blocks` tiles; with 2 blocks of 128 `f32` columns (256 columns)
+/// windows of 16 tiles would bound the scan near 1 TB/s, with 8 of 32
+/// columns it is 4 times that (a warp still reads whole 128-byte lines).
+const COL_MIN_BLOCKS: usize = 8;
+
+/// Where [`column_tiles`] puts a scan kernel along a strided axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ColTiling {
+    /// Consecutive columns (values of the last kept variable) a thread.
+    pub lanes: usize,
+    /// Positions of the scanned axis a thread scans.
+    pub chunks: u32,
+    /// Tiles along the scanned axis.
+    pub tiles: u32,
+    /// Blocks of `COL_THREADS * lanes` columns.
+    pub blocks: u32,
+}
+
+impl ColTiling {
+    /// Columns of a tile.
+    pub fn width(&self) -> usize {
+        COL_THREADS as usize * self.lanes
+    }
+
+    /// Positions of the scanned axis in a tile.
+    pub fn length(&self) -> usize {
+        COL_WARPS as usize * self.chunks as usize
+    }
+}
+
+/// The column-tile geometry of scan kernel `k` (see [`Scan`]) when no
+/// access is contiguous along its scanned axis, else `None`. A tile is
+/// `COL_THREADS * lanes` columns wide (a warp across neighbouring rows of
+/// the kernel, vector accesses where the last kept axis is contiguous)
+/// and `COL_WARPS * chunks` positions long; short axes take fewer
+/// positions a thread. More
+/// than one tile along the axis needs the status buffer
+/// ([`super::scan_status_len`]) that the fusion planner gives the kernel.
+pub fn column_tiles(k: &Kernel) -> Option<ColTiling> {
+    let nk = k.n_kept;
+    if k.kind != KernelKind::Scan || nk == 0 || nk + 1 != k.ranges.len() {
+        return None;
+    }
+    let acc = accesses(k, &k.element_level());
+    if acc.iter().any(|a| a.0.affine_coef(nk) == Some(1)) {
+        return None;
+    }
+    let sizes = slot_bytes(&scan_insts(k));
+    let words = sizes.iter().sum::<u32>() as usize / 4;
+    // Warp totals, the tile's prefix and the look-back window: an 8-byte
+    // entry per slot and column each (`ptx/scan_cols.rs`).
+    let shared = |lanes: usize| {
+        (2 * COL_WARPS as usize + 1) * COL_THREADS as usize * lanes * 8 * sizes.len()
+    };
+    let mut lanes = lanes_along(k, &acc, nk - 1);
+    let blocks = |lanes: usize| k.rows().div_ceil(COL_THREADS as usize * lanes);
+    while lanes > 1 && (shared(lanes) > COL_SHARED || blocks(lanes) < COL_MIN_BLOCKS) {
+        lanes /= 2;
+    }
+    if shared(lanes) > COL_SHARED {
+        return None;
+    }
+    let per_thread = (COL_STATE_WORDS / words.max(1)).max(4);
+    let chunks = (per_thread / lanes)
+        .max(1)
+        .min(k.row_len().div_ceil(COL_WARPS as usize));
+    let tiles = k.row_len().div_ceil(COL_WARPS as usize * chunks);
+    let blocks = blocks(lanes);
+    let fits = blocks
+        .checked_mul(tiles)
+        .is_some_and(|n| n <= i32::MAX as usize);
+    fits.then_some(ColTiling {
+        lanes,
+        chunks: chunks as u32,
+        tiles: tiles as u32,
+        blocks: blocks as u32,
+    })
+}
+
 /// The mapping of a scan kernel: the look-back scan for few long rows
-/// ([`lookback`]) when the kernel has its status buffer; else a thread
-/// per row when the scanned axis is
-/// strided and a kept one contiguous (neighbouring threads then read
-/// neighbouring elements), else a team per row just wide enough to cover
+/// ([`lookback`]) when the kernel has its status buffer; column tiles
+/// ([`column_tiles`]) when the scanned axis is strided (given their
+/// status buffer where the axis takes several tiles; without it a thread
+/// per row where a kept axis is contiguous, neighbouring threads reading
+/// neighbouring elements); else a team per row just wide enough to cover
 /// the row in one chunk, from a warp (several rows per CTA) to 1024
 /// threads (longer rows take several chunks).
 fn choose_scan(k: &Kernel) -> Scan {
@@ -261,7 +392,8 @@ fn choose_scan(k: &Kernel) -> Scan {
     let acc = accesses(k, &level);
     let rows = k.rows() as u64;
     let row_len = k.row_len() as u64;
-    if let (Some(t), true) = (lookback(k), super::scan::has_status(k)) {
+    let status = super::scan::has_status(k);
+    if let (Some(t), true) = (lookback(k), status) {
         return Scan {
             lanes: t.lanes,
             tpr: LOOKBACK_THREADS,
@@ -269,6 +401,18 @@ fn choose_scan(k: &Kernel) -> Scan {
             grid: (rows * t.tiles as u64) as u32,
             tiles: t.tiles,
             chunks: t.chunks,
+            cols: 0,
+        };
+    }
+    if let Some(t) = column_tiles(k).filter(|t| t.tiles == 1 || status) {
+        return Scan {
+            lanes: t.lanes,
+            tpr: 1,
+            block: COL_THREADS * COL_WARPS,
+            grid: t.blocks * t.tiles,
+            tiles: t.tiles,
+            chunks: t.chunks,
+            cols: COL_THREADS,
         };
     }
     let last = k.ranges.len().saturating_sub(1);
@@ -291,6 +435,7 @@ fn choose_scan(k: &Kernel) -> Scan {
         grid,
         tiles: 0,
         chunks: 1,
+        cols: 0,
     }
 }
 
@@ -427,13 +572,14 @@ pub fn choose(k: &Kernel, target: &Target) -> Plan {
 }
 
 /// Checks that `plan` fits `k`: the right kind of mapping, a vector width
-/// that divides the last range, power-of-two teams that tile the block.
+/// that divides the range it steps along (the last; a column tile's last
+/// kept one), power-of-two teams that tile the block.
 pub fn valid(k: &Kernel, plan: &Plan) -> Result<(), String> {
     let has_reduce = k.insts.iter().any(|n| matches!(n.inst, Inst::Reduce(..)));
     let last = k.ranges.last().copied().unwrap_or(1);
     let scan = k.kind == KernelKind::Scan;
     let sort = k.kind == KernelKind::Sort;
-    let (lanes, block) = match plan {
+    let (lanes, block, lane_range) = match plan {
         Plan::Sort(p) if sort => {
             let chunk_ok = p.chunk.is_power_of_two()
                 && (2..=SORT_CHUNK as u32).contains(&p.chunk)
@@ -441,7 +587,22 @@ pub fn valid(k: &Kernel, plan: &Plan) -> Result<(), String> {
             if !chunk_ok || k.n_kept + 1 != k.ranges.len() || has_reduce {
                 return Err(format!("plan {p:?} does not fit sort kernel {}", k.name));
             }
-            (1, p.block)
+            (1, p.block, last)
+        }
+        Plan::Scan(p) if scan && p.cols > 0 => {
+            // Column tiles: the geometry [`column_tiles`] gives (the
+            // status buffer's layout depends on it), a warp across the
+            // columns, one CTA per tile, the buffer where tiles chain.
+            let fits = column_tiles(k).is_some_and(|t| {
+                (t.lanes, t.chunks, t.tiles) == (p.lanes, p.chunks, p.tiles)
+                    && p.grid == t.blocks * t.tiles
+                    && (t.tiles == 1 || super::scan::has_status(k))
+            });
+            if !fits || p.cols != COL_THREADS || p.block != COL_THREADS * COL_WARPS || p.tpr != 1 {
+                return Err(format!("plan {p:?} does not fit scan kernel {}", k.name));
+            }
+            // The lanes step along the last kept variable.
+            (p.lanes, p.block, k.ranges[k.n_kept - 1])
         }
         Plan::Scan(p) if scan => {
             let team_ok = p.tpr == 1 || (p.tpr % 32 == 0 && p.block % p.tpr == 0);
@@ -450,6 +611,7 @@ pub fn valid(k: &Kernel, plan: &Plan) -> Result<(), String> {
             let tile = p.tpr as usize * p.lanes * p.chunks as usize;
             let tiles_ok = (p.tiles == 0 && p.chunks == 1)
                 || (super::scan::has_status(k)
+                    && lookback(k).is_some()
                     && p.tpr == p.block
                     && p.tpr > 32
                     && p.chunks >= 1
@@ -458,9 +620,9 @@ pub fn valid(k: &Kernel, plan: &Plan) -> Result<(), String> {
             if !team_ok || !tiles_ok || k.n_kept + 1 != k.ranges.len() || has_reduce {
                 return Err(format!("plan {p:?} does not fit scan kernel {}", k.name));
             }
-            (p.lanes, p.block)
+            (p.lanes, p.block, last)
         }
-        Plan::Elementwise(p) if !has_reduce && !scan && !sort => (p.lanes, p.block),
+        Plan::Elementwise(p) if !has_reduce && !scan && !sort => (p.lanes, p.block, last),
         Plan::Rows(p) if has_reduce && !scan && !sort => {
             let teams_ok = p.tpr.is_power_of_two() && p.tpr <= p.block && p.block % p.tpr == 0;
             let cluster_ok = p.cluster == 1
@@ -473,7 +635,7 @@ pub fn valid(k: &Kernel, plan: &Plan) -> Result<(), String> {
             if !teams_ok || !cluster_ok || !fits || (p.lanes > 1 && k.n_kept == k.ranges.len()) {
                 return Err(format!("plan {p:?} does not fit kernel {}", k.name));
             }
-            (p.lanes, p.block)
+            (p.lanes, p.block, last)
         }
         _ => {
             return Err(format!(
@@ -489,7 +651,7 @@ pub fn valid(k: &Kernel, plan: &Plan) -> Result<(), String> {
         Plan::Sort(p) => p.grid,
     };
     if lanes == 0
-        || last % lanes as i64 != 0
+        || lane_range % lanes as i64 != 0
         || block % 32 != 0
         || !(32..=1024).contains(&block)
         || grid == 0

@@ -10,7 +10,13 @@
 //! [`record_words`] words: a flag (0 nothing yet, [`AGGREGATE`],
 //! [`INCLUSIVE`]), the tile's aggregate (every scan's state: a value, and a
 //! position for index ops, one 8-byte slot per register), then its
-//! inclusive prefix (the same slots). A CTA
+//! inclusive prefix (the same slots). A state of one 32-bit register (an
+//! `f32` sum, product, `logcumsumexp`, max or min; a 32-bit integer max or
+//! min) is *packed* instead: one word, the flag in its low half and the
+//! state it announces (the aggregate, later the inclusive prefix) in its
+//! high half, written and read with single 64-bit strong accesses, so a
+//! look-back window costs one round trip to L2 instead of two dependent
+//! ones (the flags, then the states). A CTA
 //! 1. takes the next tile id from the counter (`atom.add`), so tiles start
 //!    in id order: every tile a CTA waits for belongs to a CTA that already
 //!    runs, and look-back cannot wait on a CTA that is not resident;
@@ -28,7 +34,11 @@
 //! 5. publishes its inclusive prefix and scans its elements from the
 //!    exclusive prefix.
 //!
-//! Memory ordering (PTX memory model): a record's values are written once
+//! Memory ordering (PTX memory model): a packed word is written with
+//! `st.relaxed.gpu.b64` and read with `ld.relaxed.gpu.b64`: aligned
+//! 64-bit strong accesses are single-copy atomic (`cuda::atomic<uint64_t>`
+//! maps its loads and stores to them), and nothing else is read on the
+//! flag's word. Otherwise a record's values are written once
 //! by the CTA's thread 0 with ordinary stores, then its flag with
 //! `st.release.gpu`; readers load the flag with `ld.acquire.gpu` and only
 //! then the slots of the state the flag announced. The release and the
@@ -45,14 +55,30 @@ use super::eval::Cx;
 use super::scan_state::{select, shuffle, warp_scan, ScanInst, State};
 
 /// Flag of a tile whose aggregate is published.
-const AGGREGATE: u32 = 1;
+pub(super) const AGGREGATE: u32 = 1;
 /// Flag of a tile whose inclusive prefix is published.
-const INCLUSIVE: u32 = 2;
+pub(super) const INCLUSIVE: u32 = 2;
 
-/// 8-byte words of one tile's record: the flag, then the aggregate's and
-/// the inclusive prefix's `nslots` state slots.
-pub fn record_words(nslots: usize) -> usize {
-    1 + 2 * nslots
+/// Nanoseconds a look-back warp sleeps before it reads again the flags of
+/// predecessors that had published nothing (Merrill and Garland's
+/// back-off; short against a tile's loads, about a microsecond).
+pub(super) const BACKOFF_NS: u32 = 100;
+
+/// Whether the scans' states (of registers of `sizes` bytes) fit a packed
+/// record: one 32-bit register.
+pub fn packed(sizes: &[u32]) -> bool {
+    sizes == [4]
+}
+
+/// 8-byte words of one tile's record for state registers of `sizes`
+/// bytes: a packed word (the flag and the state), or the flag, then the
+/// aggregate's and the inclusive prefix's state slots.
+pub fn record_words(sizes: &[u32]) -> usize {
+    if packed(sizes) {
+        1
+    } else {
+        1 + 2 * sizes.len()
+    }
 }
 
 /// The CTA's tile: its id (`row * tiles + index`, `u32`) and its index
@@ -85,8 +111,8 @@ pub struct Lookback<'a> {
     pub scans: &'a [ScanInst],
     /// Each scan's first state slot.
     pub slots: &'a [usize],
-    /// State slots of all scans together.
-    pub nslots: usize,
+    /// Bytes of each state register of all scans together, by slot.
+    pub sizes: &'a [u32],
     /// Shared memory: its base register and the offset of the tile id's
     /// slot, followed by the prefix's slots.
     pub shared: (Reg, u32),
@@ -117,8 +143,10 @@ impl Lookback<'_> {
             .outputs
             .last()
             .expect("look-back scans have a status output");
-        let rec_bytes = record_words(self.nslots) * 8;
-        let inc_off = self.nslots * 8;
+        let nslots = self.sizes.len();
+        let packed = packed(self.sizes);
+        let rec_bytes = record_words(self.sizes) * 8;
+        let inc_off = nslots * 8;
         // A record's address: past the counter word, `rec_bytes` a tile.
         let record = |b: &mut Builder, id: Reg| {
             let a = b.reg(RegKind::B64);
@@ -135,20 +163,24 @@ impl Lookback<'_> {
         ins!(b, "and.pred {lead_first}, {lead}, {first}");
 
         // Step 3: the aggregate, and a row's first tile's inclusive prefix.
-        for (s, total) in aggregate.iter().enumerate() {
-            for (j, r) in total.regs().iter().enumerate() {
-                let (bt, off) = (r.kind.bit_ty(), self.slot(self.slots[s] + j));
-                ins!(b, "@{lead} st.global.{bt} [{my}+{off}], {r}");
-                ins!(
-                    b,
-                    "@{lead_first} st.global.{bt} [{my}+{}], {r}",
-                    off + inc_off
-                );
-            }
-        }
         let flag = b.reg(RegKind::B32);
         ins!(b, "selp.u32 {flag}, {INCLUSIVE}, {AGGREGATE}, {first}");
-        ins!(b, "@{lead} st.release.gpu.global.u32 [{my}], {flag}");
+        if packed {
+            publish_packed(b, lead, my, flag, aggregate[0].v);
+        } else {
+            for (s, total) in aggregate.iter().enumerate() {
+                for (j, r) in total.regs().iter().enumerate() {
+                    let (bt, off) = (r.kind.bit_ty(), self.slot(self.slots[s] + j));
+                    ins!(b, "@{lead} st.global.{bt} [{my}+{off}], {r}");
+                    ins!(
+                        b,
+                        "@{lead_first} st.global.{bt} [{my}+{}], {r}",
+                        off + inc_off
+                    );
+                }
+            }
+            ins!(b, "@{lead} st.release.gpu.global.u32 [{my}], {flag}");
+        }
 
         // Step 4, by the first warp of a tile after a row's first.
         let prefix: Vec<State> = self.scans.iter().map(|si| si.identity(b)).collect();
@@ -174,10 +206,30 @@ impl Lookback<'_> {
         ins!(b, "add.u32 {id}, {id}, {row_start}");
         let rec = record(b, id);
         let f = b.mov(RegKind::B32, "u32", INCLUSIVE);
-        ins!(b, "@!{before_row} ld.acquire.gpu.global.u32 {f}, [{rec}]");
+        // A packed record's state comes with its flag (the identity
+        // before the row's start).
+        let word_state = packed.then(|| {
+            let v = self.scans[0].identity(b).v;
+            let (word, bits) = (b.reg(RegKind::B64), b.reg(RegKind::B32));
+            ins!(b, "mov.b32 {bits}, {v}");
+            ins!(b, "mov.b64 {word}, {{{f}, {bits}}}");
+            ins!(
+                b,
+                "@!{before_row} ld.relaxed.gpu.global.b64 {word}, [{rec}]"
+            );
+            ins!(b, "mov.b64 {{{f}, {bits}}}, {word}");
+            ins!(b, "mov.b32 {v}, {bits}");
+            v
+        });
+        if !packed {
+            ins!(b, "@!{before_row} ld.acquire.gpu.global.u32 {f}, [{rec}]");
+        }
         let (published, all) = (b.reg(RegKind::Pred), b.reg(RegKind::Pred));
         ins!(b, "setp.ne.u32 {published}, {f}, 0");
         ins!(b, "vote.sync.all.pred {all}, {published}, -1");
+        // Back off while a predecessor has published nothing, so that
+        // spinning warps leave the memory system to the tiles' loads.
+        ins!(b, "@!{all} nanosleep.u32 {BACKOFF_NS}");
         ins!(b, "@!{all} bra {top}");
         // The state the flag announced: the inclusive prefix's slots or the
         // aggregate's.
@@ -197,19 +249,22 @@ impl Lookback<'_> {
         ins!(b, "and.pred {drop}, {drop}, {found}");
         for (s, si) in self.scans.iter().enumerate() {
             let id = si.identity(b);
-            let regs: Vec<Reg> = id
-                .regs()
-                .iter()
-                .enumerate()
-                .map(|(j, r)| {
-                    let x = b.reg(r.kind);
-                    let bt = r.kind.bit_ty();
-                    ins!(b, "mov.{bt} {x}, {r}");
-                    let off = self.slot(self.slots[s] + j);
-                    ins!(b, "@!{before_row} ld.global.{bt} {x}, [{rec}+{off}]");
-                    x
-                })
-                .collect();
+            let regs: Vec<Reg> = match word_state {
+                Some(v) => vec![v],
+                None => id
+                    .regs()
+                    .iter()
+                    .enumerate()
+                    .map(|(j, r)| {
+                        let x = b.reg(r.kind);
+                        let bt = r.kind.bit_ty();
+                        ins!(b, "mov.{bt} {x}, {r}");
+                        let off = self.slot(self.slots[s] + j);
+                        ins!(b, "@!{before_row} ld.global.{bt} {x}, [{rec}+{off}]");
+                        x
+                    })
+                    .collect(),
+            };
             let x = select(b, drop, id, State::from_regs(&regs));
             let window = warp_scan(b, si, lane, x, 32);
             let window = shuffle(b, "idx", window, "31");
@@ -229,16 +284,22 @@ impl Lookback<'_> {
         ins!(b, "not.pred {later}, {first}");
         ins!(b, "and.pred {later}, {later}, {lead}");
         let (base, off) = self.shared;
+        let done = b.mov(RegKind::B32, "u32", INCLUSIVE);
         for (s, si) in self.scans.iter().enumerate() {
             let incl = si.combine(b, prefix[s], aggregate[s]);
+            if packed {
+                publish_packed(b, later, my, done, incl.v);
+            }
             for (j, (r, p)) in incl.regs().iter().zip(prefix[s].regs()).enumerate() {
                 let bt = r.kind.bit_ty();
                 let slot = self.slots[s] + j;
-                ins!(
-                    b,
-                    "@{later} st.global.{bt} [{my}+{}], {r}",
-                    self.slot(slot) + inc_off
-                );
+                if !packed {
+                    ins!(
+                        b,
+                        "@{later} st.global.{bt} [{my}+{}], {r}",
+                        self.slot(slot) + inc_off
+                    );
+                }
                 ins!(
                     b,
                     "@{lead} st.shared.{bt} [{base}+{}], {p}",
@@ -246,8 +307,9 @@ impl Lookback<'_> {
                 );
             }
         }
-        let done = b.mov(RegKind::B32, "u32", INCLUSIVE);
-        ins!(b, "@{later} st.release.gpu.global.u32 [{my}], {done}");
+        if !packed {
+            ins!(b, "@{later} st.release.gpu.global.u32 [{my}], {done}");
+        }
         ins!(b, "bar.sync 0");
         prefix
             .iter()
@@ -273,4 +335,16 @@ impl Lookback<'_> {
             })
             .collect()
     }
+}
+
+/// Stores, where `pred` holds, the packed record word at `at`: `flag` in
+/// its low half, the 32-bit state `v` in its high half, with one 64-bit
+/// strong store (single-copy atomic, as `cuda::atomic<uint64_t>` stores
+/// are), so that a reader's one 64-bit strong load sees the flag and the
+/// state it announces together.
+fn publish_packed(b: &mut Builder, pred: Reg, at: Reg, flag: Reg, v: Reg) {
+    let (bits, word) = (b.reg(RegKind::B32), b.reg(RegKind::B64));
+    ins!(b, "mov.b32 {bits}, {v}");
+    ins!(b, "mov.b64 {word}, {{{flag}, {bits}}}");
+    ins!(b, "@{pred} st.relaxed.gpu.global.b64 [{at}], {word}");
 }

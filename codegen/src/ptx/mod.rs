@@ -12,8 +12,9 @@
 //! - Scans: a thread, warp or CTA per row walking it in chunks (thread,
 //!   warp shuffle and shared-memory scans, a carry between chunks); few
 //!   long rows instead as a single-pass scan with decoupled look-back, a
-//!   CTA per tile. See [`launch::Scan`] and the `scan` and `lookback`
-//!   modules.
+//!   CTA per tile; a strided scanned axis in column tiles (a warp across
+//!   columns), chained along the axis by look-back. See [`launch::Scan`]
+//!   and the `scan`, `lookback`, `scan_cols` and `col_lookback` modules.
 //! - Sorts: a CTA per row, a bitonic sort of `(key, position)` pairs in
 //!   shared memory; long rows through a radix select (`topk`) or an LSD
 //!   radix sort over many CTAs, several launches of one module sharing a
@@ -84,6 +85,7 @@
 
 mod attention;
 mod builder;
+mod col_lookback;
 mod elementwise;
 mod eval;
 mod expr;
@@ -110,6 +112,7 @@ pub mod ptxas;
 mod radix;
 mod reduce;
 mod scan;
+mod scan_cols;
 mod scan_state;
 mod scatter;
 mod select;
@@ -123,7 +126,7 @@ use builder::{ins, Builder};
 pub use launch::Plan;
 use module::{entry_name, module, prologue};
 pub use module::{scalar_param, Launch, PtxKernel};
-pub use scan::status_len as scan_status_len;
+pub use scan::{status_len as scan_status_len, status_zeroed_len as scan_status_zeroed_len};
 pub use target::Target;
 
 /// Lowers `kernel` for `target`: half-precision matmuls through the

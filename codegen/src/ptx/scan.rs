@@ -15,38 +15,19 @@
 //! being the tile's exclusive prefix from its predecessors.
 
 use super::builder::{ins, Builder, Reg, RegKind};
+use super::col_lookback;
 use super::elementwise::used_vars;
 use super::eval::{needs, Cx, Lanes, Point, Vals};
 use super::expr;
 use super::launch::Scan;
 use super::lookback;
 use super::ops::{self, Value};
-use super::scan_state::{select, shuffle, warp_scan, ScanInst, State};
-use crate::ir::{Inst, Kernel, Val};
+use super::scan_cols;
+use super::scan_state::{
+    scan_insts, select, shuffle, slot_bytes, state_slots, warp_scan, ScanInst, State,
+};
+use crate::ir::{Kernel, Val};
 use crate::DType;
-
-/// The kernel's scan instructions, in order.
-fn scan_insts(k: &Kernel) -> Vec<ScanInst> {
-    k.insts
-        .iter()
-        .enumerate()
-        .filter_map(|(val, node)| match node.inst {
-            Inst::Scan(op, src) => Some(ScanInst {
-                val,
-                op,
-                src,
-                dt: k.insts[src].dtype,
-            }),
-            _ => None,
-        })
-        .collect()
-}
-
-/// Registers of the scans' states together (a value, and a position for
-/// index ops): what the shared-memory and look-back slots hold.
-fn state_slots(scans: &[ScanInst]) -> usize {
-    scans.iter().map(|s| 1 + s.op.is_index() as usize).sum()
-}
 
 /// One chunk of a team's elements: the point group of the thread's
 /// `lanes` elements, the values evaluated there, per scan the thread's
@@ -63,6 +44,9 @@ struct Chunk {
 /// Emits the body of a scan kernel; returns the static shared memory it
 /// declares as `smem` (bytes).
 pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
+    if plan.cols > 0 {
+        return scan_cols::emit(b, cx, plan, smem);
+    }
     let k = cx.k;
     let w = cx.width;
     let n = w.bits();
@@ -312,10 +296,11 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Scan, smem: &str) -> u32 {
                     (1..chunks).fold(totals[0][s], |acc, ch| si.combine(b, acc, totals[ch][s]))
                 })
                 .collect();
+            let sizes = slot_bytes(&scans);
             let lb = lookback::Lookback {
                 scans: &scans,
                 slots: &slots,
-                nslots: nslots as usize,
+                sizes: &sizes,
                 shared: (base, totals_bytes),
             };
             lb.emit(b, cx, tile, tid, lane, warp, &aggregate)
@@ -454,18 +439,39 @@ pub fn has_status(k: &Kernel) -> bool {
     })
 }
 
-/// Words (`I64`) of the status buffer a look-back scan of `k` needs, 0
-/// when `k` is not one ([`super::launch::lookback`]): the tile counter,
-/// then one record per tile (see [`lookback`]).
-pub fn status_len(k: &Kernel) -> usize {
-    match super::launch::lookback(k) {
-        Some(t) => {
-            let record = lookback::record_words(state_slots(&scan_insts(k)));
-            k.rows()
-                .saturating_mul(t.tiles as usize)
-                .saturating_mul(record)
-                .saturating_add(1)
-        }
-        None => 0,
+/// `I64` words of the status buffer a look-back scan of `k` needs (0 when
+/// `k` is none), and how many of them, from the start, must be zero at
+/// the launch: a look-back over few long rows ([`super::launch::lookback`],
+/// the tile counter, then one record per tile, see [`lookback`], all
+/// zeroed) or chained column tiles ([`super::launch::column_tiles`], see
+/// [`col_lookback`]: the counter and the flags zeroed, not the records).
+fn status_layout(k: &Kernel) -> (usize, usize) {
+    if let Some(t) = super::launch::lookback(k) {
+        let record = lookback::record_words(&slot_bytes(&scan_insts(k)));
+        let len = k
+            .rows()
+            .saturating_mul(t.tiles as usize)
+            .saturating_mul(record)
+            .saturating_add(1);
+        return (len, len);
     }
+    match super::launch::column_tiles(k).filter(|t| t.tiles > 1) {
+        Some(t) => {
+            let (zeroed, len) = col_lookback::status_words(k, &t);
+            (len, zeroed)
+        }
+        None => (0, 0),
+    }
+}
+
+/// Words (`I64`) of the status buffer a look-back scan of `k` needs, 0
+/// when `k` is not one.
+pub fn status_len(k: &Kernel) -> usize {
+    status_layout(k).0
+}
+
+/// Words (`I64`) at the start of `k`'s status buffer that must hold zeros
+/// when the kernel starts (runtimes zero them before every launch).
+pub fn status_zeroed_len(k: &Kernel) -> usize {
+    status_layout(k).1
 }

@@ -7,7 +7,7 @@
 use super::builder::{f32_imm, ins, Builder, Reg, RegKind};
 use super::math_f64;
 use super::ops::{self, f64_imm, Value};
-use crate::ir::Val;
+use crate::ir::{Inst, Kernel, Val};
 use crate::{DType, ScanOp, UnaryOp};
 
 /// A running scan state: the value (an `f32`, `f64`, `s32` or `s64`
@@ -98,6 +98,41 @@ impl ScanInst {
             }
         }
     }
+}
+
+/// The kernel's scan instructions, in order.
+pub(super) fn scan_insts(k: &Kernel) -> Vec<ScanInst> {
+    k.insts
+        .iter()
+        .enumerate()
+        .filter_map(|(val, node)| match node.inst {
+            Inst::Scan(op, src) => Some(ScanInst {
+                val,
+                op,
+                src,
+                dt: k.insts[src].dtype,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Registers of the scans' states together (a value, and a position for
+/// index ops): what the shared-memory and look-back slots hold.
+pub(super) fn state_slots(scans: &[ScanInst]) -> usize {
+    scans.iter().map(|s| 1 + s.op.is_index() as usize).sum()
+}
+
+/// Bytes of each state register of the scans, in slot order: 8 for `f64`
+/// and `s64` values, 4 for 32-bit values and positions.
+pub(super) fn slot_bytes(scans: &[ScanInst]) -> Vec<u32> {
+    scans
+        .iter()
+        .flat_map(|s| {
+            let v = if s.dt.size() == 8 { 8 } else { 4 };
+            std::iter::once(v).chain(s.op.is_index().then_some(4))
+        })
+        .collect()
 }
 
 /// `p ? a : b` for every register of the states.

@@ -171,12 +171,13 @@ impl CudaDevice {
             .map_err(|e| driver_err("copying on the device", e))
     }
 
-    /// Queues zeroing the whole of `b` (a look-back scan's status buffer
-    /// before each launch).
-    pub fn zero(&self, b: &CudaBuffer) -> Result<()> {
+    /// Queues zeroing the first `bytes` bytes of `b` (at most all of it: a
+    /// look-back scan's status buffer before each launch).
+    pub fn zero(&self, b: &CudaBuffer, bytes: usize) -> Result<()> {
         self.bind()?;
-        // SAFETY: the block holds `b.bytes()` bytes.
-        unsafe { cu::memset_d8_async(b.ptr(), 0, b.bytes(), self.stream.cu_stream()) }
+        let bytes = bytes.min(b.bytes());
+        // SAFETY: the block holds `b.bytes()` bytes, at least `bytes`.
+        unsafe { cu::memset_d8_async(b.ptr(), 0, bytes, self.stream.cu_stream()) }
             .map_err(|e| driver_err("zeroing on the device", e))
     }
 

@@ -103,11 +103,13 @@ pub(crate) fn execute(
         }
         if let Some(o) = it.kernel.zeroed_output() {
             // A look-back scan's status buffer starts from zeros at every
-            // launch (on the stream, before the kernel).
+            // launch (on the stream, before the kernel): its counter and
+            // flags, the part the kernel reads before writing.
             let h = slots[it.outputs[o]]
                 .as_ref()
                 .ok_or_else(|| Error::Runtime("status buffer not allocated".into()))?;
-            dev.zero(buffer(h)?)?;
+            let words = ptx::scan_status_zeroed_len(&it.kernel);
+            dev.zero(buffer(h)?, words.saturating_mul(std::mem::size_of::<i64>()))?;
         }
         let mut ptrs = Vec::with_capacity(it.inputs.len() + it.outputs.len());
         for &b in it.inputs.iter().chain(&it.outputs) {
