@@ -168,6 +168,19 @@ impl Cx<'_> {
         }
     }
 
+    /// Evaluates the gathers among `insts` whose positions are known (an
+    /// embedding's row reads, once [`Cx::eval_loads`] has loaded the ids
+    /// of every group: then they are all in flight together).
+    pub fn eval_gathers(&self, b: &mut Builder, p: &Point, insts: &[Val], vals: &mut Vals) {
+        for &i in insts {
+            if let Inst::Gather { at, .. } = self.k.insts[i].inst {
+                if vals[i].is_none() && vals[at].is_some() {
+                    vals[i] = Some(self.eval_one(b, p, i, vals));
+                }
+            }
+        }
+    }
+
     /// Evaluates `insts` (SSA order) not yet in `vals`.
     pub fn eval(&self, b: &mut Builder, p: &Point, insts: &[Val], vals: &mut Vals) {
         for &i in insts {
