@@ -882,7 +882,7 @@ fn selects_on_padded_masks_aligned_or_not_to_vectors() {
                 || {
                     let mask =
                         Tensor::ones([3, 8 - before], DType::Bool, &test_device()).pad(&pads, 0.0);
-                    mask.where_(x.tensor(), &y.tensor())
+                    mask.where_(x.tensor(), y.tensor())
                 },
                 &want,
                 EXACT,
