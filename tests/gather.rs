@@ -8,7 +8,7 @@ mod common;
 
 use common::*;
 use smelt::{DType, Error, Fusion, Tensor};
-use smelt_codegen::ptx::{emit, Target};
+use smelt_codegen::ptx::{emit, launch, Plan, Target};
 
 const DTYPES: [DType; 8] = [
     DType::F32,
@@ -341,6 +341,102 @@ fn embedding_rows_are_read_with_vector_loads() {
                 "{dt}: one id check per vector: {}",
                 p.ptx
             );
+        }
+    }
+}
+
+/// Embeddings whose GPU threads take several row groups at once (2 for
+/// `f32` and `f64` rows with `i64` ids, 3 for 2-byte rows with `i32` ids,
+/// 4 for byte rows): a prime count of ids leaves the last thread's later
+/// groups outside the domain; contiguous tables (vector loads) and
+/// permuted ones (element loads), fused onward; an id out of range in the
+/// first, a middle or the last group is an `Err`.
+#[test]
+fn embeddings_of_unrolled_row_groups_match_the_host() {
+    let dev = test_device();
+    let (vocab, dim, n) = (50usize, 64usize, 37usize);
+    for dt in DTYPES {
+        for layout in [Layout::Contiguous, Layout::Permuted, Layout::Strided] {
+            let table = Input::with_values(layout, &[vocab, dim], dt, &source_values(dt));
+            let idt = if dt.size() == 2 {
+                DType::I32
+            } else {
+                DType::I64
+            };
+            let ids = index_input(Layout::Contiguous, &[n], vocab, 17, idt);
+            let (t, hi) = (table.host(), ids.host());
+            let want = NdArray::from_fn(&[n, dim], |c| t.at(&[hi.at(&c[..1]) as usize, c[1]]));
+            let what = format!("embedding {dt} {layout:?} of {n} ids");
+            check_dt(
+                &what,
+                || table.tensor().embedding(&ids.tensor()),
+                dt,
+                &want,
+                EXACT,
+            );
+            if dt != DType::Bool {
+                check(
+                    &format!("{what}, cast and doubled"),
+                    || table.tensor().embedding(&ids.tensor()).cast(DType::F64) * 2.0,
+                    &want.map(|v| 2.0 * v),
+                    EXACT,
+                );
+            }
+            for at in [0, n / 2, n - 1] {
+                let mut bad: Vec<i64> = (0..n as i64).map(|i| i % vocab as i64).collect();
+                bad[at] = vocab as i64;
+                let bad = Tensor::from_vec(bad, [n], &dev).cast(idt);
+                for mode in MODES {
+                    let e = realize_err(&table.tensor().embedding(&bad), mode);
+                    assert!(matches!(e, Error::Launch(_)), "{what}, bad id at {at}: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// An embedding of 4096 ids into `f32` rows of 768 (786432 groups of 4
+/// lanes): on an H100 a single wave of threads with 3 groups each, their
+/// ids loaded first, then all their rows, then all their stores; the
+/// values match the host.
+#[test]
+fn a_small_embedding_is_one_wave_with_every_row_in_flight() {
+    let dev = test_device();
+    let (vocab, dim, n) = (3001usize, 768usize, 4096usize);
+    let table = Tensor::from_vec(
+        (0..vocab * dim).map(|v| (v % 8191) as f32).collect(),
+        [vocab, dim],
+        &dev,
+    );
+    table.realize().unwrap();
+    let id_vals: Vec<i64> = (0..n as i64)
+        .map(|i| (i * 577 + 13) % vocab as i64)
+        .collect();
+    let ids = Tensor::from_vec(id_vals.clone(), [n], &dev);
+    ids.realize().unwrap();
+    let y = table.embedding(&ids);
+    let s = y.schedule(Fusion::On);
+    assert_eq!(s.items.len(), 1, "{s}");
+    let k = &s.items[0].kernel;
+    for t in Target::CHECKED {
+        let Plan::Elementwise(p) = launch::choose(k, &t) else {
+            panic!("an elementwise plan for {}", k.name);
+        };
+        let groups = (n * dim / p.lanes) as u64;
+        let threads = p.grid as u64 * p.block as u64;
+        assert!(p.unroll > 1, "{p:?}");
+        assert!(threads * p.unroll as u64 >= groups, "one pass: {p:?}");
+        assert!(threads <= t.num_sms as u64 * 2048, "one wave: {p:?}");
+        let ptx = emit(k, &t).unwrap().ptx;
+        let last_load = ptx.rfind("ld.global.v4").expect("vector row loads");
+        let first_store = ptx.find("st.global.v4").expect("vector stores");
+        assert!(last_load < first_store, "rows in flight together:\n{ptx}");
+    }
+    let got = y.to_vec::<f32>().unwrap();
+    for (p, id) in id_vals.iter().enumerate() {
+        for d in [0, 1, 383, 767] {
+            let want = ((*id as usize * dim + d) % 8191) as f32;
+            assert_eq!(got[p * dim + d], want, "id {p} element {d}");
         }
     }
 }

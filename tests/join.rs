@@ -97,6 +97,76 @@ fn cat_along_the_last_axis_at_vector_boundaries_matches_the_host() {
     }
 }
 
+/// Eight inputs along the last axis, their offsets multiples of 8: on the
+/// GPU each input's mask then holds for a whole 8-lane group of the 2-byte
+/// types, and the select chain evaluates it once per group; with a width
+/// of 4 among them, groups of 4. Every dtype and layout, fused onward.
+#[test]
+fn cat_of_eight_inputs_at_vector_boundaries_matches_the_host() {
+    let sets: [&[usize]; 2] = [&[8, 16, 8, 0, 24, 8, 16, 8], &[8, 4, 12, 8, 8, 16, 0, 8]];
+    let dtypes = [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::I8,
+        DType::I64,
+        DType::Bool,
+    ];
+    for widths in sets {
+        for dt in dtypes {
+            for (li, layout) in LAYOUTS.iter().enumerate() {
+                let inputs: Vec<Input> = widths
+                    .iter()
+                    .enumerate()
+                    .map(|(i, w)| {
+                        let l = LAYOUTS[(li + i) % LAYOUTS.len()];
+                        Input::new(l, &[3, *w], dt, -4.0, 4.0, 40 + i as u64)
+                    })
+                    .collect();
+                let hosts: Vec<NdArray> = inputs.iter().map(Input::host).collect();
+                let want = host_cat(&hosts, 1);
+                let what = format!("cat {dt} {layout:?} of {widths:?}");
+                let cat = || {
+                    let ts: Vec<Tensor> = inputs.iter().map(Input::tensor).collect();
+                    Tensor::cat(&ts.iter().collect::<Vec<_>>(), -1)
+                };
+                check_dt(&what, cat, dt, &want, EXACT);
+                let twice = want.map(|v| 2.0 * v);
+                let t = Tol::new(1e-6, 0.0);
+                check(
+                    &format!("{what} * 2"),
+                    || cat().cast(DType::F64) * 2.0,
+                    &twice,
+                    t,
+                );
+            }
+        }
+    }
+}
+
+/// `cat` of 8 `bf16` inputs whose widths are whole 8-lane vectors checks
+/// each input's range once per vector (its load's mask and its select's),
+/// not once per lane.
+#[test]
+fn cat_checks_each_input_once_per_vector() {
+    let ts: Vec<Tensor> = realized(8, &[16, 64])
+        .iter()
+        .map(|t| t.cast(DType::BF16))
+        .collect();
+    for t in &ts {
+        t.realize().unwrap();
+    }
+    let refs: Vec<&Tensor> = ts.iter().collect();
+    let s = Tensor::cat(&refs, -1).schedule(Fusion::On);
+    assert_eq!(s.items.len(), 1, "{s}");
+    for t in Target::CHECKED {
+        let p = emit(&s.items[0].kernel, &t).unwrap();
+        assert_eq!(p.ptx.matches("ld.global.v4.b32").count(), 8, "{}", p.ptx);
+        let checks = p.ptx.matches("setp.lt.u32").count();
+        assert!(checks < 2 * 8, "{checks} range checks:\n{}", p.ptx);
+    }
+}
+
 /// `cat` along the last axis of contiguous inputs whose widths are whole
 /// vectors is one kernel of 16-byte loads, no element-wise loads.
 #[test]

@@ -854,3 +854,39 @@ fn pads_of_whole_vectors_along_the_last_axis_in_every_kernel_kind() {
         }
     }
 }
+
+/// A select on a padded mask next to unmasked vector loads: where the
+/// mask's range is aligned to the vector width (4 lanes of `f32`) the GPU
+/// evaluates it once per vector, where it starts inside a vector (pad 2)
+/// once per lane, both as the host does.
+#[test]
+fn selects_on_padded_masks_aligned_or_not_to_vectors() {
+    for layout in LAYOUTS {
+        let x = Input::new(layout, &[3, 8], DType::F32, -3.0, 3.0, 81);
+        let y = Input::new(Layout::Contiguous, &[3, 8], DType::F32, -3.0, 3.0, 82);
+        for before in [2usize, 4] {
+            let pads = [(0, 0), (before, 0)];
+            let (hx, hy) = (x.host(), y.host());
+            let want = NdArray::from_fn(
+                &[3, 8],
+                |c| {
+                    if c[1] >= before {
+                        hx.at(c)
+                    } else {
+                        hy.at(c)
+                    }
+                },
+            );
+            check(
+                &format!("where on a mask padded by {before}, {layout:?}"),
+                || {
+                    let mask =
+                        Tensor::ones([3, 8 - before], DType::Bool, &test_device()).pad(&pads, 0.0);
+                    mask.where_(x.tensor(), y.tensor())
+                },
+                &want,
+                EXACT,
+            );
+        }
+    }
+}

@@ -1,7 +1,8 @@
 //! Elementwise kernels: a grid-stride loop over groups of `lanes`
 //! consecutive values of the last variable; each thread takes `unroll`
-//! groups per iteration, `grid * block` groups apart, and issues all their
-//! loads before computing and storing.
+//! groups per iteration, `grid * block` groups apart, issues all their
+//! loads (and the gathers they feed) first, and computes them all before
+//! the first store.
 
 use super::builder::{ins, Builder, RegKind};
 use super::eval::{needs, uses_var, Cx, Point, Vals};
@@ -100,7 +101,16 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Elementwise) {
         cx.eval_loads(b, p, &todo, v);
     }
     for (p, v) in points.iter().zip(&mut vals) {
+        cx.eval_gathers(b, p, &todo, v);
+    }
+    // Every group's values before the first store: ptxas keeps a load
+    // after a store that might alias it, so a group's gathers (issued
+    // when its ids arrive) or loads issued after another group's stores
+    // would wait for that group's data.
+    for (p, v) in points.iter().zip(&mut vals) {
         cx.eval(b, p, &todo, v);
+    }
+    for (p, v) in points.iter().zip(&vals) {
         for s in &k.stores {
             cx.store(b, p, s, v);
         }

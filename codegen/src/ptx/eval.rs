@@ -8,7 +8,7 @@
 use super::builder::{f32_imm, ins, Builder, Reg, RegKind};
 use super::expr::{self, Width};
 use super::gather;
-use super::memory;
+use super::memory::{self, WHOLE_RUN};
 use super::ops::{self, Value};
 use super::philox;
 use super::scatter;
@@ -26,10 +26,10 @@ pub struct Cx<'a> {
     pub k: &'a Kernel,
     /// Element-level instructions (see [`Kernel::element_level`]).
     pub level: Vec<bool>,
-    /// The variable that a point group's lanes step along, and the
-    /// instructions that depend on it.
+    /// The variable that a point group's lanes step along, and the runs of
+    /// its values over which each instruction is constant ([`lane_runs`]).
     pub lane_var: usize,
-    pub lane_dep: Vec<bool>,
+    pub lane_runs: Vec<u64>,
     pub width: Width,
     /// Global addresses of the inputs, then of the outputs.
     pub inputs: Vec<Reg>,
@@ -45,7 +45,8 @@ pub struct Cx<'a> {
 }
 
 /// A point group: registers of the variables with the lane variable at its
-/// first lane, and the predicate under which the point exists.
+/// first lane (a multiple of `lanes`, which vector accesses and
+/// [`lane_runs`] rely on), and the predicate under which the point exists.
 pub struct Point {
     pub vars: Vec<Option<Reg>>,
     pub lanes: usize,
@@ -75,29 +76,34 @@ pub fn row_free_load(k: &Kernel, i: usize) -> bool {
     }
 }
 
-/// Marks the instructions that depend on variable `var`.
-pub fn depends_on(k: &Kernel, var: usize) -> Vec<bool> {
-    depends_on_or(k, var, None)
-}
-
-/// Marks the instructions that depend on variable `var` or on the value
-/// of instruction `also` (a `Reduce` is otherwise constant along a row).
-fn depends_on_or(k: &Kernel, var: usize, also: Option<Val>) -> Vec<bool> {
-    let mut dep = vec![false; k.insts.len()];
+/// For each instruction of `k`, the longest run of consecutive values of
+/// variable `var`, from a multiple of the run's length (a power of two),
+/// over which its value cannot change: [`WHOLE_RUN`] when it depends
+/// neither on `var` nor on the value of instruction `also` (a `Reduce` is
+/// otherwise constant along a row), 1 when it may change at every value.
+/// A mask (`Inst::Valid`) of aligned ranges has the run of
+/// [`memory::mask_run`], and so do the selects it drives between values as
+/// uniform: `cat`'s chain of selects then evaluates its masks once per
+/// group of lanes instead of once per lane.
+pub fn lane_runs(k: &Kernel, var: usize, also: Option<Val>) -> Vec<u64> {
+    let mut run = vec![WHOLE_RUN; k.insts.len()];
     for (i, n) in k.insts.iter().enumerate() {
-        dep[i] = Some(i) == also
-            || match &n.inst {
-                Inst::Reduce(..) => false,
-                // A scan differs along its row even where its operand
-                // does not.
-                Inst::Scan(_, a) | Inst::Sort(_, a) => var >= k.n_kept || dep[*a],
-                inst => {
-                    let (e, c) = inst.exprs();
-                    uses_var(e, c, var) || inst.operands().iter().any(|o| dep[*o])
-                }
-            };
+        run[i] = match &n.inst {
+            _ if Some(i) == also => 1,
+            Inst::Reduce(..) => WHOLE_RUN,
+            // A scan differs along its row even where its operand
+            // does not.
+            Inst::Scan(_, a) | Inst::Sort(_, a) if var >= k.n_kept || run[*a] < WHOLE_RUN => 1,
+            Inst::Scan(..) | Inst::Sort(..) => WHOLE_RUN,
+            Inst::Valid(c) => memory::mask_run(c, var),
+            inst => {
+                let (e, c) = inst.exprs();
+                let own = if uses_var(e, c, var) { 1 } else { WHOLE_RUN };
+                inst.operands().iter().map(|o| run[*o]).fold(own, u64::min)
+            }
+        };
     }
-    dep
+    run
 }
 
 /// The element-level instructions that `roots` need, in SSA order.
@@ -132,7 +138,7 @@ impl Cx<'_> {
             k: self.k,
             level: self.level.clone(),
             lane_var: var,
-            lane_dep: depends_on_or(self.k, var, also),
+            lane_runs: lane_runs(self.k, var, also),
             width: self.width,
             inputs: self.inputs.clone(),
             outputs: self.outputs.clone(),
@@ -155,9 +161,11 @@ impl Cx<'_> {
         vars
     }
 
-    /// Whether instruction `i` has one value per lane at `p`.
+    /// Whether instruction `i` has one value per lane at `p` (else one for
+    /// all: the group's lanes lie in one of its runs, since a point's lane
+    /// variable starts at a multiple of its lanes).
     fn per_lane(&self, p: &Point, i: Val) -> bool {
-        p.lanes > 1 && self.lane_dep[i]
+        p.lanes > 1 && self.lane_runs[i] < p.lanes as u64
     }
 
     /// Evaluates the loads among `insts` (so that they are all in flight
@@ -166,6 +174,19 @@ impl Cx<'_> {
         for &i in insts {
             if vals[i].is_none() && matches!(self.k.insts[i].inst, Inst::Load { .. }) {
                 vals[i] = Some(self.eval_one(b, p, i, vals));
+            }
+        }
+    }
+
+    /// Evaluates the gathers among `insts` whose positions are known (an
+    /// embedding's row reads, once [`Cx::eval_loads`] has loaded the ids
+    /// of every group: then they are all in flight together).
+    pub fn eval_gathers(&self, b: &mut Builder, p: &Point, insts: &[Val], vals: &mut Vals) {
+        for &i in insts {
+            if let Inst::Gather { at, .. } = self.k.insts[i].inst {
+                if vals[i].is_none() && vals[at].is_some() {
+                    vals[i] = Some(self.eval_one(b, p, i, vals));
+                }
             }
         }
     }

@@ -2,7 +2,7 @@
 //! threads per row, slots per thread, block and grid), decided per kernel
 //! and shape in [`choose`] alone.
 
-use super::eval::row_free_load;
+use super::eval::{lane_runs, row_free_load};
 use super::memory::vector_ok;
 use super::scan_state::{scan_insts, slot_bytes};
 use super::target::Target;
@@ -184,6 +184,30 @@ fn lanes_along(k: &Kernel, acc: &[(Expr, Cond, crate::DType, bool)], var: usize)
                 && unit.iter().all(|a| vector_ok(&a.0, &a.1, a.2, l, var))
         })
         .unwrap_or(1)
+}
+
+/// Most groups an elementwise thread takes per iteration.
+const MAX_UNROLL: usize = 4;
+
+/// Bytes that the loads and gathers of one group of `lanes` read: `lanes`
+/// elements for those that differ along the lane variable, one for those
+/// constant over the group (an embedding's id, a row's scale); at least 1.
+fn group_bytes(k: &Kernel, lanes: usize) -> usize {
+    let runs = lane_runs(k, k.ranges.len().saturating_sub(1), None);
+    let bytes: usize = k
+        .insts
+        .iter()
+        .zip(&runs)
+        .filter_map(|(n, &run)| {
+            let input = match n.inst {
+                Inst::Load { input, .. } | Inst::Gather { input, .. } => input,
+                _ => return None,
+            };
+            let per_lane = lanes > 1 && run < lanes as u64;
+            Some(k.inputs[input].dtype.size() * if per_lane { lanes } else { 1 })
+        })
+        .sum();
+    bytes.max(1)
 }
 
 /// Number of loads among the instructions marked in `which` (at least 1).
@@ -475,12 +499,27 @@ pub fn choose(k: &Kernel, target: &Target) -> Plan {
         let all = vec![true; k.insts.len()];
         let acc = accesses(k, &all);
         let lanes = lanes_for(k, &acc);
-        let loads = count_loads(k, &all) as usize;
-        let widest = acc.iter().map(|a| a.2.size()).max().unwrap_or(4);
-        // About 32 bytes of loads in flight per thread.
-        let unroll = (32 / (lanes * widest * loads)).clamp(1, 4);
+        let gathers = k
+            .insts
+            .iter()
+            .any(|n| matches!(n.inst, Inst::Gather { .. }));
+        // About 32 bytes of loads in flight per thread; 64 with gathers,
+        // whose groups wait for two memory latencies (the ids', then the
+        // rows').
+        let target = if gathers { 64 } else { 32 };
+        let mut unroll = (target / group_bytes(k, lanes)).clamp(1, MAX_UNROLL);
         let block = 256;
         let groups = (numel as u64).div_ceil(lanes as u64);
+        // A gather that one pass covers in at most MAX_UNROLL groups per
+        // thread of one full wave (every SM at THREADS_PER_SM) takes
+        // as many groups per thread as that needs: the wave ends together,
+        // where a second, partial wave would add a whole id-then-row
+        // latency for a fraction of the work (embeddings of 4096 ids).
+        let wave = (sms * THREADS_PER_SM) as u64;
+        let one_wave = groups.div_ceil(wave) as usize;
+        if gathers && one_wave <= MAX_UNROLL {
+            unroll = unroll.max(one_wave);
+        }
         // One pass over the domain (the grid-stride loop runs once): 3-7%
         // faster than a persistent grid from 2^24 elements on an H200.
         let grid = groups

@@ -12,34 +12,68 @@ use crate::DType;
 /// written with one vector access at `index`: the index steps by 1 with the
 /// variable and every other term keeps the first lane aligned (the variable
 /// itself starts at a multiple of `lanes`), the mask holds for all lanes or
-/// none (it does not depend on the variable, or its checks of it are
-/// aligned ranges: `cat` along the last axis masks each input to
+/// none ([`mask_run`]: `cat` along the last axis masks each input to
 /// `lo <= i < hi`, and pads of whole vectors mask the same way), and the
 /// vector is 4, 8 or 16 bytes. A vector access evaluates the mask at the
 /// first lane.
 pub fn vector_ok(index: &Expr, valid: &Cond, dt: DType, lanes: usize, var: usize) -> bool {
     let bytes = lanes * dt.size();
-    let l = lanes as i64;
+    let l = lanes as u64;
     lanes > 1
         && matches!(bytes, 4 | 8 | 16)
-        && aligned_steps(index, l, var)
-        && valid.checks().iter().all(|(e, lo, hi)| {
-            let mut vs = Vec::new();
-            e.vars(&mut vs);
-            !vs.contains(&var) || (aligned_steps(e, l, var) && lo % l == 0 && hi % l == 0)
-        })
+        && step_run(index, var, &[]) >= l
+        && mask_run(valid, var) >= l
 }
 
-/// Whether `e` steps by 1 with `var` and is a multiple of `l` wherever
-/// `var` is: then `l` consecutive values of `var` from a multiple of `l`
-/// give `l` consecutive values of `e` from a multiple of `l`.
-fn aligned_steps(e: &Expr, l: i64, var: usize) -> bool {
+/// A run longer than any group of lanes: what [`mask_run`] and
+/// [`step_run`] give for values that do not depend on the variable at all.
+pub const WHOLE_RUN: u64 = 1 << 62;
+
+/// The longest run of consecutive values of `var`, starting at a multiple
+/// of its length (a power of two), over which `valid` holds everywhere or
+/// nowhere: [`WHOLE_RUN`] when no check reads `var`, else the shortest run
+/// of its checks of `var`, each of which must be an aligned range of an
+/// index stepping by 1 with it ([`step_run`] of the index and the range's
+/// ends). `cat`'s masks `lo <= i < hi` along the joined axis have runs as
+/// long as the inputs' offsets are aligned.
+pub fn mask_run(valid: &Cond, var: usize) -> u64 {
+    valid
+        .checks()
+        .iter()
+        .map(|(e, lo, hi)| {
+            let mut vs = Vec::new();
+            e.vars(&mut vs);
+            if vs.contains(&var) {
+                step_run(e, var, &[*lo, *hi])
+            } else {
+                WHOLE_RUN
+            }
+        })
+        .min()
+        .unwrap_or(WHOLE_RUN)
+}
+
+/// The longest run `l` (a power of two, at most [`WHOLE_RUN`]) such that
+/// `e` steps by 1 with `var` and its other terms, its constant and `also`
+/// are all multiples of `l`: then `l` consecutive values of `var` from a
+/// multiple of `l` give `l` consecutive values of `e` from a multiple of
+/// `l`. 1 when `e` does not step by 1 with `var`.
+fn step_run(e: &Expr, var: usize, also: &[i64]) -> u64 {
+    if e.affine_coef(var) != Some(1) {
+        return 1;
+    }
     let (terms, k) = e.parts();
-    e.affine_coef(var) == Some(1)
-        && k % l == 0
-        && terms
-            .iter()
-            .all(|(a, c)| *a == crate::expr::Atom::Var(var) || c % l == 0)
+    let bits = terms
+        .iter()
+        .filter(|(a, _)| *a != crate::expr::Atom::Var(var))
+        .map(|(_, c)| *c)
+        .chain(also.iter().copied())
+        .fold(k.unsigned_abs(), |acc, c| acc | c.unsigned_abs());
+    if bits == 0 {
+        WHOLE_RUN
+    } else {
+        (1u64 << bits.trailing_zeros()).min(WHOLE_RUN)
+    }
 }
 
 /// The byte address of element `idx` of a buffer at `base`.
@@ -305,5 +339,24 @@ mod tests {
         let twice = Cond::always().and_range(Expr::var(1).scale(2), 0, 64, &ranges);
         let (index, _) = case(0, 0, 64);
         assert!(!vector_ok(&index, &twice, DType::F32, 4, 1));
+    }
+
+    #[test]
+    fn mask_runs_are_the_alignment_of_the_ranges() {
+        assert_eq!(mask_run(&case(16, 16, 32).1, 1), 16);
+        assert_eq!(mask_run(&case(4, 4, 20).1, 1), 4);
+        assert_eq!(mask_run(&case(18, 18, 32).1, 1), 2);
+        assert_eq!(mask_run(&case(0, 0, 64).1, 1), WHOLE_RUN, "always holds");
+        let ranges = [4, 64];
+        let other = Cond::always().and_range(Expr::var(0), 1, 3, &ranges);
+        assert_eq!(mask_run(&other, 1), WHOLE_RUN);
+        // An offset of 8 in the checked index halves a run of 16.
+        let shifted = Cond::always().and_range(Expr::var(1).add_const(8), 16, 48, &ranges);
+        assert_eq!(mask_run(&shifted, 1), 8);
+        let twice = Cond::always().and_range(Expr::var(1).scale(2), 0, 64, &ranges);
+        assert_eq!(mask_run(&twice, 1), 1);
+        // The shortest run of several checks.
+        let both = case(16, 16, 32).1.and(&case(4, 4, 60).1, &ranges);
+        assert_eq!(mask_run(&both, 1), 4);
     }
 }

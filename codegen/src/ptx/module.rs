@@ -117,7 +117,7 @@ pub(super) fn prologue<'a>(
         k: kernel,
         level: kernel.element_level(),
         lane_var: kernel.ranges.len().saturating_sub(1),
-        lane_dep: eval::depends_on(kernel, kernel.ranges.len().saturating_sub(1)),
+        lane_runs: eval::lane_runs(kernel, kernel.ranges.len().saturating_sub(1), None),
         width: width(kernel),
         inputs: ptrs,
         outputs,
