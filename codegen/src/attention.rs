@@ -172,7 +172,7 @@ impl Kernel {
             if targets.contains(&x)
                 || matches!(
                     inst,
-                    Inst::Reduce(..) | Inst::Scan(..) | Inst::Sort(..) | Inst::Gather { .. }
+                    Inst::Reduce(..) | Inst::Scan(..) | Inst::Sort(..) | Inst::Gather(_)
                 )
             {
                 return true;

@@ -3,7 +3,7 @@
 //! so a view bug becomes an `Err` instead of an out-of-bounds GPU read.
 
 use crate::expr::{Atom, Expr};
-use crate::ir::{Inst, Kernel, KernelKind, StoreKind};
+use crate::ir::{Gather, Inst, Kernel, KernelKind, StoreKind};
 
 impl Kernel {
     /// Checks every unmasked load and every store against its buffer's
@@ -48,14 +48,14 @@ impl Kernel {
         let gathers = self.insts.iter().filter_map(|n| match &n.inst {
             // The data-dependent part is checked at run time; the rest of
             // the index is checked here over the whole axis `0..len`.
-            Inst::Gather {
+            Inst::Gather(Gather {
                 input,
                 index,
                 valid,
                 stride,
                 len: axis @ 1..,
                 ..
-            } if valid.is_always() => {
+            }) if valid.is_always() => {
                 let (lo, hi) = exact_bounds(index, ranges)?;
                 let end = (axis - 1) * stride;
                 let len = self.inputs[*input].len;
@@ -190,14 +190,14 @@ mod tests {
                 dtype: DType::I32,
             },
             Node {
-                inst: Inst::Gather {
+                inst: Inst::Gather(Gather {
                     input: 0,
                     index: Expr::var(0).add_const(offset),
                     valid: Cond::always(),
                     at: 0,
                     stride,
                     len,
-                },
+                }),
                 dtype: DType::F32,
             },
         ];

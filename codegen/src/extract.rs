@@ -94,7 +94,7 @@ pub(crate) fn copy_insts(
                 Inst::Reduce(..)
                 | Inst::Scan(..)
                 | Inst::Sort(..)
-                | Inst::Gather { .. }
+                | Inst::Gather(_)
                 | Inst::Dot(..)
                 | Inst::Attend(..) => return None,
             },

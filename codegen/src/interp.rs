@@ -23,7 +23,7 @@
 //! positions accumulate in the same order on every run.
 
 use crate::column::Col;
-use crate::ir::{Inst, Kernel, Store, StoreKind, Val};
+use crate::ir::{Gather, Inst, Kernel, Store, StoreKind, Val};
 use crate::philox::Draw;
 use crate::sort::{sort_order, SortPart};
 use crate::{DType, KernelKind, ScanOp, SortOp};
@@ -554,14 +554,14 @@ fn compute(
             });
             read(arg.dtype, buf, js).to(arg.dtype, dt).into_owned()
         }
-        Inst::Gather {
+        Inst::Gather(Gather {
             input,
             index,
             valid,
             at,
             stride,
             len,
-        } => {
+        }) => {
             let arg = k.inputs[*input];
             idx.resize(n, 0);
             index.eval_many(vars, idx);

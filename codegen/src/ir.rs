@@ -143,22 +143,7 @@ pub enum Inst {
     /// fails. An `at` outside `0..len` is a run-time error: the CPU returns
     /// it, the GPU reads element `index` instead and raises the kernel's
     /// error flag (see [`Kernel::has_indirect`]).
-    Gather {
-        /// The input buffer's position in [`Kernel::inputs`].
-        input: usize,
-        /// The index of the gathered axis' element 0, over the loop
-        /// variables.
-        index: Expr,
-        /// Where the load happens; elsewhere the value is 0 and `at` is not
-        /// checked.
-        valid: Cond,
-        /// The position along the gathered axis (an integer value).
-        at: Val,
-        /// Elements between neighbours along the gathered axis.
-        stride: i64,
-        /// Size of the gathered axis: `at` must lie in `0..len`.
-        len: i64,
-    },
+    Gather(Gather),
     /// `I32`: the value of an index expression at the point (a coordinate
     /// or a linear index: what `tril`'s mask and a random tensor's counter
     /// are computed from, so neither is ever held in memory).
@@ -183,6 +168,25 @@ pub enum Inst {
     Attend(Val, Val),
 }
 
+/// The operands of an [`Inst::Gather`] (an indirect load).
+#[derive(Clone, Debug, PartialEq, Hash)]
+pub struct Gather {
+    /// The input buffer's position in [`Kernel::inputs`].
+    pub input: usize,
+    /// The index of the gathered axis' element 0, over the loop
+    /// variables.
+    pub index: Expr,
+    /// Where the load happens; elsewhere the value is 0 and `at` is not
+    /// checked.
+    pub valid: Cond,
+    /// The position along the gathered axis (an integer value).
+    pub at: Val,
+    /// Elements between neighbours along the gathered axis.
+    pub stride: i64,
+    /// Size of the gathered axis: `at` must lie in `0..len`.
+    pub len: i64,
+}
+
 impl Inst {
     /// Operands of the instruction.
     pub fn operands(&self) -> Vec<Val> {
@@ -197,7 +201,7 @@ impl Inst {
             | Inst::Reduce(_, a)
             | Inst::Scan(_, a)
             | Inst::Sort(_, a)
-            | Inst::Gather { at: a, .. } => vec![*a],
+            | Inst::Gather(Gather { at: a, .. }) => vec![*a],
             Inst::Binary(_, a, b) | Inst::Dot(a, b) | Inst::Attend(a, b) => vec![*a, *b],
             Inst::Where(c, a, b) => vec![*c, *a, *b],
             Inst::Random(_, ops) => ops.clone(),
@@ -209,7 +213,7 @@ impl Inst {
     /// through these).
     pub fn exprs(&self) -> (Option<&Expr>, Option<&Cond>) {
         match self {
-            Inst::Load { index, valid, .. } | Inst::Gather { index, valid, .. } => {
+            Inst::Load { index, valid, .. } | Inst::Gather(Gather { index, valid, .. }) => {
                 (Some(index), Some(valid))
             }
             Inst::Valid(c) => (None, Some(c)),
@@ -364,9 +368,7 @@ impl Kernel {
     /// to 1 where an index is out of range (the runtime reads it once per
     /// realize).
     pub fn has_indirect(&self) -> bool {
-        self.insts
-            .iter()
-            .any(|n| matches!(n.inst, Inst::Gather { .. }))
+        self.insts.iter().any(|n| matches!(n.inst, Inst::Gather(_)))
             || self.stores.iter().any(Store::is_add)
     }
 
@@ -459,9 +461,9 @@ impl Kernel {
                 Inst::Load { index, valid, .. } => {
                     is_reduced(index) || valid.checks().iter().any(|(e, _, _)| is_reduced(e))
                 }
-                Inst::Gather {
+                Inst::Gather(Gather {
                     index, valid, at, ..
-                } => {
+                }) => {
                     level[*at]
                         || is_reduced(index)
                         || valid.checks().iter().any(|(e, _, _)| is_reduced(e))
@@ -507,7 +509,7 @@ impl Kernel {
                 touched[*input] = touched[*input].max(span);
             }
             // A gather touches at most one element per domain point.
-            if let Inst::Gather { input, valid, .. } = &n.inst {
+            if let Inst::Gather(Gather { input, valid, .. }) = &n.inst {
                 let span: usize = if valid.is_never() {
                     0
                 } else {
@@ -586,14 +588,7 @@ impl Kernel {
                 Inst::Valid(c) => (7u8, c).hash(&mut h),
                 Inst::Scalar(slot) => (8u8, slot).hash(&mut h),
                 Inst::Scan(op, a) => (9u8, op, a).hash(&mut h),
-                Inst::Gather {
-                    input,
-                    index,
-                    valid,
-                    at,
-                    stride,
-                    len,
-                } => (10u8, input, index, valid, at, stride, len).hash(&mut h),
+                Inst::Gather(g) => (10u8, g).hash(&mut h),
                 Inst::Index(e) => (11u8, e).hash(&mut h),
                 Inst::Random(d, ops) => (12u8, d, ops).hash(&mut h),
                 Inst::Sort(op, a) => (13u8, op, a).hash(&mut h),
@@ -647,14 +642,14 @@ impl fmt::Display for Kernel {
                 Inst::Where(c, a, b) => write!(f, "where %{c}, %{a}, %{b}")?,
                 Inst::Reduce(op, a) => write!(f, "reduce_{} %{a}", op.name())?,
                 Inst::Scan(op, a) => write!(f, "{} %{a}", op.name())?,
-                Inst::Gather {
+                Inst::Gather(Gather {
                     input,
                     index,
                     valid,
                     at,
                     stride,
                     len,
-                } => {
+                }) => {
                     write!(
                         f,
                         "gather in{input}[{index} + %{at} * {stride}], %{at} < {len}"

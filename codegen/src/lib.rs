@@ -38,7 +38,7 @@ pub use dims::{Axes, Dims, Ranges, Shape, Strides};
 pub use dtype::DType;
 pub use expr::{Cond, Expr};
 pub use ir::{
-    Arg, Inst, Kernel, KernelKind, Node, Store, StoreKind, Val, INST_BUDGET, PARAM_BYTES,
+    Arg, Gather, Inst, Kernel, KernelKind, Node, Store, StoreKind, Val, INST_BUDGET, PARAM_BYTES,
     PARAM_BYTES_LIMIT,
 };
 pub use ops::{BinaryOp, ReduceOp, UnaryOp};

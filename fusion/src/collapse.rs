@@ -2,7 +2,7 @@
 //! neighbouring variables that every access walks contiguously merge, so a
 //! contiguous kernel indexes with one plain linear variable.
 
-use smelt_codegen::{Cond, Expr, Inst, Kernel, KernelKind, Ranges};
+use smelt_codegen::{Cond, Expr, Gather, Inst, Kernel, KernelKind, Ranges};
 
 /// Drops size-1 loop variables and merges contiguous neighbours until
 /// nothing changes. Attention kernels keep their domain: each variable
@@ -98,7 +98,7 @@ fn rewrite(k: &Kernel, map: &dyn Fn(usize) -> Expr, ranges: Ranges, n_kept: usiz
     }
     for n in &mut out.insts {
         match &mut n.inst {
-            Inst::Load { index, valid, .. } | Inst::Gather { index, valid, .. } => {
+            Inst::Load { index, valid, .. } | Inst::Gather(Gather { index, valid, .. }) => {
                 *index = index.substitute(map, &ranges);
                 *valid = valid.substitute(map, &ranges);
             }

@@ -10,8 +10,8 @@ use crate::view::{contiguous_strides, ShapeTracker, View};
 use rustc_hash::{FxHashMap, FxHashSet};
 use smallvec::{smallvec, SmallVec};
 use smelt_codegen::{
-    Arg, BinaryOp, Cond, DType, Expr, Inst, Kernel, KernelKind, Node, ReduceOp, SortPart, Store,
-    StoreKind, Val,
+    Arg, BinaryOp, Cond, DType, Expr, Gather, Inst, Kernel, KernelKind, Node, ReduceOp, SortPart,
+    Store, StoreKind, Val,
 };
 use std::hash::{Hash, Hasher};
 
@@ -179,14 +179,7 @@ impl Hash for InstKey {
             Inst::Where(c, a, b) => (c, a, b).hash(h),
             Inst::Reduce(op, a) => (op, a).hash(h),
             Inst::Scan(op, a) => (op, a).hash(h),
-            Inst::Gather {
-                input,
-                index,
-                valid,
-                at,
-                stride,
-                len,
-            } => (input, index, valid, at, stride, len).hash(h),
+            Inst::Gather(g) => g.hash(h),
             Inst::Index(e) => e.hash(h),
             Inst::Random(d, ops) => (d, ops).hash(h),
             Inst::Sort(op, a) => (op, a).hash(h),
@@ -776,14 +769,14 @@ impl<'a> Lowerer<'a> {
             },
         );
         self.push(
-            Inst::Gather {
+            Inst::Gather(Gather {
                 input,
                 index,
                 valid,
                 at,
                 stride,
                 len,
-            },
+            }),
             node.dtype(),
         )
     }

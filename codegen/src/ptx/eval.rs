@@ -12,7 +12,7 @@ use super::memory::{self, WHOLE_RUN};
 use super::ops::{self, Value};
 use super::philox;
 use super::scatter;
-use crate::ir::{Inst, Kernel, Store, StoreKind, Val};
+use crate::ir::{Gather, Inst, Kernel, Store, StoreKind, Val};
 use crate::DType;
 
 /// An instruction's values: one per lane, or one for every lane.
@@ -183,7 +183,7 @@ impl Cx<'_> {
     /// of every group: then they are all in flight together).
     pub fn eval_gathers(&self, b: &mut Builder, p: &Point, insts: &[Val], vals: &mut Vals) {
         for &i in insts {
-            if let Inst::Gather { at, .. } = self.k.insts[i].inst {
+            if let Inst::Gather(Gather { at, .. }) = self.k.insts[i].inst {
                 if vals[i].is_none() && vals[at].is_some() {
                     vals[i] = Some(self.eval_one(b, p, i, vals));
                 }
@@ -235,14 +235,14 @@ impl Cx<'_> {
                     })
                     .collect()
             }
-            Inst::Gather {
+            Inst::Gather(Gather {
                 input,
                 index,
                 valid,
                 at,
                 stride,
                 len,
-            } => {
+            }) => {
                 let err = self.err.expect("kernels with gathers get an error flag");
                 let dtype = self.k.inputs[*input].dtype;
                 // One position for the whole group (an embedding's row id)

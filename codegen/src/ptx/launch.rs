@@ -6,7 +6,7 @@ use super::eval::{lane_runs, row_free_load};
 use super::memory::vector_ok;
 use super::scan_state::{scan_insts, slot_bytes};
 use super::target::Target;
-use crate::ir::{Inst, Kernel, KernelKind};
+use crate::ir::{Gather, Inst, Kernel, KernelKind};
 use crate::sort::{Method, SORT_CHUNK};
 use crate::{Cond, Expr};
 
@@ -200,7 +200,7 @@ fn group_bytes(k: &Kernel, lanes: usize) -> usize {
         .zip(&runs)
         .filter_map(|(n, &run)| {
             let input = match n.inst {
-                Inst::Load { input, .. } | Inst::Gather { input, .. } => input,
+                Inst::Load { input, .. } | Inst::Gather(Gather { input, .. }) => input,
                 _ => return None,
             };
             let per_lane = lanes > 1 && run < lanes as u64;
@@ -216,7 +216,7 @@ fn count_loads(k: &Kernel, which: &[bool]) -> u64 {
         .insts
         .iter()
         .zip(which)
-        .filter(|(n, w)| **w && matches!(n.inst, Inst::Load { .. } | Inst::Gather { .. }))
+        .filter(|(n, w)| **w && matches!(n.inst, Inst::Load { .. } | Inst::Gather(_)))
         .count();
     n.max(1) as u64
 }
@@ -499,10 +499,7 @@ pub fn choose(k: &Kernel, target: &Target) -> Plan {
         let all = vec![true; k.insts.len()];
         let acc = accesses(k, &all);
         let lanes = lanes_for(k, &acc);
-        let gathers = k
-            .insts
-            .iter()
-            .any(|n| matches!(n.inst, Inst::Gather { .. }));
+        let gathers = k.insts.iter().any(|n| matches!(n.inst, Inst::Gather(_)));
         // About 32 bytes of loads in flight per thread; 64 with gathers,
         // whose groups wait for two memory latencies (the ids', then the
         // rows').

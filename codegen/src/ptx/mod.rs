@@ -121,7 +121,7 @@ mod sort_cx;
 mod special;
 mod target;
 
-use crate::ir::{Inst, Kernel, KernelKind};
+use crate::ir::{Gather, Inst, Kernel, KernelKind};
 use builder::{ins, Builder};
 pub use launch::Plan;
 use module::{entry_name, module, prologue};
@@ -234,10 +234,12 @@ fn validate(k: &Kernel, target: &Target) -> Result<(), String> {
             return bad(format!("instruction {i} uses a later value"));
         }
         match n.inst {
-            Inst::Load { input, .. } | Inst::Gather { input, .. } if input >= k.inputs.len() => {
+            Inst::Load { input, .. } | Inst::Gather(Gather { input, .. })
+                if input >= k.inputs.len() =>
+            {
                 return bad(format!("instruction {i} loads missing input {input}"));
             }
-            Inst::Gather { at, .. } if !k.insts[at].dtype.is_index() => {
+            Inst::Gather(Gather { at, .. }) if !k.insts[at].dtype.is_index() => {
                 return bad(format!(
                     "instruction {i} gathers at a {} value",
                     k.insts[at].dtype

@@ -6,7 +6,7 @@ use super::builder::{ins, Builder, RegKind};
 use super::eval::{self, Cx};
 use super::expr::{self, Width};
 use super::target::Target;
-use crate::ir::{Inst, Kernel, PARAM_BYTES};
+use crate::ir::{Gather, Inst, Kernel, PARAM_BYTES};
 use crate::DType;
 
 /// A kernel lowered to PTX: one module and the launches that compute the
@@ -224,13 +224,13 @@ fn width(k: &Kernel) -> Width {
     for n in &k.insts {
         m = m.max(match &n.inst {
             Inst::Load { index, valid, .. } => cond(valid).max(expr::magnitude(index, r)),
-            Inst::Gather {
+            Inst::Gather(Gather {
                 index,
                 valid,
                 stride,
                 len,
                 ..
-            } => cond(valid)
+            }) => cond(valid)
                 .max(expr::magnitude(index, r) + (*len as i128) * (stride.unsigned_abs() as i128)),
             Inst::Valid(c) => cond(c),
             Inst::Index(e) => expr::magnitude(e, r),
