@@ -115,7 +115,7 @@ fn exact_bounds(index: &Expr, ranges: &[i64]) -> Option<(i64, i64)> {
 #[cfg(test)]
 mod tests {
     use crate::expr::Cond;
-    use crate::ir::{Arg, Inst, Kernel, KernelKind, Node, Store, StoreKind};
+    use crate::ir::{Arg, Gather, Inst, Kernel, KernelKind, Node, Store, StoreKind};
     use crate::{DType, Expr};
 
     /// A copy `out[i] = in[i + offset]` over `n` elements of an input of
