@@ -201,6 +201,55 @@ fn long_rows_through_radix_sort_and_select() {
     check_all_axes("65536+3", &xl, &[1, 7, 65539]);
 }
 
+/// `topk` of rows up to 4096 with `k` at most an eighth of the row: on
+/// the GPU, a CTA per row radix-selects the `k` in shared memory (one
+/// launch) and sorts only those; larger `k` sorts the row. Rows around
+/// the thresholds, through views, with all-equal rows (the select decides
+/// every digit of the key and of the position), few distinct integers,
+/// NaN, infinities and `-0.0`, in both directions.
+#[test]
+fn short_rows_small_k_select_on_chip() {
+    for (n, ks) in [
+        (8, vec![1, 2]),
+        (64, vec![1, 8, 9]),
+        (257, vec![1, 7, 32, 33]),
+        (1031, vec![3, 128, 129]),
+        (4096, vec![8, 64, 512, 513]),
+    ] {
+        let x = Input::new(Layout::Flipped, &[3, n], DType::F32, -1.0, 1.0, n as u64);
+        check_all_axes(&format!("select n={n}"), &x, &ks);
+        let xi = Input::new(
+            Layout::Permuted,
+            &[n, 2],
+            DType::I32,
+            -3.0,
+            3.0,
+            n as u64 + 1,
+        );
+        check_all_axes(&format!("select ties n={n}"), &xi, &ks);
+        let zero = Input::with_values(Layout::Strided, &[2, n], DType::BF16, &[0.5]);
+        check_all_axes(&format!("select equal n={n}"), &zero, &ks);
+    }
+    let inf = f64::INFINITY;
+    let specials = [
+        1.0,
+        f64::NAN,
+        -0.0,
+        -inf,
+        inf,
+        0.0,
+        -1.5,
+        f64::NAN,
+        0.0,
+        2.0,
+        -inf,
+    ];
+    for dt in [DType::F32, DType::F16] {
+        let x = Input::with_values(Layout::Contiguous, &[5, 300], dt, &specials);
+        check_all_axes("select specials", &x, &[1, 2, 5, 37]);
+    }
+}
+
 /// The GPU launches of a kernel sorting `x` along its last axis and
 /// keeping `k`: one module, one entry per launch, each grid at least 1.
 fn gpu_launches(x: &Tensor, k: usize) -> Vec<ptx::Launch> {

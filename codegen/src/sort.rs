@@ -74,6 +74,15 @@ pub const RADIX_TILE: usize = 2048;
 /// Values of one radix digit (8 bits).
 pub const DIGITS: usize = 256;
 
+/// A `topk` of rows up to [`SORT_CHUNK`] selects instead of sorting the
+/// row when `k` is at most this fraction of the row
+/// ([`Method::SelectOnChip`]): a select reads the row's pairs once per
+/// digit it needs (2-3 settle random keys) and once to collect the `k`,
+/// where the bitonic sort of 4096 pairs takes 78 compare steps over them;
+/// with `k` near the row length, the select's final sort of `k` pairs
+/// would cost about as much as sorting the row.
+pub const SELECT_RATIO: usize = 8;
+
 /// How the GPU sorts a kernel's rows: a function of the row length and
 /// the stored prefix `k` alone, so the planner sizes the scratch buffer
 /// ([`scratch_len`]) for the launches the emitter chooses.
@@ -81,6 +90,10 @@ pub const DIGITS: usize = 256;
 pub enum Method {
     /// Rows up to [`SORT_CHUNK`]: a CTA per row sorts it in shared memory.
     OnChip,
+    /// Rows up to [`SORT_CHUNK`], `k * SELECT_RATIO <= row_len` (`topk`):
+    /// a CTA per row holds the row's pairs in shared memory, radix-selects
+    /// the `k` smallest there and sorts only those.
+    SelectOnChip,
     /// Long rows, `k <= SORT_CHUNK` (`topk`): a radix select of the `k`-th
     /// smallest `(key, position)` pair finds exactly the `k` pairs to keep
     /// without sorting the row; a CTA per row sorts those on chip.
@@ -94,7 +107,11 @@ impl Method {
     /// The method for rows of `row_len` of which `k` are stored.
     pub fn of(row_len: usize, k: usize) -> Method {
         if row_len <= SORT_CHUNK {
-            Method::OnChip
+            if k.saturating_mul(SELECT_RATIO) <= row_len {
+                Method::SelectOnChip
+            } else {
+                Method::OnChip
+            }
         } else if k <= SORT_CHUNK {
             Method::Select
         } else {
@@ -182,7 +199,7 @@ impl RadixScratch {
 /// overflowing, so an impossible size fails at allocation.
 pub fn scratch_len(rows: usize, row_len: usize, k: usize) -> usize {
     match Method::of(row_len, k) {
-        Method::OnChip => 0,
+        Method::OnChip | Method::SelectOnChip => 0,
         Method::Select => rows.saturating_mul(SELECT_HEAD + 2 * k),
         Method::Radix => RadixScratch::new(rows, row_len)
             .and_then(|s| s.words())
@@ -276,6 +293,9 @@ mod tests {
     fn scratch_only_for_long_rows() {
         let n = SORT_CHUNK + 1;
         assert_eq!(scratch_len(7, SORT_CHUNK, SORT_CHUNK), 0);
+        assert_eq!(Method::of(SORT_CHUNK, SORT_CHUNK / 8), Method::SelectOnChip);
+        assert_eq!(Method::of(SORT_CHUNK, SORT_CHUNK / 8 + 1), Method::OnChip);
+        assert_eq!(scratch_len(7, SORT_CHUNK, 1), 0);
         assert_eq!(Method::of(n, SORT_CHUNK), Method::Select);
         assert_eq!(scratch_len(3, n, 5), 3 * (SELECT_HEAD + 10));
         assert_eq!(Method::of(n, n), Method::Radix);

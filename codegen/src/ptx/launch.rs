@@ -83,7 +83,8 @@ pub struct Scan {
 /// How a sort kernel's on-chip sort runs: a CTA per row (a grid-stride
 /// loop over rows) sorts `chunk` `(key, position)` pairs in shared memory
 /// with a bitonic network: the whole row ([`Method::OnChip`]) or the `k`
-/// pairs a select kept ([`Method::Select`]). A radix sort
+/// pairs a select kept ([`Method::Select`], [`Method::SelectOnChip`],
+/// whose CTAs have 256 threads). A radix sort
 /// ([`Method::Radix`]) has no on-chip sort; its launches are fixed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sort {
@@ -216,18 +217,23 @@ fn choose_scan(k: &Kernel) -> Scan {
 fn on_chip_len(k: &Kernel) -> usize {
     match Method::of(k.row_len(), k.stored_len()) {
         Method::OnChip => k.row_len(),
-        Method::Select => k.stored_len(),
+        Method::Select | Method::SelectOnChip => k.stored_len(),
         Method::Radix => 0,
     }
 }
 
 /// The mapping of a sort kernel: its on-chip pairs padded to a power of
-/// two; a thread per comparison up to 1024.
+/// two; a thread per comparison up to 1024, but an on-chip select runs
+/// 256 (a thread per digit of its histogram).
 fn choose_sort(k: &Kernel) -> Sort {
     let chunk = on_chip_len(k).clamp(2, SORT_CHUNK).next_power_of_two() as u32;
+    let block = match Method::of(k.row_len(), k.stored_len()) {
+        Method::SelectOnChip => super::pick::BLOCK,
+        _ => (chunk / 2).clamp(32, 1024),
+    };
     Sort {
         chunk,
-        block: (chunk / 2).clamp(32, 1024),
+        block,
         grid: (k.rows() as u64).clamp(1, i32::MAX as u64) as u32,
     }
 }

@@ -99,6 +99,7 @@ mod module;
 mod online;
 mod ops;
 mod philox;
+mod pick;
 pub mod ptxas;
 mod radix;
 mod reduce;

@@ -72,17 +72,43 @@ pub(super) fn entries(
         tiles: n.div_ceil(RADIX_TILE) as u64,
         stride: (SELECT_HEAD + 2 * k) as u64,
     };
-    // Digits of the key (bits 63..32 of a pair), then of the position
-    // from its highest nonzero byte.
-    let pos_bytes = (usize::BITS - (n - 1).leading_zeros()).div_ceil(8);
-    let shifts = [56, 48, 40, 32]
-        .into_iter()
-        .chain((0..pos_bytes).rev().map(|i| 8 * i));
     let mut out = vec![clear(kernel, target, base, g)];
-    out.extend(shifts.map(|s| pass(kernel, target, base, g, s)));
+    out.extend(digit_shifts(n).map(|s| pass(kernel, target, base, g, s)));
     out.push(collect(kernel, target, base, g));
     out.push(sort(kernel, target, base, g, plan));
     out
+}
+
+/// The bit offsets of the pair digits a select of rows of `n` decides,
+/// in order: the key's (bits 63..32 of a pair), then the position's from
+/// its highest byte that can be nonzero.
+pub(super) fn digit_shifts(n: usize) -> impl Iterator<Item = u32> {
+    let pos_bytes = (usize::BITS - (n - 1).leading_zeros()).div_ceil(8);
+    [56, 48, 40, 32]
+        .into_iter()
+        .chain((0..pos_bytes).rev().map(|i| 8 * i))
+}
+
+/// Thread `d`'s digit count `count` (`u32`) of the pairs matching the
+/// selection so far, scanned over the CTA's 256 threads (warp sums at
+/// shared byte `sums`): whether digit `d` holds the wanted `rank` (the
+/// running count reaches it there: `excl < rank <= excl + count`) and
+/// the count of smaller digits `excl`. Every thread must call it.
+pub(super) fn wanted_digit(
+    b: &mut Builder,
+    sc: &SortCx,
+    count: Reg,
+    rank: Reg,
+    sums: u32,
+) -> (Reg, Reg) {
+    let (excl, _) = sc.block_scan(b, count, sums);
+    let incl = b.reg(RegKind::B32);
+    ins!(b, "add.u32 {incl}, {excl}, {count}");
+    let (p, q) = (b.reg(RegKind::Pred), b.reg(RegKind::Pred));
+    ins!(b, "setp.lt.u32 {p}, {excl}, {rank}");
+    ins!(b, "setp.ge.u32 {q}, {incl}, {rank}");
+    ins!(b, "and.pred {p}, {p}, {q}");
+    (p, excl)
 }
 
 /// The sizes the launches share.
@@ -208,14 +234,8 @@ fn pass(kernel: &Kernel, target: &Target, base: &str, g: Geometry, shift: u32) -
                 ins!(b, "membar.gl");
                 let count = b.reg(RegKind::B32);
                 ins!(b, "atom.global.exch.b32 {count}, [{ha}], 0");
-                let (excl, _) = sc.block_scan(b, count, SUMS);
-                let incl = b.reg(RegKind::B32);
-                ins!(b, "add.u32 {incl}, {excl}, {count}");
-                // Thread `d` holds the wanted rank: `excl < rank <= incl`.
-                let (q, found) = (b.reg(RegKind::Pred), b.label());
-                ins!(b, "setp.lt.u32 {p}, {excl}, {rank}");
-                ins!(b, "setp.ge.u32 {q}, {incl}, {rank}");
-                ins!(b, "and.pred {p}, {p}, {q}");
+                let (p, excl) = wanted_digit(b, &sc, count, rank, SUMS);
+                let found = b.label();
                 ins!(b, "@!{p} bra {found}");
                 ins!(b, "sub.u32 {rank}, {rank}, {excl}");
                 let t64 = to_u64(b, tid);

@@ -9,6 +9,9 @@
 //!   pairs, padded to a power of two with all-ones pairs (which sort
 //!   last), are sorted in shared memory by a bitonic network
 //!   ([`SortCx::sort_pairs`]) and positions `j < k` stored from there.
+//! - [`Method::SelectOnChip`] (rows up to the chunk, `topk` with small
+//!   `k`): one launch, a CTA per row selects the `k` smallest pairs in
+//!   shared memory and sorts only those (the `pick` module).
 //! - [`Method::Select`] (long rows, small `k`): a radix select of the `k`
 //!   smallest pairs, then the on-chip sort of those (the `select` module).
 //! - [`Method::Radix`] (long rows, large `k`): an LSD radix sort over many
@@ -23,6 +26,7 @@
 use super::builder::RegKind;
 use super::launch::Sort;
 use super::module::{entry_name, header, Launch, PtxKernel};
+use super::pick;
 use super::radix;
 use super::select;
 use super::sort_cx::{launch, SortCx};
@@ -35,6 +39,7 @@ pub fn emit(kernel: &Kernel, target: &Target, plan: &Sort) -> PtxKernel {
     let base = entry_name(kernel);
     let parts = match Method::of(kernel.row_len(), kernel.stored_len()) {
         Method::OnChip => vec![on_chip(kernel, target, plan, &base)],
+        Method::SelectOnChip => vec![pick::entry(kernel, target, plan, &base)],
         Method::Select => select::entries(kernel, target, plan, &base),
         Method::Radix => radix::entries(kernel, target, &base),
     };
