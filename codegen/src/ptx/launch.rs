@@ -91,7 +91,8 @@ pub struct Sort {
     /// Pairs sorted at once in shared memory: a power of two, at least 2,
     /// at most [`crate::sort::SORT_CHUNK`], at least the pairs sorted.
     pub chunk: u32,
-    /// Threads per CTA (each compare step has `chunk / 2` comparisons).
+    /// Threads per CTA (at least those of the bitonic sort, which holds
+    /// up to 16 pairs a thread in registers).
     pub block: u32,
     /// CTAs in the grid.
     pub grid: u32,
@@ -223,13 +224,13 @@ fn on_chip_len(k: &Kernel) -> usize {
 }
 
 /// The mapping of a sort kernel: its on-chip pairs padded to a power of
-/// two; a thread per comparison up to 1024, but an on-chip select runs
-/// 256 (a thread per digit of its histogram).
+/// two; the threads of its bitonic sort (at least a warp), but an
+/// on-chip select runs 256 (a thread per digit of its histogram).
 fn choose_sort(k: &Kernel) -> Sort {
     let chunk = on_chip_len(k).clamp(2, SORT_CHUNK).next_power_of_two() as u32;
     let block = match Method::of(k.row_len(), k.stored_len()) {
         Method::SelectOnChip => super::pick::BLOCK,
-        _ => (chunk / 2).clamp(32, 1024),
+        _ => super::bitonic::threads(chunk).max(32),
     };
     Sort {
         chunk,

@@ -77,6 +77,7 @@
 //!   float to integer truncates and saturates (NaN to 0); integers and
 //!   `f64` to half types round once, correctly.
 
+mod bitonic;
 mod builder;
 mod elementwise;
 mod eval;

@@ -15,6 +15,7 @@
 //! last digit always ends them, since pairs are distinct). A warp-wide
 //! ballot then compacts the selected pairs to the front of shared memory.
 
+use super::bitonic;
 use super::builder::{ins, Builder, Reg, RegKind};
 use super::launch::Sort;
 use super::module::Launch;
@@ -37,7 +38,7 @@ pub(super) fn entry(kernel: &Kernel, target: &Target, plan: &Sort, name: &str) -
     // bitonic sort, which works from byte 0), the row's pairs, the
     // histogram, the scan's warp sums, and the state a pass publishes
     // (digit, rank, done) with the collect's counter.
-    let pairs = 8 * plan.chunk;
+    let pairs = bitonic::bytes(plan.chunk);
     let hist = pairs + 8 * n;
     let sums = hist + 4 * BLOCK;
     let state = sums + 4 * (BLOCK / 32);

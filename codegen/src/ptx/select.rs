@@ -26,6 +26,7 @@
 //! Every pass evaluates the operand again (its producers fused): reading
 //! the row once per digit costs less than writing pairs out and back.
 
+use super::bitonic;
 use super::builder::{ins, Builder, Reg, RegKind};
 use super::launch::Sort;
 use super::module::Launch;
@@ -327,7 +328,7 @@ fn sort(
                 });
                 sc.store_sorted(b, &kept, k);
             });
-            (plan.chunk * 8, grid)
+            (bitonic::bytes(plan.chunk), grid)
         },
     )
 }

@@ -8,7 +8,8 @@
 //!   launch, a CTA per row (a grid-stride loop over rows). The row's
 //!   pairs, padded to a power of two with all-ones pairs (which sort
 //!   last), are sorted in shared memory by a bitonic network
-//!   ([`SortCx::sort_pairs`]) and positions `j < k` stored from there.
+//!   ([`SortCx::sort_pairs`], the `bitonic` module: up to 16 pairs a
+//!   thread in registers) and positions `j < k` stored from there.
 //! - [`Method::SelectOnChip`] (rows up to the chunk, `topk` with small
 //!   `k`): one launch, a CTA per row selects the `k` smallest pairs in
 //!   shared memory and sorts only those (the `pick` module).
@@ -23,6 +24,7 @@
 //! module, launched in order with the same parameters; the scratch buffer
 //! they share is the kernel's last output ([`crate::sort::scratch_len`]).
 
+use super::bitonic;
 use super::builder::RegKind;
 use super::launch::Sort;
 use super::module::{entry_name, header, Launch, PtxKernel};
@@ -72,7 +74,7 @@ fn on_chip(kernel: &Kernel, target: &Target, plan: &Sort, base: &str) -> (String
                 let k = b.mov(RegKind::B32, "u32", stored);
                 sc.store_sorted(b, &kept, k);
             });
-            (plan.chunk * 8, grid)
+            (bitonic::bytes(plan.chunk), grid)
         },
     )
 }
