@@ -63,9 +63,11 @@ impl SortOp {
 /// Rows up to this long are sorted on chip (one CTA per row); longer rows
 /// go through [`Method::Select`] or [`Method::Radix`] over many CTAs. The
 /// PTX emitter's shared-memory sort holds this many 8-byte
-/// `(key, position)` pairs (32 KiB, within the 48 KiB of static shared
-/// memory a CTA may declare).
-pub const SORT_CHUNK: usize = 4096;
+/// `(key, position)` pairs (136 KiB with its padding, dynamic shared
+/// memory within the 163 KiB of an sm_80 CTA): one launch that reads the
+/// row once beats the radix sort's 12 launches over 84 bytes an element
+/// up to here.
+pub const SORT_CHUNK: usize = 16384;
 
 /// Elements of a row that one CTA of a [`Method::Select`] or
 /// [`Method::Radix`] pass handles (a *tile*).
@@ -74,14 +76,20 @@ pub const RADIX_TILE: usize = 2048;
 /// Values of one radix digit (8 bits).
 pub const DIGITS: usize = 256;
 
-/// A `topk` of rows up to [`SORT_CHUNK`] selects instead of sorting the
-/// row when `k` is at most this fraction of the row
-/// ([`Method::SelectOnChip`]): a select reads the row's pairs once per
+/// A `topk` selects instead of sorting the row when `k` is at most this
+/// fraction of the row ([`Method::SelectOnChip`], [`Method::Select`]): a
+/// select reads the row's pairs once per
 /// digit it needs (2-3 settle random keys) and once to collect the `k`,
 /// where the bitonic sort of 4096 pairs takes 78 compare steps over them;
 /// with `k` near the row length, the select's final sort of `k` pairs
 /// would cost about as much as sorting the row.
 pub const SELECT_RATIO: usize = 8;
+
+/// Rows up to this long select on chip ([`Method::SelectOnChip`], a CTA
+/// of 256 threads per row holding its pairs, 32 KiB); longer rows would
+/// leave one such CTA per SM, latency-bound on loading the row, where
+/// [`Method::Select`] spreads a row over CTAs of 2048 elements.
+pub const SELECT_ON_CHIP: usize = 4096;
 
 /// How the GPU sorts a kernel's rows: a function of the row length and
 /// the stored prefix `k` alone, so the planner sizes the scratch buffer
@@ -90,11 +98,12 @@ pub const SELECT_RATIO: usize = 8;
 pub enum Method {
     /// Rows up to [`SORT_CHUNK`]: a CTA per row sorts it in shared memory.
     OnChip,
-    /// Rows up to [`SORT_CHUNK`], `k * SELECT_RATIO <= row_len` (`topk`):
-    /// a CTA per row holds the row's pairs in shared memory, radix-selects
+    /// Rows up to [`SELECT_ON_CHIP`], `k * SELECT_RATIO <= row_len`
+    /// (`topk`): a CTA per row holds the row's pairs in shared memory, radix-selects
     /// the `k` smallest there and sorts only those.
     SelectOnChip,
-    /// Long rows, `k <= SORT_CHUNK` (`topk`): a radix select of the `k`-th
+    /// Longer rows with `k * SELECT_RATIO <= row_len`, or past
+    /// [`SORT_CHUNK`] with `k <= SORT_CHUNK` (`topk`): a radix select of the `k`-th
     /// smallest `(key, position)` pair finds exactly the `k` pairs to keep
     /// without sorting the row; a CTA per row sorts those on chip.
     Select,
@@ -106,12 +115,13 @@ pub enum Method {
 impl Method {
     /// The method for rows of `row_len` of which `k` are stored.
     pub fn of(row_len: usize, k: usize) -> Method {
-        if row_len <= SORT_CHUNK {
-            if k.saturating_mul(SELECT_RATIO) <= row_len {
-                Method::SelectOnChip
-            } else {
-                Method::OnChip
-            }
+        let few = k.saturating_mul(SELECT_RATIO) <= row_len;
+        if few && row_len <= SELECT_ON_CHIP {
+            Method::SelectOnChip
+        } else if few {
+            Method::Select
+        } else if row_len <= SORT_CHUNK {
+            Method::OnChip
         } else if k <= SORT_CHUNK {
             Method::Select
         } else {
@@ -293,15 +303,19 @@ mod tests {
     fn scratch_only_for_long_rows() {
         let n = SORT_CHUNK + 1;
         assert_eq!(scratch_len(7, SORT_CHUNK, SORT_CHUNK), 0);
-        assert_eq!(Method::of(SORT_CHUNK, SORT_CHUNK / 8), Method::SelectOnChip);
+        assert_eq!(Method::of(4096, 512), Method::SelectOnChip);
+        assert_eq!(Method::of(4096, 513), Method::OnChip);
+        assert_eq!(Method::of(4097, 512), Method::Select);
         assert_eq!(Method::of(SORT_CHUNK, SORT_CHUNK / 8 + 1), Method::OnChip);
-        assert_eq!(scratch_len(7, SORT_CHUNK, 1), 0);
+        assert_eq!(scratch_len(7, SELECT_ON_CHIP, 1), 0);
         assert_eq!(Method::of(n, SORT_CHUNK), Method::Select);
         assert_eq!(scratch_len(3, n, 5), 3 * (SELECT_HEAD + 10));
         assert_eq!(Method::of(n, n), Method::Radix);
-        // Keys and positions twice, 256 counts and offsets per tile (3
-        // tiles a row) and 256 totals per row.
-        assert_eq!(scratch_len(3, n, n), 3 * n * 4 + 3 * (2 * 3 + 1) * 256);
+        // Keys and positions twice, 256 counts and offsets per tile and
+        // 256 totals per row.
+        let tiles = n.div_ceil(RADIX_TILE);
+        assert_eq!(tiles, SORT_CHUNK / RADIX_TILE + 1);
+        assert_eq!(scratch_len(3, n, n), 3 * n * 4 + 3 * (2 * tiles + 1) * 256);
         assert_eq!(scratch_len(usize::MAX, n, n), usize::MAX);
         assert_eq!(scratch_len(usize::MAX, n, 1), usize::MAX);
     }

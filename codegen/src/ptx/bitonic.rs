@@ -1,5 +1,5 @@
 //! The on-chip bitonic sort of a chunk of `2^c` `(key, position)` pairs
-//! in shared memory (`c <= 12`), with its compare steps in registers.
+//! in shared memory (`c <= 14`), with its compare steps in registers.
 //!
 //! A bitonic network sorts `2^c` elements in `c(c+1)/2` compare steps:
 //! for each block size `2^m` (`m = 1..=c`, blocks sorted in alternating
@@ -29,8 +29,8 @@ use super::builder::{ins, Builder, Reg, RegKind};
 use super::sort_cx::{begin_loop, end_loop, SortCx};
 
 /// `log2` of the pairs a thread holds for a chunk of `chunk` (a power of
-/// two, at least 2): 16 from 2^9 pairs on (so 32 threads or more, at most
-/// 256 for 4096), fewer below, so that a warp's lanes keep working (a
+/// two, at least 2): 16 from 2^9 pairs on (so 32 threads or more, 256
+/// for 4096, 1024 for 16384), fewer below, so that a warp's lanes keep working (a
 /// chunk of 64: 32 threads of 2 pairs), and 2 for the smallest chunks.
 pub(super) fn reg_bits(chunk: u32) -> u32 {
     chunk.trailing_zeros().saturating_sub(5).clamp(1, 4)
@@ -260,7 +260,7 @@ mod tests {
     #[test]
     fn schedule_sorts_every_chunk() {
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        for c in 1..=12u32 {
+        for c in 1..=14u32 {
             let chunk = 1u32 << c;
             let r = reg_bits(chunk);
             let t_n = threads(chunk);

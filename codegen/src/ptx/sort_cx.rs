@@ -60,6 +60,10 @@ pub(super) fn to_u64(b: &mut Builder, r: Reg) -> Reg {
     x
 }
 
+/// Shared memory a CTA may have on every target (sm_80: 163 KiB; sm_90
+/// allows 227 KiB).
+const MAX_SHARED: u32 = 163 * 1024;
+
 /// One launch of a sort kernel: entry `name` of CTAs of `block` threads,
 /// whose body `body` writes (given the builder, the lowering context and
 /// the name of the entry's shared memory), returning the bytes of shared
@@ -73,16 +77,20 @@ pub(super) fn launch(
     body: impl FnOnce(&mut Builder, &Cx, &str) -> (u32, u32),
 ) -> (String, Launch) {
     let mut grid = 1;
-    let text = module::entry(kernel, target, &name, block, |b, cx, smem| {
+    let (text, shared) = module::entry(kernel, target, &name, block, |b, cx, smem| {
         let (shared, g) = body(b, cx, smem);
         grid = g;
         shared
     });
+    assert!(
+        shared <= MAX_SHARED,
+        "sort launch {name} needs {shared} bytes of shared memory"
+    );
     let launch = Launch {
         entry: name,
         grid: (grid, 1, 1),
         block: (block, 1, 1),
-        shared_bytes: 0,
+        shared_bytes: shared,
     };
     (text, launch)
 }
