@@ -195,6 +195,18 @@ fn long_rows_through_radix_sort_and_select() {
     check_all_axes("long strided", &x, &[1, 7, 20011]);
     let xi = Input::new(Layout::Flipped, &[2, 20011], DType::I32, -9.0, 9.0, 6);
     check_all_axes("long ties", &xi, &[1, 7, 5000]);
+    // Narrow dtypes sort by fewer key digits (bools and U8: 1 pass, I8
+    // and BF16: 2, I16 and F16: 3), full ranges with negatives.
+    for (dt, lo, hi) in [
+        (DType::U8, 0.0, 256.0),
+        (DType::I8, -128.0, 128.0),
+        (DType::I16, -32768.0, 32768.0),
+        (DType::F16, -7e4, 7e4),
+        (DType::BF16, -1e30, 1e30),
+    ] {
+        let x = Input::new(Layout::Flipped, &[2, 16411], dt, lo, hi, 10);
+        check_all_axes("long narrow", &x, &[16385]);
+    }
     let xb = Input::new(Layout::Permuted, &[20011, 2], DType::Bool, 0.0, 1.0, 8);
     check_all_axes("long bools", &xb, &[1, 7]);
     // Several tiles of 2048 and one partial, along the first axis of a
@@ -298,6 +310,19 @@ fn long_rows_launch_the_radix_passes() {
     assert_eq!(gpu_launches(&x(16385), 8).len(), 1 + 4 + 2 + 2);
     // k past the on-chip chunk: the radix sort, storing k.
     assert_eq!(gpu_launches(&x(32768), 16385).len(), 12);
+    // Narrow keys: a pass per digit that orders them.
+    let narrow = |dt| Tensor::zeros([4, 1 << 20], dt, &dev);
+    for (dt, passes) in [
+        (DType::BF16, 2),
+        (DType::F16, 3),
+        (DType::I16, 3),
+        (DType::I8, 2),
+        (DType::U8, 1),
+        (DType::Bool, 1),
+        (DType::I32, 4),
+    ] {
+        assert_eq!(gpu_launches(&narrow(dt), 1 << 20).len(), 3 * passes, "{dt}");
+    }
 }
 
 #[test]

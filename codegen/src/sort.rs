@@ -25,6 +25,11 @@ pub struct SortOp {
     /// (`topk`'s `k`; the row length for a full sort). All sort
     /// instructions of a kernel have the same `k`.
     pub k: usize,
+    /// The 8-bit digits of the 32-bit keys that decide their order (bit
+    /// `d` for key bits `8d..8d+8`): [`key_digits`] of the dtype sorted,
+    /// so a radix sort of narrow values takes fewer passes. The order
+    /// itself does not depend on it.
+    pub digits: u8,
 }
 
 /// Which half of a sort's result an instruction holds.
@@ -218,6 +223,25 @@ pub fn scratch_len(rows: usize, row_len: usize, k: usize) -> usize {
     }
 }
 
+/// The digits (bit `d`: key bits `8d..8d+8`) of the [`sort_key`]s of
+/// `dtype` values (which sort as `F32` or `I32`) that decide their order:
+/// two keys equal on them are equal, the others being constant or a
+/// function of the sign, which the top digit holds. `BF16` keys are the
+/// top 16 bits of `F32` ones (the low 16 are all 0s, or all 1s for
+/// negatives); an `F16`'s low 13 bits are so too; narrow integers are
+/// sign extensions (`U8` and bools: only the low digit varies).
+pub fn key_digits(dtype: crate::DType) -> u8 {
+    use crate::DType::*;
+    match dtype {
+        Bool | U8 => 0b0001,
+        I8 => 0b1001,
+        I16 => 0b1011,
+        F16 => 0b1110,
+        BF16 => 0b1100,
+        _ => 0b1111,
+    }
+}
+
 /// The ascending sort key of `x` (a value of an `I32` operand when `int`,
 /// else of an `F32` one): unsigned integers ordered as PyTorch orders the
 /// values. Integers flip their sign bit. Floats canonicalise `-0.0` to
@@ -253,12 +277,14 @@ pub fn sort_order(op: SortOp, int: bool, row: &[f64]) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::DType;
 
     fn op(descending: bool) -> SortOp {
         SortOp {
             descending,
             part: SortPart::Indices,
             k: 0,
+            digits: 0b1111,
         }
     }
 
@@ -297,6 +323,50 @@ mod tests {
             vec![4, 5, 2, 0, 3, 1, 6]
         );
         assert_eq!(sort_order(op(true), false, &row), vec![1, 6, 0, 3, 2, 4, 5]);
+    }
+
+    /// Keys equal on a dtype's [`key_digits`] are equal, and the digits
+    /// order them as the whole keys do, over every value of each narrow
+    /// dtype (floats: every bit pattern, NaN and both zeros included).
+    #[test]
+    fn key_digits_decide_the_order() {
+        let cases: Vec<(DType, bool, Vec<f64>)> = vec![
+            (DType::Bool, true, vec![0.0, 1.0]),
+            (DType::U8, true, (0..256).map(f64::from).collect()),
+            (DType::I8, true, (-128..128).map(f64::from).collect()),
+            (DType::I16, true, (-32768..32768).map(f64::from).collect()),
+            (
+                DType::F16,
+                false,
+                (0..=u16::MAX)
+                    .map(|b| half::f16::from_bits(b).to_f64())
+                    .collect(),
+            ),
+            (
+                DType::BF16,
+                false,
+                (0..=u16::MAX)
+                    .map(|b| half::bf16::from_bits(b).to_f64())
+                    .collect(),
+            ),
+        ];
+        for (dt, int, xs) in cases {
+            let digits = key_digits(dt);
+            let mask = (0..4)
+                .filter(|d| digits >> d & 1 == 1)
+                .fold(0u32, |m, d| m | 0xff << (8 * d));
+            let mut keys: Vec<u32> = xs.iter().map(|x| sort_key(int, *x)).collect();
+            keys.sort();
+            keys.dedup();
+            for w in keys.windows(2) {
+                assert!(
+                    w[0] & mask < w[1] & mask,
+                    "{dt:?}: {:08x} {:08x}",
+                    w[0],
+                    w[1]
+                );
+            }
+        }
     }
 
     #[test]

@@ -95,6 +95,18 @@ pub(super) fn launch(
     (text, launch)
 }
 
+/// The sort of sort kernel `k` (all its sort instructions share it but
+/// for the part).
+pub(super) fn sort_op(k: &Kernel) -> SortOp {
+    k.insts
+        .iter()
+        .find_map(|n| match n.inst {
+            Inst::Sort(op, _) => Some(op),
+            _ => None,
+        })
+        .expect("a sort kernel has a sort")
+}
+
 /// The kernel's sort and what its launches need of it.
 pub(super) struct SortCx<'a> {
     pub cx: &'a Cx<'a>,
