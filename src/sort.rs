@@ -5,7 +5,6 @@
 use crate::index::INDEX_DTYPE;
 use crate::shape::{axes, axis};
 use crate::{DType, Tensor};
-use smelt_codegen::sort::key_digits;
 use smelt_codegen::{Shape, SortOp, SortPart};
 use smelt_fusion::Op;
 
@@ -144,7 +143,7 @@ impl Tensor {
                 descending,
                 part,
                 k,
-                digits: key_digits(self.dtype()),
+                dtype: self.dtype(),
             };
             Op::Sort(op, x.node.clone(), d)
         };

@@ -215,6 +215,30 @@ fn long_rows_through_radix_sort_and_select() {
     check_all_axes("65536+3", &xl, &[1, 7, 65539]);
 }
 
+/// Narrow dtypes sort on chip with 32-bit pairs (the key packed, then the
+/// position) where both fit 31 bits: every narrow dtype over its full
+/// range (halves overflowing to infinities), rows from 2 to 16384, and
+/// F16 rows past 4096, whose 19 key bits and 13 position bits take 64-bit
+/// pairs again.
+#[test]
+fn narrow_keys_on_chip() {
+    for (dt, lo, hi) in [
+        (DType::Bool, 0.0, 1.0),
+        (DType::U8, 0.0, 256.0),
+        (DType::I8, -128.0, 128.0),
+        (DType::I16, -32768.0, 32768.0),
+        (DType::F16, -7e4, 7e4),
+        (DType::BF16, -1e30, 1e30),
+    ] {
+        for n in [2, 33, 4097] {
+            let x = Input::new(Layout::Flipped, &[3, n], dt, lo, hi, n as u64);
+            check_all_axes(&format!("narrow n={n}"), &x, &[n - 1]);
+        }
+    }
+    let x = Input::new(Layout::Permuted, &[16384, 2], DType::I16, -9.0, 9.0, 3);
+    check_all_axes("narrow ties n=16384", &x, &[16383]);
+}
+
 /// `topk` with `k` at most an eighth of the row: on the GPU, rows up to
 /// 4096 take a CTA per row that radix-selects the `k` in shared memory
 /// (one launch) and sorts only those, longer ones the select over many

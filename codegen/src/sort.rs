@@ -11,6 +11,8 @@
 //! those are all distinct, so any correct sort of them gives the one
 //! stable order.
 
+use crate::DType;
+
 /// What an [`crate::Inst::Sort`] yields at position `j` of its row: the
 /// `j`-th element of the row sorted stably by its operand, or that
 /// element's position in the unsorted row.
@@ -25,11 +27,11 @@ pub struct SortOp {
     /// (`topk`'s `k`; the row length for a full sort). All sort
     /// instructions of a kernel have the same `k`.
     pub k: usize,
-    /// The 8-bit digits of the 32-bit keys that decide their order (bit
-    /// `d` for key bits `8d..8d+8`): [`key_digits`] of the dtype sorted,
-    /// so a radix sort of narrow values takes fewer passes. The order
-    /// itself does not depend on it.
-    pub digits: u8,
+    /// The dtype of the values sorted (the operand is their `F32` or
+    /// `I32` cast): the order does not depend on it, but narrow values
+    /// have keys with fewer bits that vary ([`key_digits`], [`Narrow`]),
+    /// which the GPU sorts need fewer passes or smaller pairs for.
+    pub dtype: DType,
 }
 
 /// Which half of a sort's result an instruction holds.
@@ -230,8 +232,8 @@ pub fn scratch_len(rows: usize, row_len: usize, k: usize) -> usize {
 /// top 16 bits of `F32` ones (the low 16 are all 0s, or all 1s for
 /// negatives); an `F16`'s low 13 bits are so too; narrow integers are
 /// sign extensions (`U8` and bools: only the low digit varies).
-pub fn key_digits(dtype: crate::DType) -> u8 {
-    use crate::DType::*;
+pub fn key_digits(dtype: DType) -> u8 {
+    use DType::*;
     match dtype {
         Bool | U8 => 0b0001,
         I8 => 0b1001,
@@ -239,6 +241,46 @@ pub fn key_digits(dtype: crate::DType) -> u8 {
         F16 => 0b1110,
         BF16 => 0b1100,
         _ => 0b1111,
+    }
+}
+
+/// How the on-chip sort packs the key of a narrow dtype into fewer bits,
+/// so that a `(key, position)` pair fits a `u32` (half the shared memory
+/// and single-instruction compares): see [`Narrow::of`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Narrow {
+    /// Floats: the key's top bits, `key >> shift` (the low bits of a
+    /// half's key are all 0s, or all 1s with the sign: [`key_digits`]).
+    Shift(u32),
+    /// Integers and bools: the key less the dtype's smallest key in the
+    /// sort's direction (their keys are consecutive).
+    Offset(u32),
+}
+
+impl Narrow {
+    /// The packing of `op`'s keys and the bits a packed key takes, or
+    /// `None` for 32-bit dtypes. Packing keeps the keys' order.
+    pub fn of(op: SortOp) -> Option<(Narrow, u32)> {
+        let dt = op.dtype;
+        match dt {
+            DType::BF16 => Some((Narrow::Shift(16), 16)),
+            DType::F16 => Some((Narrow::Shift(13), 19)),
+            _ if dt.bits() < 32 && !dt.is_float() => {
+                let (lo, hi) = (dt.int_min(), dt.int_max());
+                let keys = [op.key(true, lo as f64), op.key(true, hi as f64)];
+                let bits = 64 - ((hi - lo) as u64).leading_zeros();
+                Some((Narrow::Offset(keys[0].min(keys[1])), bits))
+            }
+            _ => None,
+        }
+    }
+
+    /// The packed form of `key` (in the sort's direction).
+    pub fn pack(self, key: u32) -> u32 {
+        match self {
+            Narrow::Shift(s) => key >> s,
+            Narrow::Offset(lo) => key.wrapping_sub(lo),
+        }
     }
 }
 
@@ -277,14 +319,13 @@ pub fn sort_order(op: SortOp, int: bool, row: &[f64]) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::DType;
 
     fn op(descending: bool) -> SortOp {
         SortOp {
             descending,
             part: SortPart::Indices,
             k: 0,
-            digits: 0b1111,
+            dtype: DType::F32,
         }
     }
 
@@ -325,12 +366,10 @@ mod tests {
         assert_eq!(sort_order(op(true), false, &row), vec![1, 6, 0, 3, 2, 4, 5]);
     }
 
-    /// Keys equal on a dtype's [`key_digits`] are equal, and the digits
-    /// order them as the whole keys do, over every value of each narrow
-    /// dtype (floats: every bit pattern, NaN and both zeros included).
-    #[test]
-    fn key_digits_decide_the_order() {
-        let cases: Vec<(DType, bool, Vec<f64>)> = vec![
+    /// Every value of each narrow dtype (floats: every bit pattern, NaN
+    /// and both zeros included), and whether it sorts as an integer.
+    fn narrow_values() -> Vec<(DType, bool, Vec<f64>)> {
+        vec![
             (DType::Bool, true, vec![0.0, 1.0]),
             (DType::U8, true, (0..256).map(f64::from).collect()),
             (DType::I8, true, (-128..128).map(f64::from).collect()),
@@ -349,8 +388,15 @@ mod tests {
                     .map(|b| half::bf16::from_bits(b).to_f64())
                     .collect(),
             ),
-        ];
-        for (dt, int, xs) in cases {
+        ]
+    }
+
+    /// Keys equal on a dtype's [`key_digits`] are equal, and the digits
+    /// order them as the whole keys do, over every value of each narrow
+    /// dtype.
+    #[test]
+    fn key_digits_decide_the_order() {
+        for (dt, int, xs) in narrow_values() {
             let digits = key_digits(dt);
             let mask = (0..4)
                 .filter(|d| digits >> d & 1 == 1)
@@ -366,6 +412,39 @@ mod tests {
                     w[1]
                 );
             }
+        }
+    }
+
+    /// Packed narrow keys keep the order of the whole keys and fit their
+    /// bits, both directions, over every value of each narrow dtype.
+    #[test]
+    fn narrow_keys_keep_the_order() {
+        for (dt, int, xs) in narrow_values() {
+            for descending in [false, true] {
+                let op = SortOp {
+                    descending,
+                    part: SortPart::Values,
+                    k: 1,
+                    dtype: dt,
+                };
+                let (narrow, bits) = Narrow::of(op).expect("narrow");
+                let mut keys: Vec<u32> = xs.iter().map(|x| op.key(int, *x)).collect();
+                keys.sort();
+                keys.dedup();
+                for w in keys.windows(2) {
+                    assert!(narrow.pack(w[0]) < narrow.pack(w[1]), "{dt:?}");
+                }
+                assert!(keys.iter().all(|k| narrow.pack(*k) >> bits == 0), "{dt:?}");
+            }
+        }
+        for dt in [DType::F32, DType::I32, DType::F64, DType::I64] {
+            assert_eq!(
+                Narrow::of(SortOp {
+                    dtype: dt,
+                    ..op(false)
+                }),
+                None
+            );
         }
     }
 

@@ -42,10 +42,38 @@ pub(super) fn threads(chunk: u32) -> u32 {
     chunk >> reg_bits(chunk)
 }
 
+/// The pairs a sort holds: `u64` `key << 32 | position`, or for keys of
+/// few bits ([`crate::sort::Narrow`]) `u32` `packed key << pos_bits |
+/// position`, which halves the shared traffic and compares in one
+/// instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Pairs {
+    Wide,
+    Narrow { pos_bits: u32 },
+}
+
+impl Pairs {
+    /// Bytes of a pair.
+    fn size(self) -> u32 {
+        match self {
+            Pairs::Wide => 8,
+            Pairs::Narrow { .. } => 4,
+        }
+    }
+
+    /// The register kind, and the bit and unsigned types of a pair.
+    fn types(self) -> (RegKind, &'static str, &'static str) {
+        match self {
+            Pairs::Wide => (RegKind::B64, "b64", "u64"),
+            Pairs::Narrow { .. } => (RegKind::B32, "b32", "u32"),
+        }
+    }
+}
+
 /// Bytes of shared memory holding a chunk of `chunk` pairs (with the
 /// padding slots).
-pub(super) fn bytes(chunk: u32) -> u32 {
-    8 * (chunk + chunk / 16)
+pub(super) fn bytes(chunk: u32, pairs: Pairs) -> u32 {
+    pairs.size() * (chunk + chunk / 16)
 }
 
 /// One step of the sort's schedule ([`schedule`]).
@@ -114,28 +142,30 @@ fn desc(c: u32, r: u32, w: u32, m: u32) -> Desc {
 impl SortCx<'_> {
     /// Shared-memory address of pair `i` (`u32`) of a chunk sorted by
     /// [`SortCx::sort_pairs`] (from byte 0, see [`bytes`]).
-    pub(super) fn pair_at(&self, b: &mut Builder, i: Reg) -> Reg {
+    pub(super) fn pair_at(&self, b: &mut Builder, i: Reg, pairs: Pairs) -> Reg {
         let base = self.shared(b, 0);
         let (q, a) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
         ins!(b, "shr.u32 {q}, {i}, 4");
         ins!(b, "add.u32 {q}, {q}, {i}");
-        ins!(b, "mad.lo.u32 {a}, {q}, 8, {base}");
+        ins!(b, "mad.lo.u32 {a}, {q}, {}, {base}", pairs.size());
         a
     }
 
     /// Sorts `len <= chunk` pairs into shared memory (from byte 0, see
     /// [`bytes`]), ascending; `chunk` is a power of two, at least 2, with
     /// [`threads`]`(chunk)` at most the CTA's threads; the slots from
-    /// `len` on are padded with all-ones pairs, which sort last.
-    /// `pair(b, t, valid)` gives pair `t` where `valid`. Ends with a
-    /// barrier.
+    /// `len` on are padded with all-ones pairs, which sort last (above
+    /// every real pair). `pair(b, t, valid)` gives pair `t` where `valid`.
+    /// Ends with a barrier.
     pub(super) fn sort_pairs(
         &self,
         b: &mut Builder,
         len: Reg,
         chunk: u32,
+        pairs: Pairs,
         pair: impl Fn(&mut Builder, Reg, Reg) -> Reg,
     ) {
+        let (kind, bt, _) = pairs.types();
         let tid = self.tid;
         let end = b.mov(RegKind::B32, "u32", chunk);
         let l = begin_loop(b, tid, end, self.block);
@@ -143,9 +173,9 @@ impl SortCx<'_> {
         let valid = b.reg(RegKind::Pred);
         ins!(b, "setp.lt.u32 {valid}, {t}, {len}");
         let p = pair(b, t, valid);
-        ins!(b, "@!{valid} mov.b64 {p}, -1");
-        let a = self.pair_at(b, t);
-        ins!(b, "st.shared.b64 [{a}], {p}");
+        ins!(b, "@!{valid} mov.{bt} {p}, -1");
+        let a = self.pair_at(b, t, pairs);
+        ins!(b, "st.shared.{bt} [{a}], {p}");
         end_loop(b, l);
         ins!(b, "bar.sync 0");
         let c = chunk.trailing_zeros();
@@ -162,37 +192,44 @@ impl SortCx<'_> {
             ins!(b, "setp.lt.u32 {p}, {tid}, {}", threads(chunk));
             p
         });
-        let mut regs: Vec<Reg> = (0..1u32 << r)
-            .map(|_| b.mov(RegKind::B64, "b64", -1))
-            .collect();
+        let mut regs: Vec<Reg> = (0..1u32 << r).map(|_| b.mov(kind, bt, -1)).collect();
         let mut window = None;
         for op in schedule(c, r) {
             match op {
                 Op::Window(w) if window == Some(w) => {}
                 Op::Window(w) => {
                     if let Some(old) = window {
-                        self.move_pairs(b, old, &regs, active, "st");
+                        self.move_pairs(b, old, &regs, pairs, active, "st");
                         ins!(b, "bar.sync 0");
                     }
-                    self.move_pairs(b, w, &regs, active, "ld");
+                    self.move_pairs(b, w, &regs, pairs, active, "ld");
                     ins!(b, "bar.sync 0");
                     window = Some(w);
                 }
                 Op::Step { m, j } => {
                     let w = window.expect("the schedule starts with a window");
-                    self.step(b, desc(c, r, w, m), j - w, &mut regs);
+                    self.step(b, desc(c, r, w, m), j - w, pairs, &mut regs);
                 }
             }
         }
         let w = window.expect("the schedule starts with a window");
-        self.move_pairs(b, w, &regs, active, "st");
+        self.move_pairs(b, w, &regs, pairs, active, "st");
         ins!(b, "bar.sync 0");
     }
 
     /// Stores (`op` "st") or loads ("ld") this thread's registers `regs`
     /// to or from their pairs' slots in the window at bit `w` (the
     /// thread's indices, as `index` maps them), where `active`.
-    fn move_pairs(&self, b: &mut Builder, w: u32, regs: &[Reg], active: Option<Reg>, op: &str) {
+    fn move_pairs(
+        &self,
+        b: &mut Builder,
+        w: u32,
+        regs: &[Reg],
+        pairs: Pairs,
+        active: Option<Reg>,
+        op: &str,
+    ) {
+        let (_, bt, _) = pairs.types();
         let r = regs.len().trailing_zeros();
         // The thread's index bits: `tid`'s low `w` bits stay, the rest
         // move above the window.
@@ -205,13 +242,13 @@ impl SortCx<'_> {
         // `base` and `e << w` have no bit in common, so the slot of their
         // sum (`i + i / 16`) is the sum of their slots: a constant offset
         // from `base`'s.
-        let a = self.pair_at(b, base);
+        let a = self.pair_at(b, base, pairs);
         for (e, &x) in regs.iter().enumerate() {
             let i = (e as u32) << w;
-            let off = 8 * (i + i / 16);
+            let off = pairs.size() * (i + i / 16);
             match op {
-                "st" => ins!(b, "{guard}st.shared.b64 [{a}+{off}], {x}"),
-                _ => ins!(b, "{guard}ld.shared.b64 {x}, [{a}+{off}]"),
+                "st" => ins!(b, "{guard}st.shared.{bt} [{a}+{off}], {x}"),
+                _ => ins!(b, "{guard}ld.shared.{bt} {x}, [{a}+{off}]"),
             }
         }
     }
@@ -219,7 +256,8 @@ impl SortCx<'_> {
     /// A compare step on bit `bit` of the register number, in direction
     /// `desc`: each pair of registers differing in that bit ends ordered
     /// (the lower register the smaller pair where ascending).
-    fn step(&self, b: &mut Builder, desc: Desc, bit: u32, regs: &mut [Reg]) {
+    fn step(&self, b: &mut Builder, desc: Desc, bit: u32, pairs: Pairs, regs: &mut [Reg]) {
+        let (kind, bt, ut) = pairs.types();
         let thread = match desc {
             Desc::Thread(t) => {
                 let (x, p) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
@@ -232,18 +270,29 @@ impl SortCx<'_> {
         for lo in (0..regs.len()).filter(|e| e >> bit & 1 == 0) {
             let hi = lo | 1 << bit;
             let (x, y) = (regs[lo], regs[hi]);
-            let swap = b.reg(RegKind::Pred);
-            match (desc, thread) {
-                (Desc::Reg(d), _) if lo >> d & 1 == 1 => ins!(b, "setp.lt.u64 {swap}, {x}, {y}"),
-                (_, Some(p)) => {
-                    ins!(b, "setp.gt.u64 {swap}, {x}, {y}");
-                    ins!(b, "xor.pred {swap}, {swap}, {p}");
+            let down = match desc {
+                Desc::Reg(d) => lo >> d & 1 == 1,
+                _ => false,
+            };
+            let (nx, ny) = (b.reg(kind), b.reg(kind));
+            match (pairs, thread) {
+                // 32-bit pairs: a min and a max (swapped where descending).
+                (Pairs::Narrow { .. }, None) => {
+                    let (first, second) = if down { ("max", "min") } else { ("min", "max") };
+                    ins!(b, "{first}.{ut} {nx}, {x}, {y}");
+                    ins!(b, "{second}.{ut} {ny}, {x}, {y}");
                 }
-                _ => ins!(b, "setp.gt.u64 {swap}, {x}, {y}"),
+                _ => {
+                    let swap = b.reg(RegKind::Pred);
+                    let cmp = if down { "lt" } else { "gt" };
+                    ins!(b, "setp.{cmp}.{ut} {swap}, {x}, {y}");
+                    if let Some(p) = thread {
+                        ins!(b, "xor.pred {swap}, {swap}, {p}");
+                    }
+                    ins!(b, "selp.{bt} {nx}, {y}, {x}, {swap}");
+                    ins!(b, "selp.{bt} {ny}, {x}, {y}, {swap}");
+                }
             }
-            let (nx, ny) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
-            ins!(b, "selp.b64 {nx}, {y}, {x}, {swap}");
-            ins!(b, "selp.b64 {ny}, {x}, {y}, {swap}");
             regs[lo] = nx;
             regs[hi] = ny;
         }

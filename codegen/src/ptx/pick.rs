@@ -15,7 +15,7 @@
 //! last digit always ends them, since pairs are distinct). A warp-wide
 //! ballot then compacts the selected pairs to the front of shared memory.
 
-use super::bitonic;
+use super::bitonic::{self, Pairs};
 use super::builder::{ins, Builder, Reg, RegKind};
 use super::launch::Sort;
 use super::module::Launch;
@@ -38,7 +38,7 @@ pub(super) fn entry(kernel: &Kernel, target: &Target, plan: &Sort, name: &str) -
     // bitonic sort, which works from byte 0), the row's pairs, the
     // histogram, the scan's warp sums, and the state a pass publishes
     // (digit, rank, done) with the collect's counter.
-    let pairs = bitonic::bytes(plan.chunk);
+    let pairs = bitonic::bytes(plan.chunk, Pairs::Wide);
     let hist = pairs + 8 * n;
     let sums = hist + 4 * BLOCK;
     let state = sums + 4 * (BLOCK / 32);
@@ -156,19 +156,19 @@ pub(super) fn entry(kernel: &Kernel, target: &Target, plan: &Sort, name: &str) -
             // other count inside the candidates.
             ins!(b, "setp.lt.u32 {p}, {slot}, {k}");
             ins!(b, "and.pred {sel}, {sel}, {p}");
-            let a = sc.pair_at(b, slot);
+            let a = sc.pair_at(b, slot, Pairs::Wide);
             ins!(b, "@{sel} st.shared.b64 [{a}], {pair}");
             end_loop(b, l);
             ins!(b, "bar.sync 0");
             // Each thread reloads and stores back its own slots, so the
             // sort may take its input from where it sorts.
             let kk = b.mov(RegKind::B32, "u32", k);
-            sc.sort_pairs(b, kk, plan.chunk, |b, t, valid| {
-                let (a, pair) = (sc.pair_at(b, t), b.reg(RegKind::B64));
+            sc.sort_pairs(b, kk, plan.chunk, Pairs::Wide, |b, t, valid| {
+                let (a, pair) = (sc.pair_at(b, t, Pairs::Wide), b.reg(RegKind::B64));
                 ins!(b, "@{valid} ld.shared.b64 {pair}, [{a}]");
                 pair
             });
-            sc.store_sorted(b, &kept, kk);
+            sc.store_sorted(b, &kept, kk, Pairs::Wide);
         });
         (shared, grid)
     })

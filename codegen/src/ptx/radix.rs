@@ -29,7 +29,7 @@ use super::sort_cx::{
 };
 use super::target::Target;
 use crate::ir::Kernel;
-use crate::sort::{RadixScratch, DIGITS, RADIX_TILE};
+use crate::sort::{key_digits, RadixScratch, DIGITS, RADIX_TILE};
 
 /// Threads per CTA: one per digit.
 const BLOCK: u32 = DIGITS as u32;
@@ -63,7 +63,7 @@ pub(super) fn entries(kernel: &Kernel, target: &Target, base: &str) -> Vec<(Stri
         .expect("the planner sized the scratch buffer");
     // Only the digits that order the keys (all 4 but for narrow dtypes):
     // skipping one whose value the others decide leaves the order alone.
-    let digits = sort_op(kernel).digits;
+    let digits = key_digits(sort_op(kernel).dtype);
     let used: Vec<u32> = (0..4).filter(|d| digits >> d & 1 == 1).collect();
     let mut out = Vec::new();
     for (i, &digit) in used.iter().enumerate() {

@@ -26,7 +26,7 @@
 //! Every pass evaluates the operand again (its producers fused): reading
 //! the row once per digit costs less than writing pairs out and back.
 
-use super::bitonic;
+use super::bitonic::{self, Pairs};
 use super::builder::{ins, Builder, Reg, RegKind};
 use super::launch::Sort;
 use super::module::Launch;
@@ -316,7 +316,7 @@ fn sort(
                 let head = g.head(b, scratch, row);
                 let kept = sc.row_vars(b, row);
                 let k = b.mov(RegKind::B32, "u32", g.k);
-                sc.sort_pairs(b, k, plan.chunk, |b, t, valid| {
+                sc.sort_pairs(b, k, plan.chunk, Pairs::Wide, |b, t, valid| {
                     let (a, pair) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
                     ins!(b, "mad.wide.u32 {a}, {t}, 8, {head}");
                     ins!(
@@ -326,9 +326,9 @@ fn sort(
                     );
                     pair
                 });
-                sc.store_sorted(b, &kept, k);
+                sc.store_sorted(b, &kept, k, Pairs::Wide);
             });
-            (bitonic::bytes(plan.chunk), grid)
+            (bitonic::bytes(plan.chunk, Pairs::Wide), grid)
         },
     )
 }

@@ -5,6 +5,7 @@
 //! passes (a prefix sum over 256 threads, a digit count aggregated per
 //! warp).
 
+use super::bitonic::Pairs;
 use super::builder::{ins, Builder, Reg, RegKind};
 use super::elementwise::used_vars;
 use super::eval::{needs, Cx, Point, Vals};
@@ -13,7 +14,7 @@ use super::module::{self, Launch};
 use super::ops::{self, Value};
 use super::target::Target;
 use crate::ir::{Inst, Kernel, Val};
-use crate::sort::{SortOp, SortPart, RADIX_TILE};
+use crate::sort::{Narrow, SortOp, SortPart, RADIX_TILE};
 use crate::DType;
 
 /// A counted loop `for i = start; i < end; i += step` over `u32`
@@ -276,6 +277,27 @@ impl<'a> SortCx<'a> {
         pair
     }
 
+    /// The 32-bit pair `packed key << pos_bits | pos` of the operand at
+    /// `pos` (`u32`, below `2^pos_bits`), its key packed by `narrow`.
+    pub(super) fn narrow_pair(
+        &self,
+        b: &mut Builder,
+        kept: &[Option<Reg>],
+        pos: Reg,
+        valid: Option<Reg>,
+        (narrow, pos_bits): (Narrow, u32),
+    ) -> Reg {
+        let k = self.key(b, kept, pos, valid);
+        let pair = b.reg(RegKind::B32);
+        match narrow {
+            Narrow::Shift(s) => ins!(b, "shr.b32 {pair}, {k}, {s}"),
+            Narrow::Offset(lo) => ins!(b, "sub.u32 {pair}, {k}, {lo}"),
+        }
+        ins!(b, "shl.b32 {pair}, {pair}, {pos_bits}");
+        ins!(b, "or.b32 {pair}, {pair}, {pos}");
+        pair
+    }
+
     /// The kernel's stores at sorted position `j` (`u32`) of the row with
     /// kept variables `kept`, whose element was at position `pos` before
     /// sorting: indices are `pos`, values the operand evaluated again at
@@ -315,14 +337,22 @@ impl<'a> SortCx<'a> {
 
     /// Stores the first `k` (`u32`) pairs sorted in shared memory by
     /// [`SortCx::sort_pairs`] (of the row with kept variables `kept`).
-    pub(super) fn store_sorted(&self, b: &mut Builder, kept: &[Option<Reg>], k: Reg) {
+    pub(super) fn store_sorted(&self, b: &mut Builder, kept: &[Option<Reg>], k: Reg, pairs: Pairs) {
         let l = begin_loop(b, self.tid, k, self.block);
         let j = l.0;
-        let a = self.pair_at(b, j);
-        let pair = b.reg(RegKind::B64);
-        ins!(b, "ld.shared.b64 {pair}, [{a}]");
-        let (pos, key) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-        ins!(b, "mov.b64 {{{pos}, {key}}}, {pair}");
+        let a = self.pair_at(b, j, pairs);
+        let pos = b.reg(RegKind::B32);
+        match pairs {
+            Pairs::Wide => {
+                let (pair, key) = (b.reg(RegKind::B64), b.reg(RegKind::B32));
+                ins!(b, "ld.shared.b64 {pair}, [{a}]");
+                ins!(b, "mov.b64 {{{pos}, {key}}}, {pair}");
+            }
+            Pairs::Narrow { pos_bits } => {
+                ins!(b, "ld.shared.b32 {pos}, [{a}]");
+                ins!(b, "and.b32 {pos}, {pos}, {}", (1u32 << pos_bits) - 1);
+            }
+        }
         self.store(b, kept, j, pos);
         end_loop(b, l);
     }
