@@ -230,7 +230,9 @@ fn narrow_keys_on_chip() {
         (DType::F16, -7e4, 7e4),
         (DType::BF16, -1e30, 1e30),
     ] {
-        for n in [2, 33, 4097] {
+        // Past 4096 F16 pairs are wide; the others stay narrow.
+        let long = if dt.is_float() { 4097 } else { 1031 };
+        for n in [2, 33, long] {
             let x = Input::new(Layout::Flipped, &[3, n], dt, lo, hi, n as u64);
             check_all_axes(&format!("narrow n={n}"), &x, &[n - 1]);
         }

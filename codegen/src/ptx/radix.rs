@@ -24,8 +24,8 @@
 use super::builder::{ins, Builder, Reg, RegKind};
 use super::module::Launch;
 use super::sort_cx::{
-    begin_loop, begin_rounds, count_digit, digit_or_none, end_loop, launch, peers, sort_op,
-    tile_of, to_u64, word_at, SortCx,
+    begin_loop, count_digit, digit_or_none, end_loop, launch, peers, sort_op, tile_of, tile_rounds,
+    to_u64, word_at, SortCx,
 };
 use super::target::Target;
 use crate::ir::Kernel;
@@ -160,16 +160,20 @@ fn histogram(
                 ins!(b, "mad.lo.u32 {mine}, {}, 4, {hist}", sc.tid);
                 ins!(b, "st.shared.u32 [{mine}], 0");
                 ins!(b, "bar.sync 0");
-                let (l, pos, valid) = begin_rounds(b, sc.tid, start, len);
-                let key = if pass.index == 0 {
-                    sc.key(b, &kept, pos, Some(valid))
-                } else {
-                    read(b, scratch, s, pass, rb, pos, valid).0
-                };
-                let d = digit(b, key, pass);
-                let d = digit_or_none(b, d, valid);
-                count_digit(b, hist, d, valid);
-                end_loop(b, l);
+                let rounds = tile_rounds(b, sc.tid, start, len);
+                let mut keys = Vec::with_capacity(rounds.len());
+                for &(pos, valid) in &rounds {
+                    keys.push(if pass.index == 0 {
+                        sc.key(b, &kept, pos, Some(valid))
+                    } else {
+                        read(b, scratch, s, pass, rb, pos, valid).0
+                    });
+                }
+                for (&key, &(_, valid)) in keys.iter().zip(&rounds) {
+                    let d = digit(b, key, pass);
+                    let d = digit_or_none(b, d, valid);
+                    count_digit(b, hist, d, valid);
+                }
                 ins!(b, "bar.sync 0");
                 let h = b.reg(RegKind::B32);
                 ins!(b, "ld.shared.u32 {h}, [{mine}]");
@@ -313,65 +317,66 @@ fn scatter(
                 let running = b.mov(RegKind::B32, "u32", 0);
                 ins!(b, "bar.sync 0");
                 let (_, warp) = sc.lane_warp(b);
-                let (l, pos, valid) = begin_rounds(b, tid, start, len);
-                let (key, payload) = if pass.index == 0 {
-                    (sc.key(b, &kept, pos, Some(valid)), pos)
-                } else {
-                    read(b, scratch, s, pass, rb, pos, valid)
-                };
-                let dg = digit(b, key, pass);
-                let dm = digit_or_none(b, dg, valid);
-                let (peer_mask, rank, first) = peers(b, dm);
-                // This round's per-warp counts, by parity: the other set is
-                // cleared for the next round while this one is read.
-                let (par, cur, next) = (
-                    b.reg(RegKind::B32),
-                    b.reg(RegKind::B32),
-                    b.reg(RegKind::B32),
-                );
-                ins!(b, "bfe.u32 {par}, {}, 8, 1", l.0);
-                let counts = sc.shared(b, WARP_COUNTS);
-                ins!(b, "mad.lo.u32 {cur}, {par}, {PARITY}, {counts}");
-                ins!(b, "xor.b32 {par}, {par}, 1");
-                ins!(b, "mad.lo.u32 {next}, {par}, {PARITY}, {counts}");
-                let slot = b.reg(RegKind::B32);
-                ins!(b, "mad.lo.u32 {slot}, {warp}, {BLOCK}, {dg}");
-                ins!(b, "mad.lo.u32 {slot}, {slot}, 4, {cur}");
-                let n_peers = b.reg(RegKind::B32);
-                ins!(b, "popc.b32 {n_peers}, {peer_mask}");
-                ins!(b, "and.pred {first}, {first}, {valid}");
-                ins!(b, "@{first} st.shared.u32 [{slot}], {n_peers}");
-                ins!(b, "bar.sync 0");
-                // Thread `d`: each warp's count of digit `d` becomes the
-                // number of `d`s before that warp (earlier rounds included).
-                let (cur_d, next_d, c) = (
-                    b.reg(RegKind::B32),
-                    b.reg(RegKind::B32),
-                    b.reg(RegKind::B32),
-                );
-                ins!(b, "add.u32 {cur_d}, {cur}, {mine}");
-                ins!(b, "add.u32 {next_d}, {next}, {mine}");
-                for w in 0..WARPS {
-                    let off = 4 * BLOCK * w;
-                    ins!(b, "ld.shared.u32 {c}, [{cur_d}+{off}]");
-                    ins!(b, "st.shared.u32 [{cur_d}+{off}], {running}");
-                    ins!(b, "add.u32 {running}, {running}, {c}");
-                    ins!(b, "st.shared.u32 [{next_d}+{off}], 0");
+                let rounds = tile_rounds(b, tid, start, len);
+                let mut loaded = Vec::with_capacity(rounds.len());
+                for &(pos, valid) in &rounds {
+                    loaded.push(if pass.index == 0 {
+                        (sc.key(b, &kept, pos, Some(valid)), pos)
+                    } else {
+                        read(b, scratch, s, pass, rb, pos, valid)
+                    });
                 }
-                ins!(b, "bar.sync 0");
-                // Staged index: the digit's start in the tile, the earlier
-                // `d`s, this lane's rank among its warp's.
-                let (local, x) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-                let sa = at(b, STARTS, dg);
-                ins!(b, "@{valid} ld.shared.u32 {local}, [{sa}]");
-                ins!(b, "@{valid} ld.shared.u32 {x}, [{slot}]");
-                ins!(b, "add.u32 {local}, {local}, {x}");
-                ins!(b, "add.u32 {local}, {local}, {rank}");
-                let ka = at(b, 0, local);
-                ins!(b, "@{valid} st.shared.u32 [{ka}], {key}");
-                let pa = at(b, STAGE_POS, local);
-                ins!(b, "@{valid} st.shared.u32 [{pa}], {payload}");
-                end_loop(b, l);
+                for (round, (&(_, valid), &(key, payload))) in
+                    rounds.iter().zip(&loaded).enumerate()
+                {
+                    let dg = digit(b, key, pass);
+                    let dm = digit_or_none(b, dg, valid);
+                    let (peer_mask, rank, first) = peers(b, dm);
+                    // This round's per-warp counts, by parity: the other set is
+                    // cleared for the next round while this one is read.
+                    let par = round as u32 % 2;
+                    let (cur, next) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+                    let counts = sc.shared(b, WARP_COUNTS);
+                    ins!(b, "add.u32 {cur}, {counts}, {}", par * PARITY);
+                    ins!(b, "add.u32 {next}, {counts}, {}", (1 - par) * PARITY);
+                    let slot = b.reg(RegKind::B32);
+                    ins!(b, "mad.lo.u32 {slot}, {warp}, {BLOCK}, {dg}");
+                    ins!(b, "mad.lo.u32 {slot}, {slot}, 4, {cur}");
+                    let n_peers = b.reg(RegKind::B32);
+                    ins!(b, "popc.b32 {n_peers}, {peer_mask}");
+                    ins!(b, "and.pred {first}, {first}, {valid}");
+                    ins!(b, "@{first} st.shared.u32 [{slot}], {n_peers}");
+                    ins!(b, "bar.sync 0");
+                    // Thread `d`: each warp's count of digit `d` becomes the
+                    // number of `d`s before that warp (earlier rounds included).
+                    let (cur_d, next_d, c) = (
+                        b.reg(RegKind::B32),
+                        b.reg(RegKind::B32),
+                        b.reg(RegKind::B32),
+                    );
+                    ins!(b, "add.u32 {cur_d}, {cur}, {mine}");
+                    ins!(b, "add.u32 {next_d}, {next}, {mine}");
+                    for w in 0..WARPS {
+                        let off = 4 * BLOCK * w;
+                        ins!(b, "ld.shared.u32 {c}, [{cur_d}+{off}]");
+                        ins!(b, "st.shared.u32 [{cur_d}+{off}], {running}");
+                        ins!(b, "add.u32 {running}, {running}, {c}");
+                        ins!(b, "st.shared.u32 [{next_d}+{off}], 0");
+                    }
+                    ins!(b, "bar.sync 0");
+                    // Staged index: the digit's start in the tile, the earlier
+                    // `d`s, this lane's rank among its warp's.
+                    let (local, x) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+                    let sa = at(b, STARTS, dg);
+                    ins!(b, "@{valid} ld.shared.u32 {local}, [{sa}]");
+                    ins!(b, "@{valid} ld.shared.u32 {x}, [{slot}]");
+                    ins!(b, "add.u32 {local}, {local}, {x}");
+                    ins!(b, "add.u32 {local}, {local}, {rank}");
+                    let ka = at(b, 0, local);
+                    ins!(b, "@{valid} st.shared.u32 [{ka}], {key}");
+                    let pa = at(b, STAGE_POS, local);
+                    ins!(b, "@{valid} st.shared.u32 [{pa}], {payload}");
+                }
                 ins!(b, "bar.sync 0");
                 // Out in staged order: runs of equal digits go to consecutive
                 // addresses.

@@ -31,7 +31,7 @@ use super::builder::{ins, Builder, Reg, RegKind};
 use super::launch::Sort;
 use super::module::Launch;
 use super::sort_cx::{
-    begin_loop, begin_rounds, count_digit, digit_or_none, end_loop, launch, tile_of, to_u64,
+    begin_loop, count_digit, digit_or_none, end_loop, launch, tile_of, tile_rounds, to_u64,
     word_at, SortCx,
 };
 use super::target::Target;
@@ -194,19 +194,23 @@ fn pass(kernel: &Kernel, target: &Target, base: &str, g: Geometry, shift: u32) -
                 ins!(b, "mad.lo.u32 {mine}, {tid}, 4, {hist}");
                 ins!(b, "st.shared.u32 [{mine}], 0");
                 ins!(b, "bar.sync 0");
-                let (l, pos, valid) = begin_rounds(b, tid, start, len);
-                let pair = sc.pair(b, &kept, pos, Some(valid));
-                let (m, matches) = (b.reg(RegKind::B64), b.reg(RegKind::Pred));
-                ins!(b, "and.b64 {m}, {pair}, {mask}");
-                ins!(b, "setp.eq.u64 {matches}, {m}, {value}");
-                ins!(b, "and.pred {matches}, {matches}, {valid}");
-                let (d64, d) = (b.reg(RegKind::B64), b.reg(RegKind::B32));
-                ins!(b, "shr.b64 {d64}, {pair}, {shift}");
-                ins!(b, "cvt.u32.u64 {d}, {d64}");
-                ins!(b, "and.b32 {d}, {d}, 255");
-                let d = digit_or_none(b, d, matches);
-                count_digit(b, hist, d, matches);
-                end_loop(b, l);
+                let rounds = tile_rounds(b, tid, start, len);
+                let mut pairs = Vec::with_capacity(rounds.len());
+                for &(pos, valid) in &rounds {
+                    pairs.push(sc.pair(b, &kept, pos, Some(valid)));
+                }
+                for (&pair, &(_, valid)) in pairs.iter().zip(&rounds) {
+                    let (m, matches) = (b.reg(RegKind::B64), b.reg(RegKind::Pred));
+                    ins!(b, "and.b64 {m}, {pair}, {mask}");
+                    ins!(b, "setp.eq.u64 {matches}, {m}, {value}");
+                    ins!(b, "and.pred {matches}, {matches}, {valid}");
+                    let (d64, d) = (b.reg(RegKind::B64), b.reg(RegKind::B32));
+                    ins!(b, "shr.b64 {d64}, {pair}, {shift}");
+                    ins!(b, "cvt.u32.u64 {d}, {d64}");
+                    ins!(b, "and.b32 {d}, {d}, 255");
+                    let d = digit_or_none(b, d, matches);
+                    count_digit(b, hist, d, matches);
+                }
                 ins!(b, "bar.sync 0");
                 let h = b.reg(RegKind::B32);
                 ins!(b, "ld.shared.u32 {h}, [{mine}]");

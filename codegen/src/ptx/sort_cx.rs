@@ -449,26 +449,24 @@ pub(super) fn tile_of(b: &mut Builder, item: Reg, tiles: u64, n: u32) -> (Reg, R
     (row, t, start, len)
 }
 
-/// Opens the loop over the rounds of a tile: `256 * rounds` positions
-/// from `start`, the same number of turns for every thread (warp-wide
-/// instructions need all lanes); returns the loop, this thread's position
-/// and whether it lies in the tile's `len`. Close it with [`end_loop`].
-pub(super) fn begin_rounds(
-    b: &mut Builder,
-    tid: Reg,
-    start: Reg,
-    len: Reg,
-) -> ((Reg, String, String, u32), Reg, Reg) {
-    let zero = b.mov(RegKind::B32, "u32", 0);
-    let end = b.mov(RegKind::B32, "u32", RADIX_TILE);
-    let l = begin_loop(b, zero, end, 256);
-    let i = b.reg(RegKind::B32);
-    ins!(b, "add.u32 {i}, {}, {tid}", l.0);
-    let valid = b.reg(RegKind::Pred);
-    ins!(b, "setp.lt.u32 {valid}, {i}, {len}");
-    let pos = b.reg(RegKind::B32);
-    ins!(b, "add.u32 {pos}, {start}, {i}");
-    (l, pos, valid)
+/// This thread's positions in a tile of `len` from `start`, one per round
+/// of 256 (`RADIX_TILE / 256` rounds for every thread: warp-wide
+/// instructions need all lanes), each with whether it lies in the tile.
+/// Callers load every round's element before working on any, so that a
+/// thread has all its loads in flight at once (a loop loading one a
+/// round left each warp waiting out a memory latency per round).
+pub(super) fn tile_rounds(b: &mut Builder, tid: Reg, start: Reg, len: Reg) -> Vec<(Reg, Reg)> {
+    (0..RADIX_TILE as u32 / 256)
+        .map(|r| {
+            let i = b.reg(RegKind::B32);
+            ins!(b, "add.u32 {i}, {tid}, {}", 256 * r);
+            let valid = b.reg(RegKind::Pred);
+            ins!(b, "setp.lt.u32 {valid}, {i}, {len}");
+            let pos = b.reg(RegKind::B32);
+            ins!(b, "add.u32 {pos}, {start}, {i}");
+            (pos, valid)
+        })
+        .collect()
 }
 
 /// The lanes of this warp whose `digit` equals this lane's (every lane of
