@@ -126,7 +126,7 @@ enum Desc {
 }
 
 /// The [`Desc`] of block size `2^m` in the window at bit `w` (`r` bits)
-/// of a chunk of `2^c` (see [`index`]).
+/// of a chunk of `2^c` (see `index`).
 fn desc(c: u32, r: u32, w: u32, m: u32) -> Desc {
     if m == c {
         Desc::Ascending

@@ -1,5 +1,6 @@
-//! `topk` of short rows with small `k` ([`Method::SelectOnChip`]): one
-//! launch, a CTA per row. The row's `(key, position)` pairs go to shared
+//! `topk` of short rows with small `k`
+//! ([`crate::sort::Method::SelectOnChip`]): one launch, a CTA per row. The
+//! row's `(key, position)` pairs go to shared
 //! memory once; a radix select over them (as the `select` module does
 //! over many CTAs, here within one) finds the `k` smallest; only those
 //! are sorted (the on-chip bitonic sort of `k` pairs) and stored.
