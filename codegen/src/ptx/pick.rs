@@ -1,9 +1,9 @@
 //! `topk` of short rows with small `k`
 //! ([`crate::sort::Method::SelectOnChip`]): one launch, a CTA per row. The
-//! row's `(key, position)` pairs go to shared
-//! memory once; a radix select over them (as the `select` module does
-//! over many CTAs, here within one) finds the `k` smallest; only those
-//! are sorted (the on-chip bitonic sort of `k` pairs) and stored.
+//! row's `(key, position)` pairs go to shared memory once; a radix select
+//! over them (as the `select` module does over many CTAs, here within
+//! one) finds the `k` smallest; only those are sorted (the on-chip
+//! bitonic sort of `k` pairs) and stored.
 //!
 //! The select keeps, in registers every thread holds alike, a mask of the
 //! pair bits decided so far, their value, and the rank `r` still wanted
