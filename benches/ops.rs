@@ -40,8 +40,8 @@ const SCAN_COLS: usize = 4096;
 /// Elements of every sort input.
 const SORT_ELEMS: usize = 1 << 22;
 
-/// Row lengths of the sorts: on chip up to 4096, radix sort (`topk`:
-/// radix select) beyond.
+/// Row lengths of the sorts: on chip up to 16384, radix sort beyond
+/// (`topk` of small `k`: a select, on chip up to 4096).
 const SORT_NS: [usize; 6] = [256, 1024, 4096, 16384, 65536, 1 << 20];
 
 /// The `k` of the `topk` cases.
