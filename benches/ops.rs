@@ -56,8 +56,8 @@ struct Sizes {
     scan_cols: usize,
     /// Elements of every sort input.
     sort_elems: usize,
-    /// Row lengths of the sorts: on chip up to 4096, radix sort (`topk`:
-    /// radix select) beyond.
+    /// Row lengths of the sorts: on chip up to 16384, radix sort beyond
+    /// (`topk` of small `k`: a select, on chip up to 4096).
     sort_ns: &'static [usize],
     /// The `k` of the `topk` cases.
     topk_ks: &'static [usize],
@@ -101,13 +101,13 @@ const FULL: Sizes = Sizes {
 };
 
 /// Sizes small enough for the CPU interpreter, with every kind of case
-/// (a sort longer than the on-chip chunk of 4096 included).
+/// (a sort longer than the on-chip limit of 16384 included).
 const SMOKE: Sizes = Sizes {
     scan_elems: 1 << 12,
     scan_ns: &[16, 256, 4096],
     scan_cols: 64,
-    sort_elems: 1 << 13,
-    sort_ns: &[16, 256, 8192],
+    sort_elems: 1 << 15,
+    sort_ns: &[16, 256, 32768],
     topk_ks: &[8],
     vocab: 1000,
     dims: &[8, 64],

@@ -143,6 +143,7 @@ impl Tensor {
                 descending,
                 part,
                 k,
+                dtype: self.dtype(),
             };
             Op::Sort(op, x.node.clone(), d)
         };

@@ -127,9 +127,10 @@ fn every_layout_axis_and_dtype() {
 
 #[test]
 fn row_lengths_around_chunks() {
-    // Empty, single, primes, a CTA's on-chip sort and, past 4096, the
+    // Empty, single, primes, a CTA's on-chip sort (the bitonic sort's
+    // register windows change at 2^5 and 2^9 pairs) and, past 16384, the
     // radix sort and select; rows along the last axis and the first.
-    for n in [0, 1, 2, 3, 31, 1031, 4096, 4099] {
+    for n in [0, 1, 2, 3, 31, 33, 511, 1031, 4099, 16384, 16411] {
         for shape in [vec![3, n], vec![n, 2]] {
             let x = Input::new(Layout::Contiguous, &shape, DType::F32, -1.0, 1.0, n as u64);
             check_all_axes(&format!("n={n}"), &x, &[0, 1, 5, n]);
@@ -148,8 +149,9 @@ fn long_rows() {
     check_all_axes("long", &h, &[20011]);
 }
 
-/// Rows longer than the on-chip chunk (4096): the GPU's radix sort (a full
-/// sort, or `topk` with `k > 4096`) and radix select (`topk` up to 4096),
+/// Rows longer than the on-chip chunk (16384): the GPU's radix sort (a
+/// full sort, or `topk` with `k > 16384`) and radix select (`topk` up to
+/// 16384; its final on-chip sort of up to 16384 pairs),
 /// through views, in every sort dtype, with ties, NaN, infinities and
 /// `-0.0` (their payloads kept), and many rows.
 #[test]
@@ -186,19 +188,108 @@ fn long_rows_through_radix_sort_and_select() {
         (Layout::Permuted, DType::F16),
         (Layout::Contiguous, DType::BF16),
     ] {
-        let x = Input::with_values(layout, &[3, 4097], dt, &specials);
-        check_all_axes("long specials", &x, &[1, 7, 4096, 4097]);
+        let x = Input::with_values(layout, &[2, 16411], dt, &specials);
+        check_all_axes("long specials", &x, &[1, 7, 16384, 16385]);
     }
-    let x = Input::new(Layout::Strided, &[2, 10007], DType::F32, -1.0, 1.0, 5);
-    check_all_axes("long strided", &x, &[1, 7, 10007]);
-    let xi = Input::new(Layout::Flipped, &[2, 10007], DType::I32, -9.0, 9.0, 6);
+    let x = Input::new(Layout::Strided, &[2, 20011], DType::F32, -1.0, 1.0, 5);
+    check_all_axes("long strided", &x, &[1, 7, 20011]);
+    let xi = Input::new(Layout::Flipped, &[2, 20011], DType::I32, -9.0, 9.0, 6);
     check_all_axes("long ties", &xi, &[1, 7, 5000]);
-    let xb = Input::new(Layout::Permuted, &[6007, 2], DType::Bool, 0.0, 1.0, 8);
+    // Narrow dtypes sort by fewer key digits (bools and U8: 1 pass, I8
+    // and BF16: 2, I16 and F16: 3), full ranges with negatives.
+    for (dt, lo, hi) in [
+        (DType::U8, 0.0, 256.0),
+        (DType::I8, -128.0, 128.0),
+        (DType::I16, -32768.0, 32768.0),
+        (DType::F16, -7e4, 7e4),
+        (DType::BF16, -1e30, 1e30),
+    ] {
+        let x = Input::new(Layout::Flipped, &[2, 16411], dt, lo, hi, 10);
+        check_all_axes("long narrow", &x, &[16385]);
+    }
+    let xb = Input::new(Layout::Permuted, &[20011, 2], DType::Bool, 0.0, 1.0, 8);
     check_all_axes("long bools", &xb, &[1, 7]);
     // Several tiles of 2048 and one partial, along the first axis of a
     // permuted view (rows strided in memory).
     let xl = Input::new(Layout::Permuted, &[65539, 2], DType::F32, -1e3, 1e3, 9);
     check_all_axes("65536+3", &xl, &[1, 7, 65539]);
+}
+
+/// Narrow dtypes sort on chip with 32-bit pairs (the key packed, then the
+/// position) where both fit 31 bits: every narrow dtype over its full
+/// range (halves overflowing to infinities), rows from 2 to 16384, and
+/// F16 rows past 4096, whose 19 key bits and 13 position bits take 64-bit
+/// pairs again.
+#[test]
+fn narrow_keys_on_chip() {
+    for (dt, lo, hi) in [
+        (DType::Bool, 0.0, 1.0),
+        (DType::U8, 0.0, 256.0),
+        (DType::I8, -128.0, 128.0),
+        (DType::I16, -32768.0, 32768.0),
+        (DType::F16, -7e4, 7e4),
+        (DType::BF16, -1e30, 1e30),
+    ] {
+        // Past 4096 F16 pairs are wide; the others stay narrow.
+        let long = if dt.is_float() { 4097 } else { 1031 };
+        for n in [2, 33, long] {
+            let x = Input::new(Layout::Flipped, &[3, n], dt, lo, hi, n as u64);
+            check_all_axes(&format!("narrow n={n}"), &x, &[n - 1]);
+        }
+    }
+    let x = Input::new(Layout::Permuted, &[16384, 2], DType::I16, -9.0, 9.0, 3);
+    check_all_axes("narrow ties n=16384", &x, &[16383]);
+}
+
+/// `topk` with `k` at most an eighth of the row: on the GPU, rows up to
+/// 4096 take a CTA per row that radix-selects the `k` in shared memory
+/// (one launch) and sorts only those, longer ones the select over many
+/// CTAs; larger `k` sorts the row (on chip up to 16384). Rows around
+/// the thresholds, through views, with all-equal rows (the select decides
+/// every digit of the key and of the position), few distinct integers,
+/// NaN, infinities and `-0.0`, in both directions.
+#[test]
+fn short_rows_small_k_select_on_chip() {
+    for (n, ks) in [
+        (8, vec![1, 2]),
+        (64, vec![1, 8, 9]),
+        (257, vec![1, 7, 32, 33]),
+        (1031, vec![3, 128, 129]),
+        (4096, vec![8, 64, 512, 513]),
+        (4097, vec![8, 512, 513]),
+    ] {
+        let x = Input::new(Layout::Flipped, &[3, n], DType::F32, -1.0, 1.0, n as u64);
+        check_all_axes(&format!("select n={n}"), &x, &ks);
+        let xi = Input::new(
+            Layout::Permuted,
+            &[n, 2],
+            DType::I32,
+            -3.0,
+            3.0,
+            n as u64 + 1,
+        );
+        check_all_axes(&format!("select ties n={n}"), &xi, &ks);
+        let zero = Input::with_values(Layout::Strided, &[2, n], DType::BF16, &[0.5]);
+        check_all_axes(&format!("select equal n={n}"), &zero, &ks);
+    }
+    let inf = f64::INFINITY;
+    let specials = [
+        1.0,
+        f64::NAN,
+        -0.0,
+        -inf,
+        inf,
+        0.0,
+        -1.5,
+        f64::NAN,
+        0.0,
+        2.0,
+        -inf,
+    ];
+    for dt in [DType::F32, DType::F16] {
+        let x = Input::with_values(Layout::Contiguous, &[5, 300], dt, &specials);
+        check_all_axes("select specials", &x, &[1, 2, 5, 37]);
+    }
 }
 
 /// The GPU launches of a kernel sorting `x` along its last axis and
@@ -220,16 +311,18 @@ fn gpu_launches(x: &Tensor, k: usize) -> Vec<ptx::Launch> {
     p.launches
 }
 
-/// Rows up to 4096 sort on chip in one launch; longer rows take the
+/// Rows up to 16384 sort on chip in one launch; longer rows take the
 /// radix sort's 3 launches per 8-bit digit (histogram, scan, scatter)
-/// or, for `topk` up to 4096, the select's clear, a pass per digit of
+/// or, for `topk` up to 16384, the select's clear, a pass per digit of
 /// the key and of the position, collect and the final sort.
 #[test]
 fn long_rows_launch_the_radix_passes() {
     let dev = test_device();
     let x = |n: usize| Tensor::zeros([4, n], DType::F32, &dev);
-    assert_eq!(gpu_launches(&x(4096), 4096).len(), 1);
+    assert_eq!(gpu_launches(&x(16384), 16384).len(), 1);
     assert_eq!(gpu_launches(&x(4096), 8).len(), 1);
+    assert_eq!(gpu_launches(&x(16384), 2049).len(), 1);
+    assert_eq!(gpu_launches(&x(16384), 8).len(), 1 + 4 + 2 + 2);
     let sort = gpu_launches(&x(1 << 20), 1 << 20);
     assert_eq!(sort.len(), 12);
     // Histograms and scatters over (row, tile of 2048), scans over
@@ -240,9 +333,22 @@ fn long_rows_launch_the_radix_passes() {
     );
     // Positions below 2^20 need 3 digits after the key's 4.
     assert_eq!(gpu_launches(&x(1 << 20), 8).len(), 1 + 4 + 3 + 2);
-    assert_eq!(gpu_launches(&x(4097), 8).len(), 1 + 4 + 2 + 2);
+    assert_eq!(gpu_launches(&x(16385), 8).len(), 1 + 4 + 2 + 2);
     // k past the on-chip chunk: the radix sort, storing k.
-    assert_eq!(gpu_launches(&x(8192), 4097).len(), 12);
+    assert_eq!(gpu_launches(&x(32768), 16385).len(), 12);
+    // Narrow keys: a pass per digit that orders them.
+    let narrow = |dt| Tensor::zeros([4, 1 << 20], dt, &dev);
+    for (dt, passes) in [
+        (DType::BF16, 2),
+        (DType::F16, 3),
+        (DType::I16, 3),
+        (DType::I8, 2),
+        (DType::U8, 1),
+        (DType::Bool, 1),
+        (DType::I32, 4),
+    ] {
+        assert_eq!(gpu_launches(&narrow(dt), 1 << 20).len(), 3 * passes, "{dt}");
+    }
 }
 
 #[test]

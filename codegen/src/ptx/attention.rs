@@ -97,7 +97,7 @@ pub fn emit(k: &Kernel, target: &Target) -> Result<PtxKernel, String> {
         .map_err(|_| format!("attention kernel {}: too many CTAs", k.name))?;
     let name = entry_name(k);
     let threads = t.bm * TPR;
-    let text = entry(k, target, &name, threads, |b, cx, smem| {
+    let (text, shared) = entry(k, target, &name, threads, |b, cx, smem| {
         Emitter::new(cx, &a, t, smem).body(b);
         t.shared(d, dv, size) as u32
     });
@@ -106,7 +106,7 @@ pub fn emit(k: &Kernel, target: &Target) -> Result<PtxKernel, String> {
         name,
         grid.max(1),
         threads,
-        0,
+        shared,
     ))
 }
 

@@ -103,14 +103,16 @@ pub struct Scan {
 /// How a sort kernel's on-chip sort runs: a CTA per row (a grid-stride
 /// loop over rows) sorts `chunk` `(key, position)` pairs in shared memory
 /// with a bitonic network: the whole row ([`Method::OnChip`]) or the `k`
-/// pairs a select kept ([`Method::Select`]). A radix sort
+/// pairs a select kept ([`Method::Select`], [`Method::SelectOnChip`],
+/// whose CTAs have 256 threads). A radix sort
 /// ([`Method::Radix`]) has no on-chip sort; its launches are fixed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sort {
     /// Pairs sorted at once in shared memory: a power of two, at least 2,
     /// at most [`crate::sort::SORT_CHUNK`], at least the pairs sorted.
     pub chunk: u32,
-    /// Threads per CTA (each compare step has `chunk / 2` comparisons).
+    /// Threads per CTA (at least those of the bitonic sort, which holds
+    /// up to 16 pairs a thread in registers).
     pub block: u32,
     /// CTAs in the grid.
     pub grid: u32,
@@ -467,18 +469,23 @@ fn choose_scan(k: &Kernel) -> Scan {
 fn on_chip_len(k: &Kernel) -> usize {
     match Method::of(k.row_len(), k.stored_len()) {
         Method::OnChip => k.row_len(),
-        Method::Select => k.stored_len(),
+        Method::Select | Method::SelectOnChip => k.stored_len(),
         Method::Radix => 0,
     }
 }
 
 /// The mapping of a sort kernel: its on-chip pairs padded to a power of
-/// two; a thread per comparison up to 1024.
+/// two; the threads of its bitonic sort (at least a warp), but an
+/// on-chip select runs 256 (a thread per digit of its histogram).
 fn choose_sort(k: &Kernel) -> Sort {
     let chunk = on_chip_len(k).clamp(2, SORT_CHUNK).next_power_of_two() as u32;
+    let block = match Method::of(k.row_len(), k.stored_len()) {
+        Method::SelectOnChip => super::pick::BLOCK,
+        _ => super::bitonic::threads(chunk).max(32),
+    };
     Sort {
         chunk,
-        block: (chunk / 2).clamp(32, 1024),
+        block,
         grid: (k.rows() as u64).clamp(1, i32::MAX as u64) as u32,
     }
 }

@@ -84,6 +84,7 @@
 //!   `f64` to half types round once, correctly.
 
 mod attention;
+mod bitonic;
 mod builder;
 mod col_lookback;
 mod elementwise;
@@ -108,6 +109,7 @@ mod module;
 mod online;
 mod ops;
 mod philox;
+mod pick;
 pub mod ptxas;
 mod radix;
 mod reduce;

@@ -31,8 +31,9 @@ pub struct Launch {
     pub grid: (u32, u32, u32),
     /// Threads per CTA dimension.
     pub block: (u32, u32, u32),
-    /// Dynamic shared memory to launch with (0 but for the tensor-core
-    /// matmul's pipeline; above 48 KiB the launcher raises the limit).
+    /// Dynamic shared memory to launch with (the tensor-core matmul's
+    /// pipeline, a sort's pairs; above 48 KiB the launcher raises the
+    /// limit).
     pub shared_bytes: u32,
 }
 
@@ -146,27 +147,30 @@ pub(super) fn module(
 /// One entry of a multi-entry module: named `entry`, its parameters
 /// declared by [`prologue`], at most `block` threads per CTA, its body
 /// written by `body` (given the builder, the lowering context and the
-/// name of its static shared memory; returns that memory's size in bytes,
-/// 0 for none).
+/// name of its shared memory; returns that memory's size in bytes, 0 for
+/// none). The shared memory is dynamic (sized at launch, so it may pass
+/// the 48 KiB a CTA may declare statically): returns the entry's text and
+/// the bytes to launch it with.
 pub(super) fn entry(
     kernel: &Kernel,
     target: &Target,
     entry: &str,
     block: u32,
     body: impl FnOnce(&mut Builder, &Cx, &str) -> u32,
-) -> String {
+) -> (String, u32) {
     let mut b = Builder::default();
     let (params, cx) = prologue(kernel, target, entry, &mut b);
     let smem = format!("{entry}_smem");
     let shared = body(&mut b, &cx, &smem);
     ins!(b, "ret");
     let decls = if shared > 0 {
-        format!(".shared .align 8 .b8 {smem}[{shared}];\n\n")
+        format!(".extern .shared .align 16 .b8 {smem}[];\n\n")
     } else {
         String::new()
     };
     let directives = format!(".maxntid {block}, 1, 1\n");
-    entry_text(kernel, entry, &params, &decls, &directives, b)
+    let text = entry_text(kernel, entry, &params, &decls, &directives, b);
+    (text, shared)
 }
 
 /// The module header for `target`.

@@ -1,5 +1,7 @@
 //! The LSD radix sort of long rows ([`Method::Radix`]) over many CTAs:
-//! 4 passes of 8-bit digits of the 32-bit keys, lowest digit first. LSD
+//! a pass per 8-bit digit of the 32-bit keys that orders them (all 4 for
+//! `F32` and `I32` sources, 2 for `BF16`: [`crate::sort::key_digits`]),
+//! lowest digit first. LSD
 //! radix sorting is stable, so the positions travel as a payload and equal
 //! keys keep their order. Each pass is three launches over the scratch
 //! buffer ([`RadixScratch`]):
@@ -22,12 +24,12 @@
 use super::builder::{ins, Builder, Reg, RegKind};
 use super::module::Launch;
 use super::sort_cx::{
-    begin_loop, begin_rounds, count_digit, digit_or_none, end_loop, launch, peers, tile_of, to_u64,
-    word_at, SortCx,
+    begin_loop, count_digit, digit_or_none, end_loop, launch, peers, sort_op, tile_of, tile_rounds,
+    to_u64, word_at, SortCx,
 };
 use super::target::Target;
 use crate::ir::Kernel;
-use crate::sort::{RadixScratch, DIGITS, RADIX_TILE};
+use crate::sort::{key_digits, RadixScratch, DIGITS, RADIX_TILE};
 
 /// Threads per CTA: one per digit.
 const BLOCK: u32 = DIGITS as u32;
@@ -35,8 +37,14 @@ const BLOCK: u32 = DIGITS as u32;
 /// Warps per CTA.
 const WARPS: u32 = BLOCK / 32;
 
-/// Radix passes of 8 bits over a 32-bit key.
-const PASSES: u32 = 4;
+/// One radix pass: its number, the key digit it sorts by, and whether it
+/// is the last (which stores the outputs).
+#[derive(Clone, Copy)]
+struct Pass {
+    index: u32,
+    digit: u32,
+    last: bool,
+}
 
 /// The scatter's shared memory (bytes): the staged keys and positions,
 /// two sets (by round parity) of per-warp digit counts, each digit's
@@ -53,8 +61,17 @@ const SCATTER_SHARED: u32 = SUMS + 4 * WARPS;
 pub(super) fn entries(kernel: &Kernel, target: &Target, base: &str) -> Vec<(String, Launch)> {
     let s = RadixScratch::new(kernel.rows(), kernel.row_len())
         .expect("the planner sized the scratch buffer");
+    // Only the digits that order the keys (all 4 but for narrow dtypes):
+    // skipping one whose value the others decide leaves the order alone.
+    let digits = key_digits(sort_op(kernel).dtype);
+    let used: Vec<u32> = (0..4).filter(|d| digits >> d & 1 == 1).collect();
     let mut out = Vec::new();
-    for pass in 0..PASSES {
+    for (i, &digit) in used.iter().enumerate() {
+        let pass = Pass {
+            index: i as u32,
+            digit,
+            last: i + 1 == used.len(),
+        };
         out.push(histogram(kernel, target, base, s, pass));
         out.push(scan(kernel, target, base, s, pass));
         out.push(scatter(kernel, target, base, s, pass));
@@ -63,9 +80,9 @@ pub(super) fn entries(kernel: &Kernel, target: &Target, base: &str) -> Vec<(Stri
 }
 
 /// The digit of `key` (`u32`) that pass `pass` sorts by.
-fn digit(b: &mut Builder, key: Reg, pass: u32) -> Reg {
+fn digit(b: &mut Builder, key: Reg, pass: Pass) -> Reg {
     let d = b.reg(RegKind::B32);
-    ins!(b, "bfe.u32 {d}, {key}, {}, 8", 8 * pass);
+    ins!(b, "bfe.u32 {d}, {key}, {}, 8", 8 * pass.digit);
     d
 }
 
@@ -76,7 +93,7 @@ fn read(
     b: &mut Builder,
     scratch: Reg,
     s: RadixScratch,
-    pass: u32,
+    pass: Pass,
     row_base: Reg,
     pos: Reg,
     valid: Reg,
@@ -84,7 +101,7 @@ fn read(
     let idx = b.reg(RegKind::B64);
     let p64 = to_u64(b, pos);
     ins!(b, "add.u64 {idx}, {row_base}, {p64}");
-    let copy = u64::from((pass + 1) % 2);
+    let copy = u64::from((pass.index + 1) % 2);
     let ka = word_at(b, scratch, idx, s.keys(copy));
     let pa = word_at(b, scratch, idx, s.keys(copy) + s.numel);
     let (key, at) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
@@ -116,13 +133,13 @@ fn histogram(
     target: &Target,
     base: &str,
     s: RadixScratch,
-    pass: u32,
+    pass: Pass,
 ) -> (String, Launch) {
     let n = kernel.row_len() as u32;
     launch(
         kernel,
         target,
-        format!("{base}_h{pass}"),
+        format!("{base}_h{}", pass.index),
         BLOCK,
         |b, cx, smem| {
             let sc = SortCx::new(b, cx, BLOCK, smem);
@@ -132,7 +149,7 @@ fn histogram(
                 .expect("radix sorts have a scratch output");
             let grid = sc.for_items(b, s.rows * s.tiles, |b, item, _| {
                 let (row, t, start, len) = tile_of(b, item, s.tiles, n);
-                let kept = if pass == 0 {
+                let kept = if pass.index == 0 {
                     sc.row_vars(b, row)
                 } else {
                     Vec::new()
@@ -143,16 +160,20 @@ fn histogram(
                 ins!(b, "mad.lo.u32 {mine}, {}, 4, {hist}", sc.tid);
                 ins!(b, "st.shared.u32 [{mine}], 0");
                 ins!(b, "bar.sync 0");
-                let (l, pos, valid) = begin_rounds(b, sc.tid, start, len);
-                let key = if pass == 0 {
-                    sc.key(b, &kept, pos, Some(valid))
-                } else {
-                    read(b, scratch, s, pass, rb, pos, valid).0
-                };
-                let d = digit(b, key, pass);
-                let d = digit_or_none(b, d, valid);
-                count_digit(b, hist, d, valid);
-                end_loop(b, l);
+                let rounds = tile_rounds(b, sc.tid, start, len);
+                let mut keys = Vec::with_capacity(rounds.len());
+                for &(pos, valid) in &rounds {
+                    keys.push(if pass.index == 0 {
+                        sc.key(b, &kept, pos, Some(valid))
+                    } else {
+                        read(b, scratch, s, pass, rb, pos, valid).0
+                    });
+                }
+                for (&key, &(_, valid)) in keys.iter().zip(&rounds) {
+                    let d = digit(b, key, pass);
+                    let d = digit_or_none(b, d, valid);
+                    count_digit(b, hist, d, valid);
+                }
                 ins!(b, "bar.sync 0");
                 let h = b.reg(RegKind::B32);
                 ins!(b, "ld.shared.u32 {h}, [{mine}]");
@@ -172,12 +193,12 @@ fn scan(
     target: &Target,
     base: &str,
     s: RadixScratch,
-    pass: u32,
+    pass: Pass,
 ) -> (String, Launch) {
     launch(
         kernel,
         target,
-        format!("{base}_s{pass}"),
+        format!("{base}_s{}", pass.index),
         BLOCK,
         |b, cx, smem| {
             let sc = SortCx::new(b, cx, BLOCK, smem);
@@ -226,15 +247,15 @@ fn scatter(
     target: &Target,
     base: &str,
     s: RadixScratch,
-    pass: u32,
+    pass: Pass,
 ) -> (String, Launch) {
     let n = kernel.row_len() as u32;
     let stored = kernel.stored_len() as u32;
-    let last = pass + 1 == PASSES;
+    let last = pass.last;
     launch(
         kernel,
         target,
-        format!("{base}_x{pass}"),
+        format!("{base}_x{}", pass.index),
         BLOCK,
         |b, cx, smem| {
             let sc = SortCx::new(b, cx, BLOCK, smem);
@@ -245,7 +266,7 @@ fn scatter(
             let tid = sc.tid;
             let grid = sc.for_items(b, s.rows * s.tiles, |b, item, _| {
                 let (row, t, start, len) = tile_of(b, item, s.tiles, n);
-                let kept = if pass == 0 || last {
+                let kept = if pass.index == 0 || last {
                     sc.row_vars(b, row)
                 } else {
                     Vec::new()
@@ -296,65 +317,66 @@ fn scatter(
                 let running = b.mov(RegKind::B32, "u32", 0);
                 ins!(b, "bar.sync 0");
                 let (_, warp) = sc.lane_warp(b);
-                let (l, pos, valid) = begin_rounds(b, tid, start, len);
-                let (key, payload) = if pass == 0 {
-                    (sc.key(b, &kept, pos, Some(valid)), pos)
-                } else {
-                    read(b, scratch, s, pass, rb, pos, valid)
-                };
-                let dg = digit(b, key, pass);
-                let dm = digit_or_none(b, dg, valid);
-                let (peer_mask, rank, first) = peers(b, dm);
-                // This round's per-warp counts, by parity: the other set is
-                // cleared for the next round while this one is read.
-                let (par, cur, next) = (
-                    b.reg(RegKind::B32),
-                    b.reg(RegKind::B32),
-                    b.reg(RegKind::B32),
-                );
-                ins!(b, "bfe.u32 {par}, {}, 8, 1", l.0);
-                let counts = sc.shared(b, WARP_COUNTS);
-                ins!(b, "mad.lo.u32 {cur}, {par}, {PARITY}, {counts}");
-                ins!(b, "xor.b32 {par}, {par}, 1");
-                ins!(b, "mad.lo.u32 {next}, {par}, {PARITY}, {counts}");
-                let slot = b.reg(RegKind::B32);
-                ins!(b, "mad.lo.u32 {slot}, {warp}, {BLOCK}, {dg}");
-                ins!(b, "mad.lo.u32 {slot}, {slot}, 4, {cur}");
-                let n_peers = b.reg(RegKind::B32);
-                ins!(b, "popc.b32 {n_peers}, {peer_mask}");
-                ins!(b, "and.pred {first}, {first}, {valid}");
-                ins!(b, "@{first} st.shared.u32 [{slot}], {n_peers}");
-                ins!(b, "bar.sync 0");
-                // Thread `d`: each warp's count of digit `d` becomes the
-                // number of `d`s before that warp (earlier rounds included).
-                let (cur_d, next_d, c) = (
-                    b.reg(RegKind::B32),
-                    b.reg(RegKind::B32),
-                    b.reg(RegKind::B32),
-                );
-                ins!(b, "add.u32 {cur_d}, {cur}, {mine}");
-                ins!(b, "add.u32 {next_d}, {next}, {mine}");
-                for w in 0..WARPS {
-                    let off = 4 * BLOCK * w;
-                    ins!(b, "ld.shared.u32 {c}, [{cur_d}+{off}]");
-                    ins!(b, "st.shared.u32 [{cur_d}+{off}], {running}");
-                    ins!(b, "add.u32 {running}, {running}, {c}");
-                    ins!(b, "st.shared.u32 [{next_d}+{off}], 0");
+                let rounds = tile_rounds(b, tid, start, len);
+                let mut loaded = Vec::with_capacity(rounds.len());
+                for &(pos, valid) in &rounds {
+                    loaded.push(if pass.index == 0 {
+                        (sc.key(b, &kept, pos, Some(valid)), pos)
+                    } else {
+                        read(b, scratch, s, pass, rb, pos, valid)
+                    });
                 }
-                ins!(b, "bar.sync 0");
-                // Staged index: the digit's start in the tile, the earlier
-                // `d`s, this lane's rank among its warp's.
-                let (local, x) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-                let sa = at(b, STARTS, dg);
-                ins!(b, "@{valid} ld.shared.u32 {local}, [{sa}]");
-                ins!(b, "@{valid} ld.shared.u32 {x}, [{slot}]");
-                ins!(b, "add.u32 {local}, {local}, {x}");
-                ins!(b, "add.u32 {local}, {local}, {rank}");
-                let ka = at(b, 0, local);
-                ins!(b, "@{valid} st.shared.u32 [{ka}], {key}");
-                let pa = at(b, STAGE_POS, local);
-                ins!(b, "@{valid} st.shared.u32 [{pa}], {payload}");
-                end_loop(b, l);
+                for (round, (&(_, valid), &(key, payload))) in
+                    rounds.iter().zip(&loaded).enumerate()
+                {
+                    let dg = digit(b, key, pass);
+                    let dm = digit_or_none(b, dg, valid);
+                    let (peer_mask, rank, first) = peers(b, dm);
+                    // This round's per-warp counts, by parity: the other set is
+                    // cleared for the next round while this one is read.
+                    let par = round as u32 % 2;
+                    let (cur, next) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+                    let counts = sc.shared(b, WARP_COUNTS);
+                    ins!(b, "add.u32 {cur}, {counts}, {}", par * PARITY);
+                    ins!(b, "add.u32 {next}, {counts}, {}", (1 - par) * PARITY);
+                    let slot = b.reg(RegKind::B32);
+                    ins!(b, "mad.lo.u32 {slot}, {warp}, {BLOCK}, {dg}");
+                    ins!(b, "mad.lo.u32 {slot}, {slot}, 4, {cur}");
+                    let n_peers = b.reg(RegKind::B32);
+                    ins!(b, "popc.b32 {n_peers}, {peer_mask}");
+                    ins!(b, "and.pred {first}, {first}, {valid}");
+                    ins!(b, "@{first} st.shared.u32 [{slot}], {n_peers}");
+                    ins!(b, "bar.sync 0");
+                    // Thread `d`: each warp's count of digit `d` becomes the
+                    // number of `d`s before that warp (earlier rounds included).
+                    let (cur_d, next_d, c) = (
+                        b.reg(RegKind::B32),
+                        b.reg(RegKind::B32),
+                        b.reg(RegKind::B32),
+                    );
+                    ins!(b, "add.u32 {cur_d}, {cur}, {mine}");
+                    ins!(b, "add.u32 {next_d}, {next}, {mine}");
+                    for w in 0..WARPS {
+                        let off = 4 * BLOCK * w;
+                        ins!(b, "ld.shared.u32 {c}, [{cur_d}+{off}]");
+                        ins!(b, "st.shared.u32 [{cur_d}+{off}], {running}");
+                        ins!(b, "add.u32 {running}, {running}, {c}");
+                        ins!(b, "st.shared.u32 [{next_d}+{off}], 0");
+                    }
+                    ins!(b, "bar.sync 0");
+                    // Staged index: the digit's start in the tile, the earlier
+                    // `d`s, this lane's rank among its warp's.
+                    let (local, x) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+                    let sa = at(b, STARTS, dg);
+                    ins!(b, "@{valid} ld.shared.u32 {local}, [{sa}]");
+                    ins!(b, "@{valid} ld.shared.u32 {x}, [{slot}]");
+                    ins!(b, "add.u32 {local}, {local}, {x}");
+                    ins!(b, "add.u32 {local}, {local}, {rank}");
+                    let ka = at(b, 0, local);
+                    ins!(b, "@{valid} st.shared.u32 [{ka}], {key}");
+                    let pa = at(b, STAGE_POS, local);
+                    ins!(b, "@{valid} st.shared.u32 [{pa}], {payload}");
+                }
                 ins!(b, "bar.sync 0");
                 // Out in staged order: runs of equal digits go to consecutive
                 // addresses.
@@ -388,7 +410,7 @@ fn scatter(
                     ins!(b, "@{p} bra {skip}");
                     let (idx, d64) = (b.reg(RegKind::B64), to_u64(b, dst));
                     ins!(b, "add.u64 {idx}, {rb}, {d64}");
-                    let copy = u64::from(pass % 2);
+                    let copy = u64::from(pass.index % 2);
                     let ka = word_at(b, scratch, idx, s.keys(copy));
                     ins!(b, "st.global.u32 [{ka}], {key}");
                     let pa = word_at(b, scratch, idx, s.keys(copy) + s.numel);

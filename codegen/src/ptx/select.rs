@@ -26,11 +26,12 @@
 //! Every pass evaluates the operand again (its producers fused): reading
 //! the row once per digit costs less than writing pairs out and back.
 
+use super::bitonic::{self, Pairs};
 use super::builder::{ins, Builder, Reg, RegKind};
 use super::launch::Sort;
 use super::module::Launch;
 use super::sort_cx::{
-    begin_loop, begin_rounds, count_digit, digit_or_none, end_loop, launch, tile_of, to_u64,
+    begin_loop, count_digit, digit_or_none, end_loop, launch, tile_of, tile_rounds, to_u64,
     word_at, SortCx,
 };
 use super::target::Target;
@@ -72,17 +73,43 @@ pub(super) fn entries(
         tiles: n.div_ceil(RADIX_TILE) as u64,
         stride: (SELECT_HEAD + 2 * k) as u64,
     };
-    // Digits of the key (bits 63..32 of a pair), then of the position
-    // from its highest nonzero byte.
-    let pos_bytes = (usize::BITS - (n - 1).leading_zeros()).div_ceil(8);
-    let shifts = [56, 48, 40, 32]
-        .into_iter()
-        .chain((0..pos_bytes).rev().map(|i| 8 * i));
     let mut out = vec![clear(kernel, target, base, g)];
-    out.extend(shifts.map(|s| pass(kernel, target, base, g, s)));
+    out.extend(digit_shifts(n).map(|s| pass(kernel, target, base, g, s)));
     out.push(collect(kernel, target, base, g));
     out.push(sort(kernel, target, base, g, plan));
     out
+}
+
+/// The bit offsets of the pair digits a select of rows of `n` decides,
+/// in order: the key's (bits 63..32 of a pair), then the position's from
+/// its highest byte that can be nonzero.
+pub(super) fn digit_shifts(n: usize) -> impl Iterator<Item = u32> {
+    let pos_bytes = (usize::BITS - (n - 1).leading_zeros()).div_ceil(8);
+    [56, 48, 40, 32]
+        .into_iter()
+        .chain((0..pos_bytes).rev().map(|i| 8 * i))
+}
+
+/// Thread `d`'s digit count `count` (`u32`) of the pairs matching the
+/// selection so far, scanned over the CTA's 256 threads (warp sums at
+/// shared byte `sums`): whether digit `d` holds the wanted `rank` (the
+/// running count reaches it there: `excl < rank <= excl + count`) and
+/// the count of smaller digits `excl`. Every thread must call it.
+pub(super) fn wanted_digit(
+    b: &mut Builder,
+    sc: &SortCx,
+    count: Reg,
+    rank: Reg,
+    sums: u32,
+) -> (Reg, Reg) {
+    let (excl, _) = sc.block_scan(b, count, sums);
+    let incl = b.reg(RegKind::B32);
+    ins!(b, "add.u32 {incl}, {excl}, {count}");
+    let (p, q) = (b.reg(RegKind::Pred), b.reg(RegKind::Pred));
+    ins!(b, "setp.lt.u32 {p}, {excl}, {rank}");
+    ins!(b, "setp.ge.u32 {q}, {incl}, {rank}");
+    ins!(b, "and.pred {p}, {p}, {q}");
+    (p, excl)
 }
 
 /// The sizes the launches share.
@@ -167,19 +194,23 @@ fn pass(kernel: &Kernel, target: &Target, base: &str, g: Geometry, shift: u32) -
                 ins!(b, "mad.lo.u32 {mine}, {tid}, 4, {hist}");
                 ins!(b, "st.shared.u32 [{mine}], 0");
                 ins!(b, "bar.sync 0");
-                let (l, pos, valid) = begin_rounds(b, tid, start, len);
-                let pair = sc.pair(b, &kept, pos, Some(valid));
-                let (m, matches) = (b.reg(RegKind::B64), b.reg(RegKind::Pred));
-                ins!(b, "and.b64 {m}, {pair}, {mask}");
-                ins!(b, "setp.eq.u64 {matches}, {m}, {value}");
-                ins!(b, "and.pred {matches}, {matches}, {valid}");
-                let (d64, d) = (b.reg(RegKind::B64), b.reg(RegKind::B32));
-                ins!(b, "shr.b64 {d64}, {pair}, {shift}");
-                ins!(b, "cvt.u32.u64 {d}, {d64}");
-                ins!(b, "and.b32 {d}, {d}, 255");
-                let d = digit_or_none(b, d, matches);
-                count_digit(b, hist, d, matches);
-                end_loop(b, l);
+                let rounds = tile_rounds(b, tid, start, len);
+                let mut pairs = Vec::with_capacity(rounds.len());
+                for &(pos, valid) in &rounds {
+                    pairs.push(sc.pair(b, &kept, pos, Some(valid)));
+                }
+                for (&pair, &(_, valid)) in pairs.iter().zip(&rounds) {
+                    let (m, matches) = (b.reg(RegKind::B64), b.reg(RegKind::Pred));
+                    ins!(b, "and.b64 {m}, {pair}, {mask}");
+                    ins!(b, "setp.eq.u64 {matches}, {m}, {value}");
+                    ins!(b, "and.pred {matches}, {matches}, {valid}");
+                    let (d64, d) = (b.reg(RegKind::B64), b.reg(RegKind::B32));
+                    ins!(b, "shr.b64 {d64}, {pair}, {shift}");
+                    ins!(b, "cvt.u32.u64 {d}, {d64}");
+                    ins!(b, "and.b32 {d}, {d}, 255");
+                    let d = digit_or_none(b, d, matches);
+                    count_digit(b, hist, d, matches);
+                }
                 ins!(b, "bar.sync 0");
                 let h = b.reg(RegKind::B32);
                 ins!(b, "ld.shared.u32 {h}, [{mine}]");
@@ -208,14 +239,8 @@ fn pass(kernel: &Kernel, target: &Target, base: &str, g: Geometry, shift: u32) -
                 ins!(b, "membar.gl");
                 let count = b.reg(RegKind::B32);
                 ins!(b, "atom.global.exch.b32 {count}, [{ha}], 0");
-                let (excl, _) = sc.block_scan(b, count, SUMS);
-                let incl = b.reg(RegKind::B32);
-                ins!(b, "add.u32 {incl}, {excl}, {count}");
-                // Thread `d` holds the wanted rank: `excl < rank <= incl`.
-                let (q, found) = (b.reg(RegKind::Pred), b.label());
-                ins!(b, "setp.lt.u32 {p}, {excl}, {rank}");
-                ins!(b, "setp.ge.u32 {q}, {incl}, {rank}");
-                ins!(b, "and.pred {p}, {p}, {q}");
+                let (p, excl) = wanted_digit(b, &sc, count, rank, SUMS);
+                let found = b.label();
                 ins!(b, "@!{p} bra {found}");
                 ins!(b, "sub.u32 {rank}, {rank}, {excl}");
                 let t64 = to_u64(b, tid);
@@ -295,7 +320,7 @@ fn sort(
                 let head = g.head(b, scratch, row);
                 let kept = sc.row_vars(b, row);
                 let k = b.mov(RegKind::B32, "u32", g.k);
-                sc.sort_pairs(b, k, plan.chunk, |b, t, valid| {
+                sc.sort_pairs(b, k, plan.chunk, Pairs::Wide, |b, t, valid| {
                     let (a, pair) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
                     ins!(b, "mad.wide.u32 {a}, {t}, 8, {head}");
                     ins!(
@@ -305,9 +330,9 @@ fn sort(
                     );
                     pair
                 });
-                sc.store_sorted(b, &kept, k);
+                sc.store_sorted(b, &kept, k, Pairs::Wide);
             });
-            (plan.chunk * 8, grid)
+            (bitonic::bytes(plan.chunk, Pairs::Wide), grid)
         },
     )
 }

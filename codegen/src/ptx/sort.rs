@@ -1,14 +1,20 @@
-//! Sort kernels. Every method sorts 64-bit pairs `key << 32 | position`,
-//! with the key of [`crate::sort::sort_key`] (complemented for a
-//! descending sort): pairs are all distinct and order exactly as the
-//! stable sort does, so any correct sort or selection of them gives the
-//! stable order, with single `u64` comparisons. Which launches a kernel
+//! Sort kernels. Every method sorts 64-bit pairs `key << 32 | position`
+//! (or, on chip, 32-bit ones of a packed narrow key), with the key of
+//! [`crate::sort::sort_key`] (complemented for a descending sort): pairs
+//! are all distinct and order exactly as the stable sort does, so any
+//! correct sort or selection of them gives the stable order, with single
+//! integer comparisons. Which launches a kernel
 //! gets is [`Method::of`] its row length and `k`:
 //! - [`Method::OnChip`] (rows up to [`crate::sort::SORT_CHUNK`]): one
 //!   launch, a CTA per row (a grid-stride loop over rows). The row's
 //!   pairs, padded to a power of two with all-ones pairs (which sort
 //!   last), are sorted in shared memory by a bitonic network
-//!   ([`SortCx::sort_pairs`]) and positions `j < k` stored from there.
+//!   ([`SortCx::sort_pairs`], the `bitonic` module: up to 16 pairs a
+//!   thread in registers) and positions `j < k` stored from there.
+//!   Narrow keys ([`crate::sort::Narrow`]) make 32-bit pairs.
+//! - [`Method::SelectOnChip`] (rows up to the chunk, `topk` with small
+//!   `k`): one launch, a CTA per row selects the `k` smallest pairs in
+//!   shared memory and sorts only those (the `pick` module).
 //! - [`Method::Select`] (long rows, small `k`): a radix select of the `k`
 //!   smallest pairs, then the on-chip sort of those (the `select` module).
 //! - [`Method::Radix`] (long rows, large `k`): an LSD radix sort over many
@@ -20,21 +26,24 @@
 //! module, launched in order with the same parameters; the scratch buffer
 //! they share is the kernel's last output ([`crate::sort::scratch_len`]).
 
+use super::bitonic::{self, Pairs};
 use super::builder::RegKind;
 use super::launch::Sort;
 use super::module::{entry_name, header, Launch, PtxKernel};
+use super::pick;
 use super::radix;
 use super::select;
-use super::sort_cx::{launch, SortCx};
+use super::sort_cx::{launch, sort_op, SortCx};
 use super::target::Target;
 use crate::ir::Kernel;
-use crate::sort::Method;
+use crate::sort::{Method, Narrow};
 
 /// Lowers sort kernel `kernel` with on-chip mapping `plan`.
 pub fn emit(kernel: &Kernel, target: &Target, plan: &Sort) -> PtxKernel {
     let base = entry_name(kernel);
     let parts = match Method::of(kernel.row_len(), kernel.stored_len()) {
         Method::OnChip => vec![on_chip(kernel, target, plan, &base)],
+        Method::SelectOnChip => vec![pick::entry(kernel, target, plan, &base)],
         Method::Select => select::entries(kernel, target, plan, &base),
         Method::Radix => radix::entries(kernel, target, &base),
     };
@@ -47,8 +56,17 @@ pub fn emit(kernel: &Kernel, target: &Target, plan: &Sort) -> PtxKernel {
     PtxKernel { ptx, launches }
 }
 
-/// The one launch of an on-chip sort.
+/// The one launch of an on-chip sort: 32-bit pairs where the key packs
+/// into few enough bits ([`Narrow`]) that, with the position's, a real
+/// pair stays below the all-ones padding.
 fn on_chip(kernel: &Kernel, target: &Target, plan: &Sort, base: &str) -> (String, Launch) {
+    let n = kernel.row_len() as u32;
+    let pos_bits = u32::BITS - (n.max(2) - 1).leading_zeros();
+    let narrow = Narrow::of(sort_op(kernel)).filter(|(_, bits)| bits + pos_bits <= 31);
+    let pairs = match narrow {
+        Some(_) => Pairs::Narrow { pos_bits },
+        None => Pairs::Wide,
+    };
     launch(
         kernel,
         target,
@@ -56,18 +74,20 @@ fn on_chip(kernel: &Kernel, target: &Target, plan: &Sort, base: &str) -> (String
         plan.block,
         |b, cx, smem| {
             let sc = SortCx::new(b, cx, plan.block, smem);
-            let n = kernel.row_len() as u32;
             let stored = kernel.stored_len() as u32;
             let grid = sc.for_items(b, kernel.rows() as u64, |b, row, _| {
                 let kept = sc.row_vars(b, row);
                 let len = b.mov(RegKind::B32, "u32", n);
-                sc.sort_pairs(b, len, plan.chunk, |b, t, valid| {
-                    sc.pair(b, &kept, t, Some(valid))
+                sc.sort_pairs(b, len, plan.chunk, pairs, |b, t, valid| match narrow {
+                    Some((packing, _)) => {
+                        sc.narrow_pair(b, &kept, t, Some(valid), (packing, pos_bits))
+                    }
+                    None => sc.pair(b, &kept, t, Some(valid)),
                 });
                 let k = b.mov(RegKind::B32, "u32", stored);
-                sc.store_sorted(b, &kept, k);
+                sc.store_sorted(b, &kept, k, pairs);
             });
-            (plan.chunk * 8, grid)
+            (bitonic::bytes(plan.chunk, pairs), grid)
         },
     )
 }

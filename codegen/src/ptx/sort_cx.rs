@@ -5,6 +5,7 @@
 //! passes (a prefix sum over 256 threads, a digit count aggregated per
 //! warp).
 
+use super::bitonic::Pairs;
 use super::builder::{ins, Builder, Reg, RegKind};
 use super::elementwise::used_vars;
 use super::eval::{needs, Cx, Point, Vals};
@@ -13,7 +14,7 @@ use super::module::{self, Launch};
 use super::ops::{self, Value};
 use super::target::Target;
 use crate::ir::{Inst, Kernel, Val};
-use crate::sort::{SortOp, SortPart, RADIX_TILE};
+use crate::sort::{Narrow, SortOp, SortPart, RADIX_TILE};
 use crate::DType;
 
 /// A counted loop `for i = start; i < end; i += step` over `u32`
@@ -60,6 +61,10 @@ pub(super) fn to_u64(b: &mut Builder, r: Reg) -> Reg {
     x
 }
 
+/// Shared memory a CTA may have on every target (sm_80: 163 KiB; sm_90
+/// allows 227 KiB).
+const MAX_SHARED: u32 = 163 * 1024;
+
 /// One launch of a sort kernel: entry `name` of CTAs of `block` threads,
 /// whose body `body` writes (given the builder, the lowering context and
 /// the name of the entry's shared memory), returning the bytes of shared
@@ -73,18 +78,34 @@ pub(super) fn launch(
     body: impl FnOnce(&mut Builder, &Cx, &str) -> (u32, u32),
 ) -> (String, Launch) {
     let mut grid = 1;
-    let text = module::entry(kernel, target, &name, block, |b, cx, smem| {
+    let (text, shared) = module::entry(kernel, target, &name, block, |b, cx, smem| {
         let (shared, g) = body(b, cx, smem);
         grid = g;
         shared
     });
+    assert!(
+        shared <= MAX_SHARED,
+        "sort launch {name} needs {shared} bytes of shared memory"
+    );
     let launch = Launch {
         entry: name,
         grid: (grid, 1, 1),
         block: (block, 1, 1),
-        shared_bytes: 0,
+        shared_bytes: shared,
     };
     (text, launch)
+}
+
+/// The sort of sort kernel `k` (all its sort instructions share it but
+/// for the part).
+pub(super) fn sort_op(k: &Kernel) -> SortOp {
+    k.insts
+        .iter()
+        .find_map(|n| match n.inst {
+            Inst::Sort(op, _) => Some(op),
+            _ => None,
+        })
+        .expect("a sort kernel has a sort")
 }
 
 /// The kernel's sort and what its launches need of it.
@@ -256,6 +277,27 @@ impl<'a> SortCx<'a> {
         pair
     }
 
+    /// The 32-bit pair `packed key << pos_bits | pos` of the operand at
+    /// `pos` (`u32`, below `2^pos_bits`), its key packed by `narrow`.
+    pub(super) fn narrow_pair(
+        &self,
+        b: &mut Builder,
+        kept: &[Option<Reg>],
+        pos: Reg,
+        valid: Option<Reg>,
+        (narrow, pos_bits): (Narrow, u32),
+    ) -> Reg {
+        let k = self.key(b, kept, pos, valid);
+        let pair = b.reg(RegKind::B32);
+        match narrow {
+            Narrow::Shift(s) => ins!(b, "shr.b32 {pair}, {k}, {s}"),
+            Narrow::Offset(lo) => ins!(b, "sub.u32 {pair}, {k}, {lo}"),
+        }
+        ins!(b, "shl.b32 {pair}, {pair}, {pos_bits}");
+        ins!(b, "or.b32 {pair}, {pair}, {pos}");
+        pair
+    }
+
     /// The kernel's stores at sorted position `j` (`u32`) of the row with
     /// kept variables `kept`, whose element was at position `pos` before
     /// sorting: indices are `pos`, values the operand evaluated again at
@@ -293,97 +335,24 @@ impl<'a> SortCx<'a> {
         }
     }
 
-    /// Shared-memory address of pair `i` (`u32`) of the bitonic sort.
-    pub(super) fn pair_at(&self, b: &mut Builder, i: Reg) -> Reg {
-        let base = self.shared(b, 0);
-        let a = b.reg(RegKind::B32);
-        ins!(b, "mad.lo.u32 {a}, {i}, 8, {base}");
-        a
-    }
-
-    /// Sorts `len <= chunk` pairs into shared memory (from byte 0),
-    /// ascending; `chunk` is a power of two, the slots from `len` on are
-    /// padded with all-ones pairs, which sort last. `pair(b, t, valid)`
-    /// gives pair `t` where `valid`. Ends with a barrier.
-    pub(super) fn sort_pairs(
-        &self,
-        b: &mut Builder,
-        len: Reg,
-        chunk: u32,
-        pair: impl Fn(&mut Builder, Reg, Reg) -> Reg,
-    ) {
-        let tid = self.tid;
-        let end = b.mov(RegKind::B32, "u32", chunk);
-        let l = begin_loop(b, tid, end, self.block);
-        let t = l.0;
-        let valid = b.reg(RegKind::Pred);
-        ins!(b, "setp.lt.u32 {valid}, {t}, {len}");
-        let p = pair(b, t, valid);
-        ins!(b, "@!{valid} mov.b64 {p}, -1");
-        let a = self.pair_at(b, t);
-        ins!(b, "st.shared.b64 [{a}], {p}");
-        end_loop(b, l);
-        ins!(b, "bar.sync 0");
-        // Bitonic network: blocks of `size` sorted in alternating
-        // directions, merged by half-cleaners of shrinking `stride`.
-        let size = b.mov(RegKind::B32, "u32", 2);
-        let (size_top, size_end) = (b.label(), b.label());
-        b.place(&size_top);
-        let p = b.reg(RegKind::Pred);
-        ins!(b, "setp.gt.u32 {p}, {size}, {chunk}");
-        ins!(b, "@{p} bra {size_end}");
-        let stride = b.reg(RegKind::B32);
-        ins!(b, "shr.u32 {stride}, {size}, 1");
-        let (stride_top, stride_end) = (b.label(), b.label());
-        b.place(&stride_top);
-        ins!(b, "setp.eq.u32 {p}, {stride}, 0");
-        ins!(b, "@{p} bra {stride_end}");
-        let half = b.mov(RegKind::B32, "u32", chunk / 2);
-        let l = begin_loop(b, tid, half, self.block);
-        let t = l.0;
-        // Comparison `t` pairs `lo = 2t - t % stride` with `lo + stride`.
-        let (m, lo, hi) = (
-            b.reg(RegKind::B32),
-            b.reg(RegKind::B32),
-            b.reg(RegKind::B32),
-        );
-        ins!(b, "sub.u32 {m}, {stride}, 1");
-        ins!(b, "and.b32 {m}, {t}, {m}");
-        ins!(b, "shl.b32 {lo}, {t}, 1");
-        ins!(b, "sub.u32 {lo}, {lo}, {m}");
-        ins!(b, "add.u32 {hi}, {lo}, {stride}");
-        let (alo, ahi) = (self.pair_at(b, lo), self.pair_at(b, hi));
-        let (x, y) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
-        ins!(b, "ld.shared.b64 {x}, [{alo}]");
-        ins!(b, "ld.shared.b64 {y}, [{ahi}]");
-        // Swap when out of order for this block's direction.
-        let (gt, down) = (b.reg(RegKind::Pred), b.reg(RegKind::Pred));
-        ins!(b, "setp.gt.u64 {gt}, {x}, {y}");
-        ins!(b, "and.b32 {m}, {lo}, {size}");
-        ins!(b, "setp.ne.u32 {down}, {m}, 0");
-        ins!(b, "xor.pred {gt}, {gt}, {down}");
-        ins!(b, "@{gt} st.shared.b64 [{alo}], {y}");
-        ins!(b, "@{gt} st.shared.b64 [{ahi}], {x}");
-        end_loop(b, l);
-        ins!(b, "bar.sync 0");
-        ins!(b, "shr.u32 {stride}, {stride}, 1");
-        ins!(b, "bra {stride_top}");
-        b.place(&stride_end);
-        ins!(b, "shl.b32 {size}, {size}, 1");
-        ins!(b, "bra {size_top}");
-        b.place(&size_end);
-    }
-
     /// Stores the first `k` (`u32`) pairs sorted in shared memory by
     /// [`SortCx::sort_pairs`] (of the row with kept variables `kept`).
-    pub(super) fn store_sorted(&self, b: &mut Builder, kept: &[Option<Reg>], k: Reg) {
+    pub(super) fn store_sorted(&self, b: &mut Builder, kept: &[Option<Reg>], k: Reg, pairs: Pairs) {
         let l = begin_loop(b, self.tid, k, self.block);
         let j = l.0;
-        let a = self.pair_at(b, j);
-        let pair = b.reg(RegKind::B64);
-        ins!(b, "ld.shared.b64 {pair}, [{a}]");
-        let (pos, key) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-        ins!(b, "mov.b64 {{{pos}, {key}}}, {pair}");
+        let a = self.pair_at(b, j, pairs);
+        let pos = b.reg(RegKind::B32);
+        match pairs {
+            Pairs::Wide => {
+                let (pair, key) = (b.reg(RegKind::B64), b.reg(RegKind::B32));
+                ins!(b, "ld.shared.b64 {pair}, [{a}]");
+                ins!(b, "mov.b64 {{{pos}, {key}}}, {pair}");
+            }
+            Pairs::Narrow { pos_bits } => {
+                ins!(b, "ld.shared.b32 {pos}, [{a}]");
+                ins!(b, "and.b32 {pos}, {pos}, {}", (1u32 << pos_bits) - 1);
+            }
+        }
         self.store(b, kept, j, pos);
         end_loop(b, l);
     }
@@ -480,26 +449,24 @@ pub(super) fn tile_of(b: &mut Builder, item: Reg, tiles: u64, n: u32) -> (Reg, R
     (row, t, start, len)
 }
 
-/// Opens the loop over the rounds of a tile: `256 * rounds` positions
-/// from `start`, the same number of turns for every thread (warp-wide
-/// instructions need all lanes); returns the loop, this thread's position
-/// and whether it lies in the tile's `len`. Close it with [`end_loop`].
-pub(super) fn begin_rounds(
-    b: &mut Builder,
-    tid: Reg,
-    start: Reg,
-    len: Reg,
-) -> ((Reg, String, String, u32), Reg, Reg) {
-    let zero = b.mov(RegKind::B32, "u32", 0);
-    let end = b.mov(RegKind::B32, "u32", RADIX_TILE);
-    let l = begin_loop(b, zero, end, 256);
-    let i = b.reg(RegKind::B32);
-    ins!(b, "add.u32 {i}, {}, {tid}", l.0);
-    let valid = b.reg(RegKind::Pred);
-    ins!(b, "setp.lt.u32 {valid}, {i}, {len}");
-    let pos = b.reg(RegKind::B32);
-    ins!(b, "add.u32 {pos}, {start}, {i}");
-    (l, pos, valid)
+/// This thread's positions in a tile of `len` from `start`, one per round
+/// of 256 (`RADIX_TILE / 256` rounds for every thread: warp-wide
+/// instructions need all lanes), each with whether it lies in the tile.
+/// Callers load every round's element before working on any, so that a
+/// thread has all its loads in flight at once (a loop loading one a
+/// round left each warp waiting out a memory latency per round).
+pub(super) fn tile_rounds(b: &mut Builder, tid: Reg, start: Reg, len: Reg) -> Vec<(Reg, Reg)> {
+    (0..RADIX_TILE as u32 / 256)
+        .map(|r| {
+            let i = b.reg(RegKind::B32);
+            ins!(b, "add.u32 {i}, {tid}, {}", 256 * r);
+            let valid = b.reg(RegKind::Pred);
+            ins!(b, "setp.lt.u32 {valid}, {i}, {len}");
+            let pos = b.reg(RegKind::B32);
+            ins!(b, "add.u32 {pos}, {start}, {i}");
+            (pos, valid)
+        })
+        .collect()
 }
 
 /// The lanes of this warp whose `digit` equals this lane's (every lane of
