@@ -63,18 +63,44 @@ pub fn gpu_ms(dev: &Device, mut f: impl FnMut(usize) -> Result<()>) -> Result<f6
 /// timed by events around each kernel: what the kernels cost, without the
 /// host's time between launches. `f` gets the run index. On the CPU (a
 /// bench's smoke run) the kernels' host times.
-pub fn kernel_ms(dev: &Device, mut f: impl FnMut(usize) -> Result<()>) -> Result<f64> {
-    for i in 0..WARMUP {
+pub fn kernel_ms(dev: &Device, f: impl FnMut(usize) -> Result<()>) -> Result<f64> {
+    kernel_ms_n(dev, WARMUP, RUNS, f)
+}
+
+/// [`kernel_ms`] for plans that may be slow: one run (after a first that
+/// compiles) estimates the time, then at most [`RUNS`] runs, and at least
+/// `min_runs`, fit in about `budget_ms`; as many warm-up runs (up to
+/// [`WARMUP`]).
+pub fn kernel_ms_budget(
+    dev: &Device,
+    budget_ms: f64,
+    min_runs: usize,
+    mut f: impl FnMut(usize) -> Result<()>,
+) -> Result<f64> {
+    f(0)?;
+    let est = kernel_ms_n(dev, 0, 1, &mut f)?.max(1e-3);
+    let runs = ((budget_ms / est) as usize).clamp(min_runs, RUNS.max(min_runs));
+    kernel_ms_n(dev, runs.min(WARMUP), runs, f)
+}
+
+/// [`kernel_ms`] with `warmup` untimed and `runs` timed runs.
+fn kernel_ms_n(
+    dev: &Device,
+    warmup: usize,
+    runs: usize,
+    mut f: impl FnMut(usize) -> Result<()>,
+) -> Result<f64> {
+    for i in 0..warmup {
         f(i)?;
     }
     dev.synchronize()?;
-    let mut per_run = Vec::with_capacity(RUNS);
-    for i in 0..RUNS {
+    let mut per_run = Vec::with_capacity(runs);
+    for i in 0..runs {
         if matches!(dev, Device::Cuda(_)) {
             cuda::sleep(dev, QUEUE_AHEAD_US)?;
         }
         profile::start();
-        f(WARMUP + i)?;
+        f(warmup + i)?;
         per_run.push(profile::take()?.iter().map(|k| k.ms).sum::<f64>());
     }
     Ok(median(&mut per_run))
