@@ -182,7 +182,7 @@ fn main() -> Result<()> {
     let (dev, cases, device): (Device, &[Case], String) = if smoke {
         let dev = Device::default_device();
         println!("smoke run on {dev}: tiny cases, figures mean nothing");
-        (dev.clone(), &SMOKE, format!("smoke run on {dev}"))
+        (dev, &SMOKE, format!("smoke run on {dev}"))
     } else {
         let Some(dev) = gpu() else { return Ok(()) };
         let props = smelt::cuda::get_device_properties(&dev)?;
@@ -199,7 +199,8 @@ fn main() -> Result<()> {
             let seed = 16 * n as u64;
             let inputs: Vec<[Tensor; 3]> = (0..rot as u64)
                 .map(|r| {
-                    let t = |len, s| Tensor::randn([c.b, c.h, len, c.d], dt, seed + 3 * r + s, &dev);
+                    let t =
+                        |len, s| Tensor::randn([c.b, c.h, len, c.d], dt, seed + 3 * r + s, &dev);
                     [t(c.sq, 0), t(c.sk, 1), t(c.sk, 2)]
                 })
                 .collect();
@@ -209,7 +210,9 @@ fn main() -> Result<()> {
             for (plan, planning) in plans() {
                 let run = |i: usize| {
                     let [q, k, v] = &inputs[i % rot];
-                    attention(c, q, k, v, &dev).realize_with(planning).map(|_| ())
+                    attention(c, q, k, v, &dev)
+                        .realize_with(planning)
+                        .map(|_| ())
                 };
                 let ms = match kernel_ms_budget(&dev, BUDGET_MS, MIN_RUNS, run) {
                     Ok(ms) => ms,
@@ -242,7 +245,10 @@ fn main() -> Result<()> {
     write_report("attention.json", &to_json(&report)?)?;
     let plot = svg(
         &report.points,
-        &format!("attention, TFLOP/s per case; {}, {}", report.device, report.date),
+        &format!(
+            "attention, TFLOP/s per case; {}, {}",
+            report.device, report.date
+        ),
         "case (see benches/attention.rs)",
         "TFLOP/s",
     )?;
@@ -279,7 +285,10 @@ fn compare(ours: &BandwidthReport, theirs: &BandwidthReport) -> String {
             let x = (n + 1) as f64;
             let find = |r: &BandwidthReport, plan: &str| {
                 let s = series(plan, dt, c);
-                r.points.iter().find(|p| p.series == s && p.x == x).map(|p| p.y)
+                r.points
+                    .iter()
+                    .find(|p| p.series == s && p.x == x)
+                    .map(|p| p.y)
             };
             let cell = |v: Option<f64>| v.map_or("-".to_string(), |y| format!("{y:.1}"));
             let best = other
@@ -294,8 +303,15 @@ fn compare(ours: &BandwidthReport, theirs: &BandwidthReport) -> String {
                 "| {} | {} | {} | {} | {ratio} |\n",
                 c.label(),
                 dtype_name(dt),
-                mine.iter().map(|p| cell(find(ours, p))).collect::<Vec<_>>().join(" | "),
-                other.iter().map(|p| cell(find(theirs, p))).collect::<Vec<_>>().join(" | ")
+                mine.iter()
+                    .map(|p| cell(find(ours, p)))
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+                other
+                    .iter()
+                    .map(|p| cell(find(theirs, p)))
+                    .collect::<Vec<_>>()
+                    .join(" | ")
             );
         }
     }
