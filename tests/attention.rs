@@ -467,3 +467,38 @@ fn default_policy_per_target() {
     let off = auto.attention(AttentionFusion::Off).on(*target);
     assert_eq!(planned(o, off).1, 0);
 }
+
+/// The PTX of the attention kernel the fused plan of `o` runs, for each
+/// checked target.
+fn attention_ptx(o: &Tensor) -> Vec<String> {
+    let fused = Planning::from(Fusion::On).attention(AttentionFusion::On);
+    let s = o.schedule(fused);
+    let it = s
+        .items
+        .iter()
+        .find(|it| it.kernel.kind.name() == "attention")
+        .expect("an attention kernel");
+    smelt_codegen::ptx::Target::CHECKED
+        .iter()
+        .map(|t| smelt_codegen::ptx::emit(&it.kernel, t).expect("emit").ptx)
+        .collect()
+}
+
+#[test]
+fn half_attention_takes_the_tensor_core_kernel() {
+    // Half operands: mma.sync for both products (ldmatrix.trans for v);
+    // f32 and f64 stay on the exact FMA kernel.
+    for dtype in [DType::F16, DType::BF16, DType::F32, DType::F64] {
+        let mut c = Case::new(&[2], 9, 12, 40, dtype);
+        c.mask = Mask::Causal;
+        let o = attention(&c, &inputs(&c, 1, &[]));
+        for ptx in attention_ptx(&o) {
+            let mma = ptx.contains("mma.sync.aligned.m16n8k16")
+                && ptx.contains("ldmatrix.sync.aligned.m8n8.x4.trans");
+            assert_eq!(mma, dtype.size() == 2, "{dtype:?}");
+            if std::env::var("DUMP").is_ok() {
+                println!("{ptx}");
+            }
+        }
+    }
+}
