@@ -502,3 +502,64 @@ fn half_attention_takes_the_tensor_core_kernel() {
         }
     }
 }
+
+/// The shape families of the tensor-core kernel (half inputs; on the CPU
+/// the interpreter runs them and `SMELT_CHECK_PTX=1` assembles their
+/// `mma.sync` kernels): every head dim it pads (multiples of 16 and not)
+/// up to 256, each family once per dtype.
+#[test]
+fn half_families_over_head_dims() {
+    for dtype in [DType::F16, DType::BF16] {
+        for (n, d) in [32, 40, 64, 72, 80, 128, 256].into_iter().enumerate() {
+            let l = if n % 2 == 0 { 7 } else { 127 };
+            let base = Case::new(&[2], l, l, d, dtype);
+            let families: [(&str, &dyn Fn(&mut Case)); 8] = [
+                ("plain", &|c| c.scale = None),
+                ("scale", &|_| {}),
+                ("additive", &|c| c.mask = Mask::Additive),
+                ("causal", &|c| c.mask = Mask::Causal),
+                ("cross", &|c| {
+                    c.lq = 5;
+                    c.lk = 130;
+                    c.dv = 48;
+                }),
+                ("gqa", &|c| {
+                    c.batch = vec![1, 4];
+                    c.group = 2;
+                    c.mask = Mask::Causal;
+                }),
+                ("batch", &|c| c.batch = vec![2, 1, 2]),
+                ("cast-f32", &|c| c.form = Form::CastF32),
+            ];
+            for (name, f) in families {
+                let mut c = base.clone();
+                f(&mut c);
+                eprintln!("{name}: {c:?}");
+                check(&c);
+            }
+        }
+    }
+}
+
+/// Sequence lengths that are not multiples of the tiles (64 query rows,
+/// 64 or 32 keys), square and cross, causal and not.
+#[test]
+fn half_lengths() {
+    for dtype in [DType::F16, DType::BF16] {
+        for (lq, lk, d) in [
+            (1, 1, 64),
+            (7, 7, 128),
+            (127, 127, 256),
+            (1000, 1000, 64),
+            (4097, 4097, 32),
+            (1, 4097, 80),
+            (1000, 7, 32),
+        ] {
+            for mask in [Mask::None, Mask::Causal] {
+                let mut c = Case::new(&[], lq, lk, d, dtype);
+                c.mask = mask;
+                check(&c);
+            }
+        }
+    }
+}
