@@ -496,6 +496,9 @@ fn half_attention_takes_the_tensor_core_kernel() {
             let mma = ptx.contains("mma.sync.aligned.m16n8k16")
                 && ptx.contains("ldmatrix.sync.aligned.m8n8.x4.trans");
             assert_eq!(mma, dtype.size() == 2, "{dtype:?}");
+            // Realized half operands with 16-byte aligned rows are copied
+            // with cp.async.
+            assert_eq!(ptx.contains("cp.async.cg"), mma, "{dtype:?}");
             if std::env::var("DUMP").is_ok() {
                 println!("{ptx}");
             }

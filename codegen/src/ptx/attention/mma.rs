@@ -68,7 +68,7 @@
 //! normalizing). `exp` is `ex2.approx(x * log2 e)` (about 2^-17
 //! relative, below the half rounding of `p`).
 
-use super::stage::{Stager, Tile};
+use super::stage::{plain, Stager, Tile};
 use super::{epilogue_part, logit, logit_part, part, store, Coords};
 use crate::attention::Attention;
 use crate::ir::{Inst, Kernel, Val};
@@ -118,9 +118,11 @@ struct Geom {
     /// Bytes per shared row of the `q` and `k` tiles, of the `v` tile.
     qk_row: u32,
     v_row: u32,
-    /// Byte offsets of the `k` and `v` tiles (`q` is at 0).
+    /// Byte offsets of the `k` and `v` tiles of buffer 0 (`q` is at 0;
+    /// buffer 1 follows buffer 0) and the bytes of one buffer.
     k_off: u32,
     v_off: u32,
+    kv_bytes: u32,
     /// Bytes of shared memory.
     shared: u32,
 }
@@ -135,6 +137,7 @@ impl Geom {
         let (qk_row, v_row) = (2 * dp + 16, 2 * dvp + 16);
         let k_off = BM * qk_row;
         let v_off = k_off + bn * qk_row;
+        let kv_bytes = bn * (qk_row + v_row);
         Geom {
             lq,
             lk,
@@ -147,7 +150,8 @@ impl Geom {
             v_row,
             k_off,
             v_off,
-            shared: v_off + bn * v_row,
+            kv_bytes,
+            shared: k_off + 2 * kv_bytes,
         }
     }
 }
@@ -226,33 +230,78 @@ impl Emitter<'_> {
             threads: 32 * WARPS,
             base,
         };
-        b.comment("the q tile, as halves, zero past the last row and column");
-        let q_insts = part(k, &[a.q], None);
-        stager.stage(
-            b,
-            &Tile {
-                insts: &q_insts,
-                root: a.q,
-                rows: BM,
-                cols: g.d,
-                padded: g.dp,
-                vars: (v.i, v.d),
-                from: (q0, g.lq),
-                dst: 0,
-                row_bytes: g.qk_row,
-                half: Some(self.h),
-            },
+        let (q_insts, k_insts, v_insts) = (
+            part(k, &[a.q], None),
+            part(k, &[a.k], None),
+            part(k, &[a.v], None),
         );
+        let tile = |insts, root, rows, cols, padded, vars, from, dst, row_bytes| Tile {
+            insts,
+            root,
+            rows,
+            cols,
+            padded,
+            vars,
+            from,
+            dst,
+            row_bytes,
+            half: Some(self.h),
+        };
+        b.comment("the q tile, as halves, zero past the last row and column");
+        let q_tile = tile(
+            &q_insts,
+            a.q,
+            BM,
+            g.d,
+            g.dp,
+            (v.i, v.d),
+            (q0, g.lq),
+            0,
+            g.qk_row,
+        );
+        self.fill(b, &stager, &q_tile);
+        // Key tile `j` into the buffer at shared address `buf`.
+        let load_kv = |b: &mut Builder, buf: Reg, j: Reg| {
+            let at = stager.at(buf);
+            let kt = tile(
+                &k_insts,
+                a.k,
+                g.bn,
+                g.d,
+                g.dp,
+                (v.j, v.d),
+                (j, g.lk),
+                g.k_off,
+                g.qk_row,
+            );
+            self.fill(b, &at, &kt);
+            let vt = tile(
+                &v_insts,
+                a.v,
+                g.bn,
+                g.dv,
+                g.dvp,
+                (v.j, v.e),
+                (j, g.lk),
+                g.v_off,
+                g.v_row,
+            );
+            self.fill(b, &at, &vt);
+            ins!(b, "cp.async.commit_group");
+        };
+        let j0 = b.mov(RegKind::B32, "u32", 0);
+        b.comment("key tile 0 into buffer 0");
+        load_kv(b, base, j0);
+        ins!(b, "cp.async.wait_group 0");
+        ins!(b, "bar.sync 0");
         let (lane, warp) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
         ins!(b, "and.b32 {lane}, {tid}, 31");
         ins!(b, "shr.u32 {warp}, {tid}, 5");
         let (q_addr, k_addr, v_addr) = self.ldmatrix_addresses(b, lane, warp, base);
         let ln = self.lane(b, lane, warp, q0);
-        ins!(b, "bar.sync 0");
-        let q_steps = g.dp / 16;
         let resident: Option<Vec<[Reg; 4]>> = (g.dp <= 128).then(|| {
             b.comment("the warp's q rows as A fragments, one per k-step of 16");
-            (0..q_steps)
+            (0..g.dp / 16)
                 .map(|ks| ldmatrix(b, q_addr, 32 * ks, false))
                 .collect()
         });
@@ -260,40 +309,46 @@ impl Emitter<'_> {
         let m: [Reg; 2] = std::array::from_fn(|_| b.mov(RegKind::F32, "f32", &neg_inf));
         let l: [Reg; 2] = std::array::from_fn(|_| b.mov(RegKind::F32, "f32", f32_imm(0.0)));
         let o = Self::zeros(b, g.dvp / 8);
-        let k_insts = part(k, &[a.k], None);
-        let v_insts = part(k, &[a.v], None);
         let logit_insts = logit_part(k, a);
-        let j0 = b.mov(RegKind::B32, "u32", 0);
-        let (top, end) = (b.label(), b.label());
+        // The current tile's buffer: byte offset 0 or `kv_bytes`.
+        let cur = b.mov(RegKind::B32, "u32", 0);
+        let top = b.label();
         b.place(&top);
-        let done = b.reg(RegKind::Pred);
-        ins!(b, "setp.ge.u32 {done}, {j0}, {}", g.lk);
-        ins!(b, "@{done} bra.uni {end}");
-        b.comment("the k and v tiles of keys j0 .., as halves");
-        ins!(b, "bar.sync 0");
-        let kv = |insts, root, cols, padded, var, dst, row_bytes| Tile {
-            insts,
-            root,
-            rows: g.bn,
-            cols,
-            padded,
-            vars: (v.j, var),
-            from: (j0, g.lk),
-            dst,
-            row_bytes,
-            half: Some(self.h),
-        };
-        stager.stage(b, &kv(&k_insts, a.k, g.d, g.dp, v.d, g.k_off, g.qk_row));
-        stager.stage(b, &kv(&v_insts, a.v, g.dv, g.dvp, v.e, g.v_off, g.v_row));
-        ins!(b, "bar.sync 0");
-        let s = self.scores(b, q_addr, k_addr, resident.as_deref());
+        b.comment("tile j0 is in buffer `cur`; the other buffer is free");
+        let (next, more) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
+        ins!(b, "add.u32 {next}, {j0}, {}", g.bn);
+        ins!(b, "setp.lt.u32 {more}, {next}, {}", g.lk);
+        let skip = b.label();
+        ins!(b, "@!{more} bra.uni {skip}");
+        b.comment("start key tile j0 + bn into the other buffer");
+        let (other, buf) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+        ins!(b, "sub.u32 {other}, {}, {cur}", g.kv_bytes);
+        ins!(b, "add.u32 {buf}, {base}, {other}");
+        load_kv(b, buf, next);
+        b.place(&skip);
+        let (ka, va) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+        ins!(b, "add.u32 {ka}, {k_addr}, {cur}");
+        ins!(b, "add.u32 {va}, {v_addr}, {cur}");
+        let s = self.scores(b, q_addr, ka, resident.as_deref());
         let x = self.logits(b, &coords, &logit_insts, &ln, j0, &s);
         let p = self.softmax(b, &x, m, l, &o);
-        self.accumulate(b, v_addr, &p, &o);
-        ins!(b, "add.u32 {j0}, {j0}, {}", g.bn);
-        ins!(b, "bra.uni {top}");
-        b.place(&end);
+        self.accumulate(b, va, &p, &o);
+        b.comment("the next tile has landed and every warp is done with this one");
+        ins!(b, "cp.async.wait_group 0");
+        ins!(b, "bar.sync 0");
+        ins!(b, "sub.u32 {cur}, {}, {cur}", g.kv_bytes);
+        ins!(b, "mov.u32 {j0}, {next}");
+        ins!(b, "@{more} bra.uni {top}");
         self.finish(b, &coords, &ln, l, &o);
+    }
+
+    /// Fills tile `t` with `cp.async` where its part is a plain load
+    /// ([`plain`]), else by evaluating it.
+    fn fill(&self, b: &mut Builder, st: &Stager, t: &Tile) {
+        match plain(self.cx, self.a, t.root, t.vars, t.cols) {
+            Some(p) => st.copy(b, t, &p),
+            None => st.stage(b, t),
+        }
     }
 
     /// The lane's `ldmatrix` row addresses (see the module docs): into

@@ -103,3 +103,120 @@ fn half_bits(b: &mut Builder, x: Reg, h: DType) -> Reg {
     ins!(b, "cvt.rn.{ty}.f32 {r}, {x}");
     r
 }
+
+/// A half part that is one unmasked load, affine in the variables, whose
+/// tile rows can be copied in 16-byte chunks (8 halves along the
+/// contiguous column axis) with `cp.async`.
+pub(super) struct Plain {
+    input: usize,
+    konst: i64,
+    /// `(variable, coefficient)` of each batch variable the index reads.
+    batch: Vec<(usize, i64)>,
+    /// Coefficient of the row variable.
+    row: i64,
+}
+
+/// `root`'s load when [`Stager::copy`] can fill its tiles: a cast of a
+/// half-typed plain load (as the tensor-core matmul reads its operands)
+/// with unit stride along `col_var`, `cols` a multiple of 8, and every
+/// other coefficient and the offset multiples of 8 (16-byte aligned
+/// chunks, buffers being 16-byte aligned).
+pub(super) fn plain(
+    cx: &Cx,
+    a: &Attention,
+    root: Val,
+    (row_var, col_var): (usize, usize),
+    cols: u32,
+) -> Option<Plain> {
+    let ((input, index), _) = crate::ptx::matmul::operand_load(cx.k, root)?;
+    let coef = |v: usize| index.affine_coef(v).unwrap_or(0);
+    let batch: Vec<(usize, i64)> = a.vars.batch.clone().map(|v| (v, coef(v))).collect();
+    let konst = index.parts().1;
+    let aligned = [konst, coef(row_var)]
+        .into_iter()
+        .chain(batch.iter().map(|(_, c)| *c))
+        .all(|c| c % 8 == 0);
+    (coef(col_var) == 1 && cols % 8 == 0 && aligned).then_some(Plain {
+        input,
+        konst,
+        batch,
+        row: coef(row_var),
+    })
+}
+
+impl Stager<'_> {
+    /// The same threads writing at shared address `base` instead.
+    pub fn at(&self, base: Reg) -> Stager<'_> {
+        Stager { base, ..*self }
+    }
+
+    /// Fills tile `t` of the plain part `p` with `cp.async` 16-byte copies
+    /// (zero-filled past the last row and column; the caller commits and
+    /// waits). Thread `tid` copies chunks `tid, tid + threads, ..` of the
+    /// tile's `rows x padded / 8`, consecutive chunks along a row.
+    pub fn copy(&self, b: &mut Builder, t: &Tile, p: &Plain) {
+        let per_row = t.padded / 8;
+        let total = t.rows * per_row;
+        let src = self.cx.inputs[p.input];
+        // The batch's element offset, s64.
+        let off = b.reg(RegKind::B64);
+        ins!(b, "mov.s64 {off}, {}", p.konst);
+        for (v, c) in &p.batch {
+            let x = self.coords.vars[*v].expect("batch variable set");
+            let w = if x.kind == RegKind::B64 {
+                x
+            } else {
+                let w = b.reg(RegKind::B64);
+                ins!(b, "cvt.u64.u32 {w}, {x}");
+                w
+            };
+            ins!(b, "mad.lo.s64 {off}, {w}, {c}, {off}");
+        }
+        for n in 0..total.div_ceil(self.threads) {
+            let (c, row, ch, g) = (
+                b.reg(RegKind::B32),
+                b.reg(RegKind::B32),
+                b.reg(RegKind::B32),
+                b.reg(RegKind::B32),
+            );
+            ins!(b, "add.u32 {c}, {}, {}", self.tid, n * self.threads);
+            ins!(b, "div.u32 {row}, {c}, {per_row}");
+            ins!(b, "rem.u32 {ch}, {c}, {per_row}");
+            ins!(b, "add.u32 {g}, {}, {row}", t.from.0);
+            let ok = b.reg(RegKind::Pred);
+            ins!(b, "setp.lt.u32 {ok}, {g}, {}", t.from.1);
+            if t.padded > t.cols {
+                ins!(b, "setp.lt.and.u32 {ok}, {ch}, {}, {ok}", t.cols / 8);
+            }
+            // Element offset `off + g * row + 8 ch`, then the address (the
+            // buffer's base where the chunk is outside: zero fill).
+            let (g64, e, addr) = (
+                b.reg(RegKind::B64),
+                b.reg(RegKind::B64),
+                b.reg(RegKind::B64),
+            );
+            ins!(b, "cvt.u64.u32 {g64}, {g}");
+            ins!(b, "mad.lo.s64 {e}, {g64}, {}, {off}", p.row);
+            ins!(b, "cvt.u64.u32 {g64}, {ch}");
+            ins!(b, "mad.lo.s64 {e}, {g64}, 8, {e}");
+            ins!(b, "mad.lo.s64 {addr}, {e}, 2, {src}");
+            ins!(b, "selp.b64 {addr}, {addr}, {src}, {ok}");
+            let (size, dst) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+            ins!(b, "selp.u32 {size}, 16, 0, {ok}");
+            ins!(b, "mad.lo.u32 {dst}, {row}, {}, {}", t.row_bytes, self.base);
+            ins!(b, "mad.lo.u32 {dst}, {ch}, 16, {dst}");
+            let guard = if (n + 1) * self.threads > total {
+                let inside = b.reg(RegKind::Pred);
+                ins!(b, "setp.lt.u32 {inside}, {c}, {total}");
+                format!("@{inside} ")
+            } else {
+                String::new()
+            };
+            ins!(
+                b,
+                "{guard}cp.async.cg.shared.global [{dst}+{}], [{addr}], 16, {size}",
+                t.dst
+            );
+        }
+    }
+}
