@@ -506,6 +506,9 @@ fn half_attention_takes_the_tensor_core_kernel() {
     }
 }
 
+/// A named change of a base case.
+type Family = (&'static str, fn(&mut Case));
+
 /// The shape families of the tensor-core kernel (half inputs; on the CPU
 /// the interpreter runs them and `SMELT_CHECK_PTX=1` assembles their
 /// `mma.sync` kernels): every head dim it pads (multiples of 16 and not)
@@ -516,23 +519,23 @@ fn half_families_over_head_dims() {
         for (n, d) in [32, 40, 64, 72, 80, 128, 256].into_iter().enumerate() {
             let l = if n % 2 == 0 { 7 } else { 127 };
             let base = Case::new(&[2], l, l, d, dtype);
-            let families: [(&str, &dyn Fn(&mut Case)); 8] = [
-                ("plain", &|c| c.scale = None),
-                ("scale", &|_| {}),
-                ("additive", &|c| c.mask = Mask::Additive),
-                ("causal", &|c| c.mask = Mask::Causal),
-                ("cross", &|c| {
+            let families: [Family; 8] = [
+                ("plain", |c| c.scale = None),
+                ("scale", |_| {}),
+                ("additive", |c| c.mask = Mask::Additive),
+                ("causal", |c| c.mask = Mask::Causal),
+                ("cross", |c| {
                     c.lq = 5;
                     c.lk = 130;
                     c.dv = 48;
                 }),
-                ("gqa", &|c| {
+                ("gqa", |c| {
                     c.batch = vec![1, 4];
                     c.group = 2;
                     c.mask = Mask::Causal;
                 }),
-                ("batch", &|c| c.batch = vec![2, 1, 2]),
-                ("cast-f32", &|c| c.form = Form::CastF32),
+                ("batch", |c| c.batch = vec![2, 1, 2]),
+                ("cast-f32", |c| c.form = Form::CastF32),
             ];
             for (name, f) in families {
                 let mut c = base.clone();

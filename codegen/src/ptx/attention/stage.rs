@@ -136,7 +136,7 @@ pub(super) fn plain(
         .into_iter()
         .chain(batch.iter().map(|(_, c)| *c))
         .all(|c| c % 8 == 0);
-    (coef(col_var) == 1 && cols % 8 == 0 && aligned).then_some(Plain {
+    (coef(col_var) == 1 && cols.is_multiple_of(8) && aligned).then_some(Plain {
         input,
         konst,
         batch,
