@@ -499,10 +499,32 @@ fn half_attention_takes_the_tensor_core_kernel() {
             // Realized half operands with 16-byte aligned rows are copied
             // with cp.async.
             assert_eq!(ptx.contains("cp.async.cg"), mma, "{dtype:?}");
-            if std::env::var("DUMP").is_ok() {
-                println!("{ptx}");
-            }
         }
+    }
+    // Grouped-query heads: k and v (expanded over head groups) are copied
+    // too, so the kernel has no other global load.
+    let mut c = Case::new(&[1, 4], 7, 7, 64, DType::BF16);
+    c.group = 2;
+    let o = attention(&c, &inputs(&c, 1, &[]));
+    for ptx in attention_ptx(&o) {
+        assert!(ptx.contains("cp.async.cg") && !ptx.contains("ld.global"));
+    }
+    // Keys stored transposed (`d` strided): evaluated element by element.
+    let dev = test_device();
+    let q = Tensor::randn([2, 7, 32], DType::F16, 1, &dev);
+    let kt = Tensor::randn([2, 32, 9], DType::F16, 2, &dev);
+    let v = Tensor::randn([2, 9, 32], DType::F16, 3, &dev);
+    smelt::realize_all(&[&q, &kt, &v], Fusion::On).unwrap();
+    let o = q.matmul(&kt).softmax(-1).matmul(&v);
+    for ptx in attention_ptx(&o) {
+        assert!(ptx.contains("cp.async.cg") && ptx.contains("ld.global.b16"));
+    }
+    let want = values(o.realize_with(Planning::from(Fusion::Off)).unwrap());
+    let o = q.matmul(&kt).softmax(-1).matmul(&v);
+    let fused = Planning::from(Fusion::On).attention(AttentionFusion::On);
+    let got = values(o.realize_with(fused).unwrap());
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-2 * (1.0 + w.abs()), "{g} vs {w}");
     }
 }
 

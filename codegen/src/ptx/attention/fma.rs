@@ -324,7 +324,7 @@ impl<'a> Emitter<'a> {
                 self.cx,
                 self.a,
                 &th.coords,
-                &logit_insts,
+                (&logit_insts, vec![None; self.cx.k.insts.len()]),
                 (th.i, j),
                 dot,
                 (ok, key_ok),

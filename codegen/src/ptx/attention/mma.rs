@@ -18,7 +18,9 @@
 //!   `d` is contiguous in both tiles).
 //! - The logit part runs per accumulator element at its `(i, j)` (scale,
 //!   masks, casts, as the FMA kernel evaluates it), `-inf` past the last
-//!   key; online softmax per row on the accumulators: the row maximum of
+//!   key; what it computes from the row alone (a causal mask's row index,
+//!   a scale) once per row before the key loop, what it computes from
+//!   the key alone once per key for the lane's two rows; online softmax per row on the accumulators: the row maximum of
 //!   the lane's elements, then across the 4 lanes of a quad (`shfl.bfly`
 //!   1, 2), which hold the same two rows; `m' = m_new`, or 0 while the
 //!   row is all `-inf` (so a masked tile adds nothing); `p = exp(l - m')`;
@@ -69,11 +71,11 @@
 //! relative, below the half rounding of `p`).
 
 use super::stage::{plain, Stager, Tile};
-use super::{epilogue_part, logit, logit_part, part, store, Coords};
+use super::{epilogue_part, logit, part, store, Coords, LogitSplit};
 use crate::attention::Attention;
-use crate::ir::{Inst, Kernel, Val};
+use crate::ir::{Inst, Kernel};
 use crate::ptx::builder::{f32_imm, ins, Builder, Reg, RegKind};
-use crate::ptx::eval::Cx;
+use crate::ptx::eval::{Cx, Vals};
 use crate::ptx::math;
 use crate::ptx::matmul::{ldmatrix, mma, mma_op, Elem};
 use crate::ptx::module::{entry, entry_name, header, PtxKernel};
@@ -309,7 +311,8 @@ impl Emitter<'_> {
         let m: [Reg; 2] = std::array::from_fn(|_| b.mov(RegKind::F32, "f32", &neg_inf));
         let l: [Reg; 2] = std::array::from_fn(|_| b.mov(RegKind::F32, "f32", f32_imm(0.0)));
         let o = Self::zeros(b, g.dvp / 8);
-        let logit_insts = logit_part(k, a);
+        let split = LogitSplit::new(k, a);
+        let row_vals = self.row_logits(b, &coords, &split, &ln);
         // The current tile's buffer: byte offset 0 or `kv_bytes`.
         let cur = b.mov(RegKind::B32, "u32", 0);
         let top = b.label();
@@ -330,7 +333,7 @@ impl Emitter<'_> {
         ins!(b, "add.u32 {ka}, {k_addr}, {cur}");
         ins!(b, "add.u32 {va}, {v_addr}, {cur}");
         let s = self.scores(b, q_addr, ka, resident.as_deref());
-        let x = self.logits(b, &coords, &logit_insts, &ln, j0, &s);
+        let x = self.logits(b, &coords, (&split, &row_vals), &ln, j0, &s);
         let p = self.softmax(b, &x, m, l, &o);
         self.accumulate(b, va, &p, &o);
         b.comment("the next tile has landed and every warp is done with this one");
@@ -345,7 +348,7 @@ impl Emitter<'_> {
     /// Fills tile `t` with `cp.async` where its part is a plain load
     /// ([`plain`]), else by evaluating it.
     fn fill(&self, b: &mut Builder, st: &Stager, t: &Tile) {
-        match plain(self.cx, self.a, t.root, t.vars, t.cols) {
+        match plain(self.cx, t.root, t.vars, t.cols) {
             Some(p) => st.copy(b, t, &p),
             None => st.stage(b, t),
         }
@@ -454,13 +457,36 @@ impl Emitter<'_> {
         }
     }
 
+    /// The logit part's values that depend on the row only (`split.row`),
+    /// for the lane's two rows, computed once before the key loop.
+    fn row_logits(
+        &self,
+        b: &mut Builder,
+        coords: &Coords,
+        split: &LogitSplit,
+        ln: &Lane,
+    ) -> [Vals; 2] {
+        b.comment("the logit part's per-row values");
+        std::array::from_fn(|h| {
+            let (i, ok) = (ln.rows[h], ln.row_ok[h]);
+            // `j` is not read: any register will do.
+            let p = coords.point(b, self.cx, [(self.a.vars.i, i), (self.a.vars.j, i)], ok);
+            let mut vals: Vals = vec![None; self.cx.k.insts.len()];
+            self.cx.eval(b, &p, &split.row, &mut vals);
+            vals
+        })
+    }
+
     /// The logit of every score element: element `c` of n8 tile `n` is
-    /// row `rows[c / 2]`, key `j0 + 8n + 2t + c % 2`.
+    /// row `rows[c / 2]`, key `j0 + 8n + 2t + c % 2`. The part's per-key
+    /// values (`split.col`) are computed once per key for both rows, the
+    /// rest per element on top of them and of the per-row values `rows`.
+    #[allow(clippy::too_many_arguments)]
     fn logits(
         &self,
         b: &mut Builder,
         coords: &Coords,
-        insts: &[Val],
+        (split, rows): (&LogitSplit, &[Vals; 2]),
         ln: &Lane,
         j0: Reg,
         s: &Acc,
@@ -468,24 +494,39 @@ impl Emitter<'_> {
         b.comment("logits at each score's (i, j)");
         let jt = b.reg(RegKind::B32);
         ins!(b, "add.u32 {jt}, {j0}, {}", ln.t2);
+        let a = self.a;
         s.iter()
             .enumerate()
             .map(|(n, tile)| {
-                std::array::from_fn(|c| {
+                let keys: [(Reg, Reg, Vals); 2] = std::array::from_fn(|odd| {
                     let j = b.reg(RegKind::B32);
-                    ins!(b, "add.u32 {j}, {jt}, {}", 8 * n + c % 2);
-                    let (key_ok, ok) = (b.reg(RegKind::Pred), b.reg(RegKind::Pred));
+                    ins!(b, "add.u32 {j}, {jt}, {}", 8 * n + odd);
+                    let key_ok = b.reg(RegKind::Pred);
                     ins!(b, "setp.lt.u32 {key_ok}, {j}, {}", self.g.lk);
+                    // Reads neither `i` nor the row values that read it.
+                    let p =
+                        coords.point(b, self.cx, [(a.vars.i, ln.rows[0]), (a.vars.j, j)], key_ok);
+                    let mut vals = rows[0].clone();
+                    self.cx.eval(b, &p, &split.col, &mut vals);
+                    (j, key_ok, vals)
+                });
+                std::array::from_fn(|c| {
+                    let (j, key_ok, col) = &keys[c % 2];
+                    let ok = b.reg(RegKind::Pred);
                     ins!(b, "and.pred {ok}, {key_ok}, {}", ln.row_ok[c / 2]);
+                    let mut known = rows[c / 2].clone();
+                    for v in &split.col {
+                        known[*v].clone_from(&col[*v]);
+                    }
                     logit(
                         b,
                         self.cx,
-                        self.a,
+                        a,
                         coords,
-                        insts,
-                        (ln.rows[c / 2], j),
+                        (&split.rest, known),
+                        (ln.rows[c / 2], *j),
                         tile[c],
-                        (ok, key_ok),
+                        (ok, *key_ok),
                     )
                 })
             })

@@ -16,7 +16,7 @@ mod mma;
 mod stage;
 
 use super::builder::{ins, Builder, Reg, RegKind};
-use super::eval::{Cx, Point, Vals};
+use super::eval::{uses_var, Cx, Point, Vals};
 use super::module::PtxKernel;
 use super::ops::{self, Value};
 use super::target::Target;
@@ -107,7 +107,8 @@ fn widen(b: &mut Builder, cx: &Cx, x: Reg) -> Reg {
 }
 
 /// The logit part (instructions `insts`, from [`logit_part`]) at query
-/// row `i`, key `j`, given the score `dot` there: a register of the
+/// row `i`, key `j`, given the score `dot` there and the values `known`
+/// already computed there (see [`LogitSplit`]): a register of the
 /// accumulation type, `-inf` where `key_ok` fails (a key past the last);
 /// loads run only where `ok` holds.
 #[allow(clippy::too_many_arguments)]
@@ -116,13 +117,13 @@ fn logit(
     cx: &Cx,
     a: &Attention,
     c: &Coords,
-    insts: &[Val],
+    (insts, known): (&[Val], Vals),
     (i, j): (Reg, Reg),
     dot: Reg,
     (ok, key_ok): (Reg, Reg),
 ) -> Reg {
     let p = c.point(b, cx, [(a.vars.i, i), (a.vars.j, j)], ok);
-    let mut vals: Vals = vec![None; cx.k.insts.len()];
+    let mut vals = known;
     vals[a.dot] = Some(vec![Value {
         reg: dot,
         dtype: a.acc,
@@ -140,6 +141,46 @@ fn logit(
 /// The logit part's instructions (below the logit, not below the `Dot`).
 fn logit_part(k: &Kernel, a: &Attention) -> Vec<Val> {
     part(k, &[a.logit], Some(a.dot))
+}
+
+/// The logit part's instructions by what they read, so that a kernel
+/// evaluating many logits of a row or of a key computes the shared ones
+/// once: `row` reads neither the key `j` nor the `Dot` (a function of the
+/// batch and `i`: a causal mask's row index, a scale), `col` reads `j`
+/// but neither `i` nor the `Dot`, `rest` the others (SSA order each).
+struct LogitSplit {
+    row: Vec<Val>,
+    col: Vec<Val>,
+    rest: Vec<Val>,
+}
+
+impl LogitSplit {
+    fn new(k: &Kernel, a: &Attention) -> LogitSplit {
+        // Whether each instruction reads i, j or the Dot (operands come
+        // first in SSA order).
+        let n = k.insts.len();
+        let (mut reads_i, mut reads_j) = (vec![false; n], vec![false; n]);
+        for (v, node) in k.insts.iter().enumerate() {
+            let (e, c) = node.inst.exprs();
+            let ops = node.inst.operands();
+            let dot = v == a.dot;
+            reads_i[v] = dot || uses_var(e, c, a.vars.i) || ops.iter().any(|o| reads_i[*o]);
+            reads_j[v] = dot || uses_var(e, c, a.vars.j) || ops.iter().any(|o| reads_j[*o]);
+        }
+        let mut s = LogitSplit {
+            row: Vec::new(),
+            col: Vec::new(),
+            rest: Vec::new(),
+        };
+        for v in logit_part(k, a) {
+            match (reads_i[v], reads_j[v]) {
+                (_, false) => s.row.push(v),
+                (false, true) => s.col.push(v),
+                (true, true) => s.rest.push(v),
+            }
+        }
+        s
+    }
 }
 
 /// The epilogue part's instructions (below the stores, not below the

@@ -5,10 +5,11 @@
 
 use super::{acc_imm, acc_ty, Coords};
 use crate::attention::Attention;
-use crate::ir::Val;
+use crate::expr::Expr;
+use crate::ir::{Inst, Val};
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
 use crate::ptx::eval::{Cx, Vals};
-use crate::ptx::ops;
+use crate::ptx::{expr, ops};
 use crate::DType;
 
 /// The CTA's threads that evaluate tiles together.
@@ -104,43 +105,69 @@ fn half_bits(b: &mut Builder, x: Reg, h: DType) -> Reg {
     r
 }
 
-/// A half part that is one unmasked load, affine in the variables, whose
-/// tile rows can be copied in 16-byte chunks (8 halves along the
-/// contiguous column axis) with `cp.async`.
+/// A half part that is one unmasked load whose tile rows can be copied
+/// in 16-byte chunks (8 halves along the contiguous column axis) with
+/// `cp.async`.
 pub(super) struct Plain {
     input: usize,
-    konst: i64,
-    /// `(variable, coefficient)` of each batch variable the index reads.
-    batch: Vec<(usize, i64)>,
+    /// The element index at row and column 0: a function of the batch
+    /// variables (any, a grouped-query head's division included).
+    batch: Expr,
     /// Coefficient of the row variable.
     row: i64,
 }
 
 /// `root`'s load when [`Stager::copy`] can fill its tiles: a cast of a
-/// half-typed plain load (as the tensor-core matmul reads its operands)
-/// with unit stride along `col_var`, `cols` a multiple of 8, and every
-/// other coefficient and the offset multiples of 8 (16-byte aligned
-/// chunks, buffers being 16-byte aligned).
+/// half-typed load of a half buffer, never masked, affine in the row and
+/// column variables with unit column stride, `cols` a multiple of 8, and
+/// the row stride and every coefficient and the constant of the rest
+/// multiples of 8 (16-byte aligned chunks, buffers being 16-byte
+/// aligned).
 pub(super) fn plain(
     cx: &Cx,
-    a: &Attention,
     root: Val,
     (row_var, col_var): (usize, usize),
     cols: u32,
 ) -> Option<Plain> {
-    let ((input, index), _) = crate::ptx::matmul::operand_load(cx.k, root)?;
-    let coef = |v: usize| index.affine_coef(v).unwrap_or(0);
-    let batch: Vec<(usize, i64)> = a.vars.batch.clone().map(|v| (v, coef(v))).collect();
-    let konst = index.parts().1;
-    let aligned = [konst, coef(row_var)]
-        .into_iter()
-        .chain(batch.iter().map(|(_, c)| *c))
-        .all(|c| c % 8 == 0);
-    (coef(col_var) == 1 && cols.is_multiple_of(8) && aligned).then_some(Plain {
+    let k = cx.k;
+    let Inst::Cast(l) = k.insts[root].inst else {
+        return None;
+    };
+    let Inst::Load {
         input,
-        konst,
+        index,
+        valid,
+    } = &k.insts[l].inst
+    else {
+        return None;
+    };
+    let half = k.insts[l].dtype;
+    if !half.is_float() || half.size() != 2 || k.inputs[*input].dtype != half {
+        return None;
+    }
+    let row = index.affine_coef(row_var)?;
+    let zero = |v: usize| {
+        if v == row_var || v == col_var {
+            Expr::constant(0)
+        } else {
+            Expr::var(v)
+        }
+    };
+    let batch = index.substitute(&zero, &k.ranges);
+    let (terms, konst) = batch.parts();
+    let aligned = terms
+        .iter()
+        .map(|(_, c)| *c)
+        .chain([konst, row])
+        .all(|c| c % 8 == 0);
+    let ok = valid.is_always()
+        && index.affine_coef(col_var) == Some(1)
+        && cols.is_multiple_of(8)
+        && aligned;
+    ok.then_some(Plain {
+        input: *input,
         batch,
-        row: coef(row_var),
+        row,
     })
 }
 
@@ -158,19 +185,14 @@ impl Stager<'_> {
         let per_row = t.padded / 8;
         let total = t.rows * per_row;
         let src = self.cx.inputs[p.input];
-        // The batch's element offset, s64.
+        // The batch's element offset, s64 (a multiple of 8).
+        let w = self.cx.width;
+        let x = expr::eval(b, &p.batch, &self.coords.vars, &self.cx.k.ranges, w);
         let off = b.reg(RegKind::B64);
-        ins!(b, "mov.s64 {off}, {}", p.konst);
-        for (v, c) in &p.batch {
-            let x = self.coords.vars[*v].expect("batch variable set");
-            let w = if x.kind == RegKind::B64 {
-                x
-            } else {
-                let w = b.reg(RegKind::B64);
-                ins!(b, "cvt.u64.u32 {w}, {x}");
-                w
-            };
-            ins!(b, "mad.lo.s64 {off}, {w}, {c}, {off}");
+        if w.wide {
+            ins!(b, "mov.b64 {off}, {x}");
+        } else {
+            ins!(b, "cvt.s64.s32 {off}, {x}");
         }
         for n in 0..total.div_ceil(self.threads) {
             let (c, row, ch, g) = (

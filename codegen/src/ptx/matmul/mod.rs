@@ -38,7 +38,6 @@ mod wgmma;
 
 pub use config::{candidates, wgmma_candidates, Tile};
 pub(crate) use mma::{ldmatrix, mma, mma_op};
-pub(crate) use shape::operand_load;
 pub use shape::{recognise, Elem, Operand, Shape};
 
 use super::module::PtxKernel;

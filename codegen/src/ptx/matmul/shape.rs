@@ -174,9 +174,8 @@ fn coef(e: &Expr, v: usize) -> i64 {
 
 /// `(input, index)` and element kind of a factor: `Cast(Load)` of a half
 /// type, `RoundTf32(Load)` or a plain `Load` of `f32`, whose index is a
-/// linear combination of variables and which is never masked (the
-/// attention kernel's `cp.async` tiles take the same loads).
-pub fn operand_load(k: &Kernel, v: Val) -> Option<((usize, &Expr), Elem)> {
+/// linear combination of variables and which is never masked.
+fn operand_load(k: &Kernel, v: Val) -> Option<((usize, &Expr), Elem)> {
     let (l, elem) = match k.insts[v].inst {
         Inst::Cast(l) => match k.insts[l].dtype {
             DType::F16 => (l, Elem::F16),
