@@ -467,3 +467,132 @@ fn default_policy_per_target() {
     let off = auto.attention(AttentionFusion::Off).on(*target);
     assert_eq!(planned(o, off).1, 0);
 }
+
+/// The PTX of the attention kernel the fused plan of `o` runs, for each
+/// checked target.
+fn attention_ptx(o: &Tensor) -> Vec<String> {
+    let fused = Planning::from(Fusion::On).attention(AttentionFusion::On);
+    let s = o.schedule(fused);
+    let it = s
+        .items
+        .iter()
+        .find(|it| it.kernel.kind.name() == "attention")
+        .expect("an attention kernel");
+    smelt_codegen::ptx::Target::CHECKED
+        .iter()
+        .map(|t| smelt_codegen::ptx::emit(&it.kernel, t).expect("emit").ptx)
+        .collect()
+}
+
+#[test]
+fn half_attention_takes_the_tensor_core_kernel() {
+    // `SMELT_ATTENTION_MMA=0` (testing the FMA kernel on half inputs)
+    // turns the tensor-core kernel off.
+    if !smelt_codegen::env::flag("SMELT_ATTENTION_MMA", true) {
+        return;
+    }
+    // Half operands: mma.sync for both products (ldmatrix.trans for v);
+    // f32 and f64 stay on the exact FMA kernel.
+    for dtype in [DType::F16, DType::BF16, DType::F32, DType::F64] {
+        let mut c = Case::new(&[2], 9, 12, 40, dtype);
+        c.mask = Mask::Causal;
+        let o = attention(&c, &inputs(&c, 1, &[]));
+        for ptx in attention_ptx(&o) {
+            let mma = ptx.contains("mma.sync.aligned.m16n8k16")
+                && ptx.contains("ldmatrix.sync.aligned.m8n8.x4.trans");
+            assert_eq!(mma, dtype.size() == 2, "{dtype:?}");
+            // Realized half operands with 16-byte aligned rows are copied
+            // with cp.async.
+            assert_eq!(ptx.contains("cp.async.cg"), mma, "{dtype:?}");
+        }
+    }
+    // Grouped-query heads: k and v (expanded over head groups) are copied
+    // too, so the kernel has no other global load.
+    let mut c = Case::new(&[1, 4], 7, 7, 64, DType::BF16);
+    c.group = 2;
+    let o = attention(&c, &inputs(&c, 1, &[]));
+    for ptx in attention_ptx(&o) {
+        assert!(ptx.contains("cp.async.cg") && !ptx.contains("ld.global"));
+    }
+    // Keys stored transposed (`d` strided): evaluated element by element.
+    let dev = test_device();
+    let q = Tensor::randn([2, 7, 32], DType::F16, 1, &dev);
+    let kt = Tensor::randn([2, 32, 9], DType::F16, 2, &dev);
+    let v = Tensor::randn([2, 9, 32], DType::F16, 3, &dev);
+    smelt::realize_all(&[&q, &kt, &v], Fusion::On).unwrap();
+    let o = q.matmul(&kt).softmax(-1).matmul(&v);
+    for ptx in attention_ptx(&o) {
+        assert!(ptx.contains("cp.async.cg") && ptx.contains("ld.global.b16"));
+    }
+    let want = values(o.realize_with(Planning::from(Fusion::Off)).unwrap());
+    let o = q.matmul(&kt).softmax(-1).matmul(&v);
+    let fused = Planning::from(Fusion::On).attention(AttentionFusion::On);
+    let got = values(o.realize_with(fused).unwrap());
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-2 * (1.0 + w.abs()), "{g} vs {w}");
+    }
+}
+
+/// A named change of a base case.
+type Family = (&'static str, fn(&mut Case));
+
+/// The shape families of the tensor-core kernel (half inputs; on the CPU
+/// the interpreter runs them and `SMELT_CHECK_PTX=1` assembles their
+/// `mma.sync` kernels): every head dim it pads (multiples of 16 and not)
+/// up to 256, each family once per dtype.
+#[test]
+fn half_families_over_head_dims() {
+    for dtype in [DType::F16, DType::BF16] {
+        for (n, d) in [32, 40, 64, 72, 80, 128, 256].into_iter().enumerate() {
+            let l = if n % 2 == 0 { 7 } else { 127 };
+            let base = Case::new(&[2], l, l, d, dtype);
+            let families: [Family; 8] = [
+                ("plain", |c| c.scale = None),
+                ("scale", |_| {}),
+                ("additive", |c| c.mask = Mask::Additive),
+                ("causal", |c| c.mask = Mask::Causal),
+                ("cross", |c| {
+                    c.lq = 5;
+                    c.lk = 130;
+                    c.dv = 48;
+                }),
+                ("gqa", |c| {
+                    c.batch = vec![1, 4];
+                    c.group = 2;
+                    c.mask = Mask::Causal;
+                }),
+                ("batch", |c| c.batch = vec![2, 1, 2]),
+                ("cast-f32", |c| c.form = Form::CastF32),
+            ];
+            for (name, f) in families {
+                let mut c = base.clone();
+                f(&mut c);
+                eprintln!("{name}: {c:?}");
+                check(&c);
+            }
+        }
+    }
+}
+
+/// Sequence lengths that are not multiples of the tiles (64 query rows,
+/// 64 or 32 keys), square and cross, causal and not.
+#[test]
+fn half_lengths() {
+    for dtype in [DType::F16, DType::BF16] {
+        for (lq, lk, d) in [
+            (1, 1, 64),
+            (7, 7, 128),
+            (127, 127, 256),
+            (1000, 1000, 64),
+            (4097, 4097, 32),
+            (1, 4097, 80),
+            (1000, 7, 32),
+        ] {
+            for mask in [Mask::None, Mask::Causal] {
+                let mut c = Case::new(&[], lq, lk, d, dtype);
+                c.mask = mask;
+                check(&c);
+            }
+        }
+    }
+}

@@ -140,6 +140,34 @@ impl Expr {
         (q, r)
     }
 
+    /// `self = g y + r` for the largest divisor `g < d` of `d` (shared with
+    /// a coefficient) whose `r` (the terms `g` does not divide, the
+    /// constant's remainder) stays in `0..g`: then no carry crosses a
+    /// multiple of `g`, so `self / d = y / (d / g)` and `self % d = g (y %
+    /// (d / g)) + r` (with `y = (d / g) a + b`, `g b + r < d`). How a
+    /// reshape of an expanded axis (grouped-query heads) divides back.
+    fn carry_free(&self, d: i64, ranges: &[i64]) -> Option<(i64, Expr, Expr)> {
+        let gcd = |mut a: i64, mut b: i64| {
+            while b != 0 {
+                (a, b) = (b, a % b);
+            }
+            a
+        };
+        let mut best: Option<(i64, Expr, Expr)> = None;
+        for (_, c) in &self.terms {
+            let g = gcd(c.abs(), d);
+            if g <= 1 || g == d || best.as_ref().is_some_and(|(b, ..)| *b >= g) {
+                continue;
+            }
+            let (y, r) = self.split(g);
+            let (lo, hi) = r.bounds(ranges);
+            if lo >= 0 && hi < g {
+                best = Some((g, y, r));
+            }
+        }
+        best
+    }
+
     /// Floor division `self / d` for `d > 0`.
     pub fn div(&self, d: i64, ranges: &[i64]) -> Expr {
         assert!(d > 0, "index division by {d}");
@@ -150,6 +178,9 @@ impl Expr {
         let (lo, hi) = r.bounds(ranges);
         if lo.div_euclid(d) == hi.div_euclid(d) {
             return q.add_const(lo.div_euclid(d));
+        }
+        if let Some((g, y, _)) = r.carry_free(d, ranges) {
+            return q.add(&y.div(d / g, ranges));
         }
         // (x / a) / d == x / (a * d)
         let inner = match (r.terms.as_slice(), r.konst) {
@@ -172,6 +203,9 @@ impl Expr {
         }
         if lo.div_euclid(d) == hi.div_euclid(d) {
             return r.add_const(-lo.div_euclid(d) * d);
+        }
+        if let Some((g, y, rest)) = r.carry_free(d, ranges) {
+            return y.rem(d / g, ranges).scale(g).add(&rest);
         }
         // (x % m) % d == x % d when d divides m
         let inner = match (r.terms.as_slice(), r.konst) {
@@ -457,6 +491,45 @@ mod tests {
         assert_eq!(e.rem(6, &r), Expr::var(1));
         assert_eq!(e.div(24, &r), Expr::constant(0));
         assert_eq!(e.div(2, &r).div(3, &r), Expr::var(0));
+    }
+
+    #[test]
+    fn carry_free_divisions_split() {
+        // A reshape of an expanded head axis: (h * 448 + j * 64 + d) / 896
+        // is h / 2 since j * 64 + d < 448; the remainder keeps j and d.
+        let r = [4, 7, 64];
+        let e = Expr::var(0)
+            .scale(448)
+            .add(&Expr::var(1).scale(64))
+            .add(&Expr::var(2));
+        assert_eq!(e.div(896, &r), Expr::var(0).div(2, &r));
+        let m = e.rem(896, &r);
+        assert_eq!(m.affine_coef(1), Some(64));
+        assert_eq!(m.affine_coef(2), Some(1));
+        // Exhaustively equal to the plain floor division and remainder,
+        // with constants and negative coefficients too.
+        let cases = [
+            (vec![(0, 12), (1, 3), (2, 1)], 1, 24),
+            (vec![(0, -12), (1, 4), (2, 1)], 2, 36),
+            (vec![(0, 6), (1, 2), (2, 1)], 0, 12),
+            (vec![(0, 10), (1, 5), (2, 1)], 3, 20),
+        ];
+        let r = [5, 3, 2];
+        for (terms, k, d) in cases {
+            let e = terms.iter().fold(Expr::constant(k), |acc, (v, c)| {
+                acc.add(&Expr::var(*v).scale(*c))
+            });
+            let (q, m) = (e.div(d, &r), e.rem(d, &r));
+            for a in 0..5 {
+                for b in 0..3 {
+                    for c in 0..2 {
+                        let x = e.eval(&[a, b, c]);
+                        assert_eq!(q.eval(&[a, b, c]), x.div_euclid(d), "{e} / {d}");
+                        assert_eq!(m.eval(&[a, b, c]), x.rem_euclid(d), "{e} % {d}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -18,8 +18,9 @@ use rustc_hash::FxHashMap;
 use smallvec::smallvec;
 use smelt_codegen::{BinaryOp, ReduceOp, UnaryOp};
 
-/// Head dims the fused kernel takes: the GPU's first attention kernel
-/// keeps tiles of `q`, `k` and `v` rows in static shared memory (48 KiB).
+/// Head dims the fused kernel takes: the GPU's tensor-core kernel holds
+/// a warp's `16 x dv` output in registers (128 a lane at 256) and its
+/// FMA kernel's tiles must fit 48 KiB of shared memory.
 pub const MAX_HEAD_DIM: usize = 256;
 
 /// A recognised attention.

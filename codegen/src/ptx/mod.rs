@@ -22,8 +22,9 @@
 //! - Scatter kernels: the elementwise mapping, each store an atomic add at
 //!   a checked data-dependent position (the `scatter` module).
 //! - Attention kernels: a CTA per batch and tile of query rows, an online
-//!   softmax over key tiles staged in shared memory, FMA arithmetic (the
-//!   `attention` module).
+//!   softmax over key tiles staged in shared memory; `mma.sync` tensor
+//!   cores for half operands, FMA arithmetic otherwise (the `attention`
+//!   module).
 //!
 //! Buffers must be at least 16-byte aligned (as device allocations are):
 //! vector accesses rely on it.

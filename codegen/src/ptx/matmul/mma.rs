@@ -117,12 +117,7 @@ impl Frags {
     /// One stage: the fragments of both tiles (at shared addresses
     /// `a_tile`, `b_tile`) and the warp's MMAs, for each k step.
     pub fn stage(&self, b: &mut Builder, a_tile: Reg, b_tile: Reg, acc: &Acc, elem: Elem) {
-        let mma = match elem {
-            Elem::F16 => "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
-            Elem::BF16 => "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
-            Elem::Tf32 => "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
-            Elem::F32 => unreachable!("exact f32 matmuls do not use tensor cores"),
-        };
+        let op = mma_op(elem);
         let load = |b: &mut Builder, offs: &Offsets, tile: Reg, ks: u32, i: u32, trans: bool| {
             let (reg, imm) = offs.at(ks, i);
             let p = b.reg(RegKind::B32);
@@ -145,13 +140,7 @@ impl Frags {
                 .collect();
             for (mi, a) in af.iter().enumerate() {
                 for ni in 0..2 * self.ni as usize {
-                    let bb = &bf[ni / 2][(ni % 2) * 2..][..2];
-                    let d = acc[mi][ni];
-                    ins!(
-                        b,
-                        "{mma} {{{}, {}, {}, {}}}, {{{}, {}, {}, {}}}, {{{}, {}}}, {{{}, {}, {}, {}}}",
-                        d[0], d[1], d[2], d[3], a[0], a[1], a[2], a[3], bb[0], bb[1], d[0], d[1], d[2], d[3]
-                    );
+                    mma(b, op, &acc[mi][ni], a, &bf[ni / 2][(ni % 2) * 2..][..2]);
                 }
             }
         }
@@ -238,7 +227,43 @@ fn offsets(
     }
 }
 
-fn ldmatrix(b: &mut Builder, base: Reg, off: u32, trans: bool) -> [Reg; 4] {
+/// The `mma.sync` instruction for `elem` operands and `f32` accumulators.
+pub fn mma_op(elem: Elem) -> &'static str {
+    match elem {
+        Elem::F16 => "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+        Elem::BF16 => "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+        Elem::Tf32 => "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+        Elem::F32 => unreachable!("exact f32 products do not use tensor cores"),
+    }
+}
+
+/// `d += a * b` for one `m16n8` tile: instruction `op` ([`mma_op`]), the
+/// A fragment `a` (4 registers) and the B fragment `bb` (2).
+pub fn mma(b: &mut Builder, op: &str, d: &[Reg; 4], a: &[Reg; 4], bb: &[Reg]) {
+    ins!(
+        b,
+        "{op} {{{}, {}, {}, {}}}, {{{}, {}, {}, {}}}, {{{}, {}}}, {{{}, {}, {}, {}}}",
+        d[0],
+        d[1],
+        d[2],
+        d[3],
+        a[0],
+        a[1],
+        a[2],
+        a[3],
+        bb[0],
+        bb[1],
+        d[0],
+        d[1],
+        d[2],
+        d[3]
+    );
+}
+
+/// `ldmatrix .x4` (`.trans` if `trans`) of the four 8x8 `b16` matrices
+/// whose rows the lanes address at `base + off` (layouts in the module
+/// docs).
+pub fn ldmatrix(b: &mut Builder, base: Reg, off: u32, trans: bool) -> [Reg; 4] {
     let r: [Reg; 4] = std::array::from_fn(|_| b.reg(RegKind::B32));
     let trans = if trans { ".trans" } else { "" };
     ins!(

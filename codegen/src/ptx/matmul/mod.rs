@@ -37,6 +37,7 @@ mod start;
 mod wgmma;
 
 pub use config::{candidates, wgmma_candidates, Tile};
+pub(crate) use mma::{ldmatrix, mma, mma_op};
 pub use shape::{recognise, Elem, Operand, Shape};
 
 use super::module::PtxKernel;

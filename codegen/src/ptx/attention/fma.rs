@@ -1,7 +1,6 @@
-//! The first GPU attention kernel ([`crate::KernelKind::Attention`]):
-//! plain FMA arithmetic in the accumulation dtype (`f32`, `f64`), correct
-//! before fast. The tensor-core version (`wgmma` on sm_90, `mma.sync` on
-//! sm_80) will take the kernels it can ([`emit`] is the one entry).
+//! The FMA attention kernel: plain arithmetic in the accumulation dtype
+//! (`f32`, `f64`), exact for `f32` and `f64` inputs; half inputs take the
+//! tensor-core kernel (`mma.rs`) unless `SMELT_ATTENTION_MMA=0`.
 //!
 //! One CTA per (batch, tile of `bm` query rows), [`TPR`] threads per row:
 //! 1. the `q` tile (`bm x d`) is evaluated (its part of the kernel: loads
@@ -26,13 +25,15 @@
 //! query or key are predicated off), and stores only for existing rows and
 //! columns.
 
-use super::builder::{f32_imm, ins, Builder, Reg, RegKind};
-use super::eval::{Cx, Point, Vals};
-use super::module::{entry, entry_name, header, PtxKernel};
-use super::ops::{self, Value};
-use super::target::Target;
+use super::stage::{Stager, Tile};
+use super::{acc_imm, acc_ty, epilogue_part, logit, logit_part, part, store, Coords};
 use crate::attention::Attention;
-use crate::ir::{Kernel, Val};
+use crate::ir::Kernel;
+use crate::ptx::builder::{ins, Builder, Reg, RegKind};
+use crate::ptx::eval::Cx;
+use crate::ptx::module::{entry, entry_name, header, PtxKernel};
+use crate::ptx::ops::{self, Value};
+use crate::ptx::target::Target;
 use crate::{BinaryOp, DType, ReduceOp, UnaryOp};
 
 /// Threads per query row (a power of two dividing a warp).
@@ -77,19 +78,14 @@ pub fn tiles(d: usize, dv: usize, size: usize) -> Option<Tiles> {
     .find(|t| t.shared(d, dv, size) <= SHARED_LIMIT)
 }
 
-/// Lowers an attention kernel.
+/// Lowers the attention kernel `k` (parts `a`) with FMAs.
 ///
 /// # Errors
-/// A kernel that is not a well-formed attention kernel, sizes beyond the
-/// 32-bit coordinates it computes, or head dims too large for its tiles.
-pub fn emit(k: &Kernel, target: &Target) -> Result<PtxKernel, String> {
-    let a = k.attention()?;
+/// Head dims too large for its tiles, or too many CTAs.
+pub fn emit(k: &Kernel, target: &Target, a: &Attention) -> Result<PtxKernel, String> {
     let size = a.acc.size();
     let r = |v: usize| k.ranges[v] as usize;
     let (lq, dv, d) = (r(a.vars.i), r(a.vars.e), r(a.vars.d));
-    if k.ranges.iter().any(|n| *n > i32::MAX as i64 / 2) {
-        return Err(format!("attention kernel {}: a size exceeds 2^30", k.name));
-    }
     let t = tiles(d, dv, size)
         .ok_or_else(|| format!("attention kernel {}: head dims {d}, {dv} too large", k.name))?;
     let heads: u64 = a.vars.batch.clone().map(|v| k.ranges[v] as u64).product();
@@ -98,7 +94,7 @@ pub fn emit(k: &Kernel, target: &Target) -> Result<PtxKernel, String> {
     let name = entry_name(k);
     let threads = t.bm * TPR;
     let (text, shared) = entry(k, target, &name, threads, |b, cx, smem| {
-        Emitter::new(cx, &a, t, smem).body(b);
+        Emitter::new(cx, a, t, smem).body(b);
         t.shared(d, dv, size) as u32
     });
     Ok(PtxKernel::single(
@@ -108,20 +104,6 @@ pub fn emit(k: &Kernel, target: &Target) -> Result<PtxKernel, String> {
         threads,
         shared,
     ))
-}
-
-/// The instructions `roots` depend on, not looking below `stop` (whose
-/// values the emitter provides), in SSA order.
-fn part(k: &Kernel, roots: &[Val], stop: Option<Val>) -> Vec<Val> {
-    let mut want = vec![false; k.insts.len()];
-    let mut stack = roots.to_vec();
-    while let Some(v) = stack.pop() {
-        if Some(v) == stop || std::mem::replace(&mut want[v], true) {
-            continue;
-        }
-        stack.extend(k.insts[v].inst.operands());
-    }
-    (0..k.insts.len()).filter(|v| want[*v]).collect()
 }
 
 /// What one kernel's body needs.
@@ -154,7 +136,7 @@ struct Thread {
     i: Reg,
     row_ok: Reg,
     base: Reg,
-    vars: Vec<Option<Reg>>,
+    coords: Coords,
 }
 
 impl<'a> Emitter<'a> {
@@ -166,11 +148,7 @@ impl<'a> Emitter<'a> {
         let k_off = size * t.bm * (d + 1);
         let v_off = k_off + size * t.bn * (d + 1);
         let p_off = v_off + size * t.bn * dv;
-        let (ty, kind) = if a.acc == DType::F64 {
-            ("f64", RegKind::F64)
-        } else {
-            ("f32", RegKind::F32)
-        };
+        let (ty, kind) = acc_ty(a);
         Emitter {
             cx,
             a,
@@ -192,11 +170,7 @@ impl<'a> Emitter<'a> {
 
     /// An immediate of the accumulation type.
     fn imm(&self, v: f64) -> String {
-        if self.acc == DType::F64 {
-            ops::f64_imm(v)
-        } else {
-            f32_imm(v as f32)
-        }
+        acc_imm(self.a, v)
     }
 
     fn constant(&self, b: &mut Builder, v: f64) -> Reg {
@@ -210,30 +184,6 @@ impl<'a> Emitter<'a> {
         }
     }
 
-    /// A 32-bit coordinate as an index variable of the kernel's width.
-    fn var(&self, b: &mut Builder, x: Reg) -> Reg {
-        if self.cx.width.wide {
-            let w = b.reg(RegKind::B64);
-            ins!(b, "cvt.u64.u32 {w}, {x}");
-            w
-        } else {
-            x
-        }
-    }
-
-    /// The thread's variables with `(v1, x1)` and `(v2, x2)` set.
-    fn point(&self, b: &mut Builder, th: &Thread, set: [(usize, Reg); 2], pred: Reg) -> Point {
-        let mut vars = th.vars.clone();
-        for (v, x) in set {
-            vars[v] = Some(self.var(b, x));
-        }
-        Point {
-            vars,
-            lanes: 1,
-            pred: Some(pred),
-        }
-    }
-
     fn body(&self, b: &mut Builder) {
         let th = self.thread(b);
         let v = &self.a.vars;
@@ -244,43 +194,71 @@ impl<'a> Emitter<'a> {
         let o: Vec<Reg> = (0..cols).map(|_| self.constant(b, 0.0)).collect();
         let q0 = b.reg(RegKind::B32);
         ins!(b, "sub.u32 {q0}, {}, {}", th.i, th.r);
-        let q_insts = part(self.cx.k, &[self.a.q], None);
-        self.stage(
-            b,
-            &th,
-            (&q_insts, self.a.q),
-            (self.t.bm, self.d),
+        let stager = Stager {
+            cx: self.cx,
+            a: self.a,
+            coords: &th.coords,
+            tid: th.tid,
+            threads: self.t.bm * TPR,
+            base: th.base,
+        };
+        let k = self.cx.k;
+        // Rows padded by one element against bank conflicts (not `v`'s).
+        let tile = |insts, root, rows, cols, vars, from, dst, stride: u32| Tile {
+            insts,
+            root,
+            rows,
+            cols,
+            padded: cols,
+            vars,
+            from,
+            dst,
+            row_bytes: stride * self.size,
+            half: None,
+        };
+        let q_insts = part(k, &[self.a.q], None);
+        let q_tile = tile(
+            &q_insts,
+            self.a.q,
+            self.t.bm,
+            self.d,
             (v.i, v.d),
             (q0, self.lq),
-            (0, self.d + 1),
+            0,
+            self.d + 1,
         );
-        let k_insts = part(self.cx.k, &[self.a.k], None);
-        let v_insts = part(self.cx.k, &[self.a.v], None);
+        stager.stage(b, &q_tile);
+        let k_insts = part(k, &[self.a.k], None);
+        let v_insts = part(k, &[self.a.v], None);
         let j0 = b.mov(RegKind::B32, "b32", 0);
+        let k_tile = tile(
+            &k_insts,
+            self.a.k,
+            self.t.bn,
+            self.d,
+            (v.j, v.d),
+            (j0, self.lk),
+            self.k_off,
+            self.d + 1,
+        );
+        let v_tile = tile(
+            &v_insts,
+            self.a.v,
+            self.t.bn,
+            self.dv,
+            (v.j, v.e),
+            (j0, self.lk),
+            self.v_off,
+            self.dv,
+        );
         let (top, end) = (b.label(), b.label());
         b.place(&top);
         let done = b.reg(RegKind::Pred);
         ins!(b, "setp.ge.u32 {done}, {j0}, {}", self.lk);
         ins!(b, "@{done} bra {end}");
         ins!(b, "bar.sync 0");
-        self.stage(
-            b,
-            &th,
-            (&k_insts, self.a.k),
-            (self.t.bn, self.d),
-            (v.j, v.d),
-            (j0, self.lk),
-            (self.k_off, self.d + 1),
-        );
-        self.stage(
-            b,
-            &th,
-            (&v_insts, self.a.v),
-            (self.t.bn, self.dv),
-            (v.j, v.e),
-            (j0, self.lk),
-            (self.v_off, self.dv),
-        );
+        stager.stage(b, &k_tile);
+        stager.stage(b, &v_tile);
         ins!(b, "bar.sync 0");
         let alpha = self.softmax_tile(b, &th, j0, m, s);
         ins!(b, "bar.sync 0");
@@ -313,17 +291,7 @@ impl<'a> Emitter<'a> {
         ins!(b, "setp.lt.u32 {row_ok}, {i}, {}", self.lq);
         let base = b.reg(RegKind::B32);
         ins!(b, "mov.u32 {base}, {}", self.smem);
-        let k = self.cx.k;
-        let mut vars = vec![None; k.ranges.len()];
-        let mut rest = head;
-        for bv in self.a.vars.batch.clone().rev() {
-            let n = k.ranges[bv];
-            let (x, q) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-            ins!(b, "rem.u32 {x}, {rest}, {n}");
-            ins!(b, "div.u32 {q}, {rest}, {n}");
-            vars[bv] = Some(self.var(b, x));
-            rest = q;
-        }
+        let coords = Coords::new(b, self.cx, self.a, head);
         Thread {
             tid,
             r,
@@ -331,66 +299,15 @@ impl<'a> Emitter<'a> {
             i,
             row_ok,
             base,
-            vars,
+            coords,
         }
-    }
-
-    /// Evaluates part `root` (instructions `insts`) at every point of a
-    /// `rows x cols` tile into shared memory at byte offset `dst.0`, rows
-    /// `dst.1` elements apart: variable `vars.0` is `from.0` plus the row
-    /// (points at or past `from.1` are predicated off and store 0),
-    /// `vars.1` the column.
-    #[allow(clippy::too_many_arguments)]
-    fn stage(
-        &self,
-        b: &mut Builder,
-        th: &Thread,
-        (insts, root): (&[Val], Val),
-        (rows, cols): (u32, u32),
-        vars: (usize, usize),
-        from: (Reg, u32),
-        dst: (u32, u32),
-    ) {
-        let idx = b.reg(RegKind::B32);
-        ins!(b, "mov.u32 {idx}, {}", th.tid);
-        let (top, end) = (b.label(), b.label());
-        b.place(&top);
-        let done = b.reg(RegKind::Pred);
-        ins!(b, "setp.ge.u32 {done}, {idx}, {}", rows * cols);
-        ins!(b, "@{done} bra {end}");
-        let (rr, cc, g) = (
-            b.reg(RegKind::B32),
-            b.reg(RegKind::B32),
-            b.reg(RegKind::B32),
-        );
-        ins!(b, "div.u32 {rr}, {idx}, {cols}");
-        ins!(b, "rem.u32 {cc}, {idx}, {cols}");
-        ins!(b, "add.u32 {g}, {}, {rr}", from.0);
-        let ok = b.reg(RegKind::Pred);
-        ins!(b, "setp.lt.u32 {ok}, {g}, {}", from.1);
-        let p = self.point(b, th, [(vars.0, g), (vars.1, cc)], ok);
-        let mut vals: Vals = vec![None; self.cx.k.insts.len()];
-        self.cx.eval(b, &p, insts, &mut vals);
-        let x = vals[root].as_ref().expect("part evaluated")[0];
-        let x = ops::convert(b, x, self.acc).reg;
-        let z = b.reg(self.kind);
-        ins!(b, "selp.{} {z}, {x}, {}, {ok}", self.ty, self.imm(0.0));
-        let addr = b.reg(RegKind::B32);
-        ins!(b, "mad.lo.u32 {addr}, {rr}, {}, {cc}", dst.1);
-        ins!(b, "mad.lo.u32 {addr}, {addr}, {}, {}", self.size, dst.0);
-        ins!(b, "add.u32 {addr}, {addr}, {}", th.base);
-        ins!(b, "st.shared.{} [{addr}], {z}", self.ty);
-        ins!(b, "add.u32 {idx}, {idx}, {}", self.t.bm * TPR);
-        ins!(b, "bra {top}");
-        b.place(&end);
     }
 
     /// Scores, logits and the online softmax of one key tile starting at
     /// `j0`: updates `m` and `s`, writes the row's `p` to shared memory
     /// and returns the factor `exp(m_old - m')` the accumulators take.
     fn softmax_tile(&self, b: &mut Builder, th: &Thread, j0: Reg, m: Reg, s: Reg) -> Reg {
-        let k = self.cx.k;
-        let logit_insts = part(k, &[self.a.logit], Some(self.a.dot));
+        let logit_insts = logit_part(self.cx.k, self.a);
         let neg_inf = self.imm(f64::NEG_INFINITY);
         let mut logits = Vec::new();
         for u in 0..self.t.bn / TPR {
@@ -402,14 +319,16 @@ impl<'a> Emitter<'a> {
             let dot = self.dot(b, th, jj);
             let ok = b.reg(RegKind::Pred);
             ins!(b, "and.pred {ok}, {key_ok}, {}", th.row_ok);
-            let p = self.point(b, th, [(self.a.vars.i, th.i), (self.a.vars.j, j)], ok);
-            let mut vals: Vals = vec![None; k.insts.len()];
-            vals[self.a.dot] = Some(vec![self.value(dot)]);
-            self.cx.eval(b, &p, &logit_insts, &mut vals);
-            let l = vals[self.a.logit].as_ref().expect("logit evaluated")[0];
-            let l = ops::convert(b, l, self.acc).reg;
-            let x = b.reg(self.kind);
-            ins!(b, "selp.{} {x}, {l}, {neg_inf}, {key_ok}", self.ty);
+            let x = logit(
+                b,
+                self.cx,
+                self.a,
+                &th.coords,
+                (&logit_insts, vec![None; self.cx.k.insts.len()]),
+                (th.i, j),
+                dot,
+                (ok, key_ok),
+            );
             logits.push(x);
         }
         // The tile's row maximum, then the new running maximum.
@@ -578,9 +497,7 @@ impl<'a> Emitter<'a> {
     /// `o / s` through the epilogue part to the stores, for existing rows
     /// and columns.
     fn finish(&self, b: &mut Builder, th: &Thread, s: Reg, o: &[Reg]) {
-        let k = self.cx.k;
-        let roots: Vec<Val> = k.stores.iter().map(|st| st.value).collect();
-        let insts = part(k, &roots, Some(self.a.attend));
+        let insts = epilogue_part(self.cx.k, self.a);
         let col_ok = self.column_predicates(b, th, o.len());
         for (t, acc) in o.iter().enumerate() {
             let e = b.reg(RegKind::B32);
@@ -591,13 +508,7 @@ impl<'a> Emitter<'a> {
                 None => ins!(b, "mov.pred {ok}, {}", th.row_ok),
             }
             let out = ops::binary(b, BinaryOp::Div, self.value(*acc), self.value(s), self.acc);
-            let p = self.point(b, th, [(self.a.vars.i, th.i), (self.a.vars.e, e)], ok);
-            let mut vals: Vals = vec![None; k.insts.len()];
-            vals[self.a.attend] = Some(vec![out]);
-            self.cx.eval(b, &p, &insts, &mut vals);
-            for st in &k.stores {
-                self.cx.store(b, &p, st, &vals);
-            }
+            store(b, self.cx, self.a, &th.coords, &insts, (th.i, e), out, ok);
         }
     }
 }

@@ -1,0 +1,667 @@
+//! The tensor-core attention kernel (FlashAttention-2's schedule on
+//! `mma.sync.m16n8k16`, sm_80 and sm_90), for `q`, `k` and `v` of one half
+//! type (`f16` or `bf16`) with `f32` accumulation.
+//!
+//! # Mapping
+//! - One CTA of [`WARPS`] warps per (batch, tile of [`BM`] query rows);
+//!   warp `w` owns rows `16w .. 16w + 15` of the tile, and lane `l` (with
+//!   `g = l >> 2`, `t = l & 3`) rows `g` and `g + 8` of those.
+//! - The `q` tile (`BM x dp`, `dp` = `d` rounded up to 16, zeros past `d`)
+//!   is evaluated once into shared memory; its A fragments are loaded
+//!   once into registers with `ldmatrix` when `dp <= 128`, else again per
+//!   key tile (registers for `d = 256` go to the accumulators).
+//! - Key tiles of `bn` keys (64, or 32 when a head dim passes 128): the
+//!   `k` (`bn x dp`) and `v` (`bn x dvp`) tiles are evaluated into shared
+//!   memory (zero rows past the last key, zero columns past `d` / `dv`),
+//!   then each warp computes its `16 x bn` scores `S = Q K^T` (A: `q`
+//!   rows, B "col": `k` rows, both `ldmatrix` without transpose since
+//!   `d` is contiguous in both tiles).
+//! - The logit part runs per accumulator element at its `(i, j)` (scale,
+//!   masks, casts, as the FMA kernel evaluates it), `-inf` past the last
+//!   key; what it computes from the row alone (a causal mask's row index,
+//!   a scale) once per row before the key loop, what it computes from
+//!   the key alone once per key for the lane's two rows; online softmax per row on the accumulators: the row maximum of
+//!   the lane's elements, then across the 4 lanes of a quad (`shfl.bfly`
+//!   1, 2), which hold the same two rows; `m' = m_new`, or 0 while the
+//!   row is all `-inf` (so a masked tile adds nothing); `p = exp(l - m')`;
+//!   the lane's partial row sums and the `O` accumulators are rescaled by
+//!   `exp(m_old - m')`; the quads' sums are combined once at the end.
+//! - `P` is rounded to the half type in registers and is directly the A
+//!   operand of `O += P V`: the C fragments of n8 tiles `2c` and `2c + 1`
+//!   (keys `16c .. 16c + 15`) are the A fragment of k-step `c` (see
+//!   below). B is `v` (keys x `dv`, `dv` contiguous: row-major), read
+//!   with `ldmatrix.trans`.
+//! - At the end `O / l` (NaN for a row with no finite logit: `0 / 0`, as
+//!   the unfused graph gives) goes through the epilogue part to the
+//!   stores, for existing rows and columns only.
+//!
+//! # Fragments (PTX ISA, "mma.m16n8k16"; `g = lane >> 2`, `t = lane & 3`)
+//! - A (16 x 16, row): `a0` = (row g, cols 2t, 2t+1), `a1` = (row g+8,
+//!   cols 2t, 2t+1), `a2` = (row g, cols 2t+8, 2t+9), `a3` = (row g+8,
+//!   cols 2t+8, 2t+9); two halves per register, the lower column in the
+//!   low half.
+//! - B (16 x 8, col): `b0` = (rows 2t, 2t+1, col g), `b1` = (rows 2t+8,
+//!   2t+9, col g).
+//! - C (16 x 8, f32): `c0, c1` = (row g, cols 2t, 2t+1), `c2, c3` = (row
+//!   g+8, cols 2t, 2t+1). So for scores `S` of keys `16c ..` (n8 tiles
+//!   `2c`, `2c+1`): `a0 = (S[2c].c0, c1)`, `a1 = (S[2c].c2, c3)`, `a2 =
+//!   (S[2c+1].c0, c1)`, `a3 = (S[2c+1].c2, c3)`: P's A fragment without
+//!   moving data between lanes.
+//! - `ldmatrix.x4`: lanes `8m .. 8m+7` address the 8 rows of matrix `m`;
+//!   register `m` of lane `l` gets row `l >> 2`, cols `2(l & 3) + {0, 1}`
+//!   of matrix `m` (of its transpose with `.trans`). For A (`q`) and the
+//!   transposed B (`v`), lane `l` addresses row `((l >> 3) & 1) * 8 + (l &
+//!   7)`, 16-byte chunk `l >> 4`: matrices (rows 0-7, cols 0-7), (rows
+//!   8-15, cols 0-7), (rows 0-7, cols 8-15), (rows 8-15, cols 8-15), which
+//!   is `a0..a3`, and for `v` (rows = keys) `b0, b1` of n8 tile 0 then of
+//!   n8 tile 1. For B from `k` (rows = keys, chunks along `d`), row `(l >>
+//!   4) * 8 + (l & 7)`, chunk `(l >> 3) & 1`: `b0, b1` of keys 0-7, then
+//!   of keys 8-15.
+//!
+//! # Shared memory
+//! `q` (`BM` rows), `k` and `v` (`bn` rows each) tiles of halves, each row
+//! padded by 16 bytes: the row stride is then an odd number of 16-byte
+//! units, so the 8 rows one `ldmatrix` matrix reads hit distinct banks.
+//!
+//! # Numerics
+//! The products are exact in `f32` (half operands); sums are in `f32`
+//! in the tensor cores' order. `p` is rounded to the half type, as the
+//! unfused graph rounds the softmax before its matmul (there after
+//! normalizing). `exp` is `ex2.approx(x * log2 e)` (about 2^-17
+//! relative, below the half rounding of `p`).
+
+use super::stage::{plain, Stager, Tile};
+use super::{epilogue_part, logit, part, store, Coords, LogitSplit};
+use crate::attention::Attention;
+use crate::ir::{Inst, Kernel};
+use crate::ptx::builder::{f32_imm, ins, Builder, Reg, RegKind};
+use crate::ptx::eval::{Cx, Vals};
+use crate::ptx::math;
+use crate::ptx::matmul::{ldmatrix, mma, mma_op, Elem};
+use crate::ptx::module::{entry, entry_name, header, PtxKernel};
+use crate::ptx::ops::{self, Value};
+use crate::ptx::target::Target;
+use crate::{BinaryOp, DType, ReduceOp};
+
+/// Warps per CTA.
+const WARPS: u32 = 4;
+
+/// Query rows per CTA: 16 per warp (one `m16` MMA row block).
+const BM: u32 = 16 * WARPS;
+
+/// The half type of `q`, `k` and `v` when this kernel takes `k`: each of
+/// the three parts is a cast of a value of one half type to `f32` (so
+/// storing it as that half type is exact).
+pub fn elem(k: &Kernel, a: &Attention) -> Option<DType> {
+    let half = |v: usize| match k.insts[v].inst {
+        Inst::Cast(x) => Some(k.insts[x].dtype),
+        _ => None,
+    };
+    let h = half(a.q)?;
+    let ok = matches!(h, DType::F16 | DType::BF16)
+        && a.acc == DType::F32
+        && half(a.k) == Some(h)
+        && half(a.v) == Some(h);
+    ok.then_some(h)
+}
+
+/// Sizes of one kernel.
+#[derive(Clone, Copy)]
+struct Geom {
+    lq: u32,
+    lk: u32,
+    d: u32,
+    dv: u32,
+    /// Head dims rounded up to 16 (an MMA's `k`, and pairs of n8 tiles).
+    dp: u32,
+    dvp: u32,
+    /// Keys per tile.
+    bn: u32,
+    /// Bytes per shared row of the `q` and `k` tiles, of the `v` tile.
+    qk_row: u32,
+    v_row: u32,
+    /// Byte offsets of the `k` and `v` tiles of buffer 0 (`q` is at 0;
+    /// buffer 1 follows buffer 0) and the bytes of one buffer.
+    k_off: u32,
+    v_off: u32,
+    kv_bytes: u32,
+    /// Bytes of shared memory.
+    shared: u32,
+}
+
+impl Geom {
+    fn new(k: &Kernel, a: &Attention) -> Geom {
+        let r = |v: usize| k.ranges[v] as u32;
+        let (lq, lk, d, dv) = (r(a.vars.i), r(a.vars.j), r(a.vars.d), r(a.vars.e));
+        let (dp, dvp) = (d.next_multiple_of(16), dv.next_multiple_of(16));
+        let bn = if dp.max(dvp) <= 128 { 64 } else { 32 };
+        // 2-byte elements plus 16 bytes: an odd multiple of 16 bytes.
+        let (qk_row, v_row) = (2 * dp + 16, 2 * dvp + 16);
+        let k_off = BM * qk_row;
+        let v_off = k_off + bn * qk_row;
+        let kv_bytes = bn * (qk_row + v_row);
+        Geom {
+            lq,
+            lk,
+            d,
+            dv,
+            dp,
+            dvp,
+            bn,
+            qk_row,
+            v_row,
+            k_off,
+            v_off,
+            kv_bytes,
+            shared: k_off + 2 * kv_bytes,
+        }
+    }
+}
+
+/// Lowers the attention kernel `k` (parts `a`, operands of half type `h`
+/// from [`elem`]).
+///
+/// # Errors
+/// Too many CTAs for one grid.
+pub fn emit(k: &Kernel, target: &Target, a: &Attention, h: DType) -> Result<PtxKernel, String> {
+    let g = Geom::new(k, a);
+    let heads: u64 = a.vars.batch.clone().map(|v| k.ranges[v] as u64).product();
+    let grid = u32::try_from(heads * u64::from(g.lq.div_ceil(BM)))
+        .map_err(|_| format!("attention kernel {}: too many CTAs", k.name))?;
+    let name = entry_name(k);
+    let threads = 32 * WARPS;
+    let (text, shared) = entry(k, target, &name, threads, |b, cx, smem| {
+        Emitter { cx, a, g, h }.body(b, smem);
+        g.shared
+    });
+    Ok(PtxKernel::single(
+        header(target) + &text,
+        name,
+        grid.max(1),
+        threads,
+        shared,
+    ))
+}
+
+/// What one kernel's body needs.
+struct Emitter<'a> {
+    cx: &'a Cx<'a>,
+    a: &'a Attention,
+    g: Geom,
+    /// The operands' half type.
+    h: DType,
+}
+
+/// A warp's `m16n8` accumulators, `[n8 tile][c0..c3]`.
+type Acc = Vec<[Reg; 4]>;
+
+/// One lane's place: its two query rows (`g`, `g + 8` of the warp's 16)
+/// and their existence, `2t` (its first column in a C fragment).
+struct Lane {
+    rows: [Reg; 2],
+    row_ok: [Reg; 2],
+    t2: Reg,
+}
+
+impl Emitter<'_> {
+    fn zeros(b: &mut Builder, n: u32) -> Acc {
+        (0..n)
+            .map(|_| std::array::from_fn(|_| b.mov(RegKind::F32, "f32", f32_imm(0.0))))
+            .collect()
+    }
+
+    fn body(&self, b: &mut Builder, smem: &str) {
+        let (a, g, k) = (self.a, self.g, self.cx.k);
+        let v = &a.vars;
+        let (tid, cta) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+        ins!(b, "mov.u32 {tid}, %tid.x");
+        ins!(b, "mov.u32 {cta}, %ctaid.x");
+        let q_tiles = g.lq.div_ceil(BM);
+        let (head, q0) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+        ins!(b, "div.u32 {head}, {cta}, {q_tiles}");
+        ins!(b, "rem.u32 {q0}, {cta}, {q_tiles}");
+        ins!(b, "mul.lo.u32 {q0}, {q0}, {BM}");
+        let base = b.reg(RegKind::B32);
+        ins!(b, "mov.u32 {base}, {smem}");
+        let coords = Coords::new(b, self.cx, a, head);
+        let stager = Stager {
+            cx: self.cx,
+            a,
+            coords: &coords,
+            tid,
+            threads: 32 * WARPS,
+            base,
+        };
+        let (q_insts, k_insts, v_insts) = (
+            part(k, &[a.q], None),
+            part(k, &[a.k], None),
+            part(k, &[a.v], None),
+        );
+        let tile = |insts, root, rows, cols, padded, vars, from, dst, row_bytes| Tile {
+            insts,
+            root,
+            rows,
+            cols,
+            padded,
+            vars,
+            from,
+            dst,
+            row_bytes,
+            half: Some(self.h),
+        };
+        b.comment("the q tile, as halves, zero past the last row and column");
+        let q_tile = tile(
+            &q_insts,
+            a.q,
+            BM,
+            g.d,
+            g.dp,
+            (v.i, v.d),
+            (q0, g.lq),
+            0,
+            g.qk_row,
+        );
+        self.fill(b, &stager, &q_tile);
+        // Key tile `j` into the buffer at shared address `buf`.
+        let load_kv = |b: &mut Builder, buf: Reg, j: Reg| {
+            let at = stager.at(buf);
+            let kt = tile(
+                &k_insts,
+                a.k,
+                g.bn,
+                g.d,
+                g.dp,
+                (v.j, v.d),
+                (j, g.lk),
+                g.k_off,
+                g.qk_row,
+            );
+            self.fill(b, &at, &kt);
+            let vt = tile(
+                &v_insts,
+                a.v,
+                g.bn,
+                g.dv,
+                g.dvp,
+                (v.j, v.e),
+                (j, g.lk),
+                g.v_off,
+                g.v_row,
+            );
+            self.fill(b, &at, &vt);
+            ins!(b, "cp.async.commit_group");
+        };
+        let j0 = b.mov(RegKind::B32, "u32", 0);
+        b.comment("key tile 0 into buffer 0");
+        load_kv(b, base, j0);
+        ins!(b, "cp.async.wait_group 0");
+        ins!(b, "bar.sync 0");
+        let (lane, warp) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+        ins!(b, "and.b32 {lane}, {tid}, 31");
+        ins!(b, "shr.u32 {warp}, {tid}, 5");
+        let (q_addr, k_addr, v_addr) = self.ldmatrix_addresses(b, lane, warp, base);
+        let ln = self.lane(b, lane, warp, q0);
+        let resident: Option<Vec<[Reg; 4]>> = (g.dp <= 128).then(|| {
+            b.comment("the warp's q rows as A fragments, one per k-step of 16");
+            (0..g.dp / 16)
+                .map(|ks| ldmatrix(b, q_addr, 32 * ks, false))
+                .collect()
+        });
+        let neg_inf = f32_imm(f32::NEG_INFINITY);
+        let m: [Reg; 2] = std::array::from_fn(|_| b.mov(RegKind::F32, "f32", &neg_inf));
+        let l: [Reg; 2] = std::array::from_fn(|_| b.mov(RegKind::F32, "f32", f32_imm(0.0)));
+        let o = Self::zeros(b, g.dvp / 8);
+        let split = LogitSplit::new(k, a);
+        let row_vals = self.row_logits(b, &coords, &split, &ln);
+        // The current tile's buffer: byte offset 0 or `kv_bytes`.
+        let cur = b.mov(RegKind::B32, "u32", 0);
+        let top = b.label();
+        b.place(&top);
+        b.comment("tile j0 is in buffer `cur`; the other buffer is free");
+        let (next, more) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
+        ins!(b, "add.u32 {next}, {j0}, {}", g.bn);
+        ins!(b, "setp.lt.u32 {more}, {next}, {}", g.lk);
+        let skip = b.label();
+        ins!(b, "@!{more} bra.uni {skip}");
+        b.comment("start key tile j0 + bn into the other buffer");
+        let (other, buf) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+        ins!(b, "sub.u32 {other}, {}, {cur}", g.kv_bytes);
+        ins!(b, "add.u32 {buf}, {base}, {other}");
+        load_kv(b, buf, next);
+        b.place(&skip);
+        let (ka, va) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+        ins!(b, "add.u32 {ka}, {k_addr}, {cur}");
+        ins!(b, "add.u32 {va}, {v_addr}, {cur}");
+        let s = self.scores(b, q_addr, ka, resident.as_deref());
+        let x = self.logits(b, &coords, (&split, &row_vals), &ln, j0, &s);
+        let p = self.softmax(b, &x, m, l, &o);
+        self.accumulate(b, va, &p, &o);
+        b.comment("the next tile has landed and every warp is done with this one");
+        ins!(b, "cp.async.wait_group 0");
+        ins!(b, "bar.sync 0");
+        ins!(b, "sub.u32 {cur}, {}, {cur}", g.kv_bytes);
+        ins!(b, "mov.u32 {j0}, {next}");
+        ins!(b, "@{more} bra.uni {top}");
+        self.finish(b, &coords, &ln, l, &o);
+    }
+
+    /// Fills tile `t` with `cp.async` where its part is a plain load
+    /// ([`plain`]), else by evaluating it.
+    fn fill(&self, b: &mut Builder, st: &Stager, t: &Tile) {
+        match plain(self.cx, t.root, t.vars, t.cols) {
+            Some(p) => st.copy(b, t, &p),
+            None => st.stage(b, t),
+        }
+    }
+
+    /// The lane's `ldmatrix` row addresses (see the module docs): into
+    /// the `q` tile at the warp's rows and into the `v` tile (A layout:
+    /// row `((l >> 3) & 1) * 8 + (l & 7)`, chunk `l >> 4`), and into the
+    /// `k` tile (B layout: row `(l >> 4) * 8 + (l & 7)`, chunk `(l >> 3) &
+    /// 1`).
+    fn ldmatrix_addresses(
+        &self,
+        b: &mut Builder,
+        lane: Reg,
+        warp: Reg,
+        base: Reg,
+    ) -> (Reg, Reg, Reg) {
+        let g = self.g;
+        let (l7, bit3, bit4) = (
+            b.reg(RegKind::B32),
+            b.reg(RegKind::B32),
+            b.reg(RegKind::B32),
+        );
+        ins!(b, "and.b32 {l7}, {lane}, 7");
+        ins!(b, "bfe.u32 {bit3}, {lane}, 3, 1");
+        ins!(b, "shr.u32 {bit4}, {lane}, 4");
+        // `base + off + row * row_bytes + chunk * 16`, row = 8 hi + l7.
+        let addr =
+            |b: &mut Builder, hi: Reg, chunk: Reg, row0: Option<Reg>, off: u32, row_bytes: u32| {
+                let (row, x) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+                ins!(b, "mad.lo.u32 {row}, {hi}, 8, {l7}");
+                if let Some(r0) = row0 {
+                    ins!(b, "mad.lo.u32 {row}, {r0}, 16, {row}");
+                }
+                ins!(b, "mad.lo.u32 {x}, {row}, {row_bytes}, {base}");
+                ins!(b, "mad.lo.u32 {x}, {chunk}, 16, {x}");
+                ins!(b, "add.u32 {x}, {x}, {off}");
+                x
+            };
+        let q = addr(b, bit3, bit4, Some(warp), 0, g.qk_row);
+        let k = addr(b, bit4, bit3, None, g.k_off, g.qk_row);
+        let v = addr(b, bit3, bit4, None, g.v_off, g.v_row);
+        (q, k, v)
+    }
+
+    /// The lane's query rows `q0 + 16 warp + g (+ 8)`, their existence and
+    /// `2t`.
+    fn lane(&self, b: &mut Builder, lane: Reg, warp: Reg, q0: Reg) -> Lane {
+        let (lo, hi, t2) = (
+            b.reg(RegKind::B32),
+            b.reg(RegKind::B32),
+            b.reg(RegKind::B32),
+        );
+        ins!(b, "shr.u32 {lo}, {lane}, 2");
+        ins!(b, "mad.lo.u32 {lo}, {warp}, 16, {lo}");
+        ins!(b, "add.u32 {lo}, {lo}, {q0}");
+        ins!(b, "add.u32 {hi}, {lo}, 8");
+        ins!(b, "and.b32 {t2}, {lane}, 3");
+        ins!(b, "shl.b32 {t2}, {t2}, 1");
+        let row_ok = [lo, hi].map(|r| {
+            let p = b.reg(RegKind::Pred);
+            ins!(b, "setp.lt.u32 {p}, {r}, {}", self.g.lq);
+            p
+        });
+        Lane {
+            rows: [lo, hi],
+            row_ok,
+            t2,
+        }
+    }
+
+    /// The warp's scores `S = Q K^T` for the key tile (`bn / 8` n8 tiles):
+    /// per k-step of 16 along `d`, the `q` A fragment (`resident`, or
+    /// loaded now) times two n8 tiles of keys per `ldmatrix` of `k`.
+    fn scores(
+        &self,
+        b: &mut Builder,
+        q_addr: Reg,
+        k_addr: Reg,
+        resident: Option<&[[Reg; 4]]>,
+    ) -> Acc {
+        let g = self.g;
+        let op = mma_op(self.elem());
+        let s = Self::zeros(b, g.bn / 8);
+        b.comment("S = Q K^T");
+        for ks in 0..g.dp / 16 {
+            let qa = match resident {
+                Some(r) => r[ks as usize],
+                None => ldmatrix(b, q_addr, 32 * ks, false),
+            };
+            for nb in 0..g.bn / 16 {
+                let kb = ldmatrix(b, k_addr, nb * 16 * g.qk_row + 32 * ks, false);
+                let n = 2 * nb as usize;
+                mma(b, op, &s[n], &qa, &kb[..2]);
+                mma(b, op, &s[n + 1], &qa, &kb[2..]);
+            }
+        }
+        s
+    }
+
+    fn elem(&self) -> Elem {
+        if self.h == DType::F16 {
+            Elem::F16
+        } else {
+            Elem::BF16
+        }
+    }
+
+    /// The logit part's values that depend on the row only (`split.row`),
+    /// for the lane's two rows, computed once before the key loop.
+    fn row_logits(
+        &self,
+        b: &mut Builder,
+        coords: &Coords,
+        split: &LogitSplit,
+        ln: &Lane,
+    ) -> [Vals; 2] {
+        b.comment("the logit part's per-row values");
+        std::array::from_fn(|h| {
+            let (i, ok) = (ln.rows[h], ln.row_ok[h]);
+            // `j` is not read: any register will do.
+            let p = coords.point(b, self.cx, [(self.a.vars.i, i), (self.a.vars.j, i)], ok);
+            let mut vals: Vals = vec![None; self.cx.k.insts.len()];
+            self.cx.eval(b, &p, &split.row, &mut vals);
+            vals
+        })
+    }
+
+    /// The logit of every score element: element `c` of n8 tile `n` is
+    /// row `rows[c / 2]`, key `j0 + 8n + 2t + c % 2`. The part's per-key
+    /// values (`split.col`) are computed once per key for both rows, the
+    /// rest per element on top of them and of the per-row values `rows`.
+    #[allow(clippy::too_many_arguments)]
+    fn logits(
+        &self,
+        b: &mut Builder,
+        coords: &Coords,
+        (split, rows): (&LogitSplit, &[Vals; 2]),
+        ln: &Lane,
+        j0: Reg,
+        s: &Acc,
+    ) -> Acc {
+        b.comment("logits at each score's (i, j)");
+        let jt = b.reg(RegKind::B32);
+        ins!(b, "add.u32 {jt}, {j0}, {}", ln.t2);
+        let a = self.a;
+        s.iter()
+            .enumerate()
+            .map(|(n, tile)| {
+                let keys: [(Reg, Reg, Vals); 2] = std::array::from_fn(|odd| {
+                    let j = b.reg(RegKind::B32);
+                    ins!(b, "add.u32 {j}, {jt}, {}", 8 * n + odd);
+                    let key_ok = b.reg(RegKind::Pred);
+                    ins!(b, "setp.lt.u32 {key_ok}, {j}, {}", self.g.lk);
+                    // Reads neither `i` nor the row values that read it.
+                    let p =
+                        coords.point(b, self.cx, [(a.vars.i, ln.rows[0]), (a.vars.j, j)], key_ok);
+                    let mut vals = rows[0].clone();
+                    self.cx.eval(b, &p, &split.col, &mut vals);
+                    (j, key_ok, vals)
+                });
+                std::array::from_fn(|c| {
+                    let (j, key_ok, col) = &keys[c % 2];
+                    let ok = b.reg(RegKind::Pred);
+                    ins!(b, "and.pred {ok}, {key_ok}, {}", ln.row_ok[c / 2]);
+                    let mut known = rows[c / 2].clone();
+                    for v in &split.col {
+                        known[*v].clone_from(&col[*v]);
+                    }
+                    logit(
+                        b,
+                        self.cx,
+                        a,
+                        coords,
+                        (&split.rest, known),
+                        (ln.rows[c / 2], *j),
+                        tile[c],
+                        (ok, *key_ok),
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// The online softmax of one tile's logits `x` for the lane's two rows
+    /// (`h` = 0: elements c0, c1; `h` = 1: c2, c3): updates the running
+    /// maxima `m` and partial sums `l`, rescales `o`, returns `p`.
+    fn softmax(&self, b: &mut Builder, x: &Acc, m: [Reg; 2], l: [Reg; 2], o: &Acc) -> Acc {
+        b.comment("online softmax: row maxima over the quad, p = exp(x - m'), rescale");
+        let p: Acc = x
+            .iter()
+            .map(|_| std::array::from_fn(|_| b.reg(RegKind::F32)))
+            .collect();
+        for h in 0..2 {
+            let tmax = b.mov(RegKind::F32, "f32", f32_imm(f32::NEG_INFINITY));
+            for tile in x {
+                for c in [2 * h, 2 * h + 1] {
+                    ops::combine(b, ReduceOp::Max, DType::F32, tmax, tile[c], None);
+                }
+            }
+            quad_reduce(b, ReduceOp::Max, tmax);
+            ops::combine(b, ReduceOp::Max, DType::F32, tmax, m[h], None);
+            // m' = 0 while the row is all -inf: exp(-inf - 0) = 0 adds
+            // nothing (instead of exp(-inf - -inf) = NaN).
+            let (masked, m_use) = (b.reg(RegKind::Pred), b.reg(RegKind::F32));
+            ins!(
+                b,
+                "setp.eq.f32 {masked}, {tmax}, {}",
+                f32_imm(f32::NEG_INFINITY)
+            );
+            ins!(b, "selp.f32 {m_use}, {}, {tmax}, {masked}", f32_imm(0.0));
+            let exp_minus = |b: &mut Builder, v: Reg| {
+                let d = b.reg(RegKind::F32);
+                ins!(b, "sub.f32 {d}, {v}, {m_use}");
+                math::exp_fast(b, d)
+            };
+            let alpha = exp_minus(b, m[h]);
+            let sum = b.mov(RegKind::F32, "f32", f32_imm(0.0));
+            for (tile, pt) in x.iter().zip(&p) {
+                for c in [2 * h, 2 * h + 1] {
+                    let e = exp_minus(b, tile[c]);
+                    ins!(b, "mov.f32 {}, {e}", pt[c]);
+                    ins!(b, "add.f32 {sum}, {sum}, {e}");
+                }
+            }
+            ins!(b, "fma.rn.f32 {}, {}, {alpha}, {sum}", l[h], l[h]);
+            ins!(b, "mov.f32 {}, {tmax}", m[h]);
+            for tile in o {
+                for c in [2 * h, 2 * h + 1] {
+                    ins!(b, "mul.f32 {}, {}, {alpha}", tile[c], tile[c]);
+                }
+            }
+        }
+        p
+    }
+
+    /// `O += P V`: per k-step `c` of 16 keys, `p`'s C fragments of n8
+    /// tiles `2c`, `2c + 1` packed as the A fragment, times two n8 tiles
+    /// of `v` columns per `ldmatrix.trans`.
+    fn accumulate(&self, b: &mut Builder, v_addr: Reg, p: &Acc, o: &Acc) {
+        let g = self.g;
+        let op = mma_op(self.elem());
+        let cvt = if self.h == DType::F16 {
+            "cvt.rn.f16x2.f32"
+        } else {
+            "cvt.rn.bf16x2.f32"
+        };
+        b.comment("O += P V");
+        for c in 0..(g.bn / 16) as usize {
+            // (tile, first element): a0 = S[2c].c0,c1; a1 = S[2c].c2,c3;
+            // a2 = S[2c+1].c0,c1; a3 = S[2c+1].c2,c3. The first operand of
+            // the cvt goes to the upper half.
+            let pa: [Reg; 4] = [(0, 0), (0, 2), (1, 0), (1, 2)].map(|(t, e)| {
+                let r = b.reg(RegKind::B32);
+                let pt = &p[2 * c + t];
+                ins!(b, "{cvt} {r}, {}, {}", pt[e + 1], pt[e]);
+                r
+            });
+            for nb in 0..g.dvp / 16 {
+                let vb = ldmatrix(b, v_addr, c as u32 * 16 * g.v_row + 32 * nb, true);
+                let n = 2 * nb as usize;
+                mma(b, op, &o[n], &pa, &vb[..2]);
+                mma(b, op, &o[n + 1], &pa, &vb[2..]);
+            }
+        }
+    }
+
+    /// `O / l` (the quad's partial sums combined) through the epilogue to
+    /// the stores: element `c` of n8 tile `n` is row `rows[c / 2]`, column
+    /// `8n + 2t + c % 2`.
+    fn finish(&self, b: &mut Builder, coords: &Coords, ln: &Lane, l: [Reg; 2], o: &Acc) {
+        b.comment("epilogue: O / l to the stores");
+        for s in l {
+            quad_reduce(b, ReduceOp::Sum, s);
+        }
+        let insts = epilogue_part(self.cx.k, self.a);
+        let f32v = |reg| Value {
+            reg,
+            dtype: DType::F32,
+        };
+        for (n, tile) in o.iter().enumerate() {
+            for (c, acc) in tile.iter().enumerate() {
+                let e = b.reg(RegKind::B32);
+                ins!(b, "add.u32 {e}, {}, {}", ln.t2, 8 * n + c % 2);
+                let ok = b.reg(RegKind::Pred);
+                ins!(
+                    b,
+                    "setp.lt.and.u32 {ok}, {e}, {}, {}",
+                    self.g.dv,
+                    ln.row_ok[c / 2]
+                );
+                let out = ops::binary(b, BinaryOp::Div, f32v(*acc), f32v(l[c / 2]), DType::F32);
+                store(
+                    b,
+                    self.cx,
+                    self.a,
+                    coords,
+                    &insts,
+                    (ln.rows[c / 2], e),
+                    out,
+                    ok,
+                );
+            }
+        }
+    }
+}
+
+/// `x = op` over the 4 lanes of `x`'s quad (lanes `4g .. 4g + 3`, which
+/// hold the same rows of a C fragment).
+fn quad_reduce(b: &mut Builder, op: ReduceOp, x: Reg) {
+    for off in [1, 2] {
+        let t = b.reg(RegKind::F32);
+        ins!(b, "shfl.sync.bfly.b32 {t}, {x}, {off}, 31, -1");
+        ops::combine(b, op, DType::F32, x, t, None);
+    }
+}

@@ -1,0 +1,232 @@
+//! GPU attention kernels ([`crate::KernelKind::Attention`]): [`emit`] picks
+//! one of two emitters sharing the parts' evaluation (this module) and the
+//! tiles' staging into shared memory (`stage.rs`):
+//! - `mma.rs`: tensor cores (`mma.sync` `m16n8k16`, f32 accumulation) for
+//!   `q`, `k` and `v` that are all `f16` or all `bf16` values (each part a
+//!   cast of a half-typed value to the accumulation type), on sm_80 and
+//!   sm_90;
+//! - `fma.rs`: plain FMA arithmetic in the accumulation type, exact for
+//!   `f32` and `f64` inputs and the fallback for everything else.
+//!
+//! `SMELT_ATTENTION_MMA=0` sends every attention kernel to the FMA
+//! emitter (for bisecting and for testing that kernel on half inputs).
+
+mod fma;
+mod mma;
+mod stage;
+
+use super::builder::{ins, Builder, Reg, RegKind};
+use super::eval::{uses_var, Cx, Point, Vals};
+use super::module::PtxKernel;
+use super::ops::{self, Value};
+use super::target::Target;
+use crate::attention::Attention;
+use crate::ir::{Kernel, Val};
+
+/// Lowers an attention kernel with the tensor-core emitter where it
+/// applies ([`mma::elem`]), else the FMA one.
+///
+/// # Errors
+/// A kernel that is not a well-formed attention kernel, sizes beyond the
+/// 32-bit coordinates the kernels compute, or head dims too large.
+pub fn emit(k: &Kernel, target: &Target) -> Result<PtxKernel, String> {
+    let a = k.attention()?;
+    if k.ranges.iter().any(|n| *n > i32::MAX as i64 / 2) {
+        return Err(format!("attention kernel {}: a size exceeds 2^30", k.name));
+    }
+    match mma::elem(k, &a) {
+        Some(elem) if crate::env::flag("SMELT_ATTENTION_MMA", true) => {
+            mma::emit(k, target, &a, elem)
+        }
+        _ => fma::emit(k, target, &a),
+    }
+}
+
+/// The instructions `roots` depend on, not looking below `stop` (whose
+/// values the emitter provides), in SSA order.
+fn part(k: &Kernel, roots: &[Val], stop: Option<Val>) -> Vec<Val> {
+    let mut want = vec![false; k.insts.len()];
+    let mut stack = roots.to_vec();
+    while let Some(v) = stack.pop() {
+        if Some(v) == stop || std::mem::replace(&mut want[v], true) {
+            continue;
+        }
+        stack.extend(k.insts[v].inst.operands());
+    }
+    (0..k.insts.len()).filter(|v| want[*v]).collect()
+}
+
+/// A CTA's batch variables (from its head index `head`, the last batch
+/// variable fastest) and the coordinates the kernels set per point.
+#[derive(Clone)]
+struct Coords {
+    vars: Vec<Option<Reg>>,
+}
+
+impl Coords {
+    /// The batch variables of head `head` (u32).
+    fn new(b: &mut Builder, cx: &Cx, a: &Attention, head: Reg) -> Coords {
+        let k = cx.k;
+        let mut vars = vec![None; k.ranges.len()];
+        let mut rest = head;
+        for bv in a.vars.batch.clone().rev() {
+            let n = k.ranges[bv];
+            let (x, q) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+            ins!(b, "rem.u32 {x}, {rest}, {n}");
+            ins!(b, "div.u32 {q}, {rest}, {n}");
+            vars[bv] = Some(widen(b, cx, x));
+            rest = q;
+        }
+        Coords { vars }
+    }
+
+    /// The point at these batch variables with `(v1, x1)` and `(v2, x2)`
+    /// set (32-bit coordinates), existing where `pred` holds.
+    fn point(&self, b: &mut Builder, cx: &Cx, set: [(usize, Reg); 2], pred: Reg) -> Point {
+        let mut vars = self.vars.clone();
+        for (v, x) in set {
+            vars[v] = Some(widen(b, cx, x));
+        }
+        Point {
+            vars,
+            lanes: 1,
+            pred: Some(pred),
+        }
+    }
+}
+
+/// A 32-bit coordinate as an index variable of the kernel's width.
+fn widen(b: &mut Builder, cx: &Cx, x: Reg) -> Reg {
+    if cx.width.wide {
+        let w = b.reg(RegKind::B64);
+        ins!(b, "cvt.u64.u32 {w}, {x}");
+        w
+    } else {
+        x
+    }
+}
+
+/// The logit part (instructions `insts`, from [`logit_part`]) at query
+/// row `i`, key `j`, given the score `dot` there and the values `known`
+/// already computed there (see [`LogitSplit`]): a register of the
+/// accumulation type, `-inf` where `key_ok` fails (a key past the last);
+/// loads run only where `ok` holds.
+#[allow(clippy::too_many_arguments)]
+fn logit(
+    b: &mut Builder,
+    cx: &Cx,
+    a: &Attention,
+    c: &Coords,
+    (insts, known): (&[Val], Vals),
+    (i, j): (Reg, Reg),
+    dot: Reg,
+    (ok, key_ok): (Reg, Reg),
+) -> Reg {
+    let p = c.point(b, cx, [(a.vars.i, i), (a.vars.j, j)], ok);
+    let mut vals = known;
+    vals[a.dot] = Some(vec![Value {
+        reg: dot,
+        dtype: a.acc,
+    }]);
+    cx.eval(b, &p, insts, &mut vals);
+    let l = vals[a.logit].as_ref().expect("logit evaluated")[0];
+    let l = ops::convert(b, l, a.acc).reg;
+    let (ty, kind) = acc_ty(a);
+    let x = b.reg(kind);
+    let neg_inf = acc_imm(a, f64::NEG_INFINITY);
+    ins!(b, "selp.{ty} {x}, {l}, {neg_inf}, {key_ok}");
+    x
+}
+
+/// The logit part's instructions (below the logit, not below the `Dot`).
+fn logit_part(k: &Kernel, a: &Attention) -> Vec<Val> {
+    part(k, &[a.logit], Some(a.dot))
+}
+
+/// The logit part's instructions by what they read, so that a kernel
+/// evaluating many logits of a row or of a key computes the shared ones
+/// once: `row` reads neither the key `j` nor the `Dot` (a function of the
+/// batch and `i`: a causal mask's row index, a scale), `col` reads `j`
+/// but neither `i` nor the `Dot`, `rest` the others (SSA order each).
+struct LogitSplit {
+    row: Vec<Val>,
+    col: Vec<Val>,
+    rest: Vec<Val>,
+}
+
+impl LogitSplit {
+    fn new(k: &Kernel, a: &Attention) -> LogitSplit {
+        // Whether each instruction reads i, j or the Dot (operands come
+        // first in SSA order).
+        let n = k.insts.len();
+        let (mut reads_i, mut reads_j) = (vec![false; n], vec![false; n]);
+        for (v, node) in k.insts.iter().enumerate() {
+            let (e, c) = node.inst.exprs();
+            let ops = node.inst.operands();
+            let dot = v == a.dot;
+            reads_i[v] = dot || uses_var(e, c, a.vars.i) || ops.iter().any(|o| reads_i[*o]);
+            reads_j[v] = dot || uses_var(e, c, a.vars.j) || ops.iter().any(|o| reads_j[*o]);
+        }
+        let mut s = LogitSplit {
+            row: Vec::new(),
+            col: Vec::new(),
+            rest: Vec::new(),
+        };
+        for v in logit_part(k, a) {
+            match (reads_i[v], reads_j[v]) {
+                (_, false) => s.row.push(v),
+                (false, true) => s.col.push(v),
+                (true, true) => s.rest.push(v),
+            }
+        }
+        s
+    }
+}
+
+/// The epilogue part's instructions (below the stores, not below the
+/// `Attend`).
+fn epilogue_part(k: &Kernel, a: &Attention) -> Vec<Val> {
+    let roots: Vec<Val> = k.stores.iter().map(|st| st.value).collect();
+    part(k, &roots, Some(a.attend))
+}
+
+/// Stores `out` (the `Attend`'s value, of the accumulation type) at query
+/// row `i`, output column `e` through the epilogue part (`insts`), where
+/// `ok` holds.
+#[allow(clippy::too_many_arguments)]
+fn store(
+    b: &mut Builder,
+    cx: &Cx,
+    a: &Attention,
+    c: &Coords,
+    insts: &[Val],
+    (i, e): (Reg, Reg),
+    out: Value,
+    ok: Reg,
+) {
+    let p = c.point(b, cx, [(a.vars.i, i), (a.vars.e, e)], ok);
+    let mut vals: Vals = vec![None; cx.k.insts.len()];
+    vals[a.attend] = Some(vec![out]);
+    cx.eval(b, &p, insts, &mut vals);
+    for st in &cx.k.stores {
+        cx.store(b, &p, st, &vals);
+    }
+}
+
+/// The accumulation type's PTX type and register class.
+fn acc_ty(a: &Attention) -> (&'static str, RegKind) {
+    if a.acc == crate::DType::F64 {
+        ("f64", RegKind::F64)
+    } else {
+        ("f32", RegKind::F32)
+    }
+}
+
+/// An immediate of the accumulation type.
+fn acc_imm(a: &Attention, v: f64) -> String {
+    if a.acc == crate::DType::F64 {
+        ops::f64_imm(v)
+    } else {
+        super::builder::f32_imm(v as f32)
+    }
+}

@@ -1,0 +1,244 @@
+//! A tile of one attention part (`q`, `k` or `v`) evaluated into shared
+//! memory, the way both emitters fill their tiles: every point through
+//! the shared `eval::Cx` (loads through any view, casts, fused producers),
+//! zero outside the matrix.
+
+use super::{acc_imm, acc_ty, Coords};
+use crate::attention::Attention;
+use crate::expr::Expr;
+use crate::ir::{Inst, Val};
+use crate::ptx::builder::{ins, Builder, Reg, RegKind};
+use crate::ptx::eval::{Cx, Vals};
+use crate::ptx::{expr, ops};
+use crate::DType;
+
+/// The CTA's threads that evaluate tiles together.
+pub(super) struct Stager<'a> {
+    pub cx: &'a Cx<'a>,
+    pub a: &'a Attention,
+    pub coords: &'a Coords,
+    /// The thread's index in the CTA and the CTA's thread count.
+    pub tid: Reg,
+    pub threads: u32,
+    /// Shared address of the kernel's shared memory.
+    pub base: Reg,
+}
+
+/// One tile: part `root` (instructions `insts`) at `rows x padded`
+/// points, row `r` at variable `vars.0 = from.0 + r`, column `c` at
+/// `vars.1 = c`. Points with `vars.0 >= from.1` or `c >= cols` store 0.
+pub(super) struct Tile<'p> {
+    pub insts: &'p [Val],
+    pub root: Val,
+    pub rows: u32,
+    pub cols: u32,
+    /// Columns written per row (`cols` rounded up to the consumer's
+    /// granularity: zeros there leave sums over the columns unchanged).
+    pub padded: u32,
+    pub vars: (usize, usize),
+    pub from: (Reg, u32),
+    /// Byte offset of the tile in shared memory and bytes between rows.
+    pub dst: u32,
+    pub row_bytes: u32,
+    /// Stored as this half type (`.b16`, exact for a part that is a cast
+    /// of a half value) instead of the accumulation type.
+    pub half: Option<DType>,
+}
+
+impl Stager<'_> {
+    /// Evaluates `t` into shared memory: consecutive threads take
+    /// consecutive points of a row (no barrier here).
+    pub fn stage(&self, b: &mut Builder, t: &Tile) {
+        let (ty, kind) = acc_ty(self.a);
+        let idx = b.reg(RegKind::B32);
+        ins!(b, "mov.u32 {idx}, {}", self.tid);
+        let (top, end) = (b.label(), b.label());
+        b.place(&top);
+        let done = b.reg(RegKind::Pred);
+        ins!(b, "setp.ge.u32 {done}, {idx}, {}", t.rows * t.padded);
+        ins!(b, "@{done} bra {end}");
+        let (rr, cc, g) = (
+            b.reg(RegKind::B32),
+            b.reg(RegKind::B32),
+            b.reg(RegKind::B32),
+        );
+        ins!(b, "div.u32 {rr}, {idx}, {}", t.padded);
+        ins!(b, "rem.u32 {cc}, {idx}, {}", t.padded);
+        ins!(b, "add.u32 {g}, {}, {rr}", t.from.0);
+        let ok = b.reg(RegKind::Pred);
+        ins!(b, "setp.lt.u32 {ok}, {g}, {}", t.from.1);
+        if t.padded > t.cols {
+            ins!(b, "setp.lt.and.u32 {ok}, {cc}, {}, {ok}", t.cols);
+        }
+        let p = self
+            .coords
+            .point(b, self.cx, [(t.vars.0, g), (t.vars.1, cc)], ok);
+        let mut vals: Vals = vec![None; self.cx.k.insts.len()];
+        self.cx.eval(b, &p, t.insts, &mut vals);
+        let x = vals[t.root].as_ref().expect("part evaluated")[0];
+        let x = ops::convert(b, x, self.a.acc).reg;
+        let z = b.reg(kind);
+        ins!(b, "selp.{ty} {z}, {x}, {}, {ok}", acc_imm(self.a, 0.0));
+        let size = t.half.map_or(self.a.acc.size(), DType::size) as u32;
+        let addr = b.reg(RegKind::B32);
+        ins!(b, "mul.lo.u32 {addr}, {cc}, {size}");
+        ins!(b, "mad.lo.u32 {addr}, {rr}, {}, {addr}", t.row_bytes);
+        ins!(b, "add.u32 {addr}, {addr}, {}", self.base);
+        match t.half {
+            Some(h) => {
+                let hb = half_bits(b, z, h);
+                ins!(b, "st.shared.b16 [{addr}+{}], {hb}", t.dst);
+            }
+            None => ins!(b, "st.shared.{ty} [{addr}+{}], {z}", t.dst),
+        }
+        ins!(b, "add.u32 {idx}, {idx}, {}", self.threads);
+        ins!(b, "bra {top}");
+        b.place(&end);
+    }
+}
+
+/// The `.b16` bits of the `f32` register `x` rounded to the half type `h`.
+fn half_bits(b: &mut Builder, x: Reg, h: DType) -> Reg {
+    let r = b.reg(RegKind::B16);
+    let ty = if h == DType::F16 { "f16" } else { "bf16" };
+    ins!(b, "cvt.rn.{ty}.f32 {r}, {x}");
+    r
+}
+
+/// A half part that is one unmasked load whose tile rows can be copied
+/// in 16-byte chunks (8 halves along the contiguous column axis) with
+/// `cp.async`.
+pub(super) struct Plain {
+    input: usize,
+    /// The element index at row and column 0: a function of the batch
+    /// variables (any, a grouped-query head's division included).
+    batch: Expr,
+    /// Coefficient of the row variable.
+    row: i64,
+}
+
+/// `root`'s load when [`Stager::copy`] can fill its tiles: a cast of a
+/// half-typed load of a half buffer, never masked, affine in the row and
+/// column variables with unit column stride, `cols` a multiple of 8, and
+/// the row stride and every coefficient and the constant of the rest
+/// multiples of 8 (16-byte aligned chunks, buffers being 16-byte
+/// aligned).
+pub(super) fn plain(
+    cx: &Cx,
+    root: Val,
+    (row_var, col_var): (usize, usize),
+    cols: u32,
+) -> Option<Plain> {
+    let k = cx.k;
+    let Inst::Cast(l) = k.insts[root].inst else {
+        return None;
+    };
+    let Inst::Load {
+        input,
+        index,
+        valid,
+    } = &k.insts[l].inst
+    else {
+        return None;
+    };
+    let half = k.insts[l].dtype;
+    if !half.is_float() || half.size() != 2 || k.inputs[*input].dtype != half {
+        return None;
+    }
+    let row = index.affine_coef(row_var)?;
+    let zero = |v: usize| {
+        if v == row_var || v == col_var {
+            Expr::constant(0)
+        } else {
+            Expr::var(v)
+        }
+    };
+    let batch = index.substitute(&zero, &k.ranges);
+    let (terms, konst) = batch.parts();
+    let aligned = terms
+        .iter()
+        .map(|(_, c)| *c)
+        .chain([konst, row])
+        .all(|c| c % 8 == 0);
+    let ok = valid.is_always()
+        && index.affine_coef(col_var) == Some(1)
+        && cols.is_multiple_of(8)
+        && aligned;
+    ok.then_some(Plain {
+        input: *input,
+        batch,
+        row,
+    })
+}
+
+impl Stager<'_> {
+    /// The same threads writing at shared address `base` instead.
+    pub fn at(&self, base: Reg) -> Stager<'_> {
+        Stager { base, ..*self }
+    }
+
+    /// Fills tile `t` of the plain part `p` with `cp.async` 16-byte copies
+    /// (zero-filled past the last row and column; the caller commits and
+    /// waits). Thread `tid` copies chunks `tid, tid + threads, ..` of the
+    /// tile's `rows x padded / 8`, consecutive chunks along a row.
+    pub fn copy(&self, b: &mut Builder, t: &Tile, p: &Plain) {
+        let per_row = t.padded / 8;
+        let total = t.rows * per_row;
+        let src = self.cx.inputs[p.input];
+        // The batch's element offset, s64 (a multiple of 8).
+        let w = self.cx.width;
+        let x = expr::eval(b, &p.batch, &self.coords.vars, &self.cx.k.ranges, w);
+        let off = b.reg(RegKind::B64);
+        if w.wide {
+            ins!(b, "mov.b64 {off}, {x}");
+        } else {
+            ins!(b, "cvt.s64.s32 {off}, {x}");
+        }
+        for n in 0..total.div_ceil(self.threads) {
+            let (c, row, ch, g) = (
+                b.reg(RegKind::B32),
+                b.reg(RegKind::B32),
+                b.reg(RegKind::B32),
+                b.reg(RegKind::B32),
+            );
+            ins!(b, "add.u32 {c}, {}, {}", self.tid, n * self.threads);
+            ins!(b, "div.u32 {row}, {c}, {per_row}");
+            ins!(b, "rem.u32 {ch}, {c}, {per_row}");
+            ins!(b, "add.u32 {g}, {}, {row}", t.from.0);
+            let ok = b.reg(RegKind::Pred);
+            ins!(b, "setp.lt.u32 {ok}, {g}, {}", t.from.1);
+            if t.padded > t.cols {
+                ins!(b, "setp.lt.and.u32 {ok}, {ch}, {}, {ok}", t.cols / 8);
+            }
+            // Element offset `off + g * row + 8 ch`, then the address (the
+            // buffer's base where the chunk is outside: zero fill).
+            let (g64, e, addr) = (
+                b.reg(RegKind::B64),
+                b.reg(RegKind::B64),
+                b.reg(RegKind::B64),
+            );
+            ins!(b, "cvt.u64.u32 {g64}, {g}");
+            ins!(b, "mad.lo.s64 {e}, {g64}, {}, {off}", p.row);
+            ins!(b, "cvt.u64.u32 {g64}, {ch}");
+            ins!(b, "mad.lo.s64 {e}, {g64}, 8, {e}");
+            ins!(b, "mad.lo.s64 {addr}, {e}, 2, {src}");
+            ins!(b, "selp.b64 {addr}, {addr}, {src}, {ok}");
+            let (size, dst) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+            ins!(b, "selp.u32 {size}, 16, 0, {ok}");
+            ins!(b, "mad.lo.u32 {dst}, {row}, {}, {}", t.row_bytes, self.base);
+            ins!(b, "mad.lo.u32 {dst}, {ch}, 16, {dst}");
+            let guard = if (n + 1) * self.threads > total {
+                let inside = b.reg(RegKind::Pred);
+                ins!(b, "setp.lt.u32 {inside}, {c}, {total}");
+                format!("@{inside} ")
+            } else {
+                String::new()
+            };
+            ins!(
+                b,
+                "{guard}cp.async.cg.shared.global [{dst}+{}], [{addr}], 16, {size}",
+                t.dst
+            );
+        }
+    }
+}
