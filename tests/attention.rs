@@ -432,13 +432,14 @@ fn computed_operands_are_materialized() {
 #[test]
 fn default_policy_per_target() {
     let dev = test_device();
-    let graph = |b: usize, lq: usize, lk: usize| {
-        let q = Tensor::randn([b, lq, 64], DType::F16, 1, &dev);
-        let k = Tensor::randn([b, lk, 64], DType::F16, 2, &dev);
-        let v = Tensor::randn([b, lk, 64], DType::F16, 3, &dev);
+    let graph_of = |dt: DType, b: usize, lq: usize, lk: usize, d: usize| {
+        let q = Tensor::randn([b, lq, d], dt, 1, &dev);
+        let k = Tensor::randn([b, lk, d], dt, 2, &dev);
+        let v = Tensor::randn([b, lk, 64], dt, 3, &dev);
         let s = q.matmul(&k.transpose(-2, -1)) * 0.125;
-        s.cast(DType::F32).softmax(-1).cast(DType::F16).matmul(&v)
+        s.cast(DType::F32).softmax(-1).cast(dt).matmul(&v)
     };
+    let graph = |b, lq, lk| graph_of(DType::F16, b, lq, lk, 64);
     let auto = Planning::from(Fusion::On).attention(AttentionFusion::Auto);
     let h100 = Target::Gpu { memory: 80 << 30 };
     // (graph, target, fused by default)
@@ -446,13 +447,19 @@ fn default_policy_per_target() {
         // The CPU: the 3-kernel plan below 256 keys, fused from there.
         (graph(2, 300, 128), Target::Cpu, false),
         (graph(2, 3, 256), Target::Cpu, true),
-        // A GPU: the tensor-core 3-kernel plan while its scores fit...
-        (graph(64, 2048, 2048), h100, false),
-        (graph(2, 1 << 14, 1 << 16), h100, false),
+        // A GPU: half operands with head dims up to 256 take the
+        // tensor-core attention kernel, fused at every size...
+        (graph(64, 2048, 2048), h100, true),
+        (graph(2, 1, 4096), h100, true),
+        (graph_of(DType::BF16, 2, 7, 5, 256), h100, true),
+        // ...f32 operands or a head dim past 256 the 3-kernel plan while
+        // its scores fit...
+        (graph_of(DType::F32, 2, 300, 300, 64), h100, false),
+        (graph_of(DType::F16, 2, 30, 30, 320), h100, false),
         // ...fused past 2^31 scores (seq 131072) or a quarter of memory.
-        (graph(1, 1 << 17, 1 << 17), h100, true),
-        (graph(1, 64, 4096), Target::Gpu { memory: 2 << 20 }, true),
-        (graph(1, 64, 4096), Target::Gpu { memory: 0 }, false),
+        (graph_of(DType::F32, 1, 1 << 17, 1 << 17, 64), h100, true),
+        (graph_of(DType::F32, 1, 64, 4096, 64), Target::Gpu { memory: 2 << 20 }, true),
+        (graph_of(DType::F32, 1, 64, 4096, 64), Target::Gpu { memory: 0 }, false),
     ];
     for (o, target, fused) in &cases {
         let (kernels, attn) = planned(o, auto.on(*target));
@@ -463,7 +470,7 @@ fn default_policy_per_target() {
         assert!((1..=3).contains(&operands), "{kernels} kernels");
     }
     // The override wins over the policy.
-    let (o, target, _) = &cases[4];
+    let (o, target, _) = &cases[2];
     let off = auto.attention(AttentionFusion::Off).on(*target);
     assert_eq!(planned(o, off).1, 0);
 }

@@ -16,7 +16,8 @@ use crate::schedule::{AttentionFusion, Planning, Target};
 use crate::view::{ShapeTracker, View};
 use rustc_hash::FxHashMap;
 use smallvec::smallvec;
-use smelt_codegen::{BinaryOp, ReduceOp, UnaryOp};
+use smelt_codegen::ptx::ATTENTION_MMA_MAX_DIM;
+use smelt_codegen::{BinaryOp, DType, ReduceOp, UnaryOp};
 
 /// Head dims the fused kernel takes: the GPU's tensor-core kernel holds
 /// a warp's `16 x dv` output in registers (128 a lane at 256) and its
@@ -72,12 +73,16 @@ pub fn fuse(a: &Attention, options: &Planning) -> bool {
 
 /// Whether the fused kernel is the better plan for `a` on `target`.
 ///
-/// On a GPU, only where the 3-kernel plan (two tensor-core matmuls and a
-/// softmax row kernel) would hold too large a score matrix: more than
-/// [`MAX_SCORES`] elements, or its two score-sized buffers (the logits
-/// and the probabilities) above a [`GPU_MEMORY_SHARE`]th of the device's
-/// memory. Elsewhere that plan is several times faster than today's FMA
-/// attention kernel (docs/ARCHITECTURE.md, "Attention").
+/// On a GPU, wherever the tensor-core attention kernel applies (`q`, `k`
+/// and `v` all `F16` or all `BF16`, head dims up to
+/// [`ATTENTION_MMA_MAX_DIM`]): measured on an H100 it is 1.4-3.3x faster
+/// than the 3-kernel plan (two tensor-core matmuls and a softmax row
+/// kernel) on prefill and decode shapes (BENCHMARKS.md, "Attention").
+/// Other dtypes get the FMA attention kernel, several times slower than
+/// the 3-kernel plan, so they fuse only where that plan would hold too
+/// large a score matrix: more than [`MAX_SCORES`] elements, or its two
+/// score-sized buffers (the logits and the probabilities) above a
+/// [`GPU_MEMORY_SHARE`]th of the device's memory.
 ///
 /// On the CPU, from [`CPU_MIN_KEYS`] keys per row (or more than
 /// [`MAX_SCORES`] scores).
@@ -89,9 +94,23 @@ pub fn prefer_fused(a: &Attention, target: Target) -> bool {
         Target::Gpu { memory } => {
             let bytes = (scores as u64)
                 .saturating_mul((a.logit.dtype().size() + a.probs.dtype().size()) as u64);
-            too_big || (memory > 0 && bytes > memory / GPU_MEMORY_SHARE)
+            tensor_cores(a) || too_big || (memory > 0 && bytes > memory / GPU_MEMORY_SHARE)
         }
     }
+}
+
+/// Whether `a`'s GPU kernel is the tensor-core one: its operands share a
+/// half dtype and its head dims fit.
+fn tensor_cores(a: &Attention) -> bool {
+    let dt = a.q.dtype();
+    let dim = |n: &NodeRef, axis: usize| n.shape().get(axis).copied().unwrap_or(0);
+    let rank = a.q.shape().len();
+    matches!(dt, DType::F16 | DType::BF16)
+        && a.kt.dtype() == dt
+        && a.v.dtype() == dt
+        && rank >= 2
+        && dim(&a.q, rank - 1) <= ATTENTION_MMA_MAX_DIM
+        && dim(&a.v, rank - 1) <= ATTENTION_MMA_MAX_DIM
 }
 
 /// Follows views and float-to-float casts down from `n`; the node reached

@@ -89,16 +89,26 @@ const WARPS: u32 = 4;
 /// Query rows per CTA: 16 per warp (one `m16` MMA row block).
 const BM: u32 = 16 * WARPS;
 
+/// The largest head dim (of `q`/`k`, and of `v`) this kernel takes: its
+/// registers and shared memory are sized for up to 256 (the fusion
+/// planner's default rule reads it too).
+pub const MAX_DIM: usize = 256;
+
 /// The half type of `q`, `k` and `v` when this kernel takes `k`: each of
 /// the three parts is a cast of a value of one half type to `f32` (so
-/// storing it as that half type is exact).
+/// storing it as that half type is exact), and the head dims are at most
+/// [`MAX_DIM`].
 pub fn elem(k: &Kernel, a: &Attention) -> Option<DType> {
     let half = |v: usize| match k.insts[v].inst {
         Inst::Cast(x) => Some(k.insts[x].dtype),
         _ => None,
     };
     let h = half(a.q)?;
+    let dims_fit = [a.vars.d, a.vars.e]
+        .iter()
+        .all(|v| k.ranges[*v] as usize <= MAX_DIM);
     let ok = matches!(h, DType::F16 | DType::BF16)
+        && dims_fit
         && a.acc == DType::F32
         && half(a.k) == Some(h)
         && half(a.v) == Some(h);

@@ -12,7 +12,7 @@
 //! emitter (for bisecting and for testing that kernel on half inputs).
 
 mod fma;
-mod mma;
+pub(super) mod mma;
 mod stage;
 
 use super::builder::{ins, Builder, Reg, RegKind};
