@@ -458,8 +458,16 @@ fn default_policy_per_target() {
         (graph_of(DType::F16, 2, 30, 30, 320), h100, false),
         // ...fused past 2^31 scores (seq 131072) or a quarter of memory.
         (graph_of(DType::F32, 1, 1 << 17, 1 << 17, 64), h100, true),
-        (graph_of(DType::F32, 1, 64, 4096, 64), Target::Gpu { memory: 2 << 20 }, true),
-        (graph_of(DType::F32, 1, 64, 4096, 64), Target::Gpu { memory: 0 }, false),
+        (
+            graph_of(DType::F32, 1, 64, 4096, 64),
+            Target::Gpu { memory: 2 << 20 },
+            true,
+        ),
+        (
+            graph_of(DType::F32, 1, 64, 4096, 64),
+            Target::Gpu { memory: 0 },
+            false,
+        ),
     ];
     for (o, target, fused) in &cases {
         let (kernels, attn) = planned(o, auto.on(*target));

@@ -75,9 +75,10 @@ pub fn fuse(a: &Attention, options: &Planning) -> bool {
 ///
 /// On a GPU, wherever the tensor-core attention kernel applies (`q`, `k`
 /// and `v` all `F16` or all `BF16`, head dims up to
-/// [`ATTENTION_MMA_MAX_DIM`]): measured on an H100 it is 1.4-3.3x faster
+/// [`ATTENTION_MMA_MAX_DIM`]): measured on an H100 it is 1.35-3.2x faster
 /// than the 3-kernel plan (two tensor-core matmuls and a softmax row
-/// kernel) on prefill and decode shapes (BENCHMARKS.md, "Attention").
+/// kernel) on prefill shapes, 1.4-1.6x on decode with caches up to 32768
+/// (level or 0.92x at 131072; BENCHMARKS.md, "Attention").
 /// Other dtypes get the FMA attention kernel, several times slower than
 /// the 3-kernel plan, so they fuse only where that plan would hold too
 /// large a score matrix: more than [`MAX_SCORES`] elements, or its two
