@@ -416,14 +416,19 @@ impl Kernel {
         }
     }
 
+    /// The sort of a sort kernel (all its sort instructions share it but
+    /// for the part); `None` for other kernels.
+    pub fn sort_op(&self) -> Option<SortOp> {
+        self.insts.iter().find_map(|n| match n.inst {
+            Inst::Sort(op, _) => Some(op),
+            _ => None,
+        })
+    }
+
     /// How many leading positions of each row the stores write: the `k`
     /// of a sort kernel's sort instructions, else the whole row.
     pub fn stored_len(&self) -> usize {
-        let k = self.insts.iter().find_map(|n| match n.inst {
-            Inst::Sort(op, _) => Some(op.k),
-            _ => None,
-        });
-        k.unwrap_or_else(|| self.row_len())
+        self.sort_op().map_or_else(|| self.row_len(), |op| op.k)
     }
 
     /// The output of a scan kernel that no store writes, its last: the

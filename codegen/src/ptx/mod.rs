@@ -109,6 +109,7 @@ mod module;
 mod online;
 mod ops;
 mod philox;
+mod pairs;
 mod pick;
 pub mod ptxas;
 mod radix;
