@@ -415,7 +415,14 @@ fn f64_keys_on_every_path() {
     }
     // Distinct as `f64`, nearly all equal as `f32`; rows along the first
     // axis of a permuted view (strided in memory), past 16384.
-    let x = Input::new(Layout::Permuted, &[16411, 2], DType::F64, 1.0, 1.0 + 1e-9, 3);
+    let x = Input::new(
+        Layout::Permuted,
+        &[16411, 2],
+        DType::F64,
+        1.0,
+        1.0 + 1e-9,
+        3,
+    );
     check_all_axes("f64 near 1, long", &x, &[1, 7, 16411]);
 }
 
@@ -453,75 +460,70 @@ fn host_sort_by<T: Copy>(
     out.into_iter().unzip()
 }
 
-/// Views of the row-major `[r, c]` tensor `base` holding `data`: each
-/// view, its shape and its values (row-major), for `kinds` among
-/// "contiguous", "permuted", "flipped" (both axes) and "step -2" (every
-/// other column, from the last).
-fn views<T: Element>(
-    base: &Tensor,
-    data: &[T],
-    [r, c]: [usize; 2],
-    kinds: &[&str],
-) -> Vec<(String, Tensor, [usize; 2], Vec<T>)> {
-    kinds
-        .iter()
-        .map(|kind| {
-            let (t, shape, at): (Tensor, [usize; 2], Box<dyn Fn(usize, usize) -> usize>) =
-                match *kind {
-                    "contiguous" => (base.clone(), [r, c], Box::new(|i, j| i * c + j)),
-                    "permuted" => (base.permute([1, 0]), [c, r], Box::new(|i, j| j * c + i)),
-                    "flipped" => (
-                        base.flip(..),
-                        [r, c],
-                        Box::new(|i, j| (r - 1 - i) * c + (c - 1 - j)),
-                    ),
-                    _ => {
-                        let all = SliceArg::Range {
-                            start: None,
-                            end: None,
-                            step: 1,
-                        };
-                        let back = SliceArg::Range {
-                            start: None,
-                            end: None,
-                            step: -2,
-                        };
-                        (
-                            base.slice(vec![all, back]),
-                            [r, c.div_ceil(2)],
-                            Box::new(|i, j| i * c + (c - 1 - 2 * j)),
-                        )
-                    }
-                };
-            assert_eq!(t.shape(), shape, "test bug: {kind}");
-            let host = (0..shape[0] * shape[1])
-                .map(|p| data[at(p / shape[1], p % shape[1])])
-                .collect();
-            (kind.to_string(), t, shape, host)
-        })
-        .collect()
+/// A view of a row-major `[r, c]` tensor.
+#[derive(Clone, Copy, Debug)]
+enum View {
+    Contiguous,
+    Permuted,
+    /// Both axes flipped.
+    Flipped,
+    /// Every other column, from the last (step -2).
+    StepBack,
+}
+
+impl View {
+    /// The view of `base` (of shape `[r, c]`) and its shape.
+    fn of(self, base: &Tensor, [r, c]: [usize; 2]) -> (Tensor, [usize; 2]) {
+        let all = |step| SliceArg::Range {
+            start: None,
+            end: None,
+            step,
+        };
+        match self {
+            View::Contiguous => (base.clone(), [r, c]),
+            View::Permuted => (base.permute([1, 0]), [c, r]),
+            View::Flipped => (base.flip(..), [r, c]),
+            View::StepBack => (base.slice(vec![all(1), all(-2)]), [r, c.div_ceil(2)]),
+        }
+    }
+
+    /// The base's element (row-major) at `(i, j)` of the view.
+    fn source(self, [r, c]: [usize; 2], i: usize, j: usize) -> usize {
+        match self {
+            View::Contiguous => i * c + j,
+            View::Permuted => j * c + i,
+            View::Flipped => (r - 1 - i) * c + (c - 1 - j),
+            View::StepBack => i * c + (c - 1 - 2 * j),
+        }
+    }
 }
 
 /// Checks `sort`, `argsort` and `topk` (for `ks` up to the axis length)
-/// of the `views` of `data` (an `[r, c]` tensor) along both axes, both
+/// of the views `kinds` of `data` (an `[r, c]` tensor) along both axes, both
 /// directions, against [`host_sort_by`] with `cmp`: values compared by
 /// `same`, indices exactly.
 fn check_exact<T: Element + std::fmt::Debug>(
     what: &str,
     data: Vec<T>,
     shape: [usize; 2],
-    kinds: &[&str],
+    kinds: &[View],
     ks: &[usize],
     cmp: impl Fn(&T, &T) -> Ordering + Copy,
     same: impl Fn(T, T) -> bool,
 ) {
     let base = Tensor::from_vec(data.clone(), shape, &test_device());
-    for (kind, t, shape, host) in views(&base, &data, shape, kinds) {
+    for &kind in kinds {
+        let (t, vshape) = kind.of(&base, shape);
+        assert_eq!(t.shape(), vshape, "test bug: {kind:?}");
+        let host: Vec<T> = (0..vshape[0] * vshape[1])
+            .map(|p| data[kind.source(shape, p / vshape[1], p % vshape[1])])
+            .collect();
+        let shape = vshape;
         for axis in [0, 1] {
             let signed = if axis == 1 { -1 } else { 0 };
             let n = shape[axis];
             for descending in [false, true] {
-                let label = format!("{what} {kind} {shape:?} axis {signed} desc={descending}");
+                let label = format!("{what} {kind:?} {shape:?} axis {signed} desc={descending}");
                 let order = |a: &T, b: &T| {
                     let c = cmp(a, b);
                     if descending {
@@ -593,14 +595,15 @@ fn i64_keys_on_every_path() {
             })
             .collect()
     };
-    let all = ["contiguous", "permuted", "flipped", "step -2"];
+    use View::*;
+    let all = [Contiguous, Permuted, Flipped, StepBack];
     for (shape, kinds, ks) in [
-        ([3, 0], &all[..1], vec![0]),
-        ([3, 1], &all[..2], vec![1]),
-        ([5, 37], &all[..], vec![0, 1, 4, 37]),
-        ([3, 1031], &all[..2], vec![3, 129]),
-        ([2, 4099], &all[2..3], vec![7, 600]),
-        ([2, 16411], &[all[0], all[3]][..], vec![7, 8192]),
+        ([3, 0], &[Contiguous][..], vec![0]),
+        ([3, 1], &[Contiguous, Permuted], vec![1]),
+        ([5, 37], &all, vec![0, 1, 4, 37]),
+        ([3, 1031], &[Contiguous, Permuted], vec![3, 129]),
+        ([2, 4099], &[Flipped], vec![7, 600]),
+        ([2, 16411], &[Contiguous, StepBack], vec![7, 8192]),
     ] {
         let data = values(shape[0] * shape[1], shape[1] as u64);
         let what = format!("i64 {shape:?}");

@@ -351,7 +351,7 @@ impl Narrow {
             _ if dt.bits() < 32 && !dt.is_float() => {
                 let (lo, hi) = (dt.int_min(), dt.int_max());
                 // 32-bit keys: the casts are exact.
-                let keys = [op.key(lo as i64) as u32, op.key(hi as i64) as u32];
+                let keys = [op.key(lo) as u32, op.key(hi) as u32];
                 let bits = 64 - ((hi - lo) as u64).leading_zeros();
                 Some((Narrow::Offset(keys[0].min(keys[1])), bits))
             }
@@ -434,9 +434,15 @@ mod tests {
     /// `2^bits`, and complemented keys strictly decreasing.
     fn increasing(dtype: DType, xs: &[SortValue]) {
         let bits = key_bits(dtype);
-        let [up, down] = [false, true].map(|descending| SortOp { dtype, ..op(descending) });
+        let [up, down] = [false, true].map(|descending| SortOp {
+            dtype,
+            ..op(descending)
+        });
         for w in xs.windows(2) {
-            assert!(sort_key(bits, w[0]) < sort_key(bits, w[1]), "{dtype}: {w:?}");
+            assert!(
+                sort_key(bits, w[0]) < sort_key(bits, w[1]),
+                "{dtype}: {w:?}"
+            );
             assert!(down.key(w[0]) > down.key(w[1]), "{dtype}: {w:?}");
             assert!(up.key(w[1]) <= u64::MAX >> (64 - bits), "{dtype}: {w:?}");
             assert_eq!(up.key(w[0]) + down.key(w[0]), u64::MAX >> (64 - bits));
@@ -516,7 +522,10 @@ mod tests {
     fn order_is_stable_both_ways() {
         let row = [2.0, f64::NAN, 1.0, 2.0, -0.0, 0.0, f64::NAN];
         for dtype in [DType::F32, DType::F64] {
-            let [up, down] = [false, true].map(|descending| SortOp { dtype, ..op(descending) });
+            let [up, down] = [false, true].map(|descending| SortOp {
+                dtype,
+                ..op(descending)
+            });
             assert_eq!(sort_order(up, &row), vec![4, 5, 2, 0, 3, 1, 6]);
             assert_eq!(sort_order(down, &row), vec![1, 6, 0, 3, 2, 4, 5]);
         }

@@ -109,7 +109,8 @@ pub struct Scan {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sort {
     /// Pairs sorted at once in shared memory: a power of two, at least 2,
-    /// at most [`crate::sort::SORT_CHUNK`], at least the pairs sorted.
+    /// at most [`crate::sort::sort_chunk`] of the key width, at least the
+    /// pairs sorted.
     pub chunk: u32,
     /// Threads per CTA (at least those of the bitonic sort, which holds
     /// up to 16 pairs a thread in registers).

@@ -115,9 +115,7 @@ pub(super) fn entries(kernel: &Kernel, target: &Target, base: &str) -> Vec<(Stri
     // Only the digits that order the keys (all but for narrow dtypes):
     // skipping one whose value the others decide leaves the order alone.
     let digits = key_digits(op.dtype);
-    let used: Vec<u32> = (0..keys.bytes())
-        .filter(|d| digits >> d & 1 == 1)
-        .collect();
+    let used: Vec<u32> = (0..keys.bytes()).filter(|d| digits >> d & 1 == 1).collect();
     let mut out = Vec::new();
     for (i, &digit) in used.iter().enumerate() {
         let pass = Pass {
@@ -167,7 +165,10 @@ fn read(
     let w = pass.keys.bits;
     let ka = pass.keys.at(b, scratch, s, copy, idx);
     let pa = word_at(b, scratch, idx, s.positions(copy));
-    let (key, at) = (b.mov(pass.keys.kind(), &format!("b{w}"), 0), b.reg(RegKind::B32));
+    let (key, at) = (
+        b.mov(pass.keys.kind(), &format!("b{w}"), 0),
+        b.reg(RegKind::B32),
+    );
     ins!(b, "mov.u32 {at}, 0");
     ins!(b, "@{valid} ld.global.b{w} {key}, [{ka}]");
     ins!(b, "@{valid} ld.global.u32 {at}, [{pa}]");
@@ -449,11 +450,8 @@ fn scatter(
                 // addresses.
                 let l = begin_loop(b, tid, len, BLOCK);
                 let i = l.0;
-                let (key, at_pos, dst) = (
-                    b.reg(keys.kind()),
-                    b.reg(RegKind::B32),
-                    b.reg(RegKind::B32),
-                );
+                let (key, at_pos, dst) =
+                    (b.reg(keys.kind()), b.reg(RegKind::B32), b.reg(RegKind::B32));
                 let ka = at_size(b, 0, i, keys.bytes());
                 ins!(b, "ld.shared.b{w} {key}, [{ka}]");
                 let pa = at(b, keys.stage_pos(), i);

@@ -222,10 +222,10 @@ impl Geometry {
 /// Loads a row's mask and value (a `u64` per pair word).
 fn mask_value(b: &mut Builder, head: Reg, pairs: Pairs) -> (Vec<Reg>, Vec<Reg>) {
     let (mask, value) = (pairs.regs(b), pairs.regs(b));
-    for w in 0..pairs.words() {
+    for (w, (m, v)) in mask.iter().zip(&value).enumerate() {
         let off = 8 * w as u64;
-        ins!(b, "ld.global.cg.u64 {}, [{head}+{}]", mask[w], 4 * MASK + off);
-        ins!(b, "ld.global.cg.u64 {}, [{head}+{}]", value[w], 4 * VALUE + off);
+        ins!(b, "ld.global.cg.u64 {m}, [{head}+{}]", 4 * MASK + off);
+        ins!(b, "ld.global.cg.u64 {v}, [{head}+{}]", 4 * VALUE + off);
     }
     (mask, value)
 }

@@ -255,7 +255,11 @@ impl<'a> SortCx<'a> {
             ins!(b, "setp.eq.f{w} {p}, {x}, {zero}");
             ins!(b, "selp.b{w} {bits}, 0, {bits}, {p}");
             ins!(b, "setp.nan.f{w} {p}, {x}, {x}");
-            ins!(b, "selp.b{w} {bits}, 0x{:X}, {bits}, {p}", (1u64 << (w - 1)) - 1);
+            ins!(
+                b,
+                "selp.b{w} {bits}, 0x{:X}, {bits}, {p}",
+                (1u64 << (w - 1)) - 1
+            );
             let m = b.reg(kind);
             ins!(b, "shr.s{w} {m}, {bits}, {}", w - 1);
             ins!(b, "or.b{w} {m}, {m}, {sign}");
@@ -267,8 +271,8 @@ impl<'a> SortCx<'a> {
         k
     }
 
-    /// The pair of the operand at `pos` in the form [`Pairs::of`] the sort
-    /// (`key << 32 | pos`, or the 64-bit key and `pos` as two words):
+    /// The pair of the operand at `pos`, in the form [`Pairs::of`] gives
+    /// the sort (`key << 32 | pos`, or the 64-bit key and `pos` as two words):
     /// pairs are all distinct and order as the stable sort does.
     pub(super) fn pair(
         &self,
