@@ -344,8 +344,11 @@ fn long_rows_launch_the_radix_passes() {
     // Positions below 2^20 need 3 digits after the key's 4.
     assert_eq!(gpu_launches(&x(1 << 20), 8).len(), 1 + 4 + 3 + 2);
     assert_eq!(gpu_launches(&x(16385), 8).len(), 1 + 4 + 2 + 2);
-    // k past the on-chip chunk: the radix sort, storing k.
+    // k past the on-chip chunk: the radix sort, storing k (also where k
+    // is at most an eighth of the row: a select's final on-chip sort
+    // could not hold it).
     assert_eq!(gpu_launches(&x(32768), 16385).len(), 12);
+    assert_eq!(gpu_launches(&x(8 * 16385), 16385).len(), 12);
     // 64-bit keys: an on-chip chunk of 8192, 8 radix passes, 8 key
     // digits to select.
     for dt in [DType::F64, DType::I64] {
@@ -355,6 +358,7 @@ fn long_rows_launch_the_radix_passes() {
         assert_eq!(gpu_launches(&w(8193), 8193).len(), 3 * 8, "{dt}");
         assert_eq!(gpu_launches(&w(8193), 8192).len(), 1 + 8 + 2 + 2, "{dt}");
         assert_eq!(gpu_launches(&w(1 << 20), 8).len(), 1 + 8 + 3 + 2, "{dt}");
+        assert_eq!(gpu_launches(&w(8 * 8193), 8193).len(), 3 * 8, "{dt}");
     }
     // Narrow keys: a pass per digit that orders them.
     let narrow = |dt| Tensor::zeros([4, 1 << 20], dt, &dev);

@@ -164,8 +164,9 @@ pub enum Method {
     /// (`topk`): a CTA per row holds the row's pairs in shared memory, radix-selects
     /// the `k` smallest there and sorts only those.
     SelectOnChip,
-    /// Longer rows with `k * SELECT_RATIO <= row_len`, or past the chunk
-    /// with `k` at most the chunk (`topk`): a radix select of the `k`-th
+    /// Longer rows with `k * SELECT_RATIO <= row_len`, or past the chunk,
+    /// with `k` at most the chunk (its final on-chip sort holds the `k`;
+    /// `topk`): a radix select of the `k`-th
     /// smallest `(key, position)` pair finds exactly the `k` pairs to keep
     /// without sorting the row; a CTA per row sorts those on chip.
     Select,
@@ -182,12 +183,10 @@ impl Method {
         let chunk = sort_chunk(key_bits);
         if few && row_len <= SELECT_ON_CHIP {
             Method::SelectOnChip
-        } else if few {
+        } else if (few || row_len > chunk) && k <= chunk {
             Method::Select
         } else if row_len <= chunk {
             Method::OnChip
-        } else if k <= chunk {
-            Method::Select
         } else {
             Method::Radix
         }
@@ -645,6 +644,10 @@ mod tests {
         );
         assert_eq!(scratch_len(usize::MAX, n, n, 32), usize::MAX);
         assert_eq!(scratch_len(usize::MAX, n, 1, 32), usize::MAX);
+        // A select's final on-chip sort holds its `k`: few of a very long
+        // row, but more than the chunk, take the radix sort.
+        assert_eq!(Method::of(8 * n, n, 32), Method::Radix);
+        assert_eq!(Method::of(8 * n, SORT_CHUNK, 32), Method::Select);
     }
 
     /// 64-bit keys: half the on-chip chunk, pairs of four words, keys of
@@ -658,6 +661,8 @@ mod tests {
         assert_eq!(Method::of(c + 1, c, 64), Method::Select);
         assert_eq!(Method::of(c + 1, c, 32), Method::OnChip);
         assert_eq!(Method::of(4096, 512, 64), Method::SelectOnChip);
+        assert_eq!(Method::of(8 * (c + 1), c + 1, 64), Method::Radix);
+        assert_eq!(Method::of(8 * (c + 1), c, 64), Method::Select);
         assert_eq!(scratch_len(3, c + 1, 5, 64), 3 * (SELECT_HEAD + 20));
         let s = RadixScratch::new(3, c + 1, 64).unwrap();
         let numel = 3 * (c as u64 + 1);
