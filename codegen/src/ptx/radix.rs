@@ -316,7 +316,7 @@ fn scatter(
     let stored = kernel.stored_len() as u32;
     let last = pass.last;
     let keys = pass.keys;
-    let w = keys.bits;
+    let bits = keys.bits;
     launch(
         kernel,
         target,
@@ -441,7 +441,7 @@ fn scatter(
                     ins!(b, "add.u32 {local}, {local}, {x}");
                     ins!(b, "add.u32 {local}, {local}, {rank}");
                     let ka = at_size(b, 0, local, keys.bytes());
-                    ins!(b, "@{valid} st.shared.b{w} [{ka}], {key}");
+                    ins!(b, "@{valid} st.shared.b{bits} [{ka}], {key}");
                     let pa = at(b, keys.stage_pos(), local);
                     ins!(b, "@{valid} st.shared.u32 [{pa}], {payload}");
                 }
@@ -453,7 +453,7 @@ fn scatter(
                 let (key, at_pos, dst) =
                     (b.reg(keys.kind()), b.reg(RegKind::B32), b.reg(RegKind::B32));
                 let ka = at_size(b, 0, i, keys.bytes());
-                ins!(b, "ld.shared.b{w} {key}, [{ka}]");
+                ins!(b, "ld.shared.b{bits} {key}, [{ka}]");
                 let pa = at(b, keys.stage_pos(), i);
                 ins!(b, "ld.shared.u32 {at_pos}, [{pa}]");
                 let dg = digit(b, key, pass);
@@ -477,7 +477,7 @@ fn scatter(
                     ins!(b, "add.u64 {idx}, {rb}, {d64}");
                     let copy = u64::from(pass.index % 2);
                     let ka = keys.at(b, scratch, s, copy, idx);
-                    ins!(b, "st.global.b{w} [{ka}], {key}");
+                    ins!(b, "st.global.b{bits} [{ka}], {key}");
                     let pa = word_at(b, scratch, idx, s.positions(copy));
                     ins!(b, "st.global.u32 [{pa}], {at_pos}");
                     b.place(&skip);
