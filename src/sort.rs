@@ -25,6 +25,11 @@ impl Tensor {
     /// assert_eq!(v.to_vec::<f32>().unwrap()[..3], [-1.0, 3.0, 3.0]);
     /// let (_, i) = x.sort(-1, true);
     /// assert_eq!(i.to_vec::<i64>().unwrap(), vec![1, 0, 3, 2]);
+    /// // 64-bit keys: beyond `i32`, and below `f32` precision.
+    /// let big = Tensor::from_vec(vec![i64::MAX, 1 << 40, i64::MIN, 1 << 40], [4], &Device::Cpu);
+    /// assert_eq!(big.sort(0, false).1.to_vec::<i64>().unwrap(), vec![2, 1, 3, 0]);
+    /// let near = Tensor::from_vec(vec![1.0 + 1e-12, 1.0, 1.0 - 1e-12], [3], &Device::Cpu);
+    /// assert_eq!(near.argsort(0, false).to_vec::<i64>().unwrap(), vec![2, 1, 0]);
     /// ```
     ///
     /// # Panics
