@@ -14,7 +14,8 @@ impl Tensor {
     /// each, its position along `axis` before sorting (`I64`, as in
     /// PyTorch). The sort is stable (equal values keep their order;
     /// `-0.0` equals `0.0`), NaN sorts above `+inf` (last ascending, first
-    /// descending), and halves, integers and bools compare by value.
+    /// descending), and every dtype compares exactly by value (`F64`
+    /// values that round to one `f32`, and `I64` ones beyond `i32`, too).
     ///
     /// ```
     /// use smelt::{Device, Tensor};
@@ -24,6 +25,11 @@ impl Tensor {
     /// assert_eq!(v.to_vec::<f32>().unwrap()[..3], [-1.0, 3.0, 3.0]);
     /// let (_, i) = x.sort(-1, true);
     /// assert_eq!(i.to_vec::<i64>().unwrap(), vec![1, 0, 3, 2]);
+    /// // 64-bit keys: beyond `i32`, and below `f32` precision.
+    /// let big = Tensor::from_vec(vec![i64::MAX, 1 << 40, i64::MIN, 1 << 40], [4], &Device::Cpu);
+    /// assert_eq!(big.sort(0, false).1.to_vec::<i64>().unwrap(), vec![2, 1, 3, 0]);
+    /// let near = Tensor::from_vec(vec![1.0 + 1e-12, 1.0, 1.0 - 1e-12], [3], &Device::Cpu);
+    /// assert_eq!(near.argsort(0, false).to_vec::<i64>().unwrap(), vec![2, 1, 0]);
     /// ```
     ///
     /// # Panics
@@ -124,18 +130,13 @@ impl Tensor {
         if n == 1 {
             return (self.clone(), Tensor::zeros(out, INDEX_DTYPE, &dev));
         }
-        // Sort keys are 32 bits: floats sort as `F32` (exact for halves),
-        // bools and narrow integers as `I32`.
-        assert!(
-            !matches!(self.dtype(), DType::F64 | DType::I64),
-            "sort: {} tensors (shape {:?}) cannot be sorted yet: the sort kernel compares 32-bit keys",
-            self.dtype(),
-            self.shape()
-        );
-        let key = if self.dtype().is_float() {
-            DType::F32
-        } else {
-            DType::I32
+        // Floats up to 32 bits sort as `F32` (exact for halves), bools and
+        // integers up to 32 bits as `I32`; `F64` and `I64` as themselves
+        // (64-bit keys: a 32-bit cast would merge distinct values).
+        let key = match self.dtype() {
+            DType::F64 | DType::I64 => self.dtype(),
+            dt if dt.is_float() => DType::F32,
+            _ => DType::I32,
         };
         let x = self.cast(key);
         let node = |part| {

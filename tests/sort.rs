@@ -1,15 +1,16 @@
 //! Sorting (`sort`, `argsort`, `topk`) against an exact host reference (a
 //! stable sort of each row with NaN above `+inf`): every layout, every
-//! axis (negative too), halves, integers and bools, empty, single-element,
-//! prime and long rows (on the GPU: the radix sort and, for `topk`, the
-//! radix select over many CTAs), many duplicates (stability), NaN,
-//! infinities and `-0.0`, both directions, and the fusion of producers
-//! into the sort kernel.
+//! axis (negative too), halves, integers and bools, `F64` and `I64` (64-bit
+//! keys: values equal as `f32` or beyond `i32` stay apart), empty,
+//! single-element, prime and long rows (on the GPU: the radix sort and,
+//! for `topk`, the radix select over many CTAs), many duplicates
+//! (stability), NaN, infinities and `-0.0`, both directions, and the
+//! fusion of producers into the sort kernel.
 
 mod common;
 
 use common::*;
-use smelt::{DType, Fusion, KernelKind, Tensor};
+use smelt::{DType, Element, Fusion, KernelKind, SliceArg, Tensor};
 use smelt_codegen::ptx::{self, Target};
 use std::cmp::Ordering;
 
@@ -117,7 +118,16 @@ fn every_layout_axis_and_dtype() {
     let vals = [
         1.5, -2.0, 0.0, 3.0, -2.0, 1.5, 1.0, -7.0, 0.0, 3.0, -1.0, 1.5,
     ];
-    for dt in [DType::F32, DType::F16, DType::BF16, DType::I32, DType::Bool] {
+    let dts = [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::I32,
+        DType::Bool,
+        DType::F64,
+        DType::I64,
+    ];
+    for dt in dts {
         for layout in LAYOUTS {
             let x = Input::with_values(layout, &[3, 5, 7], dt, &vals);
             check_all_axes("layouts", &x, &[0, 1, 3]);
@@ -334,8 +344,22 @@ fn long_rows_launch_the_radix_passes() {
     // Positions below 2^20 need 3 digits after the key's 4.
     assert_eq!(gpu_launches(&x(1 << 20), 8).len(), 1 + 4 + 3 + 2);
     assert_eq!(gpu_launches(&x(16385), 8).len(), 1 + 4 + 2 + 2);
-    // k past the on-chip chunk: the radix sort, storing k.
+    // k past the on-chip chunk: the radix sort, storing k (also where k
+    // is at most an eighth of the row: a select's final on-chip sort
+    // could not hold it).
     assert_eq!(gpu_launches(&x(32768), 16385).len(), 12);
+    assert_eq!(gpu_launches(&x(8 * 16385), 16385).len(), 12);
+    // 64-bit keys: an on-chip chunk of 8192, 8 radix passes, 8 key
+    // digits to select.
+    for dt in [DType::F64, DType::I64] {
+        let w = |n: usize| Tensor::zeros([4, n], dt, &dev);
+        assert_eq!(gpu_launches(&w(8192), 8192).len(), 1, "{dt}");
+        assert_eq!(gpu_launches(&w(4096), 8).len(), 1, "{dt}");
+        assert_eq!(gpu_launches(&w(8193), 8193).len(), 3 * 8, "{dt}");
+        assert_eq!(gpu_launches(&w(8193), 8192).len(), 1 + 8 + 2 + 2, "{dt}");
+        assert_eq!(gpu_launches(&w(1 << 20), 8).len(), 1 + 8 + 3 + 2, "{dt}");
+        assert_eq!(gpu_launches(&w(8 * 8193), 8193).len(), 3 * 8, "{dt}");
+    }
     // Narrow keys: a pass per digit that orders them.
     let narrow = |dt| Tensor::zeros([4, 1 << 20], dt, &dev);
     for (dt, passes) in [
@@ -348,6 +372,240 @@ fn long_rows_launch_the_radix_passes() {
         (DType::I32, 4),
     ] {
         assert_eq!(gpu_launches(&narrow(dt), 1 << 20).len(), 3 * passes, "{dt}");
+    }
+}
+
+/// `F64` sorts by all 64 bits of its key: values that round to one `f32`
+/// (1 and `1 + 2^-40`, random values in `[1, 1 + 1e-9)`) keep their order,
+/// among NaN, infinities, `-0.0` and subnormals, on every GPU path of
+/// 64-bit keys: rows sorted on chip (1031, and 8192: a whole chunk),
+/// `topk` selected on chip (rows up to 4096, `k` up to an eighth: 1031)
+/// and over many CTAs (4099 and 8209 with small `k`; 8209 with `k =
+/// 8192`, whose final on-chip sort takes a whole chunk), and the radix
+/// sort (8209, past the chunk) with its 8 passes.
+#[test]
+fn f64_keys_on_every_path() {
+    let e = |p| 2f64.powi(p);
+    // 17 values (prime, so rows do not repeat in step), ties among them.
+    let specials = [
+        1.0,
+        1.0 + e(-40),
+        f64::NAN,
+        1.0 - e(-45),
+        -0.0,
+        1.0 + e(-52),
+        -1.0 - e(-40),
+        f64::INFINITY,
+        0.0,
+        -1.0,
+        5e-324,
+        -f64::INFINITY,
+        1.0 + e(-40),
+        1e300,
+        -1e-300,
+        f64::NAN,
+        -1.0 - e(-41),
+    ];
+    // Few cases of long rows: every distinct kernel costs CI a ptxas run.
+    for (n, ks) in [
+        (2, vec![1]),
+        (31, vec![3]),
+        (1031, vec![3, 129]),
+        (8192, vec![]),
+        (8209, vec![7, 8192]),
+    ] {
+        let x = Input::with_values(Layout::Flipped, &[2, n], DType::F64, &specials);
+        check_all_axes(&format!("f64 n={n}"), &x, &ks);
+    }
+    // Distinct as `f64`, nearly all equal as `f32`; rows along the first
+    // axis of a permuted view (strided in memory).
+    let x = Input::new(Layout::Permuted, &[4099, 2], DType::F64, 1.0, 1.0 + 1e-9, 3);
+    check_all_axes("f64 near 1, long", &x, &[7]);
+}
+
+/// Host stable sort (by `cmp`) of the lines along `axis` of the
+/// row-major 2-d `x` of `shape`, keeping `k` of each: the values and
+/// indices, row-major.
+fn host_sort_by<T: Copy>(
+    x: &[T],
+    shape: [usize; 2],
+    axis: usize,
+    k: usize,
+    cmp: impl Fn(&T, &T) -> Ordering,
+) -> (Vec<T>, Vec<i64>) {
+    let n = shape[axis];
+    let lines = shape[1 - axis];
+    let at = |line: usize, j: usize| match axis {
+        0 => j * shape[1] + line,
+        _ => line * shape[1] + j,
+    };
+    let Some(&first) = x.first() else {
+        return (Vec::new(), Vec::new());
+    };
+    let mut out = vec![(first, 0i64); lines * k];
+    for line in 0..lines {
+        let mut pos: Vec<usize> = (0..n).collect();
+        pos.sort_by(|p, q| cmp(&x[at(line, *p)], &x[at(line, *q)]));
+        for (j, p) in pos.iter().take(k).enumerate() {
+            let dst = match axis {
+                0 => j * lines + line,
+                _ => line * k + j,
+            };
+            out[dst] = (x[at(line, *p)], *p as i64);
+        }
+    }
+    out.into_iter().unzip()
+}
+
+/// A view of a row-major `[r, c]` tensor.
+#[derive(Clone, Copy, Debug)]
+enum View {
+    Contiguous,
+    Permuted,
+    /// Both axes flipped.
+    Flipped,
+    /// Every other column, from the last (step -2).
+    StepBack,
+}
+
+impl View {
+    /// The view of `base` (of shape `[r, c]`) and its shape.
+    fn of(self, base: &Tensor, [r, c]: [usize; 2]) -> (Tensor, [usize; 2]) {
+        let all = |step| SliceArg::Range {
+            start: None,
+            end: None,
+            step,
+        };
+        match self {
+            View::Contiguous => (base.clone(), [r, c]),
+            View::Permuted => (base.permute([1, 0]), [c, r]),
+            View::Flipped => (base.flip(..), [r, c]),
+            View::StepBack => (base.slice(vec![all(1), all(-2)]), [r, c.div_ceil(2)]),
+        }
+    }
+
+    /// The base's element (row-major) at `(i, j)` of the view.
+    fn source(self, [r, c]: [usize; 2], i: usize, j: usize) -> usize {
+        match self {
+            View::Contiguous => i * c + j,
+            View::Permuted => j * c + i,
+            View::Flipped => (r - 1 - i) * c + (c - 1 - j),
+            View::StepBack => i * c + (c - 1 - 2 * j),
+        }
+    }
+}
+
+/// Checks `sort`, `argsort` and `topk` (for `ks` up to the axis length)
+/// of the views `kinds` of `data` (an `[r, c]` tensor) along both axes, both
+/// directions, against [`host_sort_by`] with `cmp`: values compared by
+/// `same`, indices exactly.
+fn check_exact<T: Element + std::fmt::Debug>(
+    what: &str,
+    data: Vec<T>,
+    shape: [usize; 2],
+    kinds: &[View],
+    ks: &[usize],
+    cmp: impl Fn(&T, &T) -> Ordering + Copy,
+    same: impl Fn(T, T) -> bool,
+) {
+    let base = Tensor::from_vec(data.clone(), shape, &test_device());
+    for &kind in kinds {
+        let (t, vshape) = kind.of(&base, shape);
+        assert_eq!(t.shape(), vshape, "test bug: {kind:?}");
+        let host: Vec<T> = (0..vshape[0] * vshape[1])
+            .map(|p| data[kind.source(shape, p / vshape[1], p % vshape[1])])
+            .collect();
+        let shape = vshape;
+        for axis in [0, 1] {
+            let signed = if axis == 1 { -1 } else { 0 };
+            let n = shape[axis];
+            for descending in [false, true] {
+                let label = format!("{what} {kind:?} {shape:?} axis {signed} desc={descending}");
+                let order = |a: &T, b: &T| {
+                    let c = cmp(a, b);
+                    if descending {
+                        c.reverse()
+                    } else {
+                        c
+                    }
+                };
+                let run = |k: usize, (v, i): (Tensor, Tensor)| {
+                    let (hv, hi) = host_sort_by(&host, shape, axis, k, order);
+                    let got = run_labelled(&label, || Ok((v.to_vec::<T>()?, i.to_vec::<i64>()?)));
+                    assert_eq!(got.1, hi, "{label} k={k}: indices");
+                    let bad = got.0.iter().zip(&hv).position(|(g, w)| !same(*g, *w));
+                    assert!(
+                        bad.is_none() && got.0.len() == hv.len(),
+                        "{label} k={k}: value {bad:?}: got {:?}, want {:?}",
+                        bad.map(|p| got.0[p]),
+                        bad.map(|p| hv[p])
+                    );
+                };
+                run(n, t.sort(signed, descending));
+                let (_, hi) = host_sort_by(&host, shape, axis, n, order);
+                let args = run_labelled(&label, || t.argsort(signed, descending).to_vec::<i64>());
+                assert_eq!(args, hi, "{label}: argsort");
+                for &k in ks.iter().filter(|k| **k <= n) {
+                    run(k, t.topk(k, signed, descending));
+                }
+            }
+        }
+    }
+}
+
+/// `I64` sorts by all 64 bits: values beyond `i32` (near `i64::MIN` and
+/// `i64::MAX`, around `±2^31` and `2^40`) with many ties, through views
+/// (permuted, flipped, a negative step), sizes 0, 1 and primes, on every
+/// GPU path of 64-bit keys (see [`f64_keys_on_every_path`]): rows of 37
+/// and 1031 on chip, `topk` selected on chip (1031) and over many CTAs
+/// (4099, 8206 with `k = 8192`, 16411), the radix sort (8206 and 16411).
+#[test]
+fn i64_keys_on_every_path() {
+    let palette = [
+        i64::MIN,
+        i64::MAX,
+        i64::MIN + 1,
+        i64::MAX - 1,
+        1 << 31,
+        -(1 << 31),
+        (1 << 31) - 1,
+        -(1 << 31) - 1,
+        1 << 32,
+        -(1 << 32),
+        1 << 40,
+        (1 << 40) + 1,
+        0,
+        -1,
+        3,
+        1 << 62,
+        -(1 << 62) - 7,
+    ];
+    let values = |n: usize, seed: u64| -> Vec<i64> {
+        let mut h = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        (0..n)
+            .map(|_| {
+                h ^= h << 13;
+                h ^= h >> 7;
+                h ^= h << 17;
+                // Offsets of 0..3 wrap past the extremes to the others.
+                palette[(h % palette.len() as u64) as usize].wrapping_add((h >> 40) as i64 % 4)
+            })
+            .collect()
+    };
+    use View::*;
+    let all = [Contiguous, Permuted, Flipped, StepBack];
+    for (shape, kinds, ks) in [
+        ([3, 0], &[Contiguous][..], vec![0]),
+        ([3, 1], &[Contiguous, Permuted], vec![1]),
+        ([5, 37], &all, vec![0, 1, 4, 37]),
+        ([3, 1031], &[Contiguous, Permuted], vec![3, 129]),
+        ([2, 4099], &[Flipped], vec![7, 600]),
+        ([2, 16411], &[Contiguous], vec![7]),
+        ([2, 16411], &[StepBack], vec![8192]),
+    ] {
+        let data = values(shape[0] * shape[1], shape[1] as u64);
+        let what = format!("i64 {shape:?}");
+        check_exact(&what, data, shape, kinds, &ks, i64::cmp, |a, b| a == b);
     }
 }
 
@@ -370,7 +628,7 @@ fn nan_infinities_and_signed_zeros() {
         0.5,
     ];
     for layout in [Layout::Contiguous, Layout::Flipped, Layout::Permuted] {
-        for dt in [DType::F32, DType::F16, DType::BF16] {
+        for dt in [DType::F32, DType::F16, DType::BF16, DType::F64] {
             let x = Input::with_values(layout, &[4, 13], dt, &vals);
             check_all_axes("nan/inf", &x, &[1, 4, 13]);
         }

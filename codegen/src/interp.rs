@@ -477,18 +477,16 @@ fn scan_rows<T: Copy + PartialOrd>(
     out
 }
 
-/// Sort `op` of the rows of `src` (each `nc` long, the whole row; `F32` or
-/// `I32` values): the sorted values (of `src`'s kind) or their positions.
+/// Sort `op` of the rows of `src` (each `nc` long, the whole row; values
+/// of `op`'s operand: `F32`, `I32`, `F64` or `I64`): the sorted values (of
+/// `src`'s kind) or their positions.
 fn sort_rows(op: SortOp, src: &Col, nc: usize) -> Col {
     let nc = nc.max(1);
-    let keys: Vec<f64> = match src {
-        Col::F(v) => v.clone(),
-        Col::I(v) => v.iter().map(|x| *x as f64).collect(),
-    };
-    let is_int = matches!(src, Col::I(_));
-    let mut pos = Vec::with_capacity(keys.len());
-    for row in keys.chunks(nc) {
-        pos.extend(sort_order(op, is_int, row).iter().map(|j| *j as usize));
+    let mut pos = Vec::with_capacity(src.len());
+    let mut push = |order: Vec<u32>| pos.extend(order.iter().map(|j| *j as usize));
+    match src {
+        Col::F(v) => v.chunks(nc).for_each(|row| push(sort_order(op, row))),
+        Col::I(v) => v.chunks(nc).for_each(|row| push(sort_order(op, row))),
     }
     let at = |p: usize| (p / nc) * nc + pos[p];
     match (op.part, src) {

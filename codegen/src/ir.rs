@@ -22,10 +22,11 @@
 //! variable, the sorted axis, and no `Reduce`: each [`Inst::Sort`] holds at
 //! position `j` the `j`-th element (or its position) of the row sorted by
 //! its operand. Its stores write positions `0..k` of each row only
-//! ([`Kernel::stored_len`]), so `topk` stores `k` of `n`. A sort of rows
-//! longer than [`crate::sort::SORT_CHUNK`] has one more output that no
-//! store writes: the scratch buffer of [`crate::sort::scratch_len`]
-//! elements that the GPU's radix passes share.
+//! ([`Kernel::stored_len`]), so `topk` stores `k` of `n`. A sort that the
+//! GPU does over many CTAs ([`crate::sort::Method::Select`],
+//! [`crate::sort::Method::Radix`]) has one more output that no store
+//! writes: the scratch buffer of [`crate::sort::scratch_len`] elements
+//! that the GPU's radix passes share.
 //!
 //! A *scatter* kernel ([`KernelKind::Scatter`]) has no reduced variable and
 //! read-modify-writes its output: its stores are [`StoreKind::AddAt`], an
@@ -416,14 +417,19 @@ impl Kernel {
         }
     }
 
+    /// The sort of a sort kernel (all its sort instructions share it but
+    /// for the part); `None` for other kernels.
+    pub fn sort_op(&self) -> Option<SortOp> {
+        self.insts.iter().find_map(|n| match n.inst {
+            Inst::Sort(op, _) => Some(op),
+            _ => None,
+        })
+    }
+
     /// How many leading positions of each row the stores write: the `k`
     /// of a sort kernel's sort instructions, else the whole row.
     pub fn stored_len(&self) -> usize {
-        let k = self.insts.iter().find_map(|n| match n.inst {
-            Inst::Sort(op, _) => Some(op.k),
-            _ => None,
-        });
-        k.unwrap_or_else(|| self.row_len())
+        self.sort_op().map_or_else(|| self.row_len(), |op| op.k)
     }
 
     /// The output of a scan kernel that no store writes, its last: the

@@ -2,14 +2,18 @@
 //! `sort`, `argsort` and `topk` put a row in, and what a sort kernel
 //! stores.
 //!
-//! Keys are `F32` (every float: halves are cast up exactly by the tensor
-//! API) or `I32` (integers and bools). Each key maps to an unsigned 32-bit
-//! integer whose order is PyTorch's sort order ([`sort_key`]): NaN above
+//! The sorted operand is `F32` (floats up to 32 bits: halves are cast up
+//! exactly by the tensor API), `I32` (integers up to 32 bits and bools),
+//! `F64` or `I64`. Each value maps to an unsigned integer key of the
+//! operand's width ([`key_bits`]: 32 or 64 bits) whose order is PyTorch's
+//! sort order ([`sort_key`], one function for both widths): NaN above
 //! `+inf`, `-0.0` equal to `0.0`. A descending sort uses the complemented
 //! key, so NaN comes first. Ties keep their positions (the sort is
 //! stable), which every backend gets by comparing `(key, position)` pairs:
 //! those are all distinct, so any correct sort of them gives the one
-//! stable order.
+//! stable order. 64-bit keys are exact: casting `F64` or `I64` values to
+//! 32 bits would merge values that differ below `f32` precision or beyond
+//! the `i32` range.
 
 use crate::DType;
 
@@ -28,9 +32,10 @@ pub struct SortOp {
     /// instructions of a kernel have the same `k`.
     pub k: usize,
     /// The dtype of the values sorted (the operand is their `F32` or
-    /// `I32` cast): the order does not depend on it, but narrow values
-    /// have keys with fewer bits that vary ([`key_digits`], [`Narrow`]),
-    /// which the GPU sorts need fewer passes or smaller pairs for.
+    /// `I32` cast, or themselves for `F64` and `I64`): it gives the key's
+    /// width ([`key_bits`]), and narrow values have keys with fewer bits
+    /// that vary ([`key_digits`], [`Narrow`]), which the GPU sorts need
+    /// fewer passes or smaller pairs for.
     pub dtype: DType,
 }
 
@@ -54,27 +59,76 @@ impl SortOp {
         }
     }
 
-    /// The key ordering `x` (a value of an `F32` or `I32` operand) in this
+    /// Bits of this sort's keys: [`key_bits`] of the dtype sorted.
+    pub fn key_bits(self) -> u32 {
+        key_bits(self.dtype)
+    }
+
+    /// The key ordering `x` (a value of this sort's operand) in this
     /// sort's direction: ascending keys for an ascending sort, their
-    /// complement for a descending one.
-    pub fn key(self, int: bool, x: f64) -> u32 {
-        let key = sort_key(int, x);
+    /// complement (within [`SortOp::key_bits`]) for a descending one.
+    pub fn key(self, x: impl Into<SortValue>) -> u64 {
+        let bits = self.key_bits();
+        let key = sort_key(bits, x.into());
         if self.descending {
-            !key
+            !key & (u64::MAX >> (64 - bits))
         } else {
             key
         }
     }
 }
 
-/// Rows up to this long are sorted on chip (one CTA per row); longer rows
-/// go through [`Method::Select`] or [`Method::Radix`] over many CTAs. The
-/// PTX emitter's shared-memory sort holds this many 8-byte
-/// `(key, position)` pairs (136 KiB with its padding, dynamic shared
-/// memory within the 163 KiB of an sm_80 CTA): one launch that reads the
-/// row once beats the radix sort's 12 launches over 84 bytes an element
-/// up to here.
+/// Bits of the sort keys of `dtype` values: 64 for `F64` and `I64`
+/// (sorted as themselves), 32 for every other dtype (sorted as their
+/// `F32` or `I32` cast, which is exact).
+pub fn key_bits(dtype: DType) -> u32 {
+    match dtype {
+        DType::F64 | DType::I64 => 64,
+        _ => 32,
+    }
+}
+
+/// A value of a sort's operand, as a backend holds it (the interpreter's
+/// floats as `f64`, its integers as `i64`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SortValue {
+    /// A float (an `F32` operand's is exactly an `f32`).
+    Float(f64),
+    /// An integer (an `I32` operand's is within `i32`).
+    Int(i64),
+}
+
+impl From<f64> for SortValue {
+    fn from(x: f64) -> Self {
+        SortValue::Float(x)
+    }
+}
+
+impl From<i64> for SortValue {
+    fn from(x: i64) -> Self {
+        SortValue::Int(x)
+    }
+}
+
+/// Rows up to this long are sorted on chip (one CTA per row) when their
+/// keys have 32 bits ([`sort_chunk`]); longer rows go through
+/// [`Method::Select`] or [`Method::Radix`] over many CTAs. The PTX
+/// emitter's shared-memory sort holds this many 8-byte `(key, position)`
+/// pairs (136 KiB with its padding, dynamic shared memory within the 163
+/// KiB of an sm_80 CTA): one launch that reads the row once beats the
+/// radix sort's 12 launches over 84 bytes an element up to here.
 pub const SORT_CHUNK: usize = 16384;
+
+/// The longest row sorted on chip with keys of `key_bits`: a pair with a
+/// 64-bit key takes 16 bytes (the key and the position, a 64-bit word
+/// each), so half as many fit the same shared memory.
+pub fn sort_chunk(key_bits: u32) -> usize {
+    if key_bits > 32 {
+        SORT_CHUNK / 2
+    } else {
+        SORT_CHUNK
+    }
+}
 
 /// Elements of a row that one CTA of a [`Method::Select`] or
 /// [`Method::Radix`] pass handles (a *tile*).
@@ -98,39 +152,41 @@ pub const SELECT_RATIO: usize = 8;
 /// [`Method::Select`] spreads a row over CTAs of 2048 elements.
 pub const SELECT_ON_CHIP: usize = 4096;
 
-/// How the GPU sorts a kernel's rows: a function of the row length and
-/// the stored prefix `k` alone, so the planner sizes the scratch buffer
-/// ([`scratch_len`]) for the launches the emitter chooses.
+/// How the GPU sorts a kernel's rows: a function of the row length, the
+/// stored prefix `k` and the key width alone, so the planner sizes the
+/// scratch buffer ([`scratch_len`]) for the launches the emitter chooses.
+/// "The chunk" below is [`sort_chunk`] of the key width.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
-    /// Rows up to [`SORT_CHUNK`]: a CTA per row sorts it in shared memory.
+    /// Rows up to the chunk: a CTA per row sorts it in shared memory.
     OnChip,
     /// Rows up to [`SELECT_ON_CHIP`], `k * SELECT_RATIO <= row_len`
     /// (`topk`): a CTA per row holds the row's pairs in shared memory, radix-selects
     /// the `k` smallest there and sorts only those.
     SelectOnChip,
-    /// Longer rows with `k * SELECT_RATIO <= row_len`, or past
-    /// [`SORT_CHUNK`] with `k <= SORT_CHUNK` (`topk`): a radix select of the `k`-th
+    /// Longer rows with `k * SELECT_RATIO <= row_len`, or past the chunk,
+    /// with `k` at most the chunk (its final on-chip sort holds the `k`;
+    /// `topk`): a radix select of the `k`-th
     /// smallest `(key, position)` pair finds exactly the `k` pairs to keep
     /// without sorting the row; a CTA per row sorts those on chip.
     Select,
-    /// Long rows, larger `k` (`sort`): an LSD radix sort, 4 passes of
-    /// 8-bit digits over many CTAs.
+    /// Long rows, larger `k` (`sort`): an LSD radix sort, a pass per 8-bit
+    /// digit of the key (4, or 8 for 64-bit keys) over many CTAs.
     Radix,
 }
 
 impl Method {
-    /// The method for rows of `row_len` of which `k` are stored.
-    pub fn of(row_len: usize, k: usize) -> Method {
+    /// The method for rows of `row_len` of which `k` are stored, with
+    /// keys of `key_bits`.
+    pub fn of(row_len: usize, k: usize, key_bits: u32) -> Method {
         let few = k.saturating_mul(SELECT_RATIO) <= row_len;
+        let chunk = sort_chunk(key_bits);
         if few && row_len <= SELECT_ON_CHIP {
             Method::SelectOnChip
-        } else if few {
+        } else if (few || row_len > chunk) && k <= chunk {
             Method::Select
-        } else if row_len <= SORT_CHUNK {
+        } else if row_len <= chunk {
             Method::OnChip
-        } else if k <= SORT_CHUNK {
-            Method::Select
         } else {
             Method::Radix
         }
@@ -139,22 +195,35 @@ impl Method {
 
 /// Words (`u32`) of a [`Method::Select`] row's head in the scratch buffer:
 /// the current pass's digit histogram, then [`SELECT_STATE`] words of
-/// state; its `k` candidate pairs follow (8-byte aligned).
+/// state; its `k` candidate pairs follow ([`pair_words`] each, 8-byte
+/// aligned).
 pub const SELECT_HEAD: usize = DIGITS + SELECT_STATE;
 
 /// State words of a [`Method::Select`] row, after its histogram: the mask
-/// and value (two words each, low first) of the pair bits chosen so far,
-/// the rank still wanted among pairs matching them, whether the selection
-/// is complete, the count of the pass's tiles done, and of candidates
-/// collected; two words of padding.
-pub const SELECT_STATE: usize = 10;
+/// and value (four words each: two `u64` pair words, the second unused by
+/// pairs of 32-bit keys) of the pair bits chosen so far, the rank still
+/// wanted among pairs matching them, whether the selection is complete,
+/// the count of the pass's tiles done, and of candidates collected.
+pub const SELECT_STATE: usize = 12;
+
+/// Words (`u32`) of a `(key, position)` pair outside shared memory: one
+/// `u64` `key << 32 | position` for 32-bit keys, two `u64` words (the
+/// key, then the position) for 64-bit ones.
+pub fn pair_words(key_bits: u32) -> usize {
+    if key_bits > 32 {
+        4
+    } else {
+        2
+    }
+}
 
 /// Where each array of a [`Method::Radix`] sort lies in the scratch
 /// buffer, in `u32` words from its start (one array of each for all rows,
-/// row-major): two copies of the keys and positions (each pass reads one
-/// and writes the other), per row the digit count of each `(digit, tile)`
-/// of the current pass, each one's exclusive offset among its digit's
-/// tiles, and each digit's total.
+/// row-major): two copies of the keys (each pass reads one and writes the
+/// other; a key takes [`RadixScratch::key_words`] words, so 64-bit keys
+/// start 8-byte aligned) and then two of the positions, per row the digit
+/// count of each `(digit, tile)` of the current pass, each one's exclusive
+/// offset among its digit's tiles, and each digit's total.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RadixScratch {
     /// Rows sorted.
@@ -163,31 +232,38 @@ pub struct RadixScratch {
     pub numel: u64,
     /// Tiles of one row (`ceil(row_len / RADIX_TILE)`).
     pub tiles: u64,
+    /// Words of a key: 1, or 2 for 64-bit keys.
+    pub key_words: u64,
 }
 
 impl RadixScratch {
-    /// The layout for `rows` rows of `row_len`; `None` when its size
-    /// overflows a `u64`.
-    pub fn new(rows: usize, row_len: usize) -> Option<RadixScratch> {
+    /// The layout for `rows` rows of `row_len` with keys of `key_bits`;
+    /// `None` when its size overflows a `u64`.
+    pub fn new(rows: usize, row_len: usize, key_bits: u32) -> Option<RadixScratch> {
         let s = RadixScratch {
             rows: rows as u64,
             numel: (rows as u64).checked_mul(row_len as u64)?,
             tiles: row_len.div_ceil(RADIX_TILE) as u64,
+            key_words: u64::from(key_bits / 32),
         };
         s.words()?;
         Some(s)
     }
 
-    /// Start of copy `c` (0 or 1) of the keys; its positions follow
-    /// `numel` words later.
+    /// Start of copy `c` (0 or 1) of the keys.
     pub fn keys(self, c: u64) -> u64 {
-        2 * c * self.numel
+        c * self.key_words * self.numel
+    }
+
+    /// Start of copy `c` (0 or 1) of the positions.
+    pub fn positions(self, c: u64) -> u64 {
+        (2 * self.key_words + c) * self.numel
     }
 
     /// Start of the `(digit, tile)` counts: per row, `DIGITS` runs of its
     /// tiles.
     pub fn counts(self) -> u64 {
-        4 * self.numel
+        self.positions(2)
     }
 
     /// Start of the offsets, laid out as the counts.
@@ -204,21 +280,24 @@ impl RadixScratch {
     pub fn words(self) -> Option<u64> {
         let per_row = (2 * self.tiles + 1).checked_mul(DIGITS as u64)?;
         self.numel
-            .checked_mul(4)?
+            .checked_mul(2 * (self.key_words + 1))?
             .checked_add(per_row.checked_mul(self.rows)?)
     }
 }
 
 /// Elements (`I32`) of the scratch buffer a sort kernel with `rows` rows
-/// of `row_len`, storing `k` of each, needs on the GPU (see [`Method`]):
-/// none on chip, a head and `k` pairs per row for a select, the
-/// [`RadixScratch`] arrays for a radix sort. Saturates instead of
-/// overflowing, so an impossible size fails at allocation.
-pub fn scratch_len(rows: usize, row_len: usize, k: usize) -> usize {
-    match Method::of(row_len, k) {
+/// of `row_len`, storing `k` of each, with keys of `key_bits`, needs on
+/// the GPU (see [`Method`]): none on chip, a head and `k` pairs per row
+/// for a select, the [`RadixScratch`] arrays for a radix sort. Saturates
+/// instead of overflowing, so an impossible size fails at allocation.
+pub fn scratch_len(rows: usize, row_len: usize, k: usize, key_bits: u32) -> usize {
+    match Method::of(row_len, k, key_bits) {
         Method::OnChip | Method::SelectOnChip => 0,
-        Method::Select => rows.saturating_mul(SELECT_HEAD + 2 * k),
-        Method::Radix => RadixScratch::new(rows, row_len)
+        Method::Select => rows.saturating_mul(
+            k.saturating_mul(pair_words(key_bits))
+                .saturating_add(SELECT_HEAD),
+        ),
+        Method::Radix => RadixScratch::new(rows, row_len, key_bits)
             .and_then(|s| s.words())
             .and_then(|l| usize::try_from(l).ok())
             .unwrap_or(usize::MAX),
@@ -226,12 +305,14 @@ pub fn scratch_len(rows: usize, row_len: usize, k: usize) -> usize {
 }
 
 /// The digits (bit `d`: key bits `8d..8d+8`) of the [`sort_key`]s of
-/// `dtype` values (which sort as `F32` or `I32`) that decide their order:
-/// two keys equal on them are equal, the others being constant or a
-/// function of the sign, which the top digit holds. `BF16` keys are the
-/// top 16 bits of `F32` ones (the low 16 are all 0s, or all 1s for
-/// negatives); an `F16`'s low 13 bits are so too; narrow integers are
-/// sign extensions (`U8` and bools: only the low digit varies).
+/// `dtype` values that decide their order: two keys equal on them are
+/// equal, the others being constant or a function of the sign, which the
+/// top digit holds. All 8 of a 64-bit key (`F64`, `I64`), all 4 of a
+/// 32-bit one, but narrow dtypes (sorted as `F32` or `I32`) need fewer:
+/// `BF16` keys are the top 16 bits of `F32` ones (the low 16 are all 0s,
+/// or all 1s for negatives); an `F16`'s low 13 bits are so too; narrow
+/// integers are sign extensions (`U8` and bools: only the low digit
+/// varies).
 pub fn key_digits(dtype: DType) -> u8 {
     use DType::*;
     match dtype {
@@ -240,6 +321,7 @@ pub fn key_digits(dtype: DType) -> u8 {
         I16 => 0b1011,
         F16 => 0b1110,
         BF16 => 0b1100,
+        F64 | I64 => 0xff,
         _ => 0b1111,
     }
 }
@@ -267,7 +349,8 @@ impl Narrow {
             DType::F16 => Some((Narrow::Shift(13), 19)),
             _ if dt.bits() < 32 && !dt.is_float() => {
                 let (lo, hi) = (dt.int_min(), dt.int_max());
-                let keys = [op.key(true, lo as f64), op.key(true, hi as f64)];
+                // 32-bit keys: the casts are exact.
+                let keys = [op.key(lo) as u32, op.key(hi) as u32];
                 let bits = 64 - ((hi - lo) as u64).leading_zeros();
                 Some((Narrow::Offset(keys[0].min(keys[1])), bits))
             }
@@ -284,35 +367,43 @@ impl Narrow {
     }
 }
 
-/// The ascending sort key of `x` (a value of an `I32` operand when `int`,
-/// else of an `F32` one): unsigned integers ordered as PyTorch orders the
-/// values. Integers flip their sign bit. Floats canonicalise `-0.0` to
-/// `0.0` and every NaN to the one positive quiet NaN with all mantissa
-/// bits set, then flip the sign bit of positives and every bit of
-/// negatives, so `-inf < .. < -0.0 == 0.0 < .. < +inf < NaN`.
-pub fn sort_key(int: bool, x: f64) -> u32 {
-    if int {
-        return (x as i32 as u32) ^ 0x8000_0000;
-    }
-    let f = x as f32;
-    let bits = if f.is_nan() {
-        0x7fff_ffff
-    } else if f == 0.0 {
-        0
-    } else {
-        f.to_bits()
-    };
-    if bits >> 31 == 1 {
-        !bits
-    } else {
-        bits | 0x8000_0000
+/// The ascending sort key of `x` (a value of an operand with keys of
+/// `bits`, 32 or 64: [`key_bits`]): an unsigned integer below `2^bits`,
+/// ordered as PyTorch orders the values. Integers flip their sign bit.
+/// Floats canonicalise `-0.0` to `0.0` and every NaN to the one positive
+/// quiet NaN with all mantissa bits set, then flip the sign bit of
+/// positives and every bit of negatives, so `-inf < .. < -0.0 == 0.0 <
+/// .. < +inf < NaN`. The same steps for both widths: only the sign bit's
+/// place and the float's bits differ.
+pub fn sort_key(bits: u32, x: SortValue) -> u64 {
+    let mask = u64::MAX >> (64 - bits);
+    let sign = 1u64 << (bits - 1);
+    match x {
+        SortValue::Int(i) => (i as u64 & mask) ^ sign,
+        SortValue::Float(f) => {
+            let raw = if f.is_nan() {
+                sign - 1
+            } else if f == 0.0 {
+                0
+            } else if bits == 32 {
+                u64::from((f as f32).to_bits())
+            } else {
+                f.to_bits()
+            };
+            if raw & sign != 0 {
+                !raw & mask
+            } else {
+                raw | sign
+            }
+        }
     }
 }
 
-/// The positions of `row` in stable sorted order (by [`SortOp::key`]).
-pub fn sort_order(op: SortOp, int: bool, row: &[f64]) -> Vec<u32> {
+/// The positions of `row` (values of `op`'s operand) in stable sorted
+/// order (by [`SortOp::key`]).
+pub fn sort_order<T: Copy + Into<SortValue>>(op: SortOp, row: &[T]) -> Vec<u32> {
     let mut order: Vec<u32> = (0..row.len() as u32).collect();
-    order.sort_by_key(|j| op.key(int, row[*j as usize]));
+    order.sort_by_key(|j| op.key(row[*j as usize]));
     order
 }
 
@@ -329,6 +420,34 @@ mod tests {
         }
     }
 
+    /// `x` as a value of an integer operand (`int`) or a float one.
+    fn val(int: bool, x: f64) -> SortValue {
+        if int {
+            SortValue::Int(x as i64)
+        } else {
+            SortValue::Float(x)
+        }
+    }
+
+    /// Keys of `xs` (in order) are strictly increasing and below
+    /// `2^bits`, and complemented keys strictly decreasing.
+    fn increasing(dtype: DType, xs: &[SortValue]) {
+        let bits = key_bits(dtype);
+        let [up, down] = [false, true].map(|descending| SortOp {
+            dtype,
+            ..op(descending)
+        });
+        for w in xs.windows(2) {
+            assert!(
+                sort_key(bits, w[0]) < sort_key(bits, w[1]),
+                "{dtype}: {w:?}"
+            );
+            assert!(down.key(w[0]) > down.key(w[1]), "{dtype}: {w:?}");
+            assert!(up.key(w[1]) <= u64::MAX >> (64 - bits), "{dtype}: {w:?}");
+            assert_eq!(up.key(w[0]) + down.key(w[0]), u64::MAX >> (64 - bits));
+        }
+    }
+
     #[test]
     fn float_keys_follow_pytorch_order() {
         let xs = [
@@ -341,29 +460,81 @@ mod tests {
             f64::INFINITY,
             f64::NAN,
         ];
-        for w in xs.windows(2) {
-            assert!(sort_key(false, w[0]) < sort_key(false, w[1]), "{w:?}");
+        for dtype in [DType::F32, DType::F64] {
+            let bits = key_bits(dtype);
+            increasing(dtype, &xs.map(SortValue::Float));
+            let key = |x: f64| sort_key(bits, SortValue::Float(x));
+            assert_eq!(key(-0.0), key(0.0));
+            assert_eq!(key(-f64::NAN), key(f64::NAN));
         }
-        assert_eq!(sort_key(false, -0.0), sort_key(false, 0.0));
-        assert_eq!(sort_key(false, -f64::NAN), sort_key(false, f64::NAN));
+        // 64-bit keys tell apart what rounds to one `f32`, and NaNs are
+        // all one key whatever their sign and payload.
+        let one_up = 1.0 + 2f64.powi(-40);
+        let xs = [
+            -f64::MAX,
+            -1.0 - 2f64.powi(-52),
+            -1.0,
+            -f64::MIN_POSITIVE,
+            -5e-324,
+            0.0,
+            5e-324,
+            1e-300,
+            1.0,
+            one_up,
+            f64::MAX,
+            f64::INFINITY,
+            f64::NAN,
+        ];
+        increasing(DType::F64, &xs.map(SortValue::Float));
+        let key = |x: f64| sort_key(64, SortValue::Float(x));
+        assert_eq!(sort_key(32, 1.0.into()), sort_key(32, one_up.into()));
+        assert_eq!(key(-0.0), key(0.0));
+        let payload = f64::from_bits(0xfff0_0000_0000_0001);
+        assert!(payload.is_nan());
+        assert_eq!(key(payload), key(f64::NAN));
+        assert_eq!(key(f64::NAN), u64::MAX);
     }
 
     #[test]
     fn int_keys_are_ordered() {
         let xs = [i32::MIN, -7, -1, 0, 1, 9, i32::MAX];
-        for w in xs.windows(2) {
-            assert!(sort_key(true, w[0] as f64) < sort_key(true, w[1] as f64));
+        for dtype in [DType::I32, DType::I64] {
+            increasing(dtype, &xs.map(|x| SortValue::Int(x.into())));
         }
+        let xs = [
+            i64::MIN,
+            i64::MIN + 1,
+            -(1 << 31) - 1,
+            -(1 << 31),
+            -1,
+            0,
+            1 << 31,
+            i64::MAX - 1,
+            i64::MAX,
+        ];
+        increasing(DType::I64, &xs.map(SortValue::Int));
+        assert_eq!(sort_key(64, SortValue::Int(i64::MIN)), 0);
+        assert_eq!(sort_key(64, SortValue::Int(i64::MAX)), u64::MAX);
     }
 
     #[test]
     fn order_is_stable_both_ways() {
         let row = [2.0, f64::NAN, 1.0, 2.0, -0.0, 0.0, f64::NAN];
-        assert_eq!(
-            sort_order(op(false), false, &row),
-            vec![4, 5, 2, 0, 3, 1, 6]
-        );
-        assert_eq!(sort_order(op(true), false, &row), vec![1, 6, 0, 3, 2, 4, 5]);
+        for dtype in [DType::F32, DType::F64] {
+            let [up, down] = [false, true].map(|descending| SortOp {
+                dtype,
+                ..op(descending)
+            });
+            assert_eq!(sort_order(up, &row), vec![4, 5, 2, 0, 3, 1, 6]);
+            assert_eq!(sort_order(down, &row), vec![1, 6, 0, 3, 2, 4, 5]);
+        }
+        let big = [i64::MAX, 1 << 40, i64::MIN, 1 << 40, -(1 << 40), i64::MAX];
+        let [up, down] = [false, true].map(|descending| SortOp {
+            dtype: DType::I64,
+            ..op(descending)
+        });
+        assert_eq!(sort_order(up, &big), vec![2, 4, 1, 3, 0, 5]);
+        assert_eq!(sort_order(down, &big), vec![0, 5, 1, 3, 4, 2]);
     }
 
     /// Every value of each narrow dtype (floats: every bit pattern, NaN
@@ -400,8 +571,8 @@ mod tests {
             let digits = key_digits(dt);
             let mask = (0..4)
                 .filter(|d| digits >> d & 1 == 1)
-                .fold(0u32, |m, d| m | 0xff << (8 * d));
-            let mut keys: Vec<u32> = xs.iter().map(|x| sort_key(int, *x)).collect();
+                .fold(0u64, |m, d| m | 0xff << (8 * d));
+            let mut keys: Vec<u64> = xs.iter().map(|x| sort_key(32, val(int, *x))).collect();
             keys.sort();
             keys.dedup();
             for w in keys.windows(2) {
@@ -428,7 +599,7 @@ mod tests {
                     dtype: dt,
                 };
                 let (narrow, bits) = Narrow::of(op).expect("narrow");
-                let mut keys: Vec<u32> = xs.iter().map(|x| op.key(int, *x)).collect();
+                let mut keys: Vec<u32> = xs.iter().map(|x| op.key(val(int, *x)) as u32).collect();
                 keys.sort();
                 keys.dedup();
                 for w in keys.windows(2) {
@@ -451,21 +622,56 @@ mod tests {
     #[test]
     fn scratch_only_for_long_rows() {
         let n = SORT_CHUNK + 1;
-        assert_eq!(scratch_len(7, SORT_CHUNK, SORT_CHUNK), 0);
-        assert_eq!(Method::of(4096, 512), Method::SelectOnChip);
-        assert_eq!(Method::of(4096, 513), Method::OnChip);
-        assert_eq!(Method::of(4097, 512), Method::Select);
-        assert_eq!(Method::of(SORT_CHUNK, SORT_CHUNK / 8 + 1), Method::OnChip);
-        assert_eq!(scratch_len(7, SELECT_ON_CHIP, 1), 0);
-        assert_eq!(Method::of(n, SORT_CHUNK), Method::Select);
-        assert_eq!(scratch_len(3, n, 5), 3 * (SELECT_HEAD + 10));
-        assert_eq!(Method::of(n, n), Method::Radix);
+        assert_eq!(scratch_len(7, SORT_CHUNK, SORT_CHUNK, 32), 0);
+        assert_eq!(Method::of(4096, 512, 32), Method::SelectOnChip);
+        assert_eq!(Method::of(4096, 513, 32), Method::OnChip);
+        assert_eq!(Method::of(4097, 512, 32), Method::Select);
+        assert_eq!(
+            Method::of(SORT_CHUNK, SORT_CHUNK / 8 + 1, 32),
+            Method::OnChip
+        );
+        assert_eq!(scratch_len(7, SELECT_ON_CHIP, 1, 32), 0);
+        assert_eq!(Method::of(n, SORT_CHUNK, 32), Method::Select);
+        assert_eq!(scratch_len(3, n, 5, 32), 3 * (SELECT_HEAD + 10));
+        assert_eq!(Method::of(n, n, 32), Method::Radix);
         // Keys and positions twice, 256 counts and offsets per tile and
         // 256 totals per row.
         let tiles = n.div_ceil(RADIX_TILE);
         assert_eq!(tiles, SORT_CHUNK / RADIX_TILE + 1);
-        assert_eq!(scratch_len(3, n, n), 3 * n * 4 + 3 * (2 * tiles + 1) * 256);
-        assert_eq!(scratch_len(usize::MAX, n, n), usize::MAX);
-        assert_eq!(scratch_len(usize::MAX, n, 1), usize::MAX);
+        assert_eq!(
+            scratch_len(3, n, n, 32),
+            3 * n * 4 + 3 * (2 * tiles + 1) * 256
+        );
+        assert_eq!(scratch_len(usize::MAX, n, n, 32), usize::MAX);
+        assert_eq!(scratch_len(usize::MAX, n, 1, 32), usize::MAX);
+        // A select's final on-chip sort holds its `k`: few of a very long
+        // row, but more than the chunk, take the radix sort.
+        assert_eq!(Method::of(8 * n, n, 32), Method::Radix);
+        assert_eq!(Method::of(8 * n, SORT_CHUNK, 32), Method::Select);
+    }
+
+    /// 64-bit keys: half the on-chip chunk, pairs of four words, keys of
+    /// two.
+    #[test]
+    fn wide_keys_halve_the_chunk() {
+        let c = SORT_CHUNK / 2;
+        assert_eq!(sort_chunk(64), c);
+        assert_eq!(Method::of(c, c, 64), Method::OnChip);
+        assert_eq!(Method::of(c + 1, c + 1, 64), Method::Radix);
+        assert_eq!(Method::of(c + 1, c, 64), Method::Select);
+        assert_eq!(Method::of(c + 1, c, 32), Method::OnChip);
+        assert_eq!(Method::of(4096, 512, 64), Method::SelectOnChip);
+        assert_eq!(Method::of(8 * (c + 1), c + 1, 64), Method::Radix);
+        assert_eq!(Method::of(8 * (c + 1), c, 64), Method::Select);
+        assert_eq!(scratch_len(3, c + 1, 5, 64), 3 * (SELECT_HEAD + 20));
+        let s = RadixScratch::new(3, c + 1, 64).unwrap();
+        let numel = 3 * (c as u64 + 1);
+        assert_eq!((s.keys(1), s.positions(0)), (2 * numel, 4 * numel));
+        assert_eq!(s.counts(), 6 * numel);
+        let tiles = (c + 1).div_ceil(RADIX_TILE);
+        assert_eq!(
+            scratch_len(3, c + 1, c + 1, 64),
+            3 * (c + 1) * 6 + 3 * (2 * tiles + 1) * 256
+        );
     }
 }

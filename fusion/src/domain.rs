@@ -82,6 +82,9 @@ pub struct SortDomain {
     pub descending: bool,
     /// Positions stored per row.
     pub k: usize,
+    /// Bits of the sort keys (`SortOp::key_bits`; a function of the sorted
+    /// node's dtype, so it never tells two domains apart).
+    pub key_bits: u32,
     /// The id of the sorted node.
     pub src: u64,
 }
@@ -160,6 +163,7 @@ impl Domain {
             axis,
             descending: op.descending,
             k: op.k,
+            key_bits: op.key_bits(),
             src: src.id(),
         })
     }

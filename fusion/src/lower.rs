@@ -659,8 +659,8 @@ impl<'a> Lowerer<'a> {
             }
             Op::Random(d, _) => self.push(Inst::Random(*d, vals.to_vec()), dt),
             Op::Sort(op, a, _) => {
-                // Values are the source's (`F32` or `I32`), rounded once
-                // to the node's dtype.
+                // Values are the source's (`F32`, `I32`, `F64` or `I64`),
+                // rounded once to the node's dtype.
                 // Positions are computed as `I32` and widened to the
                 // index dtype by the cast.
                 let acc = match op.part {

@@ -150,7 +150,7 @@ pub fn lower_plans(
             // afterwards).
             let row_len = sort.shape[sort.axis];
             let rows = sort.shape.iter().product::<usize>() / row_len;
-            let len = scratch_len(rows, row_len, sort.k);
+            let len = scratch_len(rows, row_len, sort.k, sort.key_bits);
             if len > 0 {
                 let arg = Arg {
                     dtype: DType::I32,

@@ -22,10 +22,14 @@
 //!
 //! Shared memory holds pair `i` at slot `i + i / 16`: one padding slot per
 //! 16 keeps every window's accesses within the minimum of two 128-byte
-//! wavefronts per warp (a thread's 16 consecutive pairs would otherwise
-//! put a warp's lanes 128 bytes apart, all on one bank).
+//! wavefronts per warp for 8-byte pairs (a thread's 16 consecutive pairs
+//! would otherwise put a warp's lanes 128 bytes apart, all on one bank).
+//! Pairs of any form ([`Pairs`]) go through the same schedule; a 16-byte
+//! pair of a 64-bit key moves in one vector access, and a compare step on
+//! it compares two words.
 
 use super::builder::{ins, Builder, Reg, RegKind};
+use super::pairs::Pairs;
 use super::sort_cx::{begin_loop, end_loop, SortCx};
 
 /// `log2` of the pairs a thread holds for a chunk of `chunk` (a power of
@@ -40,34 +44,6 @@ pub(super) fn reg_bits(chunk: u32) -> u32 {
 /// the others wait at the barriers).
 pub(super) fn threads(chunk: u32) -> u32 {
     chunk >> reg_bits(chunk)
-}
-
-/// The pairs a sort holds: `u64` `key << 32 | position`, or for keys of
-/// few bits ([`crate::sort::Narrow`]) `u32` `packed key << pos_bits |
-/// position`, which halves the shared traffic and compares in one
-/// instruction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Pairs {
-    Wide,
-    Narrow { pos_bits: u32 },
-}
-
-impl Pairs {
-    /// Bytes of a pair.
-    fn size(self) -> u32 {
-        match self {
-            Pairs::Wide => 8,
-            Pairs::Narrow { .. } => 4,
-        }
-    }
-
-    /// The register kind, and the bit and unsigned types of a pair.
-    fn types(self) -> (RegKind, &'static str, &'static str) {
-        match self {
-            Pairs::Wide => (RegKind::B64, "b64", "u64"),
-            Pairs::Narrow { .. } => (RegKind::B32, "b32", "u32"),
-        }
-    }
 }
 
 /// Bytes of shared memory holding a chunk of `chunk` pairs (with the
@@ -163,9 +139,9 @@ impl SortCx<'_> {
         len: Reg,
         chunk: u32,
         pairs: Pairs,
-        pair: impl Fn(&mut Builder, Reg, Reg) -> Reg,
+        pair: impl Fn(&mut Builder, Reg, Reg) -> Vec<Reg>,
     ) {
-        let (kind, bt, _) = pairs.types();
+        let (_, bt, _) = pairs.types();
         let tid = self.tid;
         let end = b.mov(RegKind::B32, "u32", chunk);
         let l = begin_loop(b, tid, end, self.block);
@@ -173,9 +149,11 @@ impl SortCx<'_> {
         let valid = b.reg(RegKind::Pred);
         ins!(b, "setp.lt.u32 {valid}, {t}, {len}");
         let p = pair(b, t, valid);
-        ins!(b, "@!{valid} mov.{bt} {p}, -1");
+        for w in &p {
+            ins!(b, "@!{valid} mov.{bt} {w}, -1");
+        }
         let a = self.pair_at(b, t, pairs);
-        ins!(b, "st.shared.{bt} [{a}], {p}");
+        pairs.access(b, "st", "shared", "", &p, (a, 0));
         end_loop(b, l);
         ins!(b, "bar.sync 0");
         let c = chunk.trailing_zeros();
@@ -192,7 +170,7 @@ impl SortCx<'_> {
             ins!(b, "setp.lt.u32 {p}, {tid}, {}", threads(chunk));
             p
         });
-        let mut regs: Vec<Reg> = (0..1u32 << r).map(|_| b.mov(kind, bt, -1)).collect();
+        let mut regs: Vec<Vec<Reg>> = (0..1u32 << r).map(|_| pairs.fill(b, -1)).collect();
         let mut window = None;
         for op in schedule(c, r) {
             match op {
@@ -224,12 +202,11 @@ impl SortCx<'_> {
         &self,
         b: &mut Builder,
         w: u32,
-        regs: &[Reg],
+        regs: &[Vec<Reg>],
         pairs: Pairs,
         active: Option<Reg>,
         op: &str,
     ) {
-        let (_, bt, _) = pairs.types();
         let r = regs.len().trailing_zeros();
         // The thread's index bits: `tid`'s low `w` bits stay, the rest
         // move above the window.
@@ -243,21 +220,18 @@ impl SortCx<'_> {
         // sum (`i + i / 16`) is the sum of their slots: a constant offset
         // from `base`'s.
         let a = self.pair_at(b, base, pairs);
-        for (e, &x) in regs.iter().enumerate() {
+        for (e, x) in regs.iter().enumerate() {
             let i = (e as u32) << w;
             let off = pairs.size() * (i + i / 16);
-            match op {
-                "st" => ins!(b, "{guard}st.shared.{bt} [{a}+{off}], {x}"),
-                _ => ins!(b, "{guard}ld.shared.{bt} {x}, [{a}+{off}]"),
-            }
+            pairs.access(b, op, "shared", &guard, x, (a, off.into()));
         }
     }
 
     /// A compare step on bit `bit` of the register number, in direction
     /// `desc`: each pair of registers differing in that bit ends ordered
     /// (the lower register the smaller pair where ascending).
-    fn step(&self, b: &mut Builder, desc: Desc, bit: u32, pairs: Pairs, regs: &mut [Reg]) {
-        let (kind, bt, ut) = pairs.types();
+    fn step(&self, b: &mut Builder, desc: Desc, bit: u32, pairs: Pairs, regs: &mut [Vec<Reg>]) {
+        let (kind, _, ut) = pairs.types();
         let thread = match desc {
             Desc::Thread(t) => {
                 let (x, p) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
@@ -269,30 +243,29 @@ impl SortCx<'_> {
         };
         for lo in (0..regs.len()).filter(|e| e >> bit & 1 == 0) {
             let hi = lo | 1 << bit;
-            let (x, y) = (regs[lo], regs[hi]);
             let down = match desc {
                 Desc::Reg(d) => lo >> d & 1 == 1,
                 _ => false,
             };
-            let (nx, ny) = (b.reg(kind), b.reg(kind));
-            match (pairs, thread) {
+            let (nx, ny) = match (pairs, thread) {
                 // 32-bit pairs: a min and a max (swapped where descending).
                 (Pairs::Narrow { .. }, None) => {
+                    let (x, y) = (regs[lo][0], regs[hi][0]);
                     let (first, second) = if down { ("max", "min") } else { ("min", "max") };
+                    let (nx, ny) = (b.reg(kind), b.reg(kind));
                     ins!(b, "{first}.{ut} {nx}, {x}, {y}");
                     ins!(b, "{second}.{ut} {ny}, {x}, {y}");
+                    (vec![nx], vec![ny])
                 }
                 _ => {
-                    let swap = b.reg(RegKind::Pred);
-                    let cmp = if down { "lt" } else { "gt" };
-                    ins!(b, "setp.{cmp}.{ut} {swap}, {x}, {y}");
+                    let (x, y) = (&regs[lo], &regs[hi]);
+                    let swap = pairs.compare(b, if down { "lt" } else { "gt" }, x, y);
                     if let Some(p) = thread {
                         ins!(b, "xor.pred {swap}, {swap}, {p}");
                     }
-                    ins!(b, "selp.{bt} {nx}, {y}, {x}, {swap}");
-                    ins!(b, "selp.{bt} {ny}, {x}, {y}, {swap}");
+                    (pairs.select(b, swap, y, x), pairs.select(b, swap, x, y))
                 }
-            }
+            };
             regs[lo] = nx;
             regs[hi] = ny;
         }

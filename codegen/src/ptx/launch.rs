@@ -7,7 +7,7 @@ use super::memory::vector_ok;
 use super::scan_state::{scan_insts, slot_bytes};
 use super::target::Target;
 use crate::ir::{Gather, Inst, Kernel, KernelKind};
-use crate::sort::{Method, SORT_CHUNK};
+use crate::sort::{sort_chunk, Method, SORT_CHUNK};
 use crate::{Cond, Expr};
 
 /// How an elementwise kernel (no reduction) runs: a grid-stride loop over
@@ -109,7 +109,8 @@ pub struct Scan {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sort {
     /// Pairs sorted at once in shared memory: a power of two, at least 2,
-    /// at most [`crate::sort::SORT_CHUNK`], at least the pairs sorted.
+    /// at most [`crate::sort::sort_chunk`] of the key width, at least the
+    /// pairs sorted.
     pub chunk: u32,
     /// Threads per CTA (at least those of the bitonic sort, which holds
     /// up to 16 pairs a thread in registers).
@@ -465,9 +466,15 @@ fn choose_scan(k: &Kernel) -> Scan {
     }
 }
 
+/// The method of sort kernel `k`.
+pub(super) fn sort_method(k: &Kernel) -> Method {
+    let op = k.sort_op().expect("a sort kernel has a sort");
+    Method::of(k.row_len(), op.k, op.key_bits())
+}
+
 /// The pairs a sort kernel sorts on chip per row (see [`Sort`]).
 fn on_chip_len(k: &Kernel) -> usize {
-    match Method::of(k.row_len(), k.stored_len()) {
+    match sort_method(k) {
         Method::OnChip => k.row_len(),
         Method::Select | Method::SelectOnChip => k.stored_len(),
         Method::Radix => 0,
@@ -479,7 +486,7 @@ fn on_chip_len(k: &Kernel) -> usize {
 /// on-chip select runs 256 (a thread per digit of its histogram).
 fn choose_sort(k: &Kernel) -> Sort {
     let chunk = on_chip_len(k).clamp(2, SORT_CHUNK).next_power_of_two() as u32;
-    let block = match Method::of(k.row_len(), k.stored_len()) {
+    let block = match sort_method(k) {
         Method::SelectOnChip => super::pick::BLOCK,
         _ => super::bitonic::threads(chunk).max(32),
     };
@@ -624,8 +631,9 @@ pub fn valid(k: &Kernel, plan: &Plan) -> Result<(), String> {
     let sort = k.kind == KernelKind::Sort;
     let (lanes, block, lane_range) = match plan {
         Plan::Sort(p) if sort => {
+            let bits = k.sort_op().map_or(32, |op| op.key_bits());
             let chunk_ok = p.chunk.is_power_of_two()
-                && (2..=SORT_CHUNK as u32).contains(&p.chunk)
+                && (2..=sort_chunk(bits) as u32).contains(&p.chunk)
                 && p.chunk as usize >= on_chip_len(k);
             if !chunk_ok || k.n_kept + 1 != k.ranges.len() || has_reduce {
                 return Err(format!("plan {p:?} does not fit sort kernel {}", k.name));

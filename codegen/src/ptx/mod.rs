@@ -109,6 +109,7 @@ mod memory;
 mod module;
 mod online;
 mod ops;
+mod pairs;
 mod philox;
 mod pick;
 pub mod ptxas;

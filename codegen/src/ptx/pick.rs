@@ -6,7 +6,9 @@
 //! bitonic sort of `k` pairs) and stored.
 //!
 //! The select keeps, in registers every thread holds alike, a mask of the
-//! pair bits decided so far, their value, and the rank `r` still wanted
+//! pair bits decided so far, their value (a `u64` per word of the pairs,
+//! [`Pairs`]: one for 32-bit keys, two for 64-bit ones, whose 8 key
+//! digits all come before the position's), and the rank `r` still wanted
 //! among the pairs matching them (`r = k` at first). Each pass counts the
 //! next 8-bit digit of the matching pairs in a shared histogram (one add
 //! per distinct digit of a warp), scans it, and the thread of the digit
@@ -16,12 +18,13 @@
 //! last digit always ends them, since pairs are distinct). A warp-wide
 //! ballot then compacts the selected pairs to the front of shared memory.
 
-use super::bitonic::{self, Pairs};
+use super::bitonic;
 use super::builder::{ins, Builder, Reg, RegKind};
 use super::launch::Sort;
 use super::module::Launch;
-use super::select::{digit_shifts, wanted_digit};
-use super::sort_cx::{begin_loop, count_digit, digit_or_none, end_loop, launch, SortCx};
+use super::pairs::Pairs;
+use super::select::{beyond, digit_of, digits, extend, matches, wanted_digit};
+use super::sort_cx::{begin_loop, count_digit, digit_or_none, end_loop, launch, sort_op, SortCx};
 use super::target::Target;
 use crate::ir::Kernel;
 use crate::sort::DIGITS;
@@ -35,12 +38,14 @@ pub(super) const BLOCK: u32 = DIGITS as u32;
 pub(super) fn entry(kernel: &Kernel, target: &Target, plan: &Sort, name: &str) -> (String, Launch) {
     let n = kernel.row_len() as u32;
     let k = kernel.stored_len() as u32;
+    let form = Pairs::of(sort_op(kernel));
     // Shared memory (bytes): the candidates (sorted in place by the
-    // bitonic sort, which works from byte 0), the row's pairs, the
+    // bitonic sort, which works from byte 0), the row's pairs (aligned to
+    // their size: the candidates' bytes are a multiple of it), the
     // histogram, the scan's warp sums, and the state a pass publishes
     // (digit, rank, done) with the collect's counter.
-    let pairs = bitonic::bytes(plan.chunk, Pairs::Wide);
-    let hist = pairs + 8 * n;
+    let pairs = bitonic::bytes(plan.chunk, form);
+    let hist = pairs + form.size() * n;
     let sums = hist + 4 * BLOCK;
     let state = sums + 4 * (BLOCK / 32);
     let shared = state + 16;
@@ -52,14 +57,14 @@ pub(super) fn entry(kernel: &Kernel, target: &Target, plan: &Sort, name: &str) -
             let pair_base = sc.shared(b, pairs);
             let pair_at = |b: &mut Builder, t: Reg| {
                 let a = b.reg(RegKind::B32);
-                ins!(b, "mad.lo.u32 {a}, {t}, 8, {pair_base}");
+                ins!(b, "mad.lo.u32 {a}, {t}, {}, {pair_base}", form.size());
                 a
             };
             let len = b.mov(RegKind::B32, "u32", n);
             let l = begin_loop(b, tid, len, BLOCK);
             let pair = sc.pair(b, &kept, l.0, None);
             let a = pair_at(b, l.0);
-            ins!(b, "st.shared.b64 [{a}], {pair}");
+            form.access(b, "st", "shared", "", &pair, (a, 0));
             end_loop(b, l);
             let st = sc.shared(b, state);
             let p = b.reg(RegKind::Pred);
@@ -68,7 +73,7 @@ pub(super) fn entry(kernel: &Kernel, target: &Target, plan: &Sort, name: &str) -
             let h = sc.shared(b, hist);
             let mine = b.reg(RegKind::B32);
             ins!(b, "mad.lo.u32 {mine}, {tid}, 4, {h}");
-            let (mask, value) = (b.mov(RegKind::B64, "u64", 0), b.mov(RegKind::B64, "u64", 0));
+            let (mask, value) = (form.fill(b, 0), form.fill(b, 0));
             let rank = b.mov(RegKind::B32, "u32", k);
             let collect = b.label();
             // Every thread runs the same number of rounds over the row
@@ -81,25 +86,20 @@ pub(super) fn entry(kernel: &Kernel, target: &Target, plan: &Sort, name: &str) -
                 ins!(b, "add.u32 {t}, {}, {tid}", l.0);
                 let valid = b.reg(RegKind::Pred);
                 ins!(b, "setp.lt.u32 {valid}, {t}, {n}");
-                let pair = b.mov(RegKind::B64, "u64", 0);
+                let pair = form.fill(b, 0);
                 let a = pair_at(b, t);
-                ins!(b, "@{valid} ld.shared.b64 {pair}, [{a}]");
+                form.access(b, "ld", "shared", &format!("@{valid} "), &pair, (a, 0));
                 (l, pair, valid)
             };
-            for shift in digit_shifts(n as usize) {
+            for d in digits(n as usize, form) {
                 ins!(b, "st.shared.u32 [{mine}], 0");
                 ins!(b, "bar.sync 0");
                 let (l, pair, valid) = round(b);
-                let (m, matches) = (b.reg(RegKind::B64), b.reg(RegKind::Pred));
-                ins!(b, "and.b64 {m}, {pair}, {mask}");
-                ins!(b, "setp.eq.u64 {matches}, {m}, {value}");
+                let matches = matches(b, &pair, &mask, &value);
                 ins!(b, "and.pred {matches}, {matches}, {valid}");
-                let (d64, d) = (b.reg(RegKind::B64), b.reg(RegKind::B32));
-                ins!(b, "shr.b64 {d64}, {pair}, {shift}");
-                ins!(b, "cvt.u32.u64 {d}, {d64}");
-                ins!(b, "and.b32 {d}, {d}, 255");
-                let d = digit_or_none(b, d, matches);
-                count_digit(b, h, d, matches);
+                let x = digit_of(b, &pair, d);
+                let x = digit_or_none(b, x, matches);
+                count_digit(b, h, x, matches);
                 end_loop(b, l);
                 ins!(b, "bar.sync 0");
                 let count = b.reg(RegKind::B32);
@@ -119,11 +119,7 @@ pub(super) fn entry(kernel: &Kernel, target: &Target, plan: &Sort, name: &str) -
                 ins!(b, "ld.shared.u32 {digit}, [{st}]");
                 ins!(b, "ld.shared.u32 {rank}, [{st}+4]");
                 ins!(b, "ld.shared.u32 {done}, [{st}+8]");
-                let d64 = b.reg(RegKind::B64);
-                ins!(b, "cvt.u64.u32 {d64}, {digit}");
-                ins!(b, "shl.b64 {d64}, {d64}, {shift}");
-                ins!(b, "or.b64 {value}, {value}, {d64}");
-                ins!(b, "or.b64 {mask}, {mask}, 0x{:016X}", 255u64 << shift);
+                extend(b, &mask, &value, d, digit);
                 ins!(b, "setp.ne.u32 {p}, {done}, 0");
                 ins!(b, "@{p} bra {collect}");
             }
@@ -131,9 +127,8 @@ pub(super) fn entry(kernel: &Kernel, target: &Target, plan: &Sort, name: &str) -
             // The selected pairs (exactly `k`) to the candidate slots: a
             // warp takes consecutive slots for its selected lanes.
             let (l, pair, valid) = round(b);
-            let (m, sel) = (b.reg(RegKind::B64), b.reg(RegKind::Pred));
-            ins!(b, "and.b64 {m}, {pair}, {mask}");
-            ins!(b, "setp.le.u64 {sel}, {m}, {value}");
+            let sel = beyond(b, form, &pair, &mask, &value);
+            ins!(b, "not.pred {sel}, {sel}");
             ins!(b, "and.pred {sel}, {sel}, {valid}");
             let (ballot, below, n_sel, slot) = (
                 b.reg(RegKind::B32),
@@ -157,19 +152,19 @@ pub(super) fn entry(kernel: &Kernel, target: &Target, plan: &Sort, name: &str) -
             // other count inside the candidates.
             ins!(b, "setp.lt.u32 {p}, {slot}, {k}");
             ins!(b, "and.pred {sel}, {sel}, {p}");
-            let a = sc.pair_at(b, slot, Pairs::Wide);
-            ins!(b, "@{sel} st.shared.b64 [{a}], {pair}");
+            let a = sc.pair_at(b, slot, form);
+            form.access(b, "st", "shared", &format!("@{sel} "), &pair, (a, 0));
             end_loop(b, l);
             ins!(b, "bar.sync 0");
             // Each thread reloads and stores back its own slots, so the
             // sort may take its input from where it sorts.
             let kk = b.mov(RegKind::B32, "u32", k);
-            sc.sort_pairs(b, kk, plan.chunk, Pairs::Wide, |b, t, valid| {
-                let (a, pair) = (sc.pair_at(b, t, Pairs::Wide), b.reg(RegKind::B64));
-                ins!(b, "@{valid} ld.shared.b64 {pair}, [{a}]");
+            sc.sort_pairs(b, kk, plan.chunk, form, |b, t, valid| {
+                let (a, pair) = (sc.pair_at(b, t, form), form.regs(b));
+                form.access(b, "ld", "shared", &format!("@{valid} "), &pair, (a, 0));
                 pair
             });
-            sc.store_sorted(b, &kept, kk, Pairs::Wide);
+            sc.store_sorted(b, &kept, kk, form);
         });
         (shared, grid)
     })

@@ -1,10 +1,11 @@
 //! The LSD radix sort of long rows ([`Method::Radix`]) over many CTAs:
-//! a pass per 8-bit digit of the 32-bit keys that orders them (all 4 for
-//! `F32` and `I32` sources, 2 for `BF16`: [`crate::sort::key_digits`]),
-//! lowest digit first. LSD
+//! a pass per 8-bit digit of the keys that orders them (all 8 of the
+//! 64-bit keys of `F64` and `I64`, all 4 for `F32` and `I32` sources, 2
+//! for `BF16`: [`crate::sort::key_digits`]), lowest digit first. LSD
 //! radix sorting is stable, so the positions travel as a payload and equal
-//! keys keep their order. Each pass is three launches over the scratch
-//! buffer ([`RadixScratch`]):
+//! keys keep their order; the keys are `u32` or `u64` words ([`Keys`]),
+//! everything else the same at both widths. Each pass is three launches
+//! over the scratch buffer ([`RadixScratch`]):
 //! 1. histogram: a CTA per `(row, tile)` of [`RADIX_TILE`] elements counts
 //!    its digits in shared memory (one add per distinct digit of a warp)
 //!    and writes the 256 counts;
@@ -37,40 +38,91 @@ const BLOCK: u32 = DIGITS as u32;
 /// Warps per CTA.
 const WARPS: u32 = BLOCK / 32;
 
-/// One radix pass: its number, the key digit it sorts by, and whether it
-/// is the last (which stores the outputs).
+/// One radix pass: its number, the key digit it sorts by, whether it is
+/// the last (which stores the outputs), and the keys it sorts.
 #[derive(Clone, Copy)]
 struct Pass {
     index: u32,
     digit: u32,
     last: bool,
+    keys: Keys,
 }
 
-/// The scatter's shared memory (bytes): the staged keys and positions,
-/// two sets (by round parity) of per-warp digit counts, each digit's
-/// output base and its start within the tile, and the scan's warp sums.
-const STAGE_POS: u32 = 4 * RADIX_TILE as u32;
-const WARP_COUNTS: u32 = 2 * STAGE_POS;
+/// The width of the keys sorted: `u32` words, or `u64` for 64-bit keys.
+#[derive(Clone, Copy)]
+struct Keys {
+    bits: u32,
+}
+
+impl Keys {
+    /// Bytes of a key.
+    fn bytes(self) -> u32 {
+        self.bits / 8
+    }
+
+    /// The register kind of a key.
+    fn kind(self) -> RegKind {
+        match self.bits {
+            64 => RegKind::B64,
+            _ => RegKind::B32,
+        }
+    }
+
+    /// The global address of key `index` (a `u64` register) of copy
+    /// `copy` of the scratch buffer at `scratch`.
+    fn at(self, b: &mut Builder, scratch: Reg, s: RadixScratch, copy: u64, index: Reg) -> Reg {
+        let a = b.reg(RegKind::B64);
+        ins!(b, "mad.lo.u64 {a}, {index}, {}, {scratch}", self.bytes());
+        ins!(b, "add.u64 {a}, {a}, {}", 4 * s.keys(copy));
+        a
+    }
+
+    /// Offsets (bytes) in the scatter's shared memory: the staged keys
+    /// (from 0) and positions, two sets (by round parity) of per-warp
+    /// digit counts, each digit's output base and its start within the
+    /// tile, and the scan's warp sums; then its size.
+    fn stage_pos(self) -> u32 {
+        self.bytes() * RADIX_TILE as u32
+    }
+    fn warp_counts(self) -> u32 {
+        self.stage_pos() + 4 * RADIX_TILE as u32
+    }
+    fn bases(self) -> u32 {
+        self.warp_counts() + 2 * PARITY
+    }
+    fn starts(self) -> u32 {
+        self.bases() + 4 * BLOCK
+    }
+    fn sums(self) -> u32 {
+        self.starts() + 4 * BLOCK
+    }
+    fn scatter_shared(self) -> u32 {
+        self.sums() + 4 * WARPS
+    }
+}
+
+/// Bytes of a set of per-warp digit counts in the scatter.
 const PARITY: u32 = 4 * WARPS * BLOCK;
-const BASES: u32 = WARP_COUNTS + 2 * PARITY;
-const STARTS: u32 = BASES + 4 * BLOCK;
-const SUMS: u32 = STARTS + 4 * BLOCK;
-const SCATTER_SHARED: u32 = SUMS + 4 * WARPS;
 
 /// The launches of a radix sort of `kernel`'s rows, named from `base`.
 pub(super) fn entries(kernel: &Kernel, target: &Target, base: &str) -> Vec<(String, Launch)> {
-    let s = RadixScratch::new(kernel.rows(), kernel.row_len())
+    let op = sort_op(kernel);
+    let keys = Keys {
+        bits: op.key_bits(),
+    };
+    let s = RadixScratch::new(kernel.rows(), kernel.row_len(), keys.bits)
         .expect("the planner sized the scratch buffer");
-    // Only the digits that order the keys (all 4 but for narrow dtypes):
+    // Only the digits that order the keys (all but for narrow dtypes):
     // skipping one whose value the others decide leaves the order alone.
-    let digits = key_digits(sort_op(kernel).dtype);
-    let used: Vec<u32> = (0..4).filter(|d| digits >> d & 1 == 1).collect();
+    let digits = key_digits(op.dtype);
+    let used: Vec<u32> = (0..keys.bytes()).filter(|d| digits >> d & 1 == 1).collect();
     let mut out = Vec::new();
     for (i, &digit) in used.iter().enumerate() {
         let pass = Pass {
             index: i as u32,
             digit,
             last: i + 1 == used.len(),
+            keys,
         };
         out.push(histogram(kernel, target, base, s, pass));
         out.push(scan(kernel, target, base, s, pass));
@@ -79,10 +131,18 @@ pub(super) fn entries(kernel: &Kernel, target: &Target, base: &str) -> Vec<(Stri
     out
 }
 
-/// The digit of `key` (`u32`) that pass `pass` sorts by.
+/// The digit (`u32`) of `key` that pass `pass` sorts by.
 fn digit(b: &mut Builder, key: Reg, pass: Pass) -> Reg {
     let d = b.reg(RegKind::B32);
-    ins!(b, "bfe.u32 {d}, {key}, {}, 8", 8 * pass.digit);
+    let shift = 8 * pass.digit;
+    match pass.keys.bits {
+        64 => {
+            let d64 = b.reg(RegKind::B64);
+            ins!(b, "bfe.u64 {d64}, {key}, {shift}, 8");
+            ins!(b, "cvt.u32.u64 {d}, {d64}");
+        }
+        _ => ins!(b, "bfe.u32 {d}, {key}, {shift}, 8"),
+    }
     d
 }
 
@@ -102,12 +162,15 @@ fn read(
     let p64 = to_u64(b, pos);
     ins!(b, "add.u64 {idx}, {row_base}, {p64}");
     let copy = u64::from((pass.index + 1) % 2);
-    let ka = word_at(b, scratch, idx, s.keys(copy));
-    let pa = word_at(b, scratch, idx, s.keys(copy) + s.numel);
-    let (key, at) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-    ins!(b, "mov.u32 {key}, 0");
+    let w = pass.keys.bits;
+    let ka = pass.keys.at(b, scratch, s, copy, idx);
+    let pa = word_at(b, scratch, idx, s.positions(copy));
+    let (key, at) = (
+        b.mov(pass.keys.kind(), &format!("b{w}"), 0),
+        b.reg(RegKind::B32),
+    );
     ins!(b, "mov.u32 {at}, 0");
-    ins!(b, "@{valid} ld.global.u32 {key}, [{ka}]");
+    ins!(b, "@{valid} ld.global.b{w} {key}, [{ka}]");
     ins!(b, "@{valid} ld.global.u32 {at}, [{pa}]");
     (key, at)
 }
@@ -252,6 +315,8 @@ fn scatter(
     let n = kernel.row_len() as u32;
     let stored = kernel.stored_len() as u32;
     let last = pass.last;
+    let keys = pass.keys;
+    let bits = keys.bits;
     launch(
         kernel,
         target,
@@ -291,25 +356,28 @@ fn scatter(
                 ins!(b, "ld.global.u32 {count}, [{a}]");
                 let a = word_at(b, scratch, ci, s.offsets());
                 ins!(b, "ld.global.u32 {offset}, [{a}]");
-                let (digit_start, _) = sc.block_scan(b, total, SUMS);
-                let (tile_start, _) = sc.block_scan(b, count, SUMS);
+                let (digit_start, _) = sc.block_scan(b, total, keys.sums());
+                let (tile_start, _) = sc.block_scan(b, count, keys.sums());
                 let out_base = b.reg(RegKind::B32);
                 ins!(b, "add.u32 {out_base}, {digit_start}, {offset}");
                 ins!(b, "sub.u32 {out_base}, {out_base}, {tile_start}");
                 let mine = b.reg(RegKind::B32);
                 ins!(b, "shl.b32 {mine}, {tid}, 2");
-                let at = |b: &mut Builder, off: u32, idx: Reg| {
+                // Element `idx` of the shared array at `off` of elements of
+                // `size` bytes.
+                let at_size = |b: &mut Builder, off: u32, idx: Reg, size: u32| {
                     let base = sc.shared(b, off);
                     let a = b.reg(RegKind::B32);
-                    ins!(b, "mad.lo.u32 {a}, {idx}, 4, {base}");
+                    ins!(b, "mad.lo.u32 {a}, {idx}, {size}, {base}");
                     a
                 };
-                let a = at(b, BASES, tid);
+                let at = |b: &mut Builder, off: u32, idx: Reg| at_size(b, off, idx, 4);
+                let a = at(b, keys.bases(), tid);
                 ins!(b, "st.shared.u32 [{a}], {out_base}");
-                let a = at(b, STARTS, tid);
+                let a = at(b, keys.starts(), tid);
                 ins!(b, "st.shared.u32 [{a}], {tile_start}");
                 // Per-warp counts of digit `d` of both parities start at 0.
-                let mine_counts = at(b, WARP_COUNTS, tid);
+                let mine_counts = at(b, keys.warp_counts(), tid);
                 for w in 0..2 * WARPS {
                     ins!(b, "st.shared.u32 [{mine_counts}+{}], 0", 4 * BLOCK * w);
                 }
@@ -336,7 +404,7 @@ fn scatter(
                     // cleared for the next round while this one is read.
                     let par = round as u32 % 2;
                     let (cur, next) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-                    let counts = sc.shared(b, WARP_COUNTS);
+                    let counts = sc.shared(b, keys.warp_counts());
                     ins!(b, "add.u32 {cur}, {counts}, {}", par * PARITY);
                     ins!(b, "add.u32 {next}, {counts}, {}", (1 - par) * PARITY);
                     let slot = b.reg(RegKind::B32);
@@ -367,14 +435,14 @@ fn scatter(
                     // Staged index: the digit's start in the tile, the earlier
                     // `d`s, this lane's rank among its warp's.
                     let (local, x) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-                    let sa = at(b, STARTS, dg);
+                    let sa = at(b, keys.starts(), dg);
                     ins!(b, "@{valid} ld.shared.u32 {local}, [{sa}]");
                     ins!(b, "@{valid} ld.shared.u32 {x}, [{slot}]");
                     ins!(b, "add.u32 {local}, {local}, {x}");
                     ins!(b, "add.u32 {local}, {local}, {rank}");
-                    let ka = at(b, 0, local);
-                    ins!(b, "@{valid} st.shared.u32 [{ka}], {key}");
-                    let pa = at(b, STAGE_POS, local);
+                    let ka = at_size(b, 0, local, keys.bytes());
+                    ins!(b, "@{valid} st.shared.b{bits} [{ka}], {key}");
+                    let pa = at(b, keys.stage_pos(), local);
                     ins!(b, "@{valid} st.shared.u32 [{pa}], {payload}");
                 }
                 ins!(b, "bar.sync 0");
@@ -382,17 +450,14 @@ fn scatter(
                 // addresses.
                 let l = begin_loop(b, tid, len, BLOCK);
                 let i = l.0;
-                let (key, at_pos, dst) = (
-                    b.reg(RegKind::B32),
-                    b.reg(RegKind::B32),
-                    b.reg(RegKind::B32),
-                );
-                let ka = at(b, 0, i);
-                ins!(b, "ld.shared.u32 {key}, [{ka}]");
-                let pa = at(b, STAGE_POS, i);
+                let (key, at_pos, dst) =
+                    (b.reg(keys.kind()), b.reg(RegKind::B32), b.reg(RegKind::B32));
+                let ka = at_size(b, 0, i, keys.bytes());
+                ins!(b, "ld.shared.b{bits} {key}, [{ka}]");
+                let pa = at(b, keys.stage_pos(), i);
                 ins!(b, "ld.shared.u32 {at_pos}, [{pa}]");
                 let dg = digit(b, key, pass);
-                let ba = at(b, BASES, dg);
+                let ba = at(b, keys.bases(), dg);
                 ins!(b, "ld.shared.u32 {dst}, [{ba}]");
                 ins!(b, "add.u32 {dst}, {dst}, {i}");
                 if last {
@@ -411,15 +476,15 @@ fn scatter(
                     let (idx, d64) = (b.reg(RegKind::B64), to_u64(b, dst));
                     ins!(b, "add.u64 {idx}, {rb}, {d64}");
                     let copy = u64::from(pass.index % 2);
-                    let ka = word_at(b, scratch, idx, s.keys(copy));
-                    ins!(b, "st.global.u32 [{ka}], {key}");
-                    let pa = word_at(b, scratch, idx, s.keys(copy) + s.numel);
+                    let ka = keys.at(b, scratch, s, copy, idx);
+                    ins!(b, "st.global.b{bits} [{ka}], {key}");
+                    let pa = word_at(b, scratch, idx, s.positions(copy));
                     ins!(b, "st.global.u32 [{pa}], {at_pos}");
                     b.place(&skip);
                 }
                 end_loop(b, l);
             });
-            (SCATTER_SHARED, grid)
+            (keys.scatter_shared(), grid)
         },
     )
 }

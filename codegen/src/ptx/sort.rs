@@ -1,11 +1,16 @@
-//! Sort kernels. Every method sorts 64-bit pairs `key << 32 | position`
-//! (or, on chip, 32-bit ones of a packed narrow key), with the key of
-//! [`crate::sort::sort_key`] (complemented for a descending sort): pairs
-//! are all distinct and order exactly as the stable sort does, so any
-//! correct sort or selection of them gives the stable order, with single
-//! integer comparisons. Which launches a kernel
-//! gets is [`Method::of`] its row length and `k`:
-//! - [`Method::OnChip`] (rows up to [`crate::sort::SORT_CHUNK`]): one
+//! Sort kernels. Every method sorts `(key, position)` pairs (the `pairs`
+//! module), with the key of [`crate::sort::sort_key`] (complemented for a
+//! descending sort): 64-bit words `key << 32 | position` for 32-bit keys
+//! (or, on chip, 32-bit ones of a packed narrow key), two 64-bit words
+//! (the key, the position) compared lexicographically for the 64-bit keys
+//! of `F64` and `I64`. Pairs are all distinct and order exactly as the
+//! stable sort does, so any correct sort or selection of them gives the
+//! stable order. Every method handles both key widths with the same
+//! emitters, parametrised by the pairs' form and the key's width. Which
+//! launches a kernel gets is [`Method::of`] its row length, `k` and key
+//! width:
+//! - [`Method::OnChip`] (rows up to [`crate::sort::sort_chunk`]: 16384
+//!   pairs, 8192 of 64-bit keys, whose pairs take twice the bytes): one
 //!   launch, a CTA per row (a grid-stride loop over rows). The row's
 //!   pairs, padded to a power of two with all-ones pairs (which sort
 //!   last), are sorted in shared memory by a bitonic network
@@ -18,7 +23,8 @@
 //! - [`Method::Select`] (long rows, small `k`): a radix select of the `k`
 //!   smallest pairs, then the on-chip sort of those (the `select` module).
 //! - [`Method::Radix`] (long rows, large `k`): an LSD radix sort over many
-//!   CTAs (the `radix` module).
+//!   CTAs (the `radix` module), a pass per 8-bit key digit (8 for 64-bit
+//!   keys).
 //!
 //! Stored values are the operand evaluated again at the sorted position
 //! (a gather through the fused producers), so `-0.0` and NaN payloads
@@ -26,10 +32,11 @@
 //! module, launched in order with the same parameters; the scratch buffer
 //! they share is the kernel's last output ([`crate::sort::scratch_len`]).
 
-use super::bitonic::{self, Pairs};
+use super::bitonic;
 use super::builder::RegKind;
-use super::launch::Sort;
+use super::launch::{sort_method, Sort};
 use super::module::{entry_name, header, Launch, PtxKernel};
+use super::pairs::Pairs;
 use super::pick;
 use super::radix;
 use super::select;
@@ -41,7 +48,7 @@ use crate::sort::{Method, Narrow};
 /// Lowers sort kernel `kernel` with on-chip mapping `plan`.
 pub fn emit(kernel: &Kernel, target: &Target, plan: &Sort) -> PtxKernel {
     let base = entry_name(kernel);
-    let parts = match Method::of(kernel.row_len(), kernel.stored_len()) {
+    let parts = match sort_method(kernel) {
         Method::OnChip => vec![on_chip(kernel, target, plan, &base)],
         Method::SelectOnChip => vec![pick::entry(kernel, target, plan, &base)],
         Method::Select => select::entries(kernel, target, plan, &base),
@@ -58,14 +65,15 @@ pub fn emit(kernel: &Kernel, target: &Target, plan: &Sort) -> PtxKernel {
 
 /// The one launch of an on-chip sort: 32-bit pairs where the key packs
 /// into few enough bits ([`Narrow`]) that, with the position's, a real
-/// pair stays below the all-ones padding.
+/// pair stays below the all-ones padding, else [`Pairs::of`] the sort.
 fn on_chip(kernel: &Kernel, target: &Target, plan: &Sort, base: &str) -> (String, Launch) {
     let n = kernel.row_len() as u32;
     let pos_bits = u32::BITS - (n.max(2) - 1).leading_zeros();
-    let narrow = Narrow::of(sort_op(kernel)).filter(|(_, bits)| bits + pos_bits <= 31);
+    let op = sort_op(kernel);
+    let narrow = Narrow::of(op).filter(|(_, bits)| bits + pos_bits <= 31);
     let pairs = match narrow {
         Some(_) => Pairs::Narrow { pos_bits },
-        None => Pairs::Wide,
+        None => Pairs::of(op),
     };
     launch(
         kernel,

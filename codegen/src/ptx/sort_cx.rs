@@ -1,17 +1,18 @@
 //! What every launch of a sort kernel shares (see the `sort` module): the
-//! operand and its key at a position, `(key, position)` pairs, the stores
+//! operand and its key at a position (32 or 64 bits, one emitter for
+//! both), `(key, position)` pairs (the `pairs` module), the stores
 //! of one sorted position, the on-chip bitonic sort of pairs, a grid-stride
 //! loop over work items, and the CTA-wide building blocks of the radix
 //! passes (a prefix sum over 256 threads, a digit count aggregated per
 //! warp).
 
-use super::bitonic::Pairs;
 use super::builder::{ins, Builder, Reg, RegKind};
 use super::elementwise::used_vars;
 use super::eval::{needs, Cx, Point, Vals};
 use super::expr;
 use super::module::{self, Launch};
 use super::ops::{self, Value};
+use super::pairs::Pairs;
 use super::target::Target;
 use crate::ir::{Inst, Kernel, Val};
 use crate::sort::{Narrow, SortOp, SortPart, RADIX_TILE};
@@ -99,13 +100,7 @@ pub(super) fn launch(
 /// The sort of sort kernel `k` (all its sort instructions share it but
 /// for the part).
 pub(super) fn sort_op(k: &Kernel) -> SortOp {
-    k.insts
-        .iter()
-        .find_map(|n| match n.inst {
-            Inst::Sort(op, _) => Some(op),
-            _ => None,
-        })
-        .expect("a sort kernel has a sort")
+    k.sort_op().expect("a sort kernel has a sort")
 }
 
 /// The kernel's sort and what its launches need of it.
@@ -227,8 +222,10 @@ impl<'a> SortCx<'a> {
         vals[self.src].as_ref().expect("sort operand evaluated")[0]
     }
 
-    /// The sort key (`u32`) of the operand at `pos`, in the sort's
-    /// direction: [`crate::sort::sort_key`], complemented when descending.
+    /// The sort key of the operand at `pos`, in the sort's direction:
+    /// [`crate::sort::sort_key`], complemented when descending; a `u32`,
+    /// or a `u64` for 64-bit keys ([`SortOp::key_bits`]), by the same
+    /// steps at either width.
     pub(super) fn key(
         &self,
         b: &mut Builder,
@@ -237,44 +234,65 @@ impl<'a> SortCx<'a> {
         valid: Option<Reg>,
     ) -> Reg {
         let v = self.operand(b, kept, pos, valid);
-        let k = b.reg(RegKind::B32);
-        if v.dtype == DType::I32 {
-            ins!(b, "xor.b32 {k}, {}, -2147483648", v.reg);
+        let w = self.op.key_bits();
+        let (kind, float, zero) = match w {
+            64 => (RegKind::B64, DType::F64, "0d0000000000000000"),
+            _ => (RegKind::B32, DType::F32, "0f00000000"),
+        };
+        // The sign bit of the key's width.
+        let sign = format!("0x{:X}", 1u64 << (w - 1));
+        let k = b.reg(kind);
+        if v.dtype.is_int() {
+            ins!(b, "xor.b{w} {k}, {}, {sign}", v.reg);
         } else {
-            // -0.0 -> 0.0 and every NaN -> 0x7fffffff, then flip the sign
-            // bit of positives and every bit of negatives.
-            let x = ops::convert(b, v, DType::F32).reg;
-            let bits = b.reg(RegKind::B32);
-            ins!(b, "mov.b32 {bits}, {x}");
+            // -0.0 -> 0.0 and every NaN -> the positive quiet NaN with
+            // every mantissa bit set, then flip the sign bit of positives
+            // and every bit of negatives.
+            let x = ops::convert(b, v, float).reg;
+            let bits = b.reg(kind);
+            ins!(b, "mov.b{w} {bits}, {x}");
             let p = b.reg(RegKind::Pred);
-            ins!(b, "setp.eq.f32 {p}, {x}, 0f00000000");
-            ins!(b, "selp.b32 {bits}, 0, {bits}, {p}");
-            ins!(b, "setp.nan.f32 {p}, {x}, {x}");
-            ins!(b, "selp.b32 {bits}, 2147483647, {bits}, {p}");
-            let m = b.reg(RegKind::B32);
-            ins!(b, "shr.s32 {m}, {bits}, 31");
-            ins!(b, "or.b32 {m}, {m}, -2147483648");
-            ins!(b, "xor.b32 {k}, {bits}, {m}");
+            ins!(b, "setp.eq.f{w} {p}, {x}, {zero}");
+            ins!(b, "selp.b{w} {bits}, 0, {bits}, {p}");
+            ins!(b, "setp.nan.f{w} {p}, {x}, {x}");
+            ins!(
+                b,
+                "selp.b{w} {bits}, 0x{:X}, {bits}, {p}",
+                (1u64 << (w - 1)) - 1
+            );
+            let m = b.reg(kind);
+            ins!(b, "shr.s{w} {m}, {bits}, {}", w - 1);
+            ins!(b, "or.b{w} {m}, {m}, {sign}");
+            ins!(b, "xor.b{w} {k}, {bits}, {m}");
         }
         if self.op.descending {
-            ins!(b, "not.b32 {k}, {k}");
+            ins!(b, "not.b{w} {k}, {k}");
         }
         k
     }
 
-    /// The pair `key << 32 | pos` of the operand at `pos`: pairs are all
-    /// distinct and order as the stable sort does.
+    /// The pair of the operand at `pos`, in the form [`Pairs::of`] gives
+    /// the sort (`key << 32 | pos`, or the 64-bit key and `pos` as two words):
+    /// pairs are all distinct and order as the stable sort does.
     pub(super) fn pair(
         &self,
         b: &mut Builder,
         kept: &[Option<Reg>],
         pos: Reg,
         valid: Option<Reg>,
-    ) -> Reg {
+    ) -> Vec<Reg> {
         let k = self.key(b, kept, pos, valid);
         let pair = b.reg(RegKind::B64);
-        ins!(b, "mov.b64 {pair}, {{{pos}, {k}}}");
-        pair
+        match Pairs::of(self.op) {
+            Pairs::Split => {
+                ins!(b, "cvt.u64.u32 {pair}, {pos}");
+                vec![k, pair]
+            }
+            _ => {
+                ins!(b, "mov.b64 {pair}, {{{pos}, {k}}}");
+                vec![pair]
+            }
+        }
     }
 
     /// The 32-bit pair `packed key << pos_bits | pos` of the operand at
@@ -286,7 +304,7 @@ impl<'a> SortCx<'a> {
         pos: Reg,
         valid: Option<Reg>,
         (narrow, pos_bits): (Narrow, u32),
-    ) -> Reg {
+    ) -> Vec<Reg> {
         let k = self.key(b, kept, pos, valid);
         let pair = b.reg(RegKind::B32);
         match narrow {
@@ -295,7 +313,7 @@ impl<'a> SortCx<'a> {
         }
         ins!(b, "shl.b32 {pair}, {pair}, {pos_bits}");
         ins!(b, "or.b32 {pair}, {pair}, {pos}");
-        pair
+        vec![pair]
     }
 
     /// The kernel's stores at sorted position `j` (`u32`) of the row with
@@ -341,18 +359,9 @@ impl<'a> SortCx<'a> {
         let l = begin_loop(b, self.tid, k, self.block);
         let j = l.0;
         let a = self.pair_at(b, j, pairs);
-        let pos = b.reg(RegKind::B32);
-        match pairs {
-            Pairs::Wide => {
-                let (pair, key) = (b.reg(RegKind::B64), b.reg(RegKind::B32));
-                ins!(b, "ld.shared.b64 {pair}, [{a}]");
-                ins!(b, "mov.b64 {{{pos}, {key}}}, {pair}");
-            }
-            Pairs::Narrow { pos_bits } => {
-                ins!(b, "ld.shared.b32 {pos}, [{a}]");
-                ins!(b, "and.b32 {pos}, {pos}, {}", (1u32 << pos_bits) - 1);
-            }
-        }
+        let pair = pairs.regs(b);
+        pairs.access(b, "ld", "shared", "", &pair, (a, 0));
+        let pos = pairs.position(b, &pair);
         self.store(b, kept, j, pos);
         end_loop(b, l);
     }
