@@ -208,7 +208,13 @@ pub(crate) fn epilogue(k: &Kernel, rows: &[RowInput]) -> Option<Kernel> {
                 index: r.index.clone(),
                 valid: Cond::always(),
             };
-            (r.val, Node { inst: load, dtype: r.dtype })
+            (
+                r.val,
+                Node {
+                    inst: load,
+                    dtype: r.dtype,
+                },
+            )
         })
         .collect();
     let roots: Vec<Val> = k.stores.iter().map(|s| s.value).collect();

@@ -244,3 +244,107 @@ impl Values {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{Arg, Inst, KernelKind, Node, Store};
+    use crate::{BinaryOp, Expr, ReduceOp};
+
+    /// `sum(coef * var) + konst`.
+    fn lin(terms: &[(usize, i64)], konst: i64) -> Expr {
+        terms.iter().fold(Expr::constant(konst), |e, (v, c)| {
+            e.add(&Expr::var(*v).scale(*c))
+        })
+    }
+
+    /// `out[b, i, j] = sum_p x[b, i, p] * w[b?, p, j]` over `[b, i, j | p]`
+    /// = `[2, 3, 4 | 5]`: `x` of `xdt` (cast up when a half) transposed per
+    /// batch, `w` flipped along `p` and batched unless `broadcast`, the
+    /// result stored transposed per batch in f32.
+    fn kernel(xdt: DType, broadcast: bool) -> Kernel {
+        let load = |input, index| Node {
+            inst: Inst::Load {
+                input,
+                index,
+                valid: crate::Cond::always(),
+            },
+            dtype: if input == 0 { xdt } else { DType::F32 },
+        };
+        let node = |inst, dtype| Node { inst, dtype };
+        let mut insts = vec![
+            load(0, lin(&[(0, 15), (3, 3), (1, 1)], 0)),
+            load(
+                1,
+                lin(&[(0, if broadcast { 0 } else { 20 }), (3, -4), (2, 1)], 16),
+            ),
+        ];
+        let mut x = 0;
+        if xdt != DType::F32 {
+            insts.push(node(Inst::Cast(0), DType::F32));
+            x = 2;
+        }
+        let prod = insts.len();
+        insts.push(node(Inst::Binary(BinaryOp::Mul, x, 1), DType::F32));
+        insts.push(node(Inst::Reduce(ReduceOp::Sum, prod), DType::F32));
+        Kernel {
+            name: "matmul".into(),
+            kind: KernelKind::Matmul,
+            ranges: [2, 3, 4, 5].as_slice().into(),
+            n_kept: 3,
+            inputs: vec![
+                Arg {
+                    dtype: xdt,
+                    len: 30,
+                },
+                Arg {
+                    dtype: DType::F32,
+                    len: 40,
+                },
+            ],
+            outputs: vec![Arg {
+                dtype: DType::F32,
+                len: 24,
+            }],
+            scalars: vec![],
+            stores: vec![Store::write(
+                0,
+                lin(&[(0, 12), (2, 3), (1, 1)], 0),
+                prod + 1,
+            )],
+            insts,
+        }
+    }
+
+    #[test]
+    fn plain_views_are_read_and_written_in_place() {
+        let p = Plan::new(&kernel(DType::F32, false)).expect("taken");
+        assert!(matches!(
+            p.sources[0],
+            [Source::Direct { .. }, Source::Direct { .. }]
+        ));
+        let (_, out) = p.direct.expect("written in place");
+        assert_eq!(
+            (out.batch, out.rows, out.rs, out.cols, out.cs),
+            (vec![12], 3, 1, 4, 3)
+        );
+        // A half `x` is widened into packed panels.
+        let p = Plan::new(&kernel(DType::F16, false)).expect("taken");
+        assert!(matches!(
+            p.sources[0][0],
+            Source::Widen {
+                from: DType::F16,
+                ..
+            }
+        ));
+        // A `w` shared by every batch makes the batch a row group of `x`
+        // that one stride cannot hold: `x` is packed, and the result goes
+        // through the epilogue.
+        let p = Plan::new(&kernel(DType::F32, true)).expect("taken");
+        assert!(matches!(
+            p.sources[0],
+            [Source::Computed(_), Source::Direct { .. }]
+        ));
+        assert!(p.direct.is_none());
+    }
+}

@@ -104,7 +104,8 @@ impl Source {
 fn widens(from: DType, to: DType) -> bool {
     matches!(
         (from, to),
-        (DType::F16 | DType::BF16, DType::F32) | (DType::F16 | DType::BF16 | DType::F32, DType::F64)
+        (DType::F16 | DType::BF16, DType::F32)
+            | (DType::F16 | DType::BF16 | DType::F32, DType::F64)
     )
 }
 
