@@ -117,28 +117,42 @@ fn widen<'a, T: Elem>(
     layout: &Layout,
     batch: &[usize],
 ) -> Result<(Cow<'a, [T]>, Layout), InterpError> {
-    let packed = Layout::packed(batch, layout.rows, layout.cols);
-    let offsets = layout.batch_offsets(batch);
-    let len = offsets.len() * layout.rows * layout.cols;
+    let len = batch.iter().product::<usize>() * layout.rows * layout.cols;
     let mut out = filled(len, T::ZERO)?;
-    let size = from.size();
-    let value = |at: usize| -> f64 {
-        let b = &bytes[at * size..][..size];
-        match from {
-            DType::F16 => half::f16::from_le_bytes([b[0], b[1]]).to_f64(),
-            DType::BF16 => half::bf16::from_le_bytes([b[0], b[1]]).to_f64(),
-            DType::F32 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
-            _ => f64::from_le_bytes(b.try_into().expect("8 bytes")),
-        }
-    };
+    let into = (&mut out[..], layout, batch);
+    match from {
+        DType::F16 => copy_rows(bytes, into, |b: [u8; 2]| {
+            half::f16::from_le_bytes(b).to_f64()
+        }),
+        DType::BF16 => copy_rows(bytes, into, |b: [u8; 2]| {
+            half::bf16::from_le_bytes(b).to_f64()
+        }),
+        DType::F32 => copy_rows(bytes, into, |b: [u8; 4]| f32::from_le_bytes(b) as f64),
+        _ => copy_rows(bytes, into, f64::from_le_bytes),
+    }
+    Ok((
+        Cow::Owned(out),
+        Layout::packed(batch, layout.rows, layout.cols),
+    ))
+}
+
+/// [`widen`]'s copy for elements of `N` bytes that `value` reads
+/// (monomorphised per source type, so the inner loop has no dispatch).
+fn copy_rows<T: Elem, const N: usize>(
+    bytes: &[u8],
+    (out, layout, batch): (&mut [T], &Layout, &[usize]),
+    value: impl Fn([u8; N]) -> f64 + Sync,
+) {
+    let offsets = layout.batch_offsets(batch);
     out.par_chunks_mut(layout.cols)
         .enumerate()
         .for_each(|(r, row)| {
             let (b, i) = (r / layout.rows, r % layout.rows);
             let base = offsets[b] as isize + i as isize * layout.rs;
             for (j, v) in row.iter_mut().enumerate() {
-                *v = T::from_f64(value((base + j as isize * layout.cs) as usize));
+                let at = (base + j as isize * layout.cs) as usize * N;
+                let raw: [u8; N] = bytes[at..at + N].try_into().expect("N bytes");
+                *v = T::from_f64(value(raw));
             }
         });
-    Ok((Cow::Owned(out), packed))
 }
