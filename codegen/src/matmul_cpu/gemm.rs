@@ -46,6 +46,17 @@ struct Shared<T>(*mut T);
 unsafe impl<T: Send> Send for Shared<T> {}
 unsafe impl<T: Send> Sync for Shared<T> {}
 
+impl<T> Shared<T> {
+    /// The element `offset` places in. A method, so closures capture the
+    /// whole `Shared` (which is `Sync`), not its raw pointer field.
+    ///
+    /// # Safety
+    /// `offset` must lie inside the buffer.
+    unsafe fn at(&self, offset: usize) -> *mut T {
+        self.0.add(offset)
+    }
+}
+
 /// One operand or result: its buffer and where the matrices lie in it.
 pub(super) struct Strided<'a, T> {
     pub data: &'a [T],
@@ -93,12 +104,11 @@ pub(super) fn product<T: Elem>(
         // buffer (`fits`), and distinct batch positions write distinct
         // elements of `dst` (`injective`).
         unsafe {
-            let out = out;
             gemm::gemm(
                 m,
                 n,
                 k,
-                out.0.add(dofs[b]),
+                out.at(dofs[b]),
                 dl.cs,
                 dl.rs,
                 false,

@@ -112,8 +112,8 @@ impl Plan {
             let buf = &mut *outputs[*out];
             let p = &self.products[0];
             let done = match p.dtype {
-                DType::F32 => self.into_output::<f32>(k, inputs, scalars, buf, layout),
-                _ => self.into_output::<f64>(k, inputs, scalars, buf, layout),
+                DType::F32 => self.write_output::<f32>(k, inputs, scalars, buf, layout),
+                _ => self.write_output::<f64>(k, inputs, scalars, buf, layout),
             }?;
             if done {
                 return Ok(());
@@ -133,7 +133,7 @@ impl Plan {
 
     /// Writes the one product into output buffer `buf` at `layout`;
     /// `false` (nothing written) if the buffer is not aligned for `T`.
-    fn into_output<T: Elem>(
+    fn write_output<T: Elem>(
         &self,
         k: &Kernel,
         inputs: &[&[u8]],
