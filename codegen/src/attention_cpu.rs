@@ -18,7 +18,7 @@
 use crate::attention::Attention;
 use crate::dense::{self, Acc};
 use crate::expr::{Cond, Expr};
-use crate::extract::{copy_insts, dense_kernel, epilogue, row_major, VarMap};
+use crate::extract::{copy_insts, dense_kernel, epilogue, row_major, RowInput, VarMap};
 use crate::host_alloc::filled;
 use crate::interp::{self, InterpError};
 use crate::ir::{Arg, Inst, Kernel, KernelKind, Node, Store};
@@ -107,7 +107,12 @@ fn run_in<A: Acc>(
             }
         }
     }
-    let epi = epilogue(k, a.attend, A::DTYPE).ok_or_else(|| malformed(k, "bad epilogue"))?;
+    let row = RowInput {
+        val: a.attend,
+        dtype: A::DTYPE,
+        index: row_major(&(0..k.n_kept).collect::<Vec<_>>(), &k.ranges),
+    };
+    let epi = epilogue(k, &[row]).ok_or_else(|| malformed(k, "bad epilogue"))?;
     let bytes = dense::to_bytes(&out)?;
     let mut ins = inputs.to_vec();
     ins.push(&bytes);
@@ -172,7 +177,7 @@ fn logit_kernel<A: Acc>(
         },
         dtype: A::DTYPE,
     };
-    let (insts, new_of) = copy_insts(k, &[a.logit], &map, Some((a.dot, scores)))
+    let (insts, new_of) = copy_insts(k, &[a.logit], &map, &[(a.dot, scores)])
         .ok_or_else(|| malformed(k, "the logit part reads other variables"))?;
     let len = r * lk as usize;
     let arg = Arg {

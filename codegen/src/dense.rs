@@ -2,7 +2,7 @@
 //! attention) pass between the interpreter and their own loops.
 
 use crate::host_alloc::{vec_with_capacity, zeroed_bytes};
-use crate::interp::{self, InterpError};
+use crate::interp::InterpError;
 use crate::ir::Kernel;
 use crate::DType;
 
@@ -60,14 +60,15 @@ acc!(f32, DType::F32);
 acc!(f64, DType::F64);
 
 /// Runs a kernel whose one output is of `A`'s dtype and returns that
-/// output.
+/// output. Through [`crate::cpu::run`], the backend's entry, so these
+/// elementwise pieces take its fastest generic path.
 pub(crate) fn eval<A: Acc>(
     k: &Kernel,
     inputs: &[&[u8]],
     scalars: &[f64],
 ) -> Result<Vec<A>, InterpError> {
     let mut out = zeroed_bytes(k.outputs[0].len, A::SIZE)?;
-    interp::run(k, inputs, scalars, &mut [&mut out])?;
+    crate::cpu::run(k, inputs, scalars, &mut [&mut out])?;
     let mut vals = vec_with_capacity(k.outputs[0].len)?;
     vals.extend(out.chunks_exact(A::SIZE).map(A::from_le));
     Ok(vals)

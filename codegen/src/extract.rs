@@ -41,7 +41,7 @@ impl VarMap<'_> {
 }
 
 /// The instructions `roots` depend on, copied in SSA order with their
-/// variables mapped; instruction `replace.0` becomes `replace.1` (its
+/// variables mapped; each instruction `r.0` of `replace` becomes `r.1` (its
 /// operands are not copied). Returns the new instructions and, per old
 /// instruction, its new index. `None` when a copied instruction reads a
 /// variable the map drops or is a `Reduce` (the new kernel has no reduced
@@ -50,15 +50,16 @@ pub(crate) fn copy_insts(
     k: &Kernel,
     roots: &[Val],
     map: &VarMap,
-    replace: Option<(Val, Node)>,
+    replace: &[(Val, Node)],
 ) -> Option<(Vec<Node>, Vec<Option<Val>>)> {
+    let replacement = |v: Val| replace.iter().find(|r| r.0 == v).map(|r| &r.1);
     let mut want = vec![false; k.insts.len()];
     let mut stack = roots.to_vec();
     while let Some(v) = stack.pop() {
         if std::mem::replace(&mut want[v], true) {
             continue;
         }
-        if replace.as_ref().is_some_and(|r| r.0 == v) {
+        if replacement(v).is_some() {
             continue;
         }
         stack.extend(k.insts[v].inst.operands());
@@ -70,9 +71,9 @@ pub(crate) fn copy_insts(
             continue;
         }
         let m = |v: Val| new_of[v].expect("operands precede their users");
-        let inst = match &replace {
-            Some((r, n)) if *r == i => n.inst.clone(),
-            _ => match &node.inst {
+        let inst = match replacement(i) {
+            Some(n) => n.inst.clone(),
+            None => match &node.inst {
                 Inst::Load {
                     input,
                     index,
@@ -161,7 +162,7 @@ pub(crate) fn dense_kernel(k: &Kernel, root: Val, old: &[usize], dtype: DType) -
         to: &to,
         ranges: &ranges,
     };
-    let (insts, new_of) = copy_insts(k, &[root], &map, None)?;
+    let (insts, new_of) = copy_insts(k, &[root], &map, &[])?;
     let all: Vec<usize> = (0..ranges.len()).collect();
     let len = ranges.iter().product::<i64>() as usize;
     Some(Kernel {
@@ -177,27 +178,47 @@ pub(crate) fn dense_kernel(k: &Kernel, root: Val, old: &[usize], dtype: DType) -
     })
 }
 
-/// `k`'s stores over its kept variables, instruction `row` (a `Reduce`,
-/// an `Attend`: one value per kept point) replaced by a load of an extra
-/// input of `dtype` holding those values in row-major order; `None` if a
-/// store needs a reduced variable.
-pub(crate) fn epilogue(k: &Kernel, row: Val, dtype: DType) -> Option<Kernel> {
+/// A value with one entry per kept point (a `Reduce`, an `Attend`) that
+/// an epilogue kernel loads from an extra input instead of computing it.
+pub(crate) struct RowInput {
+    /// The instruction replaced.
+    pub val: Val,
+    /// The extra input's dtype.
+    pub dtype: DType,
+    /// Where the value of each kept point lies in the extra input, over
+    /// the kept variables (the fast path chooses its own layout).
+    pub index: Expr,
+}
+
+/// `k`'s stores over its kept variables, each instruction of `rows`
+/// replaced by a load of an extra input (in that order, after `k`'s own
+/// inputs); `None` if a store needs a reduced variable.
+pub(crate) fn epilogue(k: &Kernel, rows: &[RowInput]) -> Option<Kernel> {
     let ranges = &k.ranges[..k.n_kept];
     let to: Vec<Option<Expr>> = (0..k.ranges.len())
         .map(|v| (v < k.n_kept).then(|| Expr::var(v)))
         .collect();
     let map = VarMap { to: &to, ranges };
-    let kept: Vec<usize> = (0..k.n_kept).collect();
-    let values = Node {
-        inst: Inst::Load {
-            input: k.inputs.len(),
-            index: row_major(&kept, ranges),
-            valid: Cond::always(),
-        },
-        dtype,
-    };
+    let replace: Vec<(Val, Node)> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let load = Inst::Load {
+                input: k.inputs.len() + i,
+                index: r.index.clone(),
+                valid: Cond::always(),
+            };
+            (
+                r.val,
+                Node {
+                    inst: load,
+                    dtype: r.dtype,
+                },
+            )
+        })
+        .collect();
     let roots: Vec<Val> = k.stores.iter().map(|s| s.value).collect();
-    let (insts, new_of) = copy_insts(k, &roots, &map, Some((row, values)))?;
+    let (insts, new_of) = copy_insts(k, &roots, &map, &replace)?;
     let stores = k
         .stores
         .iter()
@@ -215,10 +236,10 @@ pub(crate) fn epilogue(k: &Kernel, row: Val, dtype: DType) -> Option<Kernel> {
         })
         .collect::<Option<Vec<_>>>()?;
     let mut inputs = k.inputs.clone();
-    inputs.push(Arg {
-        dtype,
+    inputs.extend(rows.iter().map(|r| Arg {
+        dtype: r.dtype,
         len: k.rows(),
-    });
+    }));
     Some(Kernel {
         name: format!("{}_epilogue", k.name),
         kind: KernelKind::Elementwise,

@@ -1,160 +1,350 @@
 //! The CPU fast path for matmul kernels.
 //!
-//! A [`KernelKind::Matmul`] kernel computes, per row (kept point), one
-//! `Reduce(Sum, Mul(x, y))` in f32 followed by a row-level epilogue. The
-//! generic interpreter evaluates that product element by element; here it is
-//! split in three:
+//! A [`KernelKind::Matmul`](crate::KernelKind::Matmul) kernel computes, per
+//! row (kept point), one or more products `Reduce(Sum, Mul(x, y))` in f32
+//! or f64 (SwiGLU's `silu(x @ w1) * (x @ w3)` is two) followed by a
+//! row-level epilogue. The generic interpreter evaluates them element by
+//! element; here each product is a GEMM (`recognise` splits its variables
+//! into batch, `m`, `n` and `k`):
 //!
-//! 1. each operand's sub-DAG (`x`, `y`: loads through any view, fused
-//!    casts or scales) is evaluated by the interpreter into a packed f32
-//!    matrix over its own variables: `x` over `[batch.., m.., k..]`, `y`
-//!    over `[batch.., n.., k..]`, where `batch` are the kept variables both
-//!    read, `m` those only `x` reads and `n` the rest;
-//! 2. a cache-blocked GEMM (the `gemm` module) multiplies them per batch and scatters
-//!    the sums into one f32 value per row;
-//! 3. the epilogue (everything the stores need, the `Reduce` replaced by a
-//!    load of those row values) runs through the interpreter.
+//! 1. each factor is read in place through its strides when it is a plain
+//!    load (transposed, sliced, broadcast or batched views included), from
+//!    a packed f32 copy when it is a half load cast up, else from a packed
+//!    matrix that the generic path computes (`operand`);
+//! 2. the `gemm` crate multiplies them per batch position (`gemm`);
+//! 3. a kernel that only stores its one product's result has it written
+//!    straight into the output through the store's strides; otherwise each
+//!    result goes to a temporary of the product's dtype, and the epilogue
+//!    (every store, each `Reduce` replaced by a load of its temporary: bias,
+//!    activations, residuals, casts, several products combined) runs over
+//!    the whole output through [`crate::cpu::run`], the backend's generic
+//!    path for elementwise kernels. Half outputs are rounded once, where
+//!    the kernel casts.
 //!
-//! The GEMM accumulates in f32 in ascending k (the generic interpreter's
-//! `Reduce` sums pairwise: both agree to f32 rounding). Kernels of
-//! another shape (integer matmuls, several reductions, element-level
-//! stores, empty dimensions) return `None` and take the generic path.
+//! Kernels of another shape (integer matmuls, other reductions,
+//! element-level stores, indirect loads, empty domains) return `None` and
+//! take the generic path.
 
 mod gemm;
+mod layout;
+mod operand;
+mod recognise;
 
-use crate::dense;
-use crate::extract::{dense_kernel, epilogue, vars_read};
-use crate::host_alloc::{filled, AllocError};
-use crate::interp::{self, InterpError};
-use crate::ir::{Inst, Kernel, Val};
+use crate::extract::{epilogue, row_major, RowInput};
+use crate::host_alloc::filled;
+use crate::interp::InterpError;
+use crate::ir::{Kernel, StoreKind};
 use crate::DType;
+use gemm::{Elem, Strided};
+use layout::Layout;
+use operand::Source;
+use recognise::Product;
 
 /// Runs `kernel` with the fast path if it applies (see the module docs);
-/// `None` means the caller must interpret it generically. The arguments
-/// are [`interp::run`]'s.
+/// `None` means the caller must run it generically. The arguments are
+/// [`crate::interp::run`]'s.
 pub fn try_run(
     kernel: &Kernel,
     inputs: &[&[u8]],
     scalars: &[f64],
     outputs: &mut [&mut [u8]],
 ) -> Option<Result<(), InterpError>> {
-    if kernel.has_indirect() {
-        return None; // the generic interpreter checks indices
-    }
-    let mm = Matmul::recognise(kernel)?;
-    let epilogue = epilogue(kernel, mm.reduce, DType::F32)?;
-    let (xk, yk) = (
-        mm.operand(kernel, mm.x, &mm.m)?,
-        mm.operand(kernel, mm.y, &mm.n)?,
-    );
-    Some((|| {
-        let x = dense::eval::<f32>(&xk, inputs, scalars)?;
-        let y = dense::eval::<f32>(&yk, inputs, scalars)?;
-        let sums = mm.product(kernel, &x, &y)?;
-        let mut ins = inputs.to_vec();
-        ins.push(&sums);
-        interp::run(&epilogue, &ins, scalars, outputs)
-    })())
+    let plan = Plan::new(kernel)?;
+    Some(plan.run(kernel, inputs, scalars, outputs))
 }
 
-/// The recognised structure of a matmul kernel.
-struct Matmul {
-    /// The `Reduce` instruction and its two factors.
-    reduce: Val,
-    x: Val,
-    y: Val,
-    /// Kept variables read by both factors, by `x` only, and the others.
-    batch: Vec<usize>,
-    m: Vec<usize>,
-    n: Vec<usize>,
-    /// The reduced variables.
-    k: Vec<usize>,
+/// Everything decided before running: the products, how to read their
+/// factors, and where their results go.
+struct Plan {
+    products: Vec<Product>,
+    /// Per product, its `x` and `y` sources.
+    sources: Vec<[Source; 2]>,
+    /// The reduced variables (every product's `k`).
+    red: Vec<usize>,
+    /// The stores, each product's `Reduce` loaded from its temporary
+    /// (extra inputs in product order, `[batch, m, n]` row-major).
+    epilogue: Kernel,
+    /// When the kernel only stores its one product: that output and the
+    /// result's layout in it.
+    direct: Option<(usize, Layout)>,
 }
 
-impl Matmul {
-    fn recognise(k: &Kernel) -> Option<Matmul> {
-        let (reduce, x, y) = k.matmul_product()?;
-        let prod = match k.insts[reduce].inst {
-            Inst::Reduce(_, p) => p,
-            _ => unreachable!("matmul_product returns a reduction"),
-        };
-        let f32s = [k.insts[prod].dtype, k.insts[x].dtype, k.insts[y].dtype];
-        if f32s.iter().any(|d| *d != DType::F32) {
-            return None;
-        }
-        let (vx, vy) = (vars_read(k, x), vars_read(k, y));
-        let kept = 0..k.n_kept;
-        let batch: Vec<usize> = kept
-            .clone()
-            .filter(|v| vx.contains(v) && vy.contains(v))
+impl Plan {
+    fn new(k: &Kernel) -> Option<Plan> {
+        let products = recognise::products(k)?;
+        let red: Vec<usize> = (k.n_kept..k.ranges.len()).collect();
+        let sources = products
+            .iter()
+            .map(|p| {
+                Some([
+                    Source::plan(k, p.x, p.dtype, (&p.batch, &p.m, &red))?,
+                    Source::plan(k, p.y, p.dtype, (&p.batch, &p.n, &red))?,
+                ])
+            })
+            .collect::<Option<Vec<_>>>()?;
+        let rows: Vec<RowInput> = products
+            .iter()
+            .map(|p| RowInput {
+                val: p.reduce,
+                dtype: p.dtype,
+                index: row_major(&p.result_order(), &k.ranges),
+            })
             .collect();
-        let m: Vec<usize> = kept
-            .clone()
-            .filter(|v| vx.contains(v) && !vy.contains(v))
-            .collect();
-        let n = kept.filter(|v| !vx.contains(v)).collect();
-        Some(Matmul {
-            reduce,
-            x,
-            y,
-            batch,
-            m,
-            n,
-            k: (k.n_kept..k.ranges.len()).collect(),
+        let epilogue = epilogue(k, &rows)?;
+        let direct = direct_store(k, &products);
+        Some(Plan {
+            products,
+            sources,
+            red,
+            epilogue,
+            direct,
         })
     }
 
-    /// A kernel writing factor `root` as a dense f32 array over
-    /// `[batch.., side.., k..]` (row-major).
-    fn operand(&self, k: &Kernel, root: Val, side: &[usize]) -> Option<Kernel> {
-        let old: Vec<usize> = [&self.batch[..], side, &self.k].concat();
-        dense_kernel(k, root, &old, DType::F32)
+    fn run(
+        &self,
+        k: &Kernel,
+        inputs: &[&[u8]],
+        scalars: &[f64],
+        outputs: &mut [&mut [u8]],
+    ) -> Result<(), InterpError> {
+        if let Some((out, layout)) = &self.direct {
+            let buf = &mut *outputs[*out];
+            let p = &self.products[0];
+            let done = match p.dtype {
+                DType::F32 => self.write_output::<f32>(k, inputs, scalars, buf, layout),
+                _ => self.write_output::<f64>(k, inputs, scalars, buf, layout),
+            }?;
+            if done {
+                return Ok(());
+            }
+        }
+        let mut values = Vec::with_capacity(self.products.len());
+        for i in 0..self.products.len() {
+            values.push(match self.products[i].dtype {
+                DType::F32 => Values::F32(self.temporary(i, k, inputs, scalars)?),
+                _ => Values::F64(self.temporary(i, k, inputs, scalars)?),
+            });
+        }
+        let mut ins = inputs.to_vec();
+        ins.extend(values.iter().map(Values::bytes));
+        crate::cpu::run(&self.epilogue, &ins, scalars, outputs)
     }
 
-    /// Multiplies the packed factors per batch; returns the row sums as f32
-    /// bytes in row-major order of the kept variables.
-    fn product(&self, k: &Kernel, x: &[f32], y: &[f32]) -> Result<Vec<u8>, InterpError> {
-        let size = |vs: &[usize]| vs.iter().map(|v| k.ranges[*v] as usize).product::<usize>();
-        let (m, n, kk) = (size(&self.m), size(&self.n), size(&self.k));
-        // Row offset of each batch / m / n position: the kept variables'
-        // row-major strides, gathered per group.
-        let mut stride = vec![0usize; k.n_kept];
-        let mut s = 1;
-        for v in (0..k.n_kept).rev() {
-            stride[v] = s;
-            s *= k.ranges[v] as usize;
+    /// Writes the one product into output buffer `buf` at `layout`;
+    /// `false` (nothing written) if the buffer is not aligned for `T`.
+    fn write_output<T: Elem>(
+        &self,
+        k: &Kernel,
+        inputs: &[&[u8]],
+        scalars: &[f64],
+        buf: &mut [u8],
+        layout: &Layout,
+    ) -> Result<bool, InterpError> {
+        // SAFETY: every bit pattern is a valid f32 / f64.
+        let (head, out, _) = unsafe { buf.align_to_mut::<T>() };
+        if !head.is_empty() {
+            return Ok(false);
         }
-        let offsets = |vs: &[usize]| -> Vec<usize> {
-            let mut offs = vec![0usize];
-            for v in vs {
-                let (r, st) = (k.ranges[*v] as usize, stride[*v]);
-                offs = offs
-                    .iter()
-                    .flat_map(|o| (0..r).map(move |i| o + i * st))
-                    .collect();
-            }
-            offs
+        self.multiply(0, k, inputs, scalars, out, layout)?;
+        Ok(true)
+    }
+
+    /// Product `i`'s results in a new temporary, `[batch, m, n]` row-major.
+    fn temporary<T: Elem>(
+        &self,
+        i: usize,
+        k: &Kernel,
+        inputs: &[&[u8]],
+        scalars: &[f64],
+    ) -> Result<Vec<T>, InterpError> {
+        let (batch, m, n) = self.dims(i, k);
+        let mut out = filled(k.rows(), T::ZERO)?;
+        let layout = Layout::packed(&batch, m, n);
+        self.multiply(i, k, inputs, scalars, &mut out, &layout)?;
+        Ok(out)
+    }
+
+    /// Batch sizes, `m` and `n` of product `i`.
+    fn dims(&self, i: usize, k: &Kernel) -> (Vec<usize>, usize, usize) {
+        let p = &self.products[i];
+        let size = |vs: &[usize]| vs.iter().map(|v| k.ranges[*v] as usize).product();
+        let batch = p.batch.iter().map(|v| k.ranges[*v] as usize).collect();
+        (batch, size(&p.m), size(&p.n))
+    }
+
+    /// Reads product `i`'s factors and multiplies them into `dst` at
+    /// `layout`.
+    fn multiply<T: Elem>(
+        &self,
+        i: usize,
+        k: &Kernel,
+        inputs: &[&[u8]],
+        scalars: &[f64],
+        dst: &mut [T],
+        layout: &Layout,
+    ) -> Result<(), InterpError> {
+        let (batch, m, n) = self.dims(i, k);
+        let depth = self.red.iter().map(|v| k.ranges[*v] as usize).product();
+        let [xs, ys] = &self.sources[i];
+        let (x, xl) = xs.read::<T>(inputs, scalars, (&batch, m, depth))?;
+        let (y, yl) = ys.read::<T>(inputs, scalars, (&batch, n, depth))?;
+        gemm::product(
+            Strided {
+                data: &x,
+                layout: &xl,
+            },
+            Strided {
+                data: &y,
+                layout: &yl,
+            },
+            &batch,
+            dst,
+            layout,
+        );
+        Ok(())
+    }
+}
+
+/// The output and layout a kernel's only store writes its only product
+/// to, when that store is a plain write of the `Reduce` itself (no
+/// epilogue) to an output of the product's dtype whose index has one
+/// stride per group and never repeats a place.
+fn direct_store(k: &Kernel, products: &[Product]) -> Option<(usize, Layout)> {
+    let ([p], [s]) = (products, &k.stores[..]) else {
+        return None;
+    };
+    let out = &k.outputs[s.output];
+    if s.kind != StoreKind::Write || s.value != p.reduce || out.dtype != p.dtype {
+        return None;
+    }
+    let layout = Layout::of_index(&s.index, &k.ranges, out.len, (&p.batch, &p.m, &p.n))?;
+    let batch: Vec<usize> = p.batch.iter().map(|v| k.ranges[*v] as usize).collect();
+    layout.injective(&batch).then_some((s.output, layout))
+}
+
+/// A product's results as the epilogue reads them.
+enum Values {
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+}
+
+impl Values {
+    /// The values' bytes (little-endian: the host's order, which the
+    /// backend's byte buffers assume).
+    fn bytes(&self) -> &[u8] {
+        fn of<T: Elem>(v: &[T]) -> &[u8] {
+            // SAFETY: the bytes of initialised f32 / f64 values, borrowed
+            // for as long as the values.
+            unsafe { std::slice::from_raw_parts(v.as_ptr().cast(), std::mem::size_of_val(v)) }
+        }
+        match self {
+            Values::F32(v) => of(v),
+            Values::F64(v) => of(v),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{Arg, Inst, KernelKind, Node, Store};
+    use crate::{BinaryOp, Expr, ReduceOp};
+
+    /// `sum(coef * var) + konst`.
+    fn lin(terms: &[(usize, i64)], konst: i64) -> Expr {
+        terms.iter().fold(Expr::constant(konst), |e, (v, c)| {
+            e.add(&Expr::var(*v).scale(*c))
+        })
+    }
+
+    /// `out[b, i, j] = sum_p x[b, i, p] * w[b?, p, j]` over `[b, i, j | p]`
+    /// = `[2, 3, 4 | 5]`: `x` of `xdt` (cast up when a half) transposed per
+    /// batch, `w` flipped along `p` and batched unless `broadcast`, the
+    /// result stored transposed per batch in f32.
+    fn kernel(xdt: DType, broadcast: bool) -> Kernel {
+        let load = |input, index| Node {
+            inst: Inst::Load {
+                input,
+                index,
+                valid: crate::Cond::always(),
+            },
+            dtype: if input == 0 { xdt } else { DType::F32 },
         };
-        let (boffs, moffs, noffs) = (offsets(&self.batch), offsets(&self.m), offsets(&self.n));
-        // Sized by the user's matrices: a failure is an error, not an abort.
-        let mut sums = filled(k.rows(), 0f32)?;
-        let mut c = filled(m.checked_mul(n).ok_or(AllocError { bytes: None })?, 0f32)?;
-        for (b, boff) in boffs.iter().enumerate() {
-            c.fill(0.0);
-            let g = gemm::Gemm {
-                m,
-                n,
-                k: kk,
-                a: &x[b * m * kk..][..m * kk],
-                bt: &y[b * n * kk..][..n * kk],
-            };
-            g.run(&mut c);
-            for (crow, moff) in c.chunks_exact(n).zip(&moffs) {
-                for (v, noff) in crow.iter().zip(&noffs) {
-                    sums[boff + moff + noff] = *v;
-                }
-            }
+        let node = |inst, dtype| Node { inst, dtype };
+        let mut insts = vec![
+            load(0, lin(&[(0, 15), (3, 3), (1, 1)], 0)),
+            load(
+                1,
+                lin(&[(0, if broadcast { 0 } else { 20 }), (3, -4), (2, 1)], 16),
+            ),
+        ];
+        let mut x = 0;
+        if xdt != DType::F32 {
+            insts.push(node(Inst::Cast(0), DType::F32));
+            x = 2;
         }
-        dense::to_bytes(&sums)
+        let prod = insts.len();
+        insts.push(node(Inst::Binary(BinaryOp::Mul, x, 1), DType::F32));
+        insts.push(node(Inst::Reduce(ReduceOp::Sum, prod), DType::F32));
+        Kernel {
+            name: "matmul".into(),
+            kind: KernelKind::Matmul,
+            ranges: [2, 3, 4, 5].as_slice().into(),
+            n_kept: 3,
+            inputs: vec![
+                Arg {
+                    dtype: xdt,
+                    len: 30,
+                },
+                Arg {
+                    dtype: DType::F32,
+                    len: 40,
+                },
+            ],
+            outputs: vec![Arg {
+                dtype: DType::F32,
+                len: 24,
+            }],
+            scalars: vec![],
+            stores: vec![Store::write(
+                0,
+                lin(&[(0, 12), (2, 3), (1, 1)], 0),
+                prod + 1,
+            )],
+            insts,
+        }
+    }
+
+    #[test]
+    fn plain_views_are_read_and_written_in_place() {
+        let p = Plan::new(&kernel(DType::F32, false)).expect("taken");
+        assert!(matches!(
+            p.sources[0],
+            [Source::Direct { .. }, Source::Direct { .. }]
+        ));
+        let (_, out) = p.direct.expect("written in place");
+        assert_eq!(
+            (out.batch, out.rows, out.rs, out.cols, out.cs),
+            (vec![12], 3, 1, 4, 3)
+        );
+        // A half `x` is widened into packed panels.
+        let p = Plan::new(&kernel(DType::F16, false)).expect("taken");
+        assert!(matches!(
+            p.sources[0][0],
+            Source::Widen {
+                from: DType::F16,
+                ..
+            }
+        ));
+        // A `w` shared by every batch makes the batch a row group of `x`
+        // that one stride cannot hold: `x` is packed, and the result goes
+        // through the epilogue.
+        let p = Plan::new(&kernel(DType::F32, true)).expect("taken");
+        assert!(matches!(
+            p.sources[0],
+            [Source::Computed(_), Source::Direct { .. }]
+        ));
+        assert!(p.direct.is_none());
     }
 }
