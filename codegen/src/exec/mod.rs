@@ -1,0 +1,165 @@
+//! The CPU executor: runs elementwise, reduce and multi-reduce kernels
+//! (and matmuls the matmul fast path declines) over typed value vectors,
+//! spread over all cores with rayon. The interpreter ([`crate::interp`])
+//! stays the reference and runs what this declines ([`plan::Plan::new`]:
+//! scans, sorts, scatters, stores that might write an element twice).
+//!
+//! A kernel's rows are cut into tiles as the interpreter's are (several
+//! short rows, or one chunk of a long row; [`TILE`] points). Each
+//! instruction is one loop over a tile ([`arith`], [`memory`]): `f32` in
+//! `f32`, halves in `f32` rounded to their dtype at every instruction,
+//! `f64` in `f64`, integers in wrapping `i64` wrapped to their dtype, each
+//! op by [`crate::ops`]' scalar reference. Loads and stores go run by run
+//! ([`runs`]): strided slices instead of an index per point.
+//!
+//! Parallelism: row blocks go to threads when there are enough of them;
+//! otherwise (a few long rows: a full sum, softmax over one long row) each
+//! row's chunks go to threads, each reduction's partial results folded in
+//! chunk order, so results never depend on the thread count.
+
+mod arith;
+mod memory;
+mod plan;
+mod reduce;
+mod runs;
+mod tile;
+mod vals;
+
+use rayon::prelude::*;
+
+use crate::interp::{check_args, InterpError};
+use crate::ir::{Inst, Kernel};
+use memory::Outs;
+use plan::{Level, Plan};
+use tile::{Ctx, ElemState, RowState, Tile};
+
+/// Points per tile: the vectors of a tile's instructions stay in cache,
+/// and dispatch is paid once per a few thousand points.
+const TILE: usize = 4096;
+
+/// Points below which a kernel runs on the calling thread (fanning out
+/// costs more than it saves).
+const PARALLEL_MIN: usize = 1 << 15;
+
+/// Whether the executor runs `kernel` (else [`run`] returns `None`).
+pub fn covers(kernel: &Kernel) -> bool {
+    Plan::new(kernel).is_some()
+}
+
+/// Runs `kernel` as [`crate::interp::run`] does (same arguments, results
+/// within rounding, integers bit for bit), or returns `None` for a kernel
+/// it does not cover.
+pub fn run(
+    kernel: &Kernel,
+    inputs: &[&[u8]],
+    scalars: &[f64],
+    outputs: &mut [&mut [u8]],
+) -> Option<Result<(), InterpError>> {
+    let plan = Plan::new(kernel)?;
+    Some(check_args(kernel, inputs, scalars, outputs).and_then(|()| {
+        let outs = Outs::new(outputs);
+        let mut ctx = Ctx {
+            k: kernel,
+            plan: &plan,
+            inputs,
+            scalars,
+            outs: &outs,
+            uni: Vec::new(),
+        };
+        ctx.uni = tile::uniforms(&ctx)?;
+        execute(&ctx)
+    }))
+}
+
+/// Runs every row block of the kernel.
+fn execute(ctx: &Ctx) -> Result<(), InterpError> {
+    let k = ctx.k;
+    let (rows, row_len) = (k.rows(), k.row_len());
+    let (tile_rows, chunk) = if row_len == 0 {
+        (TILE, 0)
+    } else if row_len <= TILE {
+        ((TILE / row_len).max(1), row_len)
+    } else {
+        (1, TILE)
+    };
+    let blocks = rows.div_ceil(tile_rows);
+    let points = rows.saturating_mul(row_len.max(1));
+    let threads = rayon::current_num_threads();
+    let block = |rs: &mut RowState, es: &mut ElemState, b: usize, split: bool| {
+        let r0 = b * tile_rows;
+        run_block(ctx, rs, es, r0, tile_rows.min(rows - r0), chunk, split)
+    };
+    let states = || (RowState::new(k), ElemState::new(k));
+    if points < PARALLEL_MIN {
+        let (mut rs, mut es) = states();
+        (0..blocks).try_for_each(|b| block(&mut rs, &mut es, b, false))
+    } else if blocks >= 4 * threads {
+        (0..blocks)
+            .into_par_iter()
+            .try_for_each_init(states, |(rs, es), b| block(rs, es, b, false))
+    } else {
+        // Few long rows: split each row's chunks over the threads.
+        let (mut rs, mut es) = states();
+        (0..blocks).try_for_each(|b| block(&mut rs, &mut es, b, true))
+    }
+}
+
+/// Runs rows `r0..r0 + nr` in chunks of `chunk` reduced positions: their
+/// row-level instructions in order (each `Reduce` folding its operand over
+/// the chunks), the row-level stores, then the element-level stores. With
+/// `split`, the chunks of each pass run in parallel.
+fn run_block(
+    ctx: &Ctx,
+    rs: &mut RowState,
+    es: &mut ElemState,
+    r0: usize,
+    nr: usize,
+    chunk: usize,
+    split: bool,
+) -> Result<(), InterpError> {
+    let k = ctx.k;
+    let row_len = k.row_len();
+    let tiles: Vec<Tile> = (0..row_len.div_ceil(chunk.max(1)))
+        .map(|c| Tile {
+            r0,
+            nr,
+            c0: c * chunk,
+            nc: chunk.min(row_len - c * chunk),
+        })
+        .collect();
+    for (i, n) in k.insts.iter().enumerate() {
+        if ctx.plan.level[i] != Level::Row {
+            continue;
+        }
+        let Inst::Reduce(op, _) = n.inst else {
+            rs.compute(ctx, i, r0, nr)?;
+            continue;
+        };
+        let mut acc = reduce::identity(op, n.dtype, nr);
+        let row = &rs.row;
+        let parts: Vec<Result<vals::Vals, InterpError>> = if split {
+            tiles
+                .par_iter()
+                .map_init(|| ElemState::new(k), |es, t| es.fold(ctx, row, i, *t))
+                .collect()
+        } else {
+            tiles.iter().map(|t| es.fold(ctx, row, i, *t)).collect()
+        };
+        for p in parts {
+            reduce::combine(op, n.dtype, &mut acc, &p?);
+        }
+        rs.row[i] = acc;
+    }
+    rs.store(ctx, r0, nr)?;
+    if ctx.plan.elem_stores.is_empty() {
+        return Ok(());
+    }
+    let row = &rs.row;
+    if split {
+        tiles
+            .par_iter()
+            .try_for_each_init(|| ElemState::new(k), |es, t| es.store(ctx, row, *t))
+    } else {
+        tiles.iter().try_for_each(|t| es.store(ctx, row, *t))
+    }
+}
