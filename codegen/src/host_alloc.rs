@@ -44,9 +44,24 @@ pub fn filled<T: Clone>(len: usize, value: T) -> Result<Vec<T>, AllocError> {
 }
 
 /// `count` elements of `size` bytes each, zeroed (the size is checked).
+/// Asked of the allocator as zeroed memory, which for large buffers is
+/// fresh pages the system zeroes as they are first touched: no pass of
+/// zero writes before a kernel overwrites the buffer anyway.
 pub fn zeroed_bytes(count: usize, size: usize) -> Result<Vec<u8>, AllocError> {
     let bytes = count.checked_mul(size).ok_or(AllocError { bytes: None })?;
-    filled(bytes, 0u8)
+    if bytes == 0 {
+        return Ok(Vec::new());
+    }
+    let layout =
+        std::alloc::Layout::array::<u8>(bytes).map_err(|_| AllocError { bytes: Some(bytes) })?;
+    // SAFETY: the layout's size is not zero.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+    if ptr.is_null() {
+        return Err(AllocError { bytes: Some(bytes) });
+    }
+    // SAFETY: `ptr` comes from the global allocator with the layout of
+    // `bytes` `u8`s, which are all initialised (zero).
+    Ok(unsafe { Vec::from_raw_parts(ptr, bytes, bytes) })
 }
 
 /// A copy of `data`.

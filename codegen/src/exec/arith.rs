@@ -6,6 +6,8 @@
 //! for `+ - * /` and `sqrt` is exactly the `f32` operation. The one op
 //! with its own code is `F32` `exp` ([`exp_f32`]), the hot op of softmax.
 
+use std::borrow::Cow;
+
 use crate::exec::vals::{class, convert, Class, Vals};
 use crate::ops::{BinaryOp, UnaryOp};
 use crate::DType;
@@ -35,7 +37,7 @@ pub enum Shape {
 }
 
 /// The typed view of `v` (holding `T`s, as `get` extracts) in `shape`.
-pub fn src<'a, T: Copy>(v: &'a Vals, shape: Shape, get: fn(&Vals) -> &[T]) -> Src<'a, T> {
+pub fn src<'a, T: Copy>(v: &'a Vals, shape: Shape, get: fn(&'a Vals) -> &'a [T]) -> Src<'a, T> {
     let s = get(v);
     match shape {
         Shape::Full => Src::Full(s),
@@ -45,23 +47,17 @@ pub fn src<'a, T: Copy>(v: &'a Vals, shape: Shape, get: fn(&Vals) -> &[T]) -> Sr
 }
 
 /// The `f32` values of `v`.
-pub fn f32s(v: &Vals) -> &[f32] {
-    match v {
-        Vals::F32(v) => v,
-        _ => unreachable!("converted to an f32 class"),
-    }
+pub fn f32s<'v>(v: &'v Vals) -> &'v [f32] {
+    v.f32s()
 }
 
 /// The `f64` values of `v`.
-pub fn f64s(v: &Vals) -> &[f64] {
-    match v {
-        Vals::F64(v) => v,
-        _ => unreachable!("converted to an f64 class"),
-    }
+pub fn f64s<'v>(v: &'v Vals) -> &'v [f64] {
+    v.f64s()
 }
 
 /// The `i64` values of `v`.
-pub fn i64s(v: &Vals) -> &[i64] {
+pub fn i64s<'v>(v: &'v Vals) -> &'v [i64] {
     v.ints()
 }
 
@@ -165,9 +161,15 @@ pub fn unary(
     let a = convert(a, from, cd);
     match class(cd) {
         Class::F32 if dt == DType::F32 && op == UnaryOp::Exp => {
-            let o = out.f32();
-            map1(src(&a, shape, f32s), segs, len, o, |x| x);
-            exp_f32(o);
+            let xs = match shape {
+                Shape::Full => Cow::Borrowed(f32s(&a)),
+                _ => {
+                    let mut v = Vec::new();
+                    map1(src(&a, shape, f32s), segs, len, &mut v, |x| x);
+                    Cow::Owned(v)
+                }
+            };
+            exp_f32(&xs, out.f32());
         }
         Class::F32 if dt == DType::F32 => with_unary!(op, OP => map1(
             src(&a, shape, f32s), segs, len, out.f32(), |x| OP.eval(x as f64) as f32)),
@@ -238,17 +240,21 @@ pub fn binary(
 
 /// `c ? a : b` at every point (all three with a value per point), `a` and
 /// `b` converted from `adt` and `bdt` to `dt`.
-pub fn select(c: &Vals, (a, adt): (&Vals, DType), (b, bdt): (&Vals, DType), dt: DType) -> Vals {
+pub fn select<'a>(
+    c: &Vals,
+    (a, adt): (&Vals, DType),
+    (b, bdt): (&Vals, DType),
+    dt: DType,
+) -> Vals<'a> {
     fn pick<T: Copy>(c: &Vals, x: &[T], y: &[T], out: &mut Vec<T>) {
         out.extend((0..x.len()).map(|p| if c.truthy(p) { x[p] } else { y[p] }));
     }
     let (a, b) = (convert(a, adt, dt), convert(b, bdt, dt));
     let mut out = Vals::default();
-    match (&*a, &*b) {
-        (Vals::F32(x), Vals::F32(y)) => pick(c, x, y, out.f32()),
-        (Vals::F64(x), Vals::F64(y)) => pick(c, x, y, out.f64()),
-        (Vals::I64(x), Vals::I64(y)) => pick(c, x, y, out.i64()),
-        _ => unreachable!("branches converted to one dtype"),
+    match class(dt) {
+        Class::F32 => pick(c, a.f32s(), b.f32s(), out.f32()),
+        Class::F64 => pick(c, a.f64s(), b.f64s(), out.f64()),
+        Class::I64 => pick(c, a.ints(), b.ints(), out.i64()),
     }
     out
 }
@@ -258,30 +264,29 @@ pub fn select(c: &Vals, (a, adt): (&Vals, DType), (b, bdt): (&Vals, DType), dt: 
 /// subnormal.
 const EXP_RANGE: f32 = 87.0;
 
-/// `e^x` of every value, in place, within 2 ulp of the correctly rounded
-/// `f32` (the interpreter's `f64` `exp` rounded once; the GPU's
-/// `ex2.approx` is within 2 ulp too): `x = n ln 2 + r` with `|r| <= ln2/2`
-/// (`ln 2` split in two parts, so the reduction is exact), a degree-6
-/// polynomial for `e^r` (Cephes' `expf` coefficients) and `2^n` built
-/// from its exponent bits. Branch-free, so it vectorises; values outside
-/// `+-EXP_RANGE` (overflow, subnormal results, infinities, NaN) are
-/// redone by the reference in a second pass.
-pub fn exp_f32(v: &mut [f32]) {
+/// `e^x` of every value of `xs`, appended to `out`, within 2 ulp of the
+/// correctly rounded `f32` (the interpreter's `f64` `exp` rounded once;
+/// the GPU's `ex2.approx` is within 2 ulp too): `x = n ln 2 + r` with
+/// `|r| <= ln2/2` (`ln 2` split in two parts, so the reduction is exact),
+/// a degree-6 polynomial for `e^r` (Cephes' `expf` coefficients) and `2^n`
+/// built from its exponent bits. Branch-free, so it vectorises; values
+/// outside `+-EXP_RANGE` (overflow, subnormal results, infinities, NaN)
+/// are redone by the reference in a second pass.
+pub fn exp_f32(xs: &[f32], out: &mut Vec<f32>) {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
-    // 1.5 * 2^23: adding and subtracting it rounds to an integer (ties to
-    // even) for magnitudes below 2^22.
+    // 1.5 * 2^23: adding it rounds to an integer (ties to even) for
+    // magnitudes below 2^22, which then sits in the low mantissa bits.
     const ROUND: f32 = 12_582_912.0;
-    let exact: Vec<(usize, f32)> = v
-        .iter()
-        .enumerate()
-        .filter(|(_, x)| !(x.abs() <= EXP_RANGE))
-        .map(|(i, x)| (i, *x))
-        .collect();
-    for x in v.iter_mut() {
-        let c = x.clamp(-EXP_RANGE, EXP_RANGE);
-        let n = (c * LOG2E + ROUND) - ROUND;
+    const ROUND_BITS: u32 = 0x4B40_0000;
+    let mut outside = false;
+    out.extend(xs.iter().map(|x| {
+        let inside = x.abs() <= EXP_RANGE;
+        outside |= !inside;
+        let c = if inside { *x } else { 0.0 };
+        let t = c * LOG2E + ROUND;
+        let n = t - ROUND;
         let r = c - n * LN2_HI - n * LN2_LO;
         let p = 1.987_569_1e-4_f32;
         let p = p * r + 1.398_199_9e-3;
@@ -290,11 +295,17 @@ pub fn exp_f32(v: &mut [f32]) {
         let p = p * r + 1.666_666_5e-1;
         let p = p * r + 5.000_000_1e-1;
         let e = p * (r * r) + r + 1.0;
-        let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
-        *x = e * scale;
-    }
-    for (i, x) in exact {
-        v[i] = UnaryOp::Exp.eval(x as f64) as f32;
+        // The biased exponent n + 127 (in 1..=253), from t's low bits.
+        let scale = f32::from_bits(t.to_bits().wrapping_sub(ROUND_BITS - 127) << 23);
+        e * scale
+    }));
+    if outside {
+        let start = out.len() - xs.len();
+        for (o, x) in out[start..].iter_mut().zip(xs) {
+            if !(x.abs() <= EXP_RANGE) {
+                *o = UnaryOp::Exp.eval(*x as f64) as f32;
+            }
+        }
     }
 }
 
@@ -312,11 +323,26 @@ mod tests {
     fn exp_f32_is_within_2_ulp_of_the_reference() {
         let mut xs: Vec<f32> = (-2000..=2000).map(|i| i as f32 * 0.0457).collect();
         xs.extend([
-            0.0, -0.0, 1e-30, -1e-30, 87.0, -87.0, 88.5, 88.8, -88.0, -100.0, -104.0, -200.0,
-            f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::MAX, f32::MIN,
+            0.0,
+            -0.0,
+            1e-30,
+            -1e-30,
+            87.0,
+            -87.0,
+            88.5,
+            88.8,
+            -88.0,
+            -100.0,
+            -104.0,
+            -200.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            f32::MAX,
+            f32::MIN,
         ]);
-        let mut got = xs.clone();
-        exp_f32(&mut got);
+        let mut got = Vec::new();
+        exp_f32(&xs, &mut got);
         for (x, g) in xs.iter().zip(&got) {
             let want = (*x as f64).exp() as f32;
             if want.is_nan() {

@@ -39,7 +39,7 @@ impl Space<'_> {
 
 /// Element `j` of a buffer of `T`s decoded by `dec`.
 #[inline(always)]
-fn elem<T, const N: usize>(buf: &[u8], j: usize, dec: fn([u8; N]) -> T) -> T {
+fn elem<T, const N: usize>(buf: &[u8], j: usize, dec: impl Fn([u8; N]) -> T) -> T {
     dec(buf[N * j..N * j + N].try_into().expect("N bytes"))
 }
 
@@ -51,9 +51,13 @@ fn read_run<T, const N: usize>(
     base: usize,
     step: i64,
     len: usize,
-    dec: fn([u8; N]) -> T,
+    dec: impl Fn([u8; N]) -> T + Copy,
     out: &mut Vec<T>,
 ) {
+    if len == 0 {
+        // Nothing valid: `base` may lie outside the buffer.
+        return;
+    }
     if step == 1 {
         let bytes = &buf[N * base..N * (base + len)];
         out.extend(
@@ -68,12 +72,17 @@ fn read_run<T, const N: usize>(
 
 /// Appends the elements of a run of a `dt` buffer (positions `lo..hi` of
 /// the run read, 0 elsewhere) to `out`, which holds `dt`'s class.
-fn read_into(dt: DType, buf: &[u8], r: &Run, step: i64, out: &mut Vals) {
+fn read_into(dt: DType, buf: &[u8], r: &Run, step: i64, out: &mut Vals<'_>) {
     fn pad<T: Copy>(v: &mut Vec<T>, n: usize, zero: T) {
         v.extend(std::iter::repeat_n(zero, n));
     }
-    let first = (r.base + step * r.lo as i64) as usize;
     let n = r.hi - r.lo;
+    // Unused (and possibly negative) when nothing is valid.
+    let first = if n == 0 {
+        0
+    } else {
+        (r.base + step * r.lo as i64) as usize
+    };
     match out {
         Vals::F32(v) => {
             pad(v, r.lo, 0.0);
@@ -98,6 +107,7 @@ fn read_into(dt: DType, buf: &[u8], r: &Run, step: i64, out: &mut Vals) {
             }
             pad(v, r.len - r.hi, 0.0);
         }
+        Vals::F32In(_) => unreachable!("reads go to owned vectors"),
         Vals::F64(v) => {
             pad(v, r.lo, 0.0);
             read_run(buf, first, step, n, f64::from_le_bytes, v);
@@ -131,18 +141,22 @@ fn touched(r: &Run, step: i64) -> Option<(i64, i64)> {
 
 /// `Load { input, index, valid }` of dtype `dt` at the points of `sp`.
 #[allow(clippy::too_many_arguments)]
-pub fn load(
+pub fn load<'a>(
     k: &Kernel,
     input: usize,
     index: &Expr,
     valid: &Cond,
     runs: &Runs,
-    buf: &[u8],
+    buf: &'a [u8],
     dt: DType,
     sp: Space,
-    out: &mut Vals,
+    out: &mut Vals<'a>,
 ) -> Result<(), InterpError> {
     let arg = k.inputs[input];
+    if let Some(v) = in_place(k, input, index, valid, runs, buf, dt, sp)? {
+        *out = v;
+        return Ok(());
+    }
     let mut raw = Vals::default();
     match class(arg.dtype) {
         Class::F32 => raw.f32().reserve(sp.n),
@@ -166,14 +180,59 @@ pub fn load(
     Ok(())
 }
 
-/// The value of `index` at every point of `sp`, and whether `valid` holds
-/// there.
-pub fn index_values(
+/// An `F32` load of consecutive elements at every point of `sp` (one run,
+/// all valid, step 1) as the input's own memory, when it is aligned for
+/// `f32` on a little-endian host; `None` for any other load.
+#[allow(clippy::too_many_arguments)]
+fn in_place<'a>(
+    k: &Kernel,
+    input: usize,
     index: &Expr,
     valid: &Cond,
     runs: &Runs,
+    buf: &'a [u8],
+    dt: DType,
     sp: Space,
-) -> (Vec<i64>, Vec<bool>) {
+) -> Result<Option<Vals<'a>>, InterpError> {
+    let arg = k.inputs[input];
+    let one_run = sp.p0 / runs.span == (sp.p0 + sp.n - 1) / runs.span;
+    if !cfg!(target_endian = "little")
+        || arg.dtype != DType::F32
+        || dt != DType::F32
+        || runs.index != 1
+        || sp.n == 0
+        || !one_run
+    {
+        return Ok(None);
+    }
+    let mut run = None;
+    sp.runs(Some(index), valid, runs, |r| {
+        run = Some(r);
+        Ok::<(), ()>(())
+    })
+    .expect("infallible");
+    let r = run.expect("one run");
+    if r.lo != 0 || r.hi != r.len {
+        return Ok(None);
+    }
+    if r.base < 0 || r.base as usize + r.len > arg.len {
+        let bad = if r.base < 0 {
+            r.base
+        } else {
+            r.base + r.len as i64 - 1
+        };
+        return Err(oob(k, input, bad, arg.len));
+    }
+    let bytes = &buf[4 * r.base as usize..4 * (r.base as usize + r.len)];
+    // SAFETY: every bit pattern is a valid f32, and `align_to` only puts
+    // aligned elements in the middle part.
+    let (head, vals, _) = unsafe { bytes.align_to::<f32>() };
+    Ok((head.is_empty() && vals.len() == r.len).then_some(Vals::F32In(vals)))
+}
+
+/// The value of `index` at every point of `sp`, and whether `valid` holds
+/// there.
+pub fn index_values(index: &Expr, valid: &Cond, runs: &Runs, sp: Space) -> (Vec<i64>, Vec<bool>) {
     let mut idx = Vec::with_capacity(sp.n);
     let mut ok = Vec::with_capacity(sp.n);
     let step = runs.index;
@@ -187,7 +246,7 @@ pub fn index_values(
 }
 
 /// `Valid(c)` of dtype `dt`: 1 where `c` holds, else 0.
-pub fn valid_values(c: &Cond, runs: &Runs, dt: DType, sp: Space) -> Vals {
+pub fn valid_values<'a>(c: &Cond, runs: &Runs, dt: DType, sp: Space) -> Vals<'a> {
     let mut b = Vec::with_capacity(sp.n);
     sp.runs(None, c, runs, |r| {
         b.extend((0..r.len).map(|j| i64::from(r.lo <= j && j < r.hi)));
@@ -200,7 +259,7 @@ pub fn valid_values(c: &Cond, runs: &Runs, dt: DType, sp: Space) -> Vals {
 /// `Gather { input, index, valid, at, stride, len }` of dtype `dt`: `ats`
 /// holds the position at every point of `sp`.
 #[allow(clippy::too_many_arguments)]
-pub fn gather(
+pub fn gather<'a>(
     k: &Kernel,
     g: &crate::ir::Gather,
     runs: &Runs,
@@ -208,7 +267,7 @@ pub fn gather(
     buf: &[u8],
     dt: DType,
     sp: Space,
-) -> Result<Vals, InterpError> {
+) -> Result<Vals<'a>, InterpError> {
     let arg = k.inputs[g.input];
     let (idx, ok) = index_values(&g.index, &g.valid, runs, sp);
     let mut js = Vec::with_capacity(sp.n);
@@ -291,11 +350,14 @@ impl<'a> Outs<'a> {
 /// Encodes values of `dt`'s class (already converted to `dt`) into bytes.
 fn encode(dt: DType, vals: &Vals, p: usize, out: &mut [u8]) {
     match vals {
-        Vals::F32(v) => match dt {
-            DType::F32 => out.copy_from_slice(&v[p].to_le_bytes()),
-            DType::F16 => out.copy_from_slice(&half::f16::from_f32(v[p]).to_le_bytes()),
-            _ => out.copy_from_slice(&half::bf16::from_f32(v[p]).to_le_bytes()),
-        },
+        Vals::F32(_) | Vals::F32In(_) => {
+            let v = vals.f32s()[p];
+            match dt {
+                DType::F32 => out.copy_from_slice(&v.to_le_bytes()),
+                DType::F16 => out.copy_from_slice(&half::f16::from_f32(v).to_le_bytes()),
+                _ => out.copy_from_slice(&half::bf16::from_f32(v).to_le_bytes()),
+            }
+        }
         Vals::F64(v) => out.copy_from_slice(&v[p].to_le_bytes()),
         Vals::I64(v) => out.copy_from_slice(&v[p].to_le_bytes()[..dt.size()]),
     }
@@ -331,7 +393,7 @@ pub fn store(
         if step == 1 && dt == DType::F32 {
             // SAFETY: this run's elements are written by this thread only.
             let bytes = unsafe { outs.elems(o, r.base as usize, r.len, size) };
-            let v = &crate::exec::arith::f32s(&vals)[r.off..r.off + r.len];
+            let v = &vals.f32s()[r.off..r.off + r.len];
             for (b, x) in bytes.chunks_exact_mut(4).zip(v) {
                 b.copy_from_slice(&x.to_le_bytes());
             }

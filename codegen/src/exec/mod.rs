@@ -72,7 +72,7 @@ pub fn run(
 }
 
 /// Runs every row block of the kernel.
-fn execute(ctx: &Ctx) -> Result<(), InterpError> {
+fn execute<'a>(ctx: &Ctx<'a>) -> Result<(), InterpError> {
     let k = ctx.k;
     let (rows, row_len) = (k.rows(), k.row_len());
     let (tile_rows, chunk) = if row_len == 0 {
@@ -85,7 +85,7 @@ fn execute(ctx: &Ctx) -> Result<(), InterpError> {
     let blocks = rows.div_ceil(tile_rows);
     let points = rows.saturating_mul(row_len.max(1));
     let threads = rayon::current_num_threads();
-    let block = |rs: &mut RowState, es: &mut ElemState, b: usize, split: bool| {
+    let block = |rs: &mut RowState<'a>, es: &mut ElemState<'a>, b: usize, split: bool| {
         let r0 = b * tile_rows;
         run_block(ctx, rs, es, r0, tile_rows.min(rows - r0), chunk, split)
     };
@@ -108,10 +108,10 @@ fn execute(ctx: &Ctx) -> Result<(), InterpError> {
 /// row-level instructions in order (each `Reduce` folding its operand over
 /// the chunks), the row-level stores, then the element-level stores. With
 /// `split`, the chunks of each pass run in parallel.
-fn run_block(
-    ctx: &Ctx,
-    rs: &mut RowState,
-    es: &mut ElemState,
+fn run_block<'a>(
+    ctx: &Ctx<'a>,
+    rs: &mut RowState<'a>,
+    es: &mut ElemState<'a>,
     r0: usize,
     nr: usize,
     chunk: usize,
@@ -137,7 +137,7 @@ fn run_block(
         };
         let mut acc = reduce::identity(op, n.dtype, nr);
         let row = &rs.row;
-        let parts: Vec<Result<vals::Vals, InterpError>> = if split {
+        let parts: Vec<Result<vals::Vals<'a>, InterpError>> = if split {
             tiles
                 .par_iter()
                 .map_init(|| ElemState::new(k), |es, t| es.fold(ctx, row, i, *t))

@@ -54,8 +54,7 @@ impl Plan {
                 Inst::Scan(..) | Inst::Sort(..) | Inst::Dot(..) | Inst::Attend(..)
             )
         });
-        if !covered_kind || !covered_insts || k.stores.iter().any(|s| s.kind != StoreKind::Write)
-        {
+        if !covered_kind || !covered_insts || k.stores.iter().any(|s| s.kind != StoreKind::Write) {
             return None;
         }
         let element = k.element_level();
@@ -81,7 +80,13 @@ impl Plan {
             level.push(l);
         }
         let nk = k.n_kept;
-        let space = |l: Level| if l == Level::Elem { &k.ranges[..] } else { &k.ranges[..nk] };
+        let space = |l: Level| {
+            if l == Level::Elem {
+                &k.ranges[..]
+            } else {
+                &k.ranges[..nk]
+            }
+        };
         let runs = k
             .insts
             .iter()
@@ -214,7 +219,10 @@ mod tests {
         assert!(injective(&row_major, &r));
         let transposed = Expr::var(0).add(&Expr::var(1).scale(4));
         assert!(injective(&transposed, &r));
-        let reversed = Expr::var(1).scale(-1).add_const(4).add(&Expr::var(0).scale(5));
+        let reversed = Expr::var(1)
+            .scale(-1)
+            .add_const(4)
+            .add(&Expr::var(0).scale(5));
         assert!(injective(&reversed, &r));
         // Overlapping rows and a missing variable write elements twice.
         let overlap = Expr::var(0).scale(3).add(&Expr::var(1));

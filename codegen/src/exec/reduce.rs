@@ -46,7 +46,7 @@ fn tree<T: Copy>(v: &[T], id: T, f: &impl Fn(T, T) -> T) -> T {
 }
 
 /// `n` copies of `op`'s identity in `dt`.
-pub fn identity(op: ReduceOp, dt: DType, n: usize) -> Vals {
+pub fn identity<'a>(op: ReduceOp, dt: DType, n: usize) -> Vals<'a> {
     let mut v = Vals::default();
     match class(dt) {
         Class::F32 => v.f32().resize(n, op.identity(dt) as f32),
@@ -83,7 +83,14 @@ macro_rules! with_reduce {
 
 /// Folds each of the `segs` segments of `len` values of `v` into `acc[s]`.
 #[inline(always)]
-fn fold_each<T: Copy>(v: &[T], acc: &mut [T], segs: usize, len: usize, id: T, f: impl Fn(T, T) -> T) {
+fn fold_each<T: Copy>(
+    v: &[T],
+    acc: &mut [T],
+    segs: usize,
+    len: usize,
+    id: T,
+    f: impl Fn(T, T) -> T,
+) {
     for (s, a) in acc.iter_mut().enumerate().take(segs) {
         *a = f(*a, tree(&v[s * len..(s + 1) * len], id, &f));
     }
@@ -95,7 +102,8 @@ fn fold_each<T: Copy>(v: &[T], acc: &mut [T], segs: usize, len: usize, id: T, f:
 /// accumulators round to their dtype at every step, as the interpreter's.
 pub fn fold_segments(op: ReduceOp, dt: DType, v: &Vals, segs: usize, len: usize, acc: &mut Vals) {
     match (v, acc) {
-        (Vals::F32(v), Vals::F32(acc)) => {
+        (Vals::F32(_) | Vals::F32In(_), Vals::F32(acc)) => {
+            let v = v.f32s();
             let id = op.identity(dt) as f32;
             if dt == DType::F32 {
                 with_reduce!(op, OP => fold_each(v, acc, segs, len, id, |a: f32, x: f32| {
@@ -109,9 +117,11 @@ pub fn fold_segments(op: ReduceOp, dt: DType, v: &Vals, segs: usize, len: usize,
         }
         (Vals::F64(v), Vals::F64(acc)) => with_reduce!(op, OP => fold_each(
             v, acc, segs, len, OP.identity(dt), |a, x| OP.combine(a, x))),
-        (Vals::I64(v), Vals::I64(acc)) => fold_each(v, acc, segs, len, op.identity_int(dt), |a, x| {
-            op.fold_int(dt, a, x)
-        }),
+        (Vals::I64(v), Vals::I64(acc)) => {
+            fold_each(v, acc, segs, len, op.identity_int(dt), |a, x| {
+                op.fold_int(dt, a, x)
+            })
+        }
         _ => unreachable!("a reduction's operand has its dtype's class"),
     }
 }

@@ -208,7 +208,10 @@ mod tests {
     fn spans_follow_contiguous_suffixes() {
         let ranges = [3i64, 4, 5];
         // Row-major contiguous: one span over everything.
-        let e = Expr::var(0).scale(20).add(&Expr::var(1).scale(5)).add(&Expr::var(2));
+        let e = Expr::var(0)
+            .scale(20)
+            .add(&Expr::var(1).scale(5))
+            .add(&Expr::var(2));
         assert_eq!(step_of(&e, &ranges), Step { span: 60, step: 1 });
         // Transposed inner axes: spans of the innermost axis only.
         let t = Expr::var(1).add(&Expr::var(2).scale(4));

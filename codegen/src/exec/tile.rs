@@ -28,7 +28,7 @@ pub struct Ctx<'a> {
     /// Output buffers.
     pub outs: &'a Outs<'a>,
     /// The uniform instructions' values (one each; empty for the others).
-    pub uni: Vec<Vals>,
+    pub uni: Vec<Vals<'a>>,
 }
 
 /// A tile: rows `r0..r0 + nr`, reduced positions `c0..c0 + nc` of each
@@ -46,20 +46,20 @@ pub struct Tile {
 }
 
 /// The values an instruction of some level reads.
-struct Frame<'a> {
-    uni: &'a [Vals],
-    row: &'a [Vals],
-    elem: &'a [Vals],
-    plan: &'a Plan,
+struct Frame<'f, 'a> {
+    uni: &'f [Vals<'a>],
+    row: &'f [Vals<'a>],
+    elem: &'f [Vals<'a>],
+    plan: &'f Plan,
     /// The level being computed, over `segs` segments of `len` points.
     at: Level,
     segs: usize,
     len: usize,
 }
 
-impl Frame<'_> {
+impl<'a> Frame<'_, 'a> {
     /// Operand `v`'s values and how they spread over the points.
-    fn operand(&self, v: Val) -> (&Vals, Shape) {
+    fn operand(&self, v: Val) -> (&Vals<'a>, Shape) {
         match (self.plan.level[v], self.at) {
             (Level::Uniform, _) => (&self.uni[v], Shape::One),
             (Level::Row, Level::Elem) => (&self.row[v], Shape::PerSeg),
@@ -69,7 +69,7 @@ impl Frame<'_> {
     }
 
     /// Operand `v` with a value per point.
-    fn full(&self, v: Val) -> Cow<'_, Vals> {
+    fn full(&self, v: Val) -> Cow<'_, Vals<'a>> {
         let (vals, shape) = self.operand(v);
         let per = match shape {
             Shape::Full => return Cow::Borrowed(vals),
@@ -84,7 +84,13 @@ impl Frame<'_> {
 
 /// Computes instruction `i` (not a `Reduce`) over the frame's points
 /// (`sp` for those reading indices) into `out`.
-fn compute(ctx: &Ctx, i: Val, fr: &Frame, sp: Space, out: &mut Vals) -> Result<(), InterpError> {
+fn compute<'a>(
+    ctx: &Ctx<'a>,
+    i: Val,
+    fr: &Frame<'_, 'a>,
+    sp: Space,
+    out: &mut Vals<'a>,
+) -> Result<(), InterpError> {
     let k = ctx.k;
     let dt = k.insts[i].dtype;
     let dtype = |v: Val| k.insts[v].dtype;
@@ -146,7 +152,7 @@ fn compute(ctx: &Ctx, i: Val, fr: &Frame, sp: Space, out: &mut Vals) -> Result<(
 }
 
 /// `Random(draw, ops)` of dtype `dt` at every point.
-fn random(draw: Draw, ops: &[Val], fr: &Frame, dt: DType) -> Vals {
+fn random<'a>(draw: Draw, ops: &[Val], fr: &Frame<'_, 'a>, dt: DType) -> Vals<'a> {
     // Operands are integers; the generator reads their bits.
     let cols: Vec<Cow<Vals>> = ops.iter().map(|o| fr.full(*o)).collect();
     let bits = |o: usize, p: usize| cols[o].ints()[p] as u32;
@@ -154,7 +160,13 @@ fn random(draw: Draw, ops: &[Val], fr: &Frame, dt: DType) -> Vals {
     let (vals, from) = match draw {
         Draw::Below(_) => {
             let v = (0..n)
-                .map(|p| draw.eval_int([bits(0, p), bits(1, p)], bits(2, p), cols[3].ints()[p] as u64))
+                .map(|p| {
+                    draw.eval_int(
+                        [bits(0, p), bits(1, p)],
+                        bits(2, p),
+                        cols[3].ints()[p] as u64,
+                    )
+                })
                 .collect();
             (Vals::I64(v), DType::I64)
         }
@@ -169,7 +181,7 @@ fn random(draw: Draw, ops: &[Val], fr: &Frame, dt: DType) -> Vals {
 }
 
 /// The uniform instructions' values, computed once per run.
-pub fn uniforms(ctx: &Ctx) -> Result<Vec<Vals>, InterpError> {
+pub fn uniforms<'a>(ctx: &Ctx<'a>) -> Result<Vec<Vals<'a>>, InterpError> {
     let mut uni = vec![Vals::default(); ctx.k.insts.len()];
     for i in 0..ctx.k.insts.len() {
         if ctx.plan.level[i] != Level::Uniform {
@@ -197,14 +209,14 @@ pub fn uniforms(ctx: &Ctx) -> Result<Vec<Vals>, InterpError> {
 }
 
 /// A row block's row-level values.
-pub struct RowState {
+pub struct RowState<'a> {
     /// Per instruction, its values at the block's rows (row-level ones).
-    pub row: Vec<Vals>,
+    pub row: Vec<Vals<'a>>,
 }
 
-impl RowState {
+impl<'a> RowState<'a> {
     /// Empty values for `k`.
-    pub fn new(k: &Kernel) -> RowState {
+    pub fn new(k: &Kernel) -> RowState<'a> {
         RowState {
             row: vec![Vals::default(); k.insts.len()],
         }
@@ -212,7 +224,13 @@ impl RowState {
 
     /// Computes row-level instruction `i` (not a `Reduce`) at rows
     /// `r0..r0 + nr`.
-    pub fn compute(&mut self, ctx: &Ctx, i: Val, r0: usize, nr: usize) -> Result<(), InterpError> {
+    pub fn compute(
+        &mut self,
+        ctx: &Ctx<'a>,
+        i: Val,
+        r0: usize,
+        nr: usize,
+    ) -> Result<(), InterpError> {
         let mut out = std::mem::take(&mut self.row[i]);
         let fr = Frame {
             uni: &ctx.uni,
@@ -234,7 +252,7 @@ impl RowState {
     }
 
     /// Runs the row-level stores at rows `r0..r0 + nr`.
-    pub fn store(&self, ctx: &Ctx, r0: usize, nr: usize) -> Result<(), InterpError> {
+    pub fn store(&self, ctx: &Ctx<'a>, r0: usize, nr: usize) -> Result<(), InterpError> {
         let fr = Frame {
             uni: &ctx.uni,
             row: &self.row,
@@ -262,15 +280,15 @@ impl RowState {
 
 /// Element-level values of one tile, reused by later passes over the same
 /// tile (every pass, when a row fits one tile).
-pub struct ElemState {
-    elem: Vec<Vals>,
+pub struct ElemState<'a> {
+    elem: Vec<Vals<'a>>,
     /// Per instruction, the points `(p0, n)` its values were computed at.
     at: Vec<Option<(usize, usize)>>,
 }
 
-impl ElemState {
+impl<'a> ElemState<'a> {
     /// Empty values for `k`.
-    pub fn new(k: &Kernel) -> ElemState {
+    pub fn new(k: &Kernel) -> ElemState<'a> {
         ElemState {
             elem: vec![Vals::default(); k.insts.len()],
             at: vec![None; k.insts.len()],
@@ -280,8 +298,8 @@ impl ElemState {
     /// Evaluates element-level instructions `needs` over tile `t`.
     fn eval<'c>(
         &mut self,
-        ctx: &'c Ctx,
-        row: &[Vals],
+        ctx: &'c Ctx<'a>,
+        row: &[Vals<'a>],
         needs: &[Val],
         t: Tile,
     ) -> Result<Space<'c>, InterpError> {
@@ -316,7 +334,7 @@ impl ElemState {
     }
 
     /// The frame of tile `t`'s element values.
-    fn frame<'a>(&'a self, ctx: &'a Ctx, row: &'a [Vals], t: Tile) -> Frame<'a> {
+    fn frame<'f>(&'f self, ctx: &'f Ctx<'a>, row: &'f [Vals<'a>], t: Tile) -> Frame<'f, 'a> {
         Frame {
             uni: &ctx.uni,
             row,
@@ -330,7 +348,13 @@ impl ElemState {
 
     /// The fold of `Reduce` instruction `i` over tile `t`: one partial
     /// result per row of the tile.
-    pub fn fold(&mut self, ctx: &Ctx, row: &[Vals], i: Val, t: Tile) -> Result<Vals, InterpError> {
+    pub fn fold(
+        &mut self,
+        ctx: &Ctx<'a>,
+        row: &[Vals<'a>],
+        i: Val,
+        t: Tile,
+    ) -> Result<Vals<'a>, InterpError> {
         let k = ctx.k;
         let Inst::Reduce(op, a) = k.insts[i].inst else {
             unreachable!("folds are of reductions")
@@ -347,7 +371,7 @@ impl ElemState {
     }
 
     /// Runs the element-level stores over tile `t`.
-    pub fn store(&mut self, ctx: &Ctx, row: &[Vals], t: Tile) -> Result<(), InterpError> {
+    pub fn store(&mut self, ctx: &Ctx<'a>, row: &[Vals<'a>], t: Tile) -> Result<(), InterpError> {
         let sp = self.eval(ctx, row, &ctx.plan.store_needs, t)?;
         let fr = self.frame(ctx, row, t);
         for &s in &ctx.plan.elem_stores {
