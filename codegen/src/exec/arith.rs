@@ -280,11 +280,8 @@ pub fn exp_f32(xs: &[f32], out: &mut Vec<f32>) {
     // magnitudes below 2^22, which then sits in the low mantissa bits.
     const ROUND: f32 = 12_582_912.0;
     const ROUND_BITS: u32 = 0x4B40_0000;
-    let mut outside = false;
     out.extend(xs.iter().map(|x| {
-        let inside = x.abs() <= EXP_RANGE;
-        outside |= !inside;
-        let c = if inside { *x } else { 0.0 };
+        let c = if x.abs() <= EXP_RANGE { *x } else { 0.0 };
         let t = c * LOG2E + ROUND;
         let n = t - ROUND;
         let r = c - n * LN2_HI - n * LN2_LO;
@@ -299,7 +296,9 @@ pub fn exp_f32(xs: &[f32], out: &mut Vec<f32>) {
         let scale = f32::from_bits(t.to_bits().wrapping_sub(ROUND_BITS - 127) << 23);
         e * scale
     }));
-    if outside {
+    // A separate pass: a flag set inside the loop above would keep it
+    // from vectorising.
+    if xs.iter().fold(false, |o, x| o | !(x.abs() <= EXP_RANGE)) {
         let start = out.len() - xs.len();
         for (o, x) in out[start..].iter_mut().zip(xs) {
             if !(x.abs() <= EXP_RANGE) {

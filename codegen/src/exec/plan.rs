@@ -115,6 +115,10 @@ impl Plan {
         let mut spans: Vec<(usize, i64, i64)> = Vec::new();
         for (s, st) in k.stores.iter().enumerate() {
             let ranges = space(store_level(s));
+            if ranges.contains(&0) {
+                // Runs at no point.
+                continue;
+            }
             if !injective(&st.index, ranges) {
                 return None;
             }
