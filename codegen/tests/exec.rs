@@ -68,7 +68,10 @@ fn inputs(k: &Kernel, seed: u64) -> (Vec<Vec<u8>>, Vec<f64>) {
     (bufs, scalars)
 }
 
-/// Whether two floats of `dt` agree within rounding.
+/// Whether two floats of `dt` agree within rounding. The absolute part
+/// covers sums that cancel to near zero: reordered, their error scales
+/// with the partial sums (values here are up to 10 in magnitude), not
+/// with the result.
 fn close(dt: DType, a: f64, b: f64) -> bool {
     if a.is_nan() || b.is_nan() {
         return a.is_nan() && b.is_nan();
@@ -77,8 +80,8 @@ fn close(dt: DType, a: f64, b: f64) -> bool {
         return true;
     }
     let (rel, abs) = match dt {
-        DType::F64 => (1e-12, 1e-12),
-        DType::F32 => (1e-5, 1e-5),
+        DType::F64 => (1e-12, 1e-9),
+        DType::F32 => (1e-5, 1e-3),
         _ => (1e-2, 1e-2),
     };
     a.is_finite() && b.is_finite() && (a - b).abs() <= rel * a.abs().max(b.abs()) + abs
