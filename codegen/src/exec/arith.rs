@@ -147,6 +147,7 @@ macro_rules! with_binary {
 /// `op` of an operand of dtype `from` into `out` (dtype `dt`), as
 /// [`crate::column::Col::unary`]: converted to `dt` first (to `Bool` for
 /// `Not`).
+#[allow(clippy::too_many_arguments)]
 pub fn unary(
     op: UnaryOp,
     a: &Vals,
@@ -264,6 +265,12 @@ pub fn select<'a>(
 /// subnormal.
 const EXP_RANGE: f32 = 87.0;
 
+/// Whether [`exp_f32`]'s polynomial path applies to `x` (false for NaN).
+#[inline(always)]
+fn in_range(x: f32) -> bool {
+    x.abs() <= EXP_RANGE
+}
+
 /// `e^x` of every value of `xs`, appended to `out`, within 2 ulp of the
 /// correctly rounded `f32` (the interpreter's `f64` `exp` rounded once;
 /// the GPU's `ex2.approx` is within 2 ulp too): `x = n ln 2 + r` with
@@ -281,7 +288,7 @@ pub fn exp_f32(xs: &[f32], out: &mut Vec<f32>) {
     const ROUND: f32 = 12_582_912.0;
     const ROUND_BITS: u32 = 0x4B40_0000;
     out.extend(xs.iter().map(|x| {
-        let c = if x.abs() <= EXP_RANGE { *x } else { 0.0 };
+        let c = if in_range(*x) { *x } else { 0.0 };
         let t = c * LOG2E + ROUND;
         let n = t - ROUND;
         let r = c - n * LN2_HI - n * LN2_LO;
@@ -290,7 +297,7 @@ pub fn exp_f32(xs: &[f32], out: &mut Vec<f32>) {
         let p = p * r + 8.333_452e-3;
         let p = p * r + 4.166_579_6e-2;
         let p = p * r + 1.666_666_5e-1;
-        let p = p * r + 5.000_000_1e-1;
+        let p = p * r + 0.5;
         let e = p * (r * r) + r + 1.0;
         // The biased exponent n + 127 (in 1..=253), from t's low bits.
         let scale = f32::from_bits(t.to_bits().wrapping_sub(ROUND_BITS - 127) << 23);
@@ -298,10 +305,10 @@ pub fn exp_f32(xs: &[f32], out: &mut Vec<f32>) {
     }));
     // A separate pass: a flag set inside the loop above would keep it
     // from vectorising.
-    if xs.iter().fold(false, |o, x| o | !(x.abs() <= EXP_RANGE)) {
+    if xs.iter().fold(false, |o, x| o | !in_range(*x)) {
         let start = out.len() - xs.len();
         for (o, x) in out[start..].iter_mut().zip(xs) {
-            if !(x.abs() <= EXP_RANGE) {
+            if !in_range(*x) {
                 *o = UnaryOp::Exp.eval(*x as f64) as f32;
             }
         }
