@@ -104,10 +104,15 @@ fn execute<'a>(ctx: &Ctx<'a>) -> Result<(), InterpError> {
     }
 }
 
+/// Chunks per task when a row's chunks are spread over the threads: a
+/// fixed count, so the order in which partial results are folded (and so
+/// every float result) does not depend on the number of threads.
+const GROUP: usize = 16;
+
 /// Runs rows `r0..r0 + nr` in chunks of `chunk` reduced positions: their
 /// row-level instructions in order (each `Reduce` folding its operand over
 /// the chunks), the row-level stores, then the element-level stores. With
-/// `split`, the chunks of each pass run in parallel.
+/// `split`, groups of [`GROUP`] chunks run in parallel.
 fn run_block<'a>(
     ctx: &Ctx<'a>,
     rs: &mut RowState<'a>,
@@ -119,14 +124,15 @@ fn run_block<'a>(
 ) -> Result<(), InterpError> {
     let k = ctx.k;
     let row_len = k.row_len();
-    let tiles: Vec<Tile> = (0..row_len.div_ceil(chunk.max(1)))
-        .map(|c| Tile {
-            r0,
-            nr,
-            c0: c * chunk,
-            nc: chunk.min(row_len - c * chunk),
-        })
-        .collect();
+    let tiles = row_len.div_ceil(chunk.max(1));
+    let tile = |c: usize| Tile {
+        r0,
+        nr,
+        c0: c * chunk,
+        nc: chunk.min(row_len - c * chunk),
+    };
+    let groups = tiles.div_ceil(GROUP);
+    let group = |g: usize| g * GROUP..tiles.min((g + 1) * GROUP);
     for (i, n) in k.insts.iter().enumerate() {
         if ctx.plan.level[i] != Level::Row {
             continue;
@@ -135,16 +141,24 @@ fn run_block<'a>(
             rs.compute(ctx, i, r0, nr)?;
             continue;
         };
-        let mut acc = reduce::identity(op, n.dtype, nr);
         let row = &rs.row;
+        // The chunks' partial results folded in order.
+        let fold = |es: &mut ElemState<'a>, cs: std::ops::Range<usize>| {
+            let mut part = reduce::identity(op, n.dtype, nr);
+            for c in cs {
+                reduce::combine(op, n.dtype, &mut part, &es.fold(ctx, row, i, tile(c))?);
+            }
+            Ok::<_, InterpError>(part)
+        };
         let parts: Vec<Result<vals::Vals<'a>, InterpError>> = if split {
-            tiles
-                .par_iter()
-                .map_init(|| ElemState::new(k), |es, t| es.fold(ctx, row, i, *t))
+            (0..groups)
+                .into_par_iter()
+                .map_init(|| ElemState::new(k), |es, g| fold(es, group(g)))
                 .collect()
         } else {
-            tiles.iter().map(|t| es.fold(ctx, row, i, *t)).collect()
+            vec![fold(es, 0..tiles)]
         };
+        let mut acc = reduce::identity(op, n.dtype, nr);
         for p in parts {
             reduce::combine(op, n.dtype, &mut acc, &p?);
         }
@@ -155,11 +169,14 @@ fn run_block<'a>(
         return Ok(());
     }
     let row = &rs.row;
+    let store = |es: &mut ElemState<'a>, cs: std::ops::Range<usize>| {
+        cs.into_iter().try_for_each(|c| es.store(ctx, row, tile(c)))
+    };
     if split {
-        tiles
-            .par_iter()
-            .try_for_each_init(|| ElemState::new(k), |es, t| es.store(ctx, row, *t))
+        (0..groups)
+            .into_par_iter()
+            .try_for_each_init(|| ElemState::new(k), |es, g| store(es, group(g)))
     } else {
-        tiles.iter().try_for_each(|t| es.store(ctx, row, *t))
+        store(es, 0..tiles)
     }
 }

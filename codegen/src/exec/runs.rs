@@ -125,7 +125,7 @@ pub fn for_runs<E>(
     runs: &Runs,
     mut f: impl FnMut(Run) -> Result<(), E>,
 ) -> Result<(), E> {
-    let mut coords = vec![0i64; ranges.len()];
+    let mut coords: smallvec::SmallVec<[i64; 8]> = smallvec::smallvec![0; ranges.len()];
     let never = valid.is_never();
     let mut p = p0;
     while p < p0 + n {
