@@ -12,10 +12,11 @@
 //! op by [`crate::ops`]' scalar reference. Loads and stores go run by run
 //! ([`runs`]): strided slices instead of an index per point.
 //!
-//! Parallelism: row blocks go to threads when there are enough of them;
-//! otherwise (a few long rows: a full sum, softmax over one long row) each
-//! row's chunks go to threads, each reduction's partial results folded in
-//! chunk order, so results never depend on the thread count.
+//! Parallelism: row blocks go to threads when there are enough of them
+//! (or when rows are too short to split); otherwise (a few long rows: a
+//! full sum, softmax over one long row) each row's chunks go to threads in
+//! groups of [`GROUP`], each reduction's partial results folded in chunk
+//! order, so results never depend on the thread count.
 
 mod arith;
 mod memory;
@@ -93,12 +94,13 @@ fn execute<'a>(ctx: &Ctx<'a>) -> Result<(), InterpError> {
     if points < PARALLEL_MIN {
         let (mut rs, mut es) = states();
         (0..blocks).try_for_each(|b| block(&mut rs, &mut es, b, false))
-    } else if blocks >= 4 * threads {
+    } else if blocks >= 4 * threads || row_len.div_ceil(chunk.max(1)) <= GROUP {
         (0..blocks)
             .into_par_iter()
             .try_for_each_init(states, |(rs, es), b| block(rs, es, b, false))
     } else {
-        // Few long rows: split each row's chunks over the threads.
+        // Few rows, each of several groups of chunks: split each row's
+        // groups over the threads.
         let (mut rs, mut es) = states();
         (0..blocks).try_for_each(|b| block(&mut rs, &mut es, b, true))
     }
