@@ -161,9 +161,10 @@ fn matches_the_interpreter_on_every_representative_kernel() {
     assert!(covered > 450, "covered {covered}");
 }
 
-/// Sizes around the edges: empty, one, primes below and above a tile
-/// (4096 points) and above the parallel threshold (2^15 points).
-const SIZES: [i64; 6] = [0, 1, 7, 4099, 32771, 70001];
+/// Sizes around the edges: empty, one, primes around the interpreter's
+/// tile (4096 points) and the executor's (16384), above the parallel
+/// threshold (2^15 points) and over several tiles.
+const SIZES: [i64; 8] = [0, 1, 7, 4099, 16381, 16411, 32771, 70001];
 
 #[test]
 fn every_dtype_op_and_cast_at_edge_sizes() {
