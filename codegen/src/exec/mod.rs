@@ -1,22 +1,23 @@
 //! The CPU executor: runs elementwise, reduce and multi-reduce kernels
 //! (and matmuls the matmul fast path declines) over typed value vectors,
 //! spread over all cores with rayon. The interpreter ([`crate::interp`])
-//! stays the reference and runs what this declines ([`plan::Plan::new`]:
-//! scans, sorts, scatters, stores that might write an element twice).
+//! stays the reference and runs what this declines (`plan::Plan::new`:
+//! scans, sorts, scatters, attention, stores that might write an element
+//! twice).
 //!
 //! A kernel's rows are cut into tiles as the interpreter's are (several
-//! short rows, or one chunk of a long row; [`TILE`] points, 4x the
-//! interpreter's). Each
-//! instruction is one loop over a tile ([`arith`], [`memory`]): `f32` in
+//! short rows, or one chunk of a long row; `TILE` points, 4x the
+//! interpreter's). Each instruction is one loop over a tile (`arith`,
+//! `memory`): `f32` in
 //! `f32`, halves in `f32` rounded to their dtype at every instruction,
 //! `f64` in `f64`, integers in wrapping `i64` wrapped to their dtype, each
 //! op by [`crate::ops`]' scalar reference. Loads and stores go run by run
-//! ([`runs`]): strided slices instead of an index per point.
+//! (`runs`): strided slices instead of an index per point.
 //!
 //! Parallelism: row blocks go to threads when there are enough of them
 //! (or when rows are too short to split); otherwise (a few long rows: a
 //! full sum, softmax over one long row) each row's chunks go to threads in
-//! groups of [`GROUP`], each reduction's partial results folded in chunk
+//! groups of `GROUP`, each reduction's partial results folded in chunk
 //! order, so results never depend on the thread count.
 
 mod arith;
