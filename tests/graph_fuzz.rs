@@ -1035,6 +1035,16 @@ fn fused_equals_unfused_on_1000_random_graphs() {
     fuzz(BASE_SEED, 1000);
 }
 
+/// The first 300 of those graphs through the CPU interpreter
+/// (`SMELT_CPU=interp`, in a child process), so both CPU engines pass the
+/// fuzzer; the test above runs the executor, the CPU's default.
+#[test]
+fn fused_equals_unfused_on_300_graphs_through_the_interpreter() {
+    if common::on_the_interpreter("fused_equals_unfused_on_300_graphs_through_the_interpreter") {
+        fuzz(BASE_SEED, 300);
+    }
+}
+
 #[test]
 #[ignore = "long: 10,000 graphs"]
 fn fused_equals_unfused_on_10000_random_graphs() {

@@ -355,6 +355,16 @@ fn view_chains_with_zero_size_axes() {
     fuzz(10_000..10_200, true);
 }
 
+/// A quarter of those chains through the CPU interpreter (`SMELT_CPU=
+/// interp`, in a child process); the tests above run the executor.
+#[test]
+fn view_chains_through_the_interpreter() {
+    if common::on_the_interpreter("view_chains_through_the_interpreter") {
+        fuzz(0..100, false);
+        fuzz(10_000..10_050, true);
+    }
+}
+
 #[test]
 #[ignore = "long: 40,000 chains"]
 fn view_chains_long() {

@@ -1,7 +1,10 @@
 //! The CPU backend's entry, mirroring [`crate::ptx::emit`]: an attention
 //! kernel runs on its own path, a kernel runs on the specialised matmul
-//! path when it fits it, else on the generic interpreter.
+//! path when it fits it, else on the executor ([`crate::exec`]), or on
+//! the interpreter for the kernels the executor declines and for every
+//! kernel under `SMELT_CPU=interp`.
 
+use crate::env::{self, CpuEngine};
 use crate::interp::{self, InterpError};
 use crate::ir::{Kernel, KernelKind};
 
@@ -21,6 +24,22 @@ pub fn run(
         return crate::attention_cpu::run(kernel, inputs, scalars, outputs);
     }
     match crate::matmul_cpu::try_run(kernel, inputs, scalars, outputs) {
+        Some(done) => done,
+        None => generic(kernel, inputs, scalars, outputs),
+    }
+}
+
+/// Runs a kernel that no specialised path takes.
+fn generic(
+    kernel: &Kernel,
+    inputs: &[&[u8]],
+    scalars: &[f64],
+    outputs: &mut [&mut [u8]],
+) -> Result<(), InterpError> {
+    if env::var("SMELT_CPU", env::parse_cpu) == Some(CpuEngine::Interp) {
+        return interp::run(kernel, inputs, scalars, outputs);
+    }
+    match crate::exec::run(kernel, inputs, scalars, outputs) {
         Some(done) => done,
         None => interp::run(kernel, inputs, scalars, outputs),
     }

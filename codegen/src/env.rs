@@ -19,6 +19,16 @@ pub enum DeviceVar {
     Cuda(usize),
 }
 
+/// Which engine runs generic CPU kernels (`SMELT_CPU`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CpuEngine {
+    /// `exec` (the default): the multi-threaded typed executor
+    /// ([`crate::exec`]), the interpreter for kernels it declines.
+    Exec,
+    /// `interp`: the interpreter ([`crate::interp`]) for every kernel.
+    Interp,
+}
+
 const FLAG_VALUES: &str = "0/1, off/on, false/true, no/yes";
 
 /// An on/off switch (`SMELT_FUSION`, `SMELT_TUNE`, `SMELT_CHECK_PTX`, ...).
@@ -52,6 +62,18 @@ pub fn parse_count(value: &str) -> Result<usize, String> {
     match value.trim().parse::<usize>() {
         Ok(n) if n > 0 => Ok(n),
         _ => Err("a positive integer".to_string()),
+    }
+}
+
+/// `SMELT_CPU`: `exec` or `interp`.
+///
+/// # Errors
+/// The accepted values, for anything else.
+pub fn parse_cpu(value: &str) -> Result<CpuEngine, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "exec" => Ok(CpuEngine::Exec),
+        "interp" => Ok(CpuEngine::Interp),
+        _ => Err("exec, interp".to_string()),
     }
 }
 
@@ -158,6 +180,15 @@ mod tests {
             "taken as given, spaces included"
         );
         assert_eq!(path("SMELT_TEST_SURELY_UNSET_PATH_VARIABLE"), None);
+    }
+
+    #[test]
+    fn cpu_engines() {
+        assert_eq!(parse_cpu("exec"), Ok(CpuEngine::Exec));
+        assert_eq!(parse_cpu(" Interp "), Ok(CpuEngine::Interp));
+        for v in ["", "fast", "interpreter"] {
+            assert!(parse_cpu(v).unwrap_err().contains("interp"), "{v}");
+        }
     }
 
     #[test]

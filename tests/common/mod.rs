@@ -8,6 +8,30 @@
 use smelt::{DType, Device, Fusion, SliceArg, Tensor};
 use smelt_codegen::rng::SplitMix64;
 
+/// For a test that should pass on both CPU engines: true where the test
+/// runs its body through the interpreter, that is in a process whose
+/// `SMELT_CPU` is `interp`. Elsewhere (the executor, the default) it runs
+/// test `name` of this binary again in a child process with
+/// `SMELT_CPU=interp`, asserts that it passed, and returns false. On a
+/// GPU the CPU engines are not under test: false, nothing run.
+pub fn on_the_interpreter(name: &str) -> bool {
+    if std::env::var("SMELT_CPU").is_ok_and(|v| v == "interp") {
+        return true;
+    }
+    if !matches!(test_device(), Device::Cpu) {
+        println!("skipped: {name} tests the CPU interpreter");
+        return false;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let status = std::process::Command::new(exe)
+        .env("SMELT_CPU", "interp")
+        .args([name, "--exact", "--nocapture"])
+        .status()
+        .expect("running the test binary again");
+    assert!(status.success(), "{name} failed under SMELT_CPU=interp");
+    false
+}
+
 /// The device every test runs on: the first CUDA GPU when there is one
 /// (`SMELT_TEST_DEVICE=cpu` forces the CPU), else the CPU, saying so once.
 /// With `SMELT_REQUIRE_CUDA=1`, no GPU is a failure, not a skip.

@@ -1,0 +1,171 @@
+//! CPU benchmark of issue 14: softmax over `[4096, 1024]`, layer norm over
+//! `[4096, 4096]`, vector add of 2^24 elements, a sum of 2^24 elements and
+//! row sums of `[4096, 4096]`, all `f32`, each through
+//! - `exec`: smelt's default CPU executor, fused;
+//! - `interp`: the same fused kernels through the interpreter
+//!   (`SMELT_CPU=interp`);
+//! - `exec unfused`: the executor with `Fusion::Off` (one kernel per op).
+//!
+//! Wall-clock time of a realize (the input already realized, the schedule
+//! cached after the warm-up), median of 20 runs after 3 warm-up runs (5
+//! runs for the interpreter, which is slow). `benches/reference/
+//! cpu_reference.py` times NumPy (and torch on the CPU, where installed)
+//! on the same workloads. `cargo bench --bench cpu` prints a table and
+//! writes `cpu.json` to `$SMELT_BENCH_OUT` (default `target/bench`);
+//! `-- --smoke` runs tiny sizes to check the bench end to end (its figures
+//! mean nothing); `-- --only TEXT` runs the cases whose `workload mode`
+//! contains `TEXT` (`--only softmax`, `--only "add 2^24 exec"`).
+
+mod common;
+
+use common::{median, out_dir, today, write_report};
+use smelt::{DType, Device, Fusion, Result, Tensor};
+use std::time::Instant;
+
+/// One workload: its name, input shapes and the graph it times.
+struct Workload {
+    name: &'static str,
+    shapes: Vec<Vec<usize>>,
+    build: fn(&[Tensor]) -> Tensor,
+}
+
+fn workloads(smoke: bool) -> Vec<Workload> {
+    let s = |full: usize, small: usize| if smoke { small } else { full };
+    vec![
+        Workload {
+            name: "softmax 4096x1024",
+            shapes: vec![vec![s(4096, 64), s(1024, 33)]],
+            build: |x| x[0].softmax(-1),
+        },
+        Workload {
+            name: "layer_norm 4096x4096",
+            shapes: vec![vec![s(4096, 64), s(4096, 65)]],
+            build: |x| x[0].layer_norm(-1, None, None, 1e-5),
+        },
+        Workload {
+            name: "add 2^24",
+            shapes: vec![vec![s(1 << 24, 1000)], vec![s(1 << 24, 1000)]],
+            build: |x| &x[0] + &x[1],
+        },
+        Workload {
+            name: "sum 2^24",
+            shapes: vec![vec![s(1 << 24, 1000)]],
+            build: |x| x[0].sum(0),
+        },
+        Workload {
+            name: "row sums 4096x4096",
+            shapes: vec![vec![s(4096, 64), s(4096, 65)]],
+            build: |x| x[0].sum(-1),
+        },
+    ]
+}
+
+/// How a workload runs.
+#[derive(Clone, Copy)]
+struct Mode {
+    name: &'static str,
+    /// The value of `SMELT_CPU`.
+    engine: &'static str,
+    fusion: Fusion,
+    runs: usize,
+}
+
+const MODES: [Mode; 3] = [
+    Mode {
+        name: "exec",
+        engine: "exec",
+        fusion: Fusion::On,
+        runs: 20,
+    },
+    Mode {
+        name: "interp",
+        engine: "interp",
+        fusion: Fusion::On,
+        runs: 5,
+    },
+    Mode {
+        name: "exec unfused",
+        engine: "exec",
+        fusion: Fusion::Off,
+        runs: 20,
+    },
+];
+
+const WARMUP: usize = 3;
+
+/// Median milliseconds of realizing `w` on `inputs` in `mode`.
+fn time(w: &Workload, inputs: &[Tensor], mode: Mode, runs: usize) -> Result<f64> {
+    // Read by the CPU backend at every kernel; this thread is the only
+    // one running when it changes.
+    std::env::set_var("SMELT_CPU", mode.engine);
+    let mut ms = Vec::with_capacity(runs);
+    for r in 0..WARMUP + runs {
+        let y = (w.build)(inputs);
+        let t0 = Instant::now();
+        y.realize_with(mode.fusion)?;
+        if r >= WARMUP {
+            ms.push(t0.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    Ok(median(&mut ms))
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let smoke = args.iter().any(|a| a == "--smoke");
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .map_or("", |s| s.as_str());
+    let dev = Device::Cpu;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "CPU, {threads} threads{}",
+        if smoke {
+            " (smoke run: tiny sizes, figures mean nothing)"
+        } else {
+            ""
+        }
+    );
+    println!("{:<22} {:>14} {:>10}", "workload", "mode", "ms");
+    let mut rows = Vec::new();
+    for (i, w) in workloads(smoke).iter().enumerate() {
+        let picked = |m: &Mode| format!("{} {}", w.name, m.name).contains(only);
+        if !MODES.iter().any(picked) {
+            continue;
+        }
+        let inputs: Vec<Tensor> = w
+            .shapes
+            .iter()
+            .enumerate()
+            .map(|(j, s)| {
+                let x = Tensor::randn(s.clone(), DType::F32, (10 * i + j) as u64, &dev);
+                x.realize()?;
+                Ok(x)
+            })
+            .collect::<Result<_>>()?;
+        for mode in MODES.into_iter().filter(picked) {
+            let runs = if smoke { 2 } else { mode.runs };
+            let ms = time(w, &inputs, mode, runs)?;
+            println!("{:<22} {:>14} {:>10.3}", w.name, mode.name, ms);
+            rows.push(serde_json::json!({
+                "workload": w.name,
+                "impl": format!("smelt {}", mode.name),
+                "ms": ms,
+            }));
+        }
+    }
+    std::env::remove_var("SMELT_CPU");
+    let report = serde_json::json!({
+        "date": today(),
+        "threads": threads,
+        "smoke": smoke,
+        "results": rows,
+    });
+    let text = serde_json::to_string_pretty(&report)
+        .map_err(|e| smelt::Error::Runtime(format!("cpu.json: {e}")))?;
+    let path = write_report("cpu.json", &text)?;
+    println!("wrote {} (under {})", path.display(), out_dir().display());
+    Ok(())
+}

@@ -1,0 +1,99 @@
+"""NumPy (and torch CPU, where importable) reference for benches/cpu.rs: the
+same workloads (softmax over [4096, 1024], layer norm over [4096, 4096],
+vector add of 2^24, a sum of 2^24 and row sums of [4096, 4096], all
+float32), wall-clock time of each call (the result allocated as the call
+makes it, as smelt's realize does), median of 20 runs after 3 warm-up runs.
+torch runs with all cores and with one thread.
+
+python3 benches/reference/cpu_reference.py [--smoke] [--out FILE]
+writes a JSON file (default target/bench/cpu_reference.json) with the
+same fields as benches/cpu.rs' cpu.json.
+"""
+import datetime
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+WARMUP, RUNS = 3, 20
+
+
+def median_ms(fn):
+    for _ in range(WARMUP):
+        fn()
+    times = []
+    for _ in range(RUNS):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return sorted(times)[len(times) // 2]
+
+
+def np_softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def np_layer_norm(x, eps=1e-5):
+    c = x - x.mean(-1, keepdims=True)
+    return c / np.sqrt((c * c).mean(-1, keepdims=True) + eps)
+
+
+def workloads(smoke):
+    s = (lambda full, small: small) if smoke else (lambda full, small: full)
+    return [
+        ("softmax 4096x1024", [(s(4096, 64), s(1024, 33))], np_softmax,
+         lambda t, x: t.softmax(x, -1)),
+        ("layer_norm 4096x4096", [(s(4096, 64), s(4096, 65))], np_layer_norm,
+         lambda t, x: t.nn.functional.layer_norm(x, x.shape[-1:], eps=1e-5)),
+        ("add 2^24", [(s(1 << 24, 1000),), (s(1 << 24, 1000),)], np.add,
+         lambda t, a, b: a + b),
+        ("sum 2^24", [(s(1 << 24, 1000),)], np.sum, lambda t, x: x.sum()),
+        ("row sums 4096x4096", [(s(4096, 64), s(4096, 65))],
+         lambda x: x.sum(-1), lambda t, x: x.sum(-1)),
+    ]
+
+
+def main():
+    smoke = "--smoke" in sys.argv
+    out = "target/bench/cpu_reference.json"
+    if "--out" in sys.argv:
+        out = sys.argv[sys.argv.index("--out") + 1]
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    rng = np.random.default_rng(0)
+    rows = []
+    print(f"{'workload':<22} {'impl':>18} {'ms':>10}")
+    for name, shapes, np_fn, torch_fn in workloads(smoke):
+        xs = [rng.standard_normal(sh, dtype=np.float32) for sh in shapes]
+        impls = [("numpy", lambda: np_fn(*xs))]
+        if torch is not None:
+            ts = [torch.from_numpy(x) for x in xs]
+            impls.append(("torch", lambda: torch_fn(torch, *ts)))
+            impls.append(("torch 1 thread", lambda: torch_fn(torch, *ts)))
+        for impl, fn in impls:
+            if torch is not None:
+                torch.set_num_threads(1 if impl == "torch 1 thread" else os.cpu_count())
+            ms = median_ms(fn)
+            print(f"{name:<22} {impl:>18} {ms:>10.3f}")
+            rows.append({"workload": name, "impl": impl, "ms": ms})
+    report = {
+        "date": datetime.date.today().isoformat(),
+        "threads": os.cpu_count(),
+        "smoke": smoke,
+        "numpy": np.__version__,
+        "torch": None if torch is None else torch.__version__,
+        "results": rows,
+    }
+    os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(report, f, indent=2)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,361 @@
+//! Elementwise instructions as tight loops over typed slices. Every op's
+//! value is [`crate::ops`]'s scalar reference: the loops call
+//! `UnaryOp::eval` / `BinaryOp::eval` with the op a constant (the
+//! `with_*` macros), so the match folds away and simple ops vectorise; a
+//! float op of dtype `F32` is evaluated in `f64` and rounded once, which
+//! for `+ - * /` and `sqrt` is exactly the `f32` operation. The one op
+//! with its own code is `F32` `exp` ([`exp_f32`]), the hot op of softmax.
+
+use std::borrow::Cow;
+
+use crate::exec::vals::{class, convert, Class, Vals};
+use crate::ops::{BinaryOp, UnaryOp};
+use crate::DType;
+
+/// One operand of an instruction evaluated over `segs` segments of `len`
+/// points: a value per point, per segment (a row-level value read by an
+/// element-level instruction), or one value for all.
+#[derive(Clone, Copy)]
+pub enum Src<'a, T> {
+    /// `segs * len` values.
+    Full(&'a [T]),
+    /// One value per segment.
+    PerSeg(&'a [T]),
+    /// One value.
+    One(T),
+}
+
+/// How an operand is shaped, before its values are typed.
+#[derive(Clone, Copy)]
+pub enum Shape {
+    /// A value per point.
+    Full,
+    /// A value per segment.
+    PerSeg,
+    /// One value.
+    One,
+}
+
+/// The typed view of `v` (holding `T`s, as `get` extracts) in `shape`.
+pub fn src<'a, T: Copy>(v: &'a Vals, shape: Shape, get: fn(&'a Vals) -> &'a [T]) -> Src<'a, T> {
+    let s = get(v);
+    match shape {
+        Shape::Full => Src::Full(s),
+        Shape::PerSeg => Src::PerSeg(s),
+        Shape::One => Src::One(s[0]),
+    }
+}
+
+/// The `f32` values of `v`.
+pub fn f32s<'v>(v: &'v Vals) -> &'v [f32] {
+    v.f32s()
+}
+
+/// The `f64` values of `v`.
+pub fn f64s<'v>(v: &'v Vals) -> &'v [f64] {
+    v.f64s()
+}
+
+/// The `i64` values of `v`.
+pub fn i64s<'v>(v: &'v Vals) -> &'v [i64] {
+    v.ints()
+}
+
+/// A segment of an operand: a slice or one value.
+enum Part<'a, T> {
+    S(&'a [T]),
+    C(T),
+}
+
+#[inline(always)]
+fn part<'a, T: Copy>(s: &Src<'a, T>, seg: usize, len: usize) -> Part<'a, T> {
+    match *s {
+        Src::Full(v) => Part::S(&v[seg * len..(seg + 1) * len]),
+        Src::PerSeg(v) => Part::C(v[seg]),
+        Src::One(c) => Part::C(c),
+    }
+}
+
+/// `f(a, b)` at every point of `segs` segments of `len` points, appended
+/// to `out`.
+#[inline(always)]
+pub fn zip2<A: Copy, B: Copy, O: Copy>(
+    a: Src<A>,
+    b: Src<B>,
+    segs: usize,
+    len: usize,
+    out: &mut Vec<O>,
+    f: impl Fn(A, B) -> O,
+) {
+    out.reserve(segs * len);
+    for s in 0..segs {
+        match (part(&a, s, len), part(&b, s, len)) {
+            (Part::S(x), Part::S(y)) => out.extend(x.iter().zip(y).map(|(x, y)| f(*x, *y))),
+            (Part::S(x), Part::C(y)) => out.extend(x.iter().map(|x| f(*x, y))),
+            (Part::C(x), Part::S(y)) => out.extend(y.iter().map(|y| f(x, *y))),
+            (Part::C(x), Part::C(y)) => out.extend(std::iter::repeat_n(f(x, y), len)),
+        }
+    }
+}
+
+/// `f(a)` at every point of `segs` segments of `len` points.
+#[inline(always)]
+pub fn map1<A: Copy, O: Copy>(
+    a: Src<A>,
+    segs: usize,
+    len: usize,
+    out: &mut Vec<O>,
+    f: impl Fn(A) -> O,
+) {
+    zip2(a, Src::One(()), segs, len, out, |x, _| f(x));
+}
+
+/// Calls `$body` with `$c` bound to the constant [`UnaryOp`] equal to
+/// `$op`, so the op's `eval` folds to its one case inside loops.
+macro_rules! with_unary {
+    ($op:expr, $c:ident => $body:expr) => {
+        with_unary!(@ $op, $c, $body, Neg Abs Exp Exp2 Log Log2 Sqrt Rsqrt Recip Sin Cos Tanh
+            Sigmoid Relu Gelu GeluTanh Silu Square Not RoundTf32 Erf Log1p Expm1 Floor Ceil
+            Round Trunc Sign BitNot)
+    };
+    (@ $op:expr, $c:ident, $body:expr, $($v:ident)*) => {
+        match $op {
+            $(UnaryOp::$v => {
+                const $c: UnaryOp = UnaryOp::$v;
+                $body
+            })*
+        }
+    };
+}
+
+/// [`with_unary`] for [`BinaryOp`].
+macro_rules! with_binary {
+    ($op:expr, $c:ident => $body:expr) => {
+        with_binary!(@ $op, $c, $body, Add Sub Mul Div Pow Max Min Lt Le Gt Ge Eq Ne And Or
+            Atan2 Fmod Remainder FloorDiv BitAnd BitOr BitXor Shl Shr)
+    };
+    (@ $op:expr, $c:ident, $body:expr, $($v:ident)*) => {
+        match $op {
+            $(BinaryOp::$v => {
+                const $c: BinaryOp = BinaryOp::$v;
+                $body
+            })*
+        }
+    };
+}
+
+/// `op` of an operand of dtype `from` into `out` (dtype `dt`), as
+/// [`crate::column::Col::unary`]: converted to `dt` first (to `Bool` for
+/// `Not`).
+#[allow(clippy::too_many_arguments)]
+pub fn unary(
+    op: UnaryOp,
+    a: &Vals,
+    shape: Shape,
+    from: DType,
+    dt: DType,
+    segs: usize,
+    len: usize,
+    out: &mut Vals,
+) {
+    let cd = if op == UnaryOp::Not { DType::Bool } else { dt };
+    let a = convert(a, from, cd);
+    match class(cd) {
+        Class::F32 if dt == DType::F32 && op == UnaryOp::Exp => {
+            let xs = match shape {
+                Shape::Full => Cow::Borrowed(f32s(&a)),
+                _ => {
+                    let mut v = Vec::new();
+                    map1(src(&a, shape, f32s), segs, len, &mut v, |x| x);
+                    Cow::Owned(v)
+                }
+            };
+            exp_f32(&xs, out.f32());
+        }
+        Class::F32 if dt == DType::F32 => with_unary!(op, OP => map1(
+            src(&a, shape, f32s), segs, len, out.f32(), |x| OP.eval(x as f64) as f32)),
+        Class::F32 => map1(src(&a, shape, f32s), segs, len, out.f32(), |x| {
+            dt.round(op.eval(x as f64)) as f32
+        }),
+        Class::F64 => with_unary!(op, OP => map1(
+            src(&a, shape, f64s), segs, len, out.f64(), |x| OP.eval(x))),
+        Class::I64 => map1(src(&a, shape, i64s), segs, len, out.i64(), |x| {
+            op.eval_int(dt, x)
+        }),
+    }
+}
+
+/// `op(a, b)` for operands of dtypes `adt`, `bdt` into `out` (dtype
+/// `dt`), computed in [`BinaryOp::compute_dtype`] as
+/// [`crate::column::Col::binary`] does.
+#[allow(clippy::too_many_arguments)]
+pub fn binary(
+    op: BinaryOp,
+    (a, ashape, adt): (&Vals, Shape, DType),
+    (b, bshape, bdt): (&Vals, Shape, DType),
+    dt: DType,
+    segs: usize,
+    len: usize,
+    out: &mut Vals,
+) {
+    let cd = op.compute_dtype(adt, bdt, dt);
+    let (a, b) = (convert(a, adt, cd), convert(b, bdt, cd));
+    // Comparisons give bools whatever they compare.
+    let rd = if op.is_comparison() { DType::Bool } else { cd };
+    let mut r = Vals::default();
+    let res = if rd == dt { &mut *out } else { &mut r };
+    match class(cd) {
+        Class::F32 if op.is_comparison() => with_binary!(op, OP => zip2(
+            src(&a, ashape, f32s), src(&b, bshape, f32s), segs, len, res.i64(),
+            |x, y| OP.eval(x as f64, y as f64) as i64)),
+        Class::F32 if cd == DType::F32 => with_binary!(op, OP => zip2(
+            src(&a, ashape, f32s), src(&b, bshape, f32s), segs, len, res.f32(),
+            |x, y| OP.eval(x as f64, y as f64) as f32)),
+        Class::F32 => zip2(
+            src(&a, ashape, f32s),
+            src(&b, bshape, f32s),
+            segs,
+            len,
+            res.f32(),
+            |x, y| cd.round(op.eval(x as f64, y as f64)) as f32,
+        ),
+        Class::F64 if op.is_comparison() => with_binary!(op, OP => zip2(
+            src(&a, ashape, f64s), src(&b, bshape, f64s), segs, len, res.i64(),
+            |x, y| OP.eval(x, y) as i64)),
+        Class::F64 => with_binary!(op, OP => zip2(
+            src(&a, ashape, f64s), src(&b, bshape, f64s), segs, len, res.f64(),
+            |x, y| OP.eval(x, y))),
+        Class::I64 => zip2(
+            src(&a, ashape, i64s),
+            src(&b, bshape, i64s),
+            segs,
+            len,
+            res.i64(),
+            |x, y| op.eval_int(cd, x, y),
+        ),
+    }
+    if rd != dt {
+        *out = convert(&r, rd, dt).into_owned();
+    }
+}
+
+/// `c ? a : b` at every point (all three with a value per point), `a` and
+/// `b` converted from `adt` and `bdt` to `dt`.
+pub fn select<'a>(
+    c: &Vals,
+    (a, adt): (&Vals, DType),
+    (b, bdt): (&Vals, DType),
+    dt: DType,
+) -> Vals<'a> {
+    fn pick<T: Copy>(c: &Vals, x: &[T], y: &[T], out: &mut Vec<T>) {
+        out.extend((0..x.len()).map(|p| if c.truthy(p) { x[p] } else { y[p] }));
+    }
+    let (a, b) = (convert(a, adt, dt), convert(b, bdt, dt));
+    let mut out = Vals::default();
+    match class(dt) {
+        Class::F32 => pick(c, a.f32s(), b.f32s(), out.f32()),
+        Class::F64 => pick(c, a.f64s(), b.f64s(), out.f64()),
+        Class::I64 => pick(c, a.ints(), b.ints(), out.i64()),
+    }
+    out
+}
+
+/// Magnitudes up to which [`exp_f32`]'s polynomial path applies: `2^n`
+/// stays a normal `f32` and the result neither overflows nor goes
+/// subnormal.
+const EXP_RANGE: f32 = 87.0;
+
+/// Whether [`exp_f32`]'s polynomial path applies to `x` (false for NaN).
+#[inline(always)]
+fn in_range(x: f32) -> bool {
+    x.abs() <= EXP_RANGE
+}
+
+/// `e^x` of every value of `xs`, appended to `out`, within 2 ulp of the
+/// correctly rounded `f32` (the interpreter's `f64` `exp` rounded once;
+/// the GPU's `ex2.approx` is within 2 ulp too): `x = n ln 2 + r` with
+/// `|r| <= ln2/2` (`ln 2` split in two parts, so the reduction is exact),
+/// a degree-6 polynomial for `e^r` (Cephes' `expf` coefficients) and `2^n`
+/// built from its exponent bits. Branch-free, so it vectorises; values
+/// outside `+-EXP_RANGE` (overflow, subnormal results, infinities, NaN)
+/// are redone by the reference in a second pass.
+pub fn exp_f32(xs: &[f32], out: &mut Vec<f32>) {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    // 1.5 * 2^23: adding it rounds to an integer (ties to even) for
+    // magnitudes below 2^22, which then sits in the low mantissa bits.
+    const ROUND: f32 = 12_582_912.0;
+    const ROUND_BITS: u32 = 0x4B40_0000;
+    out.extend(xs.iter().map(|x| {
+        let c = if in_range(*x) { *x } else { 0.0 };
+        let t = c * LOG2E + ROUND;
+        let n = t - ROUND;
+        let r = c - n * LN2_HI - n * LN2_LO;
+        let p = 1.987_569_1e-4_f32;
+        let p = p * r + 1.398_199_9e-3;
+        let p = p * r + 8.333_452e-3;
+        let p = p * r + 4.166_579_6e-2;
+        let p = p * r + 1.666_666_5e-1;
+        let p = p * r + 0.5;
+        let e = p * (r * r) + r + 1.0;
+        // The biased exponent n + 127 (in 1..=253), from t's low bits.
+        let scale = f32::from_bits(t.to_bits().wrapping_sub(ROUND_BITS - 127) << 23);
+        e * scale
+    }));
+    // A separate pass: a flag set inside the loop above would keep it
+    // from vectorising.
+    if xs.iter().fold(false, |o, x| o | !in_range(*x)) {
+        let start = out.len() - xs.len();
+        for (o, x) in out[start..].iter_mut().zip(xs) {
+            if !in_range(*x) {
+                *o = UnaryOp::Exp.eval(*x as f64) as f32;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Distance in units of the last place between two finite `f32`s of
+    /// one sign.
+    fn ulps(a: f32, b: f32) -> u32 {
+        a.to_bits().abs_diff(b.to_bits())
+    }
+
+    #[test]
+    fn exp_f32_is_within_2_ulp_of_the_reference() {
+        let mut xs: Vec<f32> = (-2000..=2000).map(|i| i as f32 * 0.0457).collect();
+        xs.extend([
+            0.0,
+            -0.0,
+            1e-30,
+            -1e-30,
+            87.0,
+            -87.0,
+            88.5,
+            88.8,
+            -88.0,
+            -100.0,
+            -104.0,
+            -200.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            f32::MAX,
+            f32::MIN,
+        ]);
+        let mut got = Vec::new();
+        exp_f32(&xs, &mut got);
+        for (x, g) in xs.iter().zip(&got) {
+            let want = (*x as f64).exp() as f32;
+            if want.is_nan() {
+                assert!(g.is_nan(), "exp({x})");
+            } else {
+                assert!(ulps(*g, want) <= 2, "exp({x}) = {g}, want {want}");
+            }
+        }
+    }
+}

@@ -1,0 +1,411 @@
+//! Reads from input buffers and writes to outputs, run by run (see
+//! [`crate::exec::runs`]): a run whose index steps by 1 is one slice, any
+//! other step a strided loop; range checks are intervals of the run.
+//! Every index is checked against its buffer before it is touched.
+
+use std::marker::PhantomData;
+
+use crate::exec::runs::{for_runs, Run, Runs};
+use crate::exec::vals::{class, convert, Class, Vals};
+use crate::expr::{Cond, Expr};
+use crate::interp::InterpError;
+use crate::ir::Kernel;
+use crate::DType;
+
+/// The points an instruction is evaluated at: `n` consecutive points from
+/// `p0` of the space of variables with sizes `ranges`.
+#[derive(Clone, Copy)]
+pub struct Space<'a> {
+    /// Sizes of the space's variables.
+    pub ranges: &'a [i64],
+    /// First point.
+    pub p0: usize,
+    /// Number of points.
+    pub n: usize,
+}
+
+impl Space<'_> {
+    /// The runs of `index` and `valid` over these points.
+    fn runs<E>(
+        &self,
+        index: Option<&Expr>,
+        valid: &Cond,
+        runs: &Runs,
+        f: impl FnMut(Run) -> Result<(), E>,
+    ) -> Result<(), E> {
+        for_runs(self.ranges, self.p0, self.n, index, valid, runs, f)
+    }
+}
+
+/// Element `j` of a buffer of `T`s decoded by `dec`.
+#[inline(always)]
+fn elem<T, const N: usize>(buf: &[u8], j: usize, dec: impl Fn([u8; N]) -> T) -> T {
+    dec(buf[N * j..N * j + N].try_into().expect("N bytes"))
+}
+
+/// Appends elements `base + step * j` for `j` in `0..len` of a buffer of
+/// `N`-byte values.
+#[inline(always)]
+fn read_run<T, const N: usize>(
+    buf: &[u8],
+    base: usize,
+    step: i64,
+    len: usize,
+    dec: impl Fn([u8; N]) -> T + Copy,
+    out: &mut Vec<T>,
+) {
+    if len == 0 {
+        // Nothing valid: `base` may lie outside the buffer.
+        return;
+    }
+    if step == 1 {
+        let bytes = &buf[N * base..N * (base + len)];
+        out.extend(
+            bytes
+                .chunks_exact(N)
+                .map(|c| dec(c.try_into().expect("N bytes"))),
+        );
+    } else {
+        out.extend((0..len).map(|j| elem(buf, (base as i64 + step * j as i64) as usize, dec)));
+    }
+}
+
+/// Appends the elements of a run of a `dt` buffer (positions `lo..hi` of
+/// the run read, 0 elsewhere) to `out`, which holds `dt`'s class.
+fn read_into(dt: DType, buf: &[u8], r: &Run, step: i64, out: &mut Vals<'_>) {
+    fn pad<T: Copy>(v: &mut Vec<T>, n: usize, zero: T) {
+        v.extend(std::iter::repeat_n(zero, n));
+    }
+    let n = r.hi - r.lo;
+    // Unused (and possibly negative) when nothing is valid.
+    let first = if n == 0 {
+        0
+    } else {
+        (r.base + step * r.lo as i64) as usize
+    };
+    match out {
+        Vals::F32(v) => {
+            pad(v, r.lo, 0.0);
+            match dt {
+                DType::F32 => read_run(buf, first, step, n, f32::from_le_bytes, v),
+                DType::F16 => read_run(
+                    buf,
+                    first,
+                    step,
+                    n,
+                    |b| half::f16::from_le_bytes(b).to_f32(),
+                    v,
+                ),
+                _ => read_run(
+                    buf,
+                    first,
+                    step,
+                    n,
+                    |b| half::bf16::from_le_bytes(b).to_f32(),
+                    v,
+                ),
+            }
+            pad(v, r.len - r.hi, 0.0);
+        }
+        Vals::F32In(_) => unreachable!("reads go to owned vectors"),
+        Vals::F64(v) => {
+            pad(v, r.lo, 0.0);
+            read_run(buf, first, step, n, f64::from_le_bytes, v);
+            pad(v, r.len - r.hi, 0.0);
+        }
+        Vals::I64(v) => {
+            pad(v, r.lo, 0);
+            v.extend((0..n).map(|j| dt.read_int(buf, (first as i64 + step * j as i64) as usize)));
+            pad(v, r.len - r.hi, 0);
+        }
+    }
+}
+
+/// An out-of-bounds load: a scheduler bug, reported as the interpreter
+/// does.
+fn oob(k: &Kernel, input: usize, j: i64, len: usize) -> InterpError {
+    InterpError(format!(
+        "kernel {}: load index {j} outside in{input} of {len} elements",
+        k.name
+    ))
+}
+
+/// The first and last index a run touches (valid positions only), if any.
+fn touched(r: &Run, step: i64) -> Option<(i64, i64)> {
+    (r.hi > r.lo).then(|| {
+        let a = r.base + step * r.lo as i64;
+        let b = r.base + step * (r.hi - 1) as i64;
+        (a.min(b), a.max(b))
+    })
+}
+
+/// `Load { input, index, valid }` of dtype `dt` at the points of `sp`.
+#[allow(clippy::too_many_arguments)]
+pub fn load<'a>(
+    k: &Kernel,
+    input: usize,
+    index: &Expr,
+    valid: &Cond,
+    runs: &Runs,
+    buf: &'a [u8],
+    dt: DType,
+    sp: Space,
+    out: &mut Vals<'a>,
+) -> Result<(), InterpError> {
+    let arg = k.inputs[input];
+    if let Some(v) = in_place(k, input, index, valid, runs, buf, dt, sp)? {
+        *out = v;
+        return Ok(());
+    }
+    let mut raw = Vals::default();
+    match class(arg.dtype) {
+        Class::F32 => raw.f32().reserve(sp.n),
+        Class::F64 => raw.f64().reserve(sp.n),
+        Class::I64 => raw.i64().reserve(sp.n),
+    };
+    sp.runs(Some(index), valid, runs, |r| {
+        if let Some((a, b)) = touched(&r, runs.index) {
+            if a < 0 || b as usize >= arg.len {
+                let bad = if a < 0 { a } else { b };
+                return Err(oob(k, input, bad, arg.len));
+            }
+        }
+        read_into(arg.dtype, buf, &r, runs.index, &mut raw);
+        Ok(())
+    })?;
+    *out = match convert(&raw, arg.dtype, dt) {
+        std::borrow::Cow::Borrowed(_) => raw,
+        std::borrow::Cow::Owned(v) => v,
+    };
+    Ok(())
+}
+
+/// An `F32` load of consecutive elements at every point of `sp` (one run,
+/// all valid, step 1) as the input's own memory, when it is aligned for
+/// `f32` on a little-endian host; `None` for any other load.
+#[allow(clippy::too_many_arguments)]
+fn in_place<'a>(
+    k: &Kernel,
+    input: usize,
+    index: &Expr,
+    valid: &Cond,
+    runs: &Runs,
+    buf: &'a [u8],
+    dt: DType,
+    sp: Space,
+) -> Result<Option<Vals<'a>>, InterpError> {
+    let arg = k.inputs[input];
+    let one_run = sp.p0 / runs.span == (sp.p0 + sp.n - 1) / runs.span;
+    if !cfg!(target_endian = "little")
+        || arg.dtype != DType::F32
+        || dt != DType::F32
+        || runs.index != 1
+        || sp.n == 0
+        || !one_run
+    {
+        return Ok(None);
+    }
+    let mut run = None;
+    sp.runs(Some(index), valid, runs, |r| {
+        run = Some(r);
+        Ok::<(), ()>(())
+    })
+    .expect("infallible");
+    let r = run.expect("one run");
+    if r.lo != 0 || r.hi != r.len {
+        return Ok(None);
+    }
+    if r.base < 0 || r.base as usize + r.len > arg.len {
+        let bad = if r.base < 0 {
+            r.base
+        } else {
+            r.base + r.len as i64 - 1
+        };
+        return Err(oob(k, input, bad, arg.len));
+    }
+    let bytes = &buf[4 * r.base as usize..4 * (r.base as usize + r.len)];
+    // SAFETY: every bit pattern is a valid f32, and `align_to` only puts
+    // aligned elements in the middle part.
+    let (head, vals, _) = unsafe { bytes.align_to::<f32>() };
+    Ok((head.is_empty() && vals.len() == r.len).then_some(Vals::F32In(vals)))
+}
+
+/// The value of `index` at every point of `sp`, and whether `valid` holds
+/// there.
+pub fn index_values(index: &Expr, valid: &Cond, runs: &Runs, sp: Space) -> (Vec<i64>, Vec<bool>) {
+    let mut idx = Vec::with_capacity(sp.n);
+    let mut ok = Vec::with_capacity(sp.n);
+    let step = runs.index;
+    sp.runs(Some(index), valid, runs, |r| {
+        idx.extend((0..r.len).map(|j| r.base + step * j as i64));
+        ok.extend((0..r.len).map(|j| r.lo <= j && j < r.hi));
+        Ok::<(), ()>(())
+    })
+    .expect("infallible");
+    (idx, ok)
+}
+
+/// `Valid(c)` of dtype `dt`: 1 where `c` holds, else 0.
+pub fn valid_values<'a>(c: &Cond, runs: &Runs, dt: DType, sp: Space) -> Vals<'a> {
+    let mut b = Vec::with_capacity(sp.n);
+    sp.runs(None, c, runs, |r| {
+        b.extend((0..r.len).map(|j| i64::from(r.lo <= j && j < r.hi)));
+        Ok::<(), ()>(())
+    })
+    .expect("infallible");
+    convert(&Vals::I64(b), DType::Bool, dt).into_owned()
+}
+
+/// `Gather { input, index, valid, at, stride, len }` of dtype `dt`: `ats`
+/// holds the position at every point of `sp`.
+#[allow(clippy::too_many_arguments)]
+pub fn gather<'a>(
+    k: &Kernel,
+    g: &crate::ir::Gather,
+    runs: &Runs,
+    ats: &[i64],
+    buf: &[u8],
+    dt: DType,
+    sp: Space,
+) -> Result<Vals<'a>, InterpError> {
+    let arg = k.inputs[g.input];
+    let (idx, ok) = index_values(&g.index, &g.valid, runs, sp);
+    let mut js = Vec::with_capacity(sp.n);
+    for p in 0..sp.n {
+        if !ok[p] {
+            js.push(None);
+            continue;
+        }
+        let a = ats[p];
+        if a < 0 || a >= g.len {
+            return Err(InterpError(format!(
+                "kernel {}: index {a} is out of range for an axis of size {}",
+                k.name, g.len
+            )));
+        }
+        let j = idx[p] + a * g.stride;
+        if j < 0 || j as usize >= arg.len {
+            return Err(oob(k, g.input, j, arg.len));
+        }
+        js.push(Some(j as usize));
+    }
+    // Masked points read 0 and touch no memory.
+    let mut raw = Vals::default();
+    let at = arg.dtype;
+    match class(at) {
+        Class::F32 => raw
+            .f32()
+            .extend(js.iter().map(|j| j.map_or(0.0, |j| at.read(buf, j) as f32))),
+        Class::F64 => raw
+            .f64()
+            .extend(js.iter().map(|j| j.map_or(0.0, |j| at.read(buf, j)))),
+        Class::I64 => raw
+            .i64()
+            .extend(js.iter().map(|j| j.map_or(0, |j| at.read_int(buf, j)))),
+    }
+    Ok(convert(&raw, at, dt).into_owned())
+}
+
+/// The output buffers, shared by the threads that write disjoint elements
+/// of them.
+pub struct Outs<'a> {
+    bufs: Vec<(*mut u8, usize)>,
+    _life: PhantomData<&'a mut [u8]>,
+}
+
+// SAFETY: the buffers are only written through `Outs::elems`, whose callers
+// write disjoint elements (see there).
+unsafe impl Sync for Outs<'_> {}
+unsafe impl Send for Outs<'_> {}
+
+impl<'a> Outs<'a> {
+    /// Shares `outputs` for the duration of a run.
+    pub fn new(outputs: &'a mut [&mut [u8]]) -> Outs<'a> {
+        Outs {
+            bufs: outputs
+                .iter_mut()
+                .map(|b| (b.as_mut_ptr(), b.len()))
+                .collect(),
+            _life: PhantomData,
+        }
+    }
+
+    /// Bytes of elements `first..first + count` (of `size` bytes) of
+    /// output `o`.
+    ///
+    /// # Safety
+    /// No other thread accesses these elements while the slice lives: the
+    /// executor's plan only accepts kernels whose stores write each output
+    /// element at most once, and threads take disjoint points.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn elems(&self, o: usize, first: usize, count: usize, size: usize) -> &mut [u8] {
+        let (ptr, len) = self.bufs[o];
+        let (start, end) = (first * size, (first + count) * size);
+        assert!(end <= len, "store past its output (checked before)");
+        // SAFETY: in bounds (above); exclusive by the caller's contract.
+        unsafe { std::slice::from_raw_parts_mut(ptr.add(start), end - start) }
+    }
+}
+
+/// Encodes values of `dt`'s class (already converted to `dt`) into bytes.
+fn encode(dt: DType, vals: &Vals, p: usize, out: &mut [u8]) {
+    match vals {
+        Vals::F32(_) | Vals::F32In(_) => {
+            let v = vals.f32s()[p];
+            match dt {
+                DType::F32 => out.copy_from_slice(&v.to_le_bytes()),
+                DType::F16 => out.copy_from_slice(&half::f16::from_f32(v).to_le_bytes()),
+                _ => out.copy_from_slice(&half::bf16::from_f32(v).to_le_bytes()),
+            }
+        }
+        Vals::F64(v) => out.copy_from_slice(&v[p].to_le_bytes()),
+        Vals::I64(v) => out.copy_from_slice(&v[p].to_le_bytes()[..dt.size()]),
+    }
+}
+
+/// Writes `vals` (of dtype `from`, a value per point of `sp`) to output
+/// `o` at `index`, converted to the output's dtype.
+#[allow(clippy::too_many_arguments)]
+pub fn store(
+    k: &Kernel,
+    o: usize,
+    index: &Expr,
+    runs: &Runs,
+    vals: &Vals,
+    from: DType,
+    outs: &Outs,
+    sp: Space,
+) -> Result<(), InterpError> {
+    let arg = k.outputs[o];
+    let (dt, size) = (arg.dtype, arg.dtype.size());
+    let vals = convert(vals, from, dt);
+    let step = runs.index;
+    sp.runs(Some(index), &Cond::always(), runs, |r| {
+        if let Some((a, b)) = touched(&r, step) {
+            if a < 0 || b as usize >= arg.len {
+                let bad = if a < 0 { a } else { b };
+                return Err(InterpError(format!(
+                    "kernel {}: store index {bad} outside out{o} of {} elements",
+                    k.name, arg.len
+                )));
+            }
+        }
+        if step == 1 && dt == DType::F32 {
+            // SAFETY: this run's elements are written by this thread only.
+            let bytes = unsafe { outs.elems(o, r.base as usize, r.len, size) };
+            let v = &vals.f32s()[r.off..r.off + r.len];
+            for (b, x) in bytes.chunks_exact_mut(4).zip(v) {
+                b.copy_from_slice(&x.to_le_bytes());
+            }
+        } else {
+            for j in 0..r.len {
+                let e = (r.base + step * j as i64) as usize;
+                // SAFETY: as above, element by element (a strided run's
+                // gaps may belong to other threads).
+                let bytes = unsafe { outs.elems(o, e, 1, size) };
+                encode(dt, &vals, r.off + j, bytes);
+            }
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,187 @@
+//! The CPU executor: runs elementwise, reduce and multi-reduce kernels
+//! (and matmuls the matmul fast path declines) over typed value vectors,
+//! spread over all cores with rayon. The interpreter ([`crate::interp`])
+//! stays the reference and runs what this declines (`plan::Plan::new`:
+//! scans, sorts, scatters, attention, stores that might write an element
+//! twice).
+//!
+//! A kernel's rows are cut into tiles as the interpreter's are (several
+//! short rows, or one chunk of a long row; `TILE` points, 4x the
+//! interpreter's). Each instruction is one loop over a tile (`arith`,
+//! `memory`): `f32` in
+//! `f32`, halves in `f32` rounded to their dtype at every instruction,
+//! `f64` in `f64`, integers in wrapping `i64` wrapped to their dtype, each
+//! op by [`crate::ops`]' scalar reference. Loads and stores go run by run
+//! (`runs`): strided slices instead of an index per point.
+//!
+//! Parallelism: row blocks go to threads when there are enough of them
+//! (or when rows are too short to split); otherwise (a few long rows: a
+//! full sum, softmax over one long row) each row's chunks go to threads in
+//! groups of `GROUP`, each reduction's partial results folded in chunk
+//! order, so results never depend on the thread count.
+
+mod arith;
+mod memory;
+mod plan;
+mod reduce;
+mod runs;
+mod tile;
+mod vals;
+
+use rayon::prelude::*;
+
+use crate::interp::{check_args, InterpError};
+use crate::ir::{Inst, Kernel};
+use memory::Outs;
+use plan::{Level, Plan};
+use tile::{Ctx, ElemState, RowState, Tile};
+
+/// Points per tile: the vectors of a tile's instructions stay in cache
+/// (64 KiB of `f32` each), and dispatch is paid once per many points (a
+/// 2^24-element add took 1.4x as long with tiles of 4096).
+const TILE: usize = 16384;
+
+/// Points below which a kernel runs on the calling thread (fanning out
+/// costs more than it saves).
+const PARALLEL_MIN: usize = 1 << 15;
+
+/// Whether the executor runs `kernel` (else [`run`] returns `None`).
+pub fn covers(kernel: &Kernel) -> bool {
+    Plan::new(kernel).is_some()
+}
+
+/// Runs `kernel` as [`crate::interp::run`] does (same arguments, results
+/// within rounding, integers bit for bit), or returns `None` for a kernel
+/// it does not cover.
+pub fn run(
+    kernel: &Kernel,
+    inputs: &[&[u8]],
+    scalars: &[f64],
+    outputs: &mut [&mut [u8]],
+) -> Option<Result<(), InterpError>> {
+    let plan = Plan::new(kernel)?;
+    Some(check_args(kernel, inputs, scalars, outputs).and_then(|()| {
+        let outs = Outs::new(outputs);
+        let mut ctx = Ctx {
+            k: kernel,
+            plan: &plan,
+            inputs,
+            scalars,
+            outs: &outs,
+            uni: Vec::new(),
+        };
+        ctx.uni = tile::uniforms(&ctx)?;
+        execute(&ctx)
+    }))
+}
+
+/// Runs every row block of the kernel.
+fn execute<'a>(ctx: &Ctx<'a>) -> Result<(), InterpError> {
+    let k = ctx.k;
+    let (rows, row_len) = (k.rows(), k.row_len());
+    let (tile_rows, chunk) = if row_len == 0 {
+        (TILE, 0)
+    } else if row_len <= TILE {
+        ((TILE / row_len).max(1), row_len)
+    } else {
+        (1, TILE)
+    };
+    let blocks = rows.div_ceil(tile_rows);
+    let points = rows.saturating_mul(row_len.max(1));
+    let threads = rayon::current_num_threads();
+    let block = |rs: &mut RowState<'a>, es: &mut ElemState<'a>, b: usize, split: bool| {
+        let r0 = b * tile_rows;
+        run_block(ctx, rs, es, r0, tile_rows.min(rows - r0), chunk, split)
+    };
+    let states = || (RowState::new(k), ElemState::new(k));
+    if points < PARALLEL_MIN {
+        let (mut rs, mut es) = states();
+        (0..blocks).try_for_each(|b| block(&mut rs, &mut es, b, false))
+    } else if blocks >= 4 * threads || row_len.div_ceil(chunk.max(1)) <= GROUP {
+        (0..blocks)
+            .into_par_iter()
+            .try_for_each_init(states, |(rs, es), b| block(rs, es, b, false))
+    } else {
+        // Few rows, each of several groups of chunks: split each row's
+        // groups over the threads.
+        let (mut rs, mut es) = states();
+        (0..blocks).try_for_each(|b| block(&mut rs, &mut es, b, true))
+    }
+}
+
+/// Chunks per task when a row's chunks are spread over the threads: a
+/// fixed count, so the order in which partial results are folded (and so
+/// every float result) does not depend on the number of threads.
+const GROUP: usize = 16;
+
+/// Runs rows `r0..r0 + nr` in chunks of `chunk` reduced positions: their
+/// row-level instructions in order (each `Reduce` folding its operand over
+/// the chunks), the row-level stores, then the element-level stores. With
+/// `split`, groups of [`GROUP`] chunks run in parallel.
+fn run_block<'a>(
+    ctx: &Ctx<'a>,
+    rs: &mut RowState<'a>,
+    es: &mut ElemState<'a>,
+    r0: usize,
+    nr: usize,
+    chunk: usize,
+    split: bool,
+) -> Result<(), InterpError> {
+    let k = ctx.k;
+    let row_len = k.row_len();
+    let tiles = row_len.div_ceil(chunk.max(1));
+    let tile = |c: usize| Tile {
+        r0,
+        nr,
+        c0: c * chunk,
+        nc: chunk.min(row_len - c * chunk),
+    };
+    let groups = tiles.div_ceil(GROUP);
+    let group = |g: usize| g * GROUP..tiles.min((g + 1) * GROUP);
+    for (i, n) in k.insts.iter().enumerate() {
+        if ctx.plan.level[i] != Level::Row {
+            continue;
+        }
+        let Inst::Reduce(op, _) = n.inst else {
+            rs.compute(ctx, i, r0, nr)?;
+            continue;
+        };
+        let row = &rs.row;
+        // The chunks' partial results folded in order.
+        let fold = |es: &mut ElemState<'a>, cs: std::ops::Range<usize>| {
+            let mut part = reduce::identity(op, n.dtype, nr);
+            for c in cs {
+                reduce::combine(op, n.dtype, &mut part, &es.fold(ctx, row, i, tile(c))?);
+            }
+            Ok::<_, InterpError>(part)
+        };
+        let parts: Vec<Result<vals::Vals<'a>, InterpError>> = if split {
+            (0..groups)
+                .into_par_iter()
+                .map_init(|| ElemState::new(k), |es, g| fold(es, group(g)))
+                .collect()
+        } else {
+            vec![fold(es, 0..tiles)]
+        };
+        let mut acc = reduce::identity(op, n.dtype, nr);
+        for p in parts {
+            reduce::combine(op, n.dtype, &mut acc, &p?);
+        }
+        rs.row[i] = acc;
+    }
+    rs.store(ctx, r0, nr)?;
+    if ctx.plan.elem_stores.is_empty() {
+        return Ok(());
+    }
+    let row = &rs.row;
+    let store = |es: &mut ElemState<'a>, cs: std::ops::Range<usize>| {
+        cs.into_iter().try_for_each(|c| es.store(ctx, row, tile(c)))
+    };
+    if split {
+        (0..groups)
+            .into_par_iter()
+            .try_for_each_init(|| ElemState::new(k), |es, g| store(es, group(g)))
+    } else {
+        store(es, 0..tiles)
+    }
+}

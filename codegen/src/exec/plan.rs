@@ -1,0 +1,238 @@
+//! What the executor decides once per kernel: whether it covers the
+//! kernel, each instruction's level, the runs of its index expressions,
+//! and which element-level instructions each pass needs.
+
+use crate::exec::runs::Runs;
+use crate::expr::{Atom, Cond, Expr};
+use crate::ir::{Inst, Kernel, StoreKind, Val};
+use crate::KernelKind;
+
+/// Where an instruction's value varies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// Nowhere: one value for the whole kernel (constants, scalars and
+    /// ops of them).
+    Uniform,
+    /// Per row (a point of the kept variables).
+    Row,
+    /// Per point of the whole domain.
+    Elem,
+}
+
+/// The executor's plan of a kernel.
+pub struct Plan {
+    /// Each instruction's level.
+    pub level: Vec<Level>,
+    /// Each instruction's index runs (loads, gathers, `Valid`, `Index`),
+    /// over the space of its level.
+    pub runs: Vec<Runs>,
+    /// Each store's index runs.
+    pub store_runs: Vec<Runs>,
+    /// For each `Reduce` instruction, the element-level instructions its
+    /// operand needs, in SSA order.
+    pub reduce_needs: Vec<Vec<Val>>,
+    /// Element-level instructions the element-level stores need.
+    pub store_needs: Vec<Val>,
+    /// Stores run once per row.
+    pub row_stores: Vec<usize>,
+    /// Stores run at every point.
+    pub elem_stores: Vec<usize>,
+}
+
+impl Plan {
+    /// The plan of `k`; `None` when the executor does not cover it (scans,
+    /// sorts, scatters, attention, or stores that may write one element
+    /// twice, whose order only the interpreter's sequential loop fixes).
+    pub fn new(k: &Kernel) -> Option<Plan> {
+        let covered_kind = !matches!(
+            k.kind,
+            KernelKind::Scan | KernelKind::Sort | KernelKind::Scatter | KernelKind::Attention
+        );
+        let covered_insts = k.insts.iter().all(|n| {
+            !matches!(
+                n.inst,
+                Inst::Scan(..) | Inst::Sort(..) | Inst::Dot(..) | Inst::Attend(..)
+            )
+        });
+        if !covered_kind || !covered_insts || k.stores.iter().any(|s| s.kind != StoreKind::Write) {
+            return None;
+        }
+        let element = k.element_level();
+        let mut level = Vec::with_capacity(k.insts.len());
+        for (i, n) in k.insts.iter().enumerate() {
+            let l = match &n.inst {
+                Inst::Const(_) | Inst::Scalar(_) => Level::Uniform,
+                Inst::Reduce(..) => Level::Row,
+                Inst::Load { .. } | Inst::Gather(_) | Inst::Valid(_) | Inst::Index(_) => {
+                    if element[i] {
+                        Level::Elem
+                    } else {
+                        Level::Row
+                    }
+                }
+                inst => inst
+                    .operands()
+                    .iter()
+                    .map(|o| level[*o])
+                    .max()
+                    .unwrap_or(Level::Uniform),
+            };
+            level.push(l);
+        }
+        let nk = k.n_kept;
+        let space = |l: Level| {
+            if l == Level::Elem {
+                &k.ranges[..]
+            } else {
+                &k.ranges[..nk]
+            }
+        };
+        let runs = k
+            .insts
+            .iter()
+            .zip(&level)
+            .map(|(n, l)| {
+                let (index, valid) = n.inst.exprs();
+                let always = Cond::always();
+                match n.inst {
+                    Inst::Load { .. } | Inst::Gather(_) | Inst::Valid(_) | Inst::Index(_) => {
+                        Runs::new(index, valid.unwrap_or(&always), space(*l))
+                    }
+                    _ => Runs::default(),
+                }
+            })
+            .collect();
+        let (elem_stores, row_stores): (Vec<usize>, Vec<usize>) =
+            (0..k.stores.len()).partition(|s| k.store_is_element_level(&k.stores[*s], &element));
+        let store_level = |s: usize| {
+            if elem_stores.contains(&s) {
+                Level::Elem
+            } else {
+                Level::Row
+            }
+        };
+        // Threads take disjoint points; each element must have one writer.
+        let mut spans: Vec<(usize, i64, i64)> = Vec::new();
+        for (s, st) in k.stores.iter().enumerate() {
+            let ranges = space(store_level(s));
+            if ranges.contains(&0) {
+                // Runs at no point.
+                continue;
+            }
+            if !injective(&st.index, ranges) {
+                return None;
+            }
+            let (lo, hi) = st.index.bounds(ranges);
+            if spans
+                .iter()
+                .any(|(o, a, b)| *o == st.output && lo <= *b && *a <= hi)
+            {
+                return None;
+            }
+            spans.push((st.output, lo, hi));
+        }
+        let store_runs = (0..k.stores.len())
+            .map(|s| {
+                let ranges = space(store_level(s));
+                Runs::new(Some(&k.stores[s].index), &Cond::always(), ranges)
+            })
+            .collect();
+        let needs = |roots: &[Val]| needs(k, &level, roots);
+        let reduce_needs = k
+            .insts
+            .iter()
+            .map(|n| match n.inst {
+                Inst::Reduce(_, a) => needs(&[a]),
+                _ => Vec::new(),
+            })
+            .collect();
+        let roots: Vec<Val> = elem_stores
+            .iter()
+            .flat_map(|s| k.stores[*s].operands())
+            .collect();
+        Some(Plan {
+            store_needs: needs(&roots),
+            level,
+            runs,
+            store_runs,
+            reduce_needs,
+            row_stores,
+            elem_stores,
+        })
+    }
+}
+
+/// The element-level instructions that `roots` need, in SSA order.
+fn needs(k: &Kernel, level: &[Level], roots: &[Val]) -> Vec<Val> {
+    let mut want = vec![false; k.insts.len()];
+    let mut stack: Vec<Val> = roots
+        .iter()
+        .copied()
+        .filter(|r| level[*r] == Level::Elem)
+        .collect();
+    while let Some(v) = stack.pop() {
+        if !want[v] {
+            want[v] = true;
+            stack.extend(
+                k.insts[v]
+                    .inst
+                    .operands()
+                    .into_iter()
+                    .filter(|o| level[*o] == Level::Elem),
+            );
+        }
+    }
+    (0..k.insts.len()).filter(|v| want[*v]).collect()
+}
+
+/// Whether `e` takes a different value at every point of the space
+/// `ranges`: a sum of variables whose coefficients, ordered by size, each
+/// exceed everything the smaller terms can reach (a mixed radix).
+fn injective(e: &Expr, ranges: &[i64]) -> bool {
+    let (terms, _) = e.parts();
+    let mut coefs = Vec::with_capacity(terms.len());
+    for (a, c) in terms {
+        match a {
+            Atom::Var(v) if *v < ranges.len() => coefs.push((c.abs(), ranges[*v])),
+            _ => return false,
+        }
+    }
+    let used = |v: usize| terms.iter().any(|(a, _)| *a == Atom::Var(v));
+    if (0..ranges.len()).any(|v| ranges[v] > 1 && !used(v)) {
+        return false;
+    }
+    coefs.sort_unstable();
+    let mut reach = 0i64;
+    for (c, r) in coefs {
+        if r > 1 && c <= reach {
+            return false;
+        }
+        reach = reach.saturating_add(c.saturating_mul((r - 1).max(0)));
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn injectivity_of_store_indices() {
+        let r = [4i64, 5];
+        let row_major = Expr::var(0).scale(5).add(&Expr::var(1));
+        assert!(injective(&row_major, &r));
+        let transposed = Expr::var(0).add(&Expr::var(1).scale(4));
+        assert!(injective(&transposed, &r));
+        let reversed = Expr::var(1)
+            .scale(-1)
+            .add_const(4)
+            .add(&Expr::var(0).scale(5));
+        assert!(injective(&reversed, &r));
+        // Overlapping rows and a missing variable write elements twice.
+        let overlap = Expr::var(0).scale(3).add(&Expr::var(1));
+        assert!(!injective(&overlap, &r));
+        assert!(!injective(&Expr::var(1), &r));
+        // A variable of size 1 need not appear.
+        assert!(injective(&Expr::var(1), &[1, 5]));
+    }
+}

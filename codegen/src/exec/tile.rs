@@ -1,0 +1,386 @@
+//! Evaluating instructions over a tile: rows `r0..r0 + nr` times reduced
+//! positions `c0..c0 + nc` of each (the whole row, or one row's chunk), a
+//! contiguous range of the domain's points. Row-level values are held per
+//! row, element-level ones per point of the tile.
+
+use std::borrow::Cow;
+
+use crate::exec::arith::{self, Shape};
+use crate::exec::memory::{self, Outs, Space};
+use crate::exec::plan::{Level, Plan};
+use crate::exec::reduce;
+use crate::exec::vals::{convert, Vals};
+use crate::interp::InterpError;
+use crate::ir::{Inst, Kernel, Val};
+use crate::philox::Draw;
+use crate::DType;
+
+/// What every tile of a run reads.
+pub struct Ctx<'a> {
+    /// The kernel.
+    pub k: &'a Kernel,
+    /// Its plan.
+    pub plan: &'a Plan,
+    /// Input buffers.
+    pub inputs: &'a [&'a [u8]],
+    /// Scalar parameters' values.
+    pub scalars: &'a [f64],
+    /// Output buffers.
+    pub outs: &'a Outs<'a>,
+    /// The uniform instructions' values (one each; empty for the others).
+    pub uni: Vec<Vals<'a>>,
+}
+
+/// A tile: rows `r0..r0 + nr`, reduced positions `c0..c0 + nc` of each
+/// (`nr == 1` or `nc` the whole row, so its points are consecutive).
+#[derive(Clone, Copy, Debug)]
+pub struct Tile {
+    /// First row.
+    pub r0: usize,
+    /// Rows.
+    pub nr: usize,
+    /// First reduced position.
+    pub c0: usize,
+    /// Reduced positions per row.
+    pub nc: usize,
+}
+
+/// The values an instruction of some level reads.
+struct Frame<'f, 'a> {
+    uni: &'f [Vals<'a>],
+    row: &'f [Vals<'a>],
+    elem: &'f [Vals<'a>],
+    plan: &'f Plan,
+    /// The level being computed, over `segs` segments of `len` points.
+    at: Level,
+    segs: usize,
+    len: usize,
+}
+
+impl<'a> Frame<'_, 'a> {
+    /// Operand `v`'s values and how they spread over the points.
+    fn operand(&self, v: Val) -> (&Vals<'a>, Shape) {
+        match (self.plan.level[v], self.at) {
+            (Level::Uniform, _) => (&self.uni[v], Shape::One),
+            (Level::Row, Level::Elem) => (&self.row[v], Shape::PerSeg),
+            (Level::Row, _) => (&self.row[v], Shape::Full),
+            (Level::Elem, _) => (&self.elem[v], Shape::Full),
+        }
+    }
+
+    /// Operand `v` with a value per point.
+    fn full(&self, v: Val) -> Cow<'_, Vals<'a>> {
+        let (vals, shape) = self.operand(v);
+        let per = match shape {
+            Shape::Full => return Cow::Borrowed(vals),
+            Shape::PerSeg => self.len,
+            Shape::One => self.segs * self.len,
+        };
+        let mut out = Vals::default();
+        vals.repeat_each(per, &mut out);
+        Cow::Owned(out)
+    }
+}
+
+/// Computes instruction `i` (not a `Reduce`) over the frame's points
+/// (`sp` for those reading indices) into `out`.
+fn compute<'a>(
+    ctx: &Ctx<'a>,
+    i: Val,
+    fr: &Frame<'_, 'a>,
+    sp: Space,
+    out: &mut Vals<'a>,
+) -> Result<(), InterpError> {
+    let k = ctx.k;
+    let dt = k.insts[i].dtype;
+    let dtype = |v: Val| k.insts[v].dtype;
+    let n = fr.segs * fr.len;
+    match &k.insts[i].inst {
+        Inst::Load {
+            input,
+            index,
+            valid,
+        } => memory::load(
+            k,
+            *input,
+            index,
+            valid,
+            &ctx.plan.runs[i],
+            ctx.inputs[*input],
+            dt,
+            sp,
+            out,
+        )?,
+        Inst::Const(c) => Vals::splat(dt, *c, n, out),
+        Inst::Scalar(slot) => Vals::splat(dt, ctx.scalars[*slot], n, out),
+        Inst::Valid(c) => *out = memory::valid_values(c, &ctx.plan.runs[i], dt, sp),
+        Inst::Index(e) => {
+            let always = crate::expr::Cond::always();
+            let (idx, _) = memory::index_values(e, &always, &ctx.plan.runs[i], sp);
+            // Wrapped to the instruction's dtype, as a PTX `cvt` keeps the
+            // low bits.
+            *out = convert(&Vals::I64(idx), DType::I64, dt).into_owned();
+        }
+        Inst::Cast(a) => *out = convert(fr.operand(*a).0, dtype(*a), dt).into_owned(),
+        Inst::Unary(op, a) => {
+            let (v, shape) = fr.operand(*a);
+            arith::unary(*op, v, shape, dtype(*a), dt, fr.segs, fr.len, out);
+        }
+        Inst::Binary(op, a, b) => {
+            let (av, ash) = fr.operand(*a);
+            let (bv, bsh) = fr.operand(*b);
+            let a = (av, ash, dtype(*a));
+            let b = (bv, bsh, dtype(*b));
+            arith::binary(*op, a, b, dt, fr.segs, fr.len, out);
+        }
+        Inst::Where(c, a, b) => {
+            let (cv, av, bv) = (fr.full(*c), fr.full(*a), fr.full(*b));
+            *out = arith::select(&cv, (&av, dtype(*a)), (&bv, dtype(*b)), dt);
+        }
+        Inst::Gather(g) => {
+            let ats = fr.full(g.at);
+            let buf = ctx.inputs[g.input];
+            *out = memory::gather(k, g, &ctx.plan.runs[i], ats.ints(), buf, dt, sp)?;
+        }
+        Inst::Random(draw, ops) => *out = random(*draw, ops, fr, dt),
+        Inst::Reduce(..) => unreachable!("reductions are folded by the passes"),
+        Inst::Scan(..) | Inst::Sort(..) | Inst::Dot(..) | Inst::Attend(..) => {
+            unreachable!("the plan declines these kernels")
+        }
+    }
+    Ok(())
+}
+
+/// `Random(draw, ops)` of dtype `dt` at every point.
+fn random<'a>(draw: Draw, ops: &[Val], fr: &Frame<'_, 'a>, dt: DType) -> Vals<'a> {
+    // Operands are integers; the generator reads their bits.
+    let cols: Vec<Cow<Vals>> = ops.iter().map(|o| fr.full(*o)).collect();
+    let bits = |o: usize, p: usize| cols[o].ints()[p] as u32;
+    let n = fr.segs * fr.len;
+    let (vals, from) = match draw {
+        Draw::Below(_) => {
+            let v = (0..n)
+                .map(|p| {
+                    draw.eval_int(
+                        [bits(0, p), bits(1, p)],
+                        bits(2, p),
+                        cols[3].ints()[p] as u64,
+                    )
+                })
+                .collect();
+            (Vals::I64(v), DType::I64)
+        }
+        _ => {
+            let v = (0..n)
+                .map(|p| draw.eval_float([bits(0, p), bits(1, p)], bits(2, p)))
+                .collect();
+            (Vals::F64(v), DType::F64)
+        }
+    };
+    convert(&vals, from, dt).into_owned()
+}
+
+/// The uniform instructions' values, computed once per run.
+pub fn uniforms<'a>(ctx: &Ctx<'a>) -> Result<Vec<Vals<'a>>, InterpError> {
+    let mut uni = vec![Vals::default(); ctx.k.insts.len()];
+    for i in 0..ctx.k.insts.len() {
+        if ctx.plan.level[i] != Level::Uniform {
+            continue;
+        }
+        let mut out = Vals::default();
+        let fr = Frame {
+            uni: &uni,
+            row: &[],
+            elem: &[],
+            plan: ctx.plan,
+            at: Level::Uniform,
+            segs: 1,
+            len: 1,
+        };
+        let sp = Space {
+            ranges: &[],
+            p0: 0,
+            n: 1,
+        };
+        compute(ctx, i, &fr, sp, &mut out)?;
+        uni[i] = out;
+    }
+    Ok(uni)
+}
+
+/// A row block's row-level values.
+pub struct RowState<'a> {
+    /// Per instruction, its values at the block's rows (row-level ones).
+    pub row: Vec<Vals<'a>>,
+}
+
+impl<'a> RowState<'a> {
+    /// Empty values for `k`.
+    pub fn new(k: &Kernel) -> RowState<'a> {
+        RowState {
+            row: vec![Vals::default(); k.insts.len()],
+        }
+    }
+
+    /// Computes row-level instruction `i` (not a `Reduce`) at rows
+    /// `r0..r0 + nr`.
+    pub fn compute(
+        &mut self,
+        ctx: &Ctx<'a>,
+        i: Val,
+        r0: usize,
+        nr: usize,
+    ) -> Result<(), InterpError> {
+        let mut out = std::mem::take(&mut self.row[i]);
+        let fr = Frame {
+            uni: &ctx.uni,
+            row: &self.row,
+            elem: &[],
+            plan: ctx.plan,
+            at: Level::Row,
+            segs: 1,
+            len: nr,
+        };
+        let sp = Space {
+            ranges: &ctx.k.ranges[..ctx.k.n_kept],
+            p0: r0,
+            n: nr,
+        };
+        let res = compute(ctx, i, &fr, sp, &mut out);
+        self.row[i] = out;
+        res
+    }
+
+    /// Runs the row-level stores at rows `r0..r0 + nr`.
+    pub fn store(&self, ctx: &Ctx<'a>, r0: usize, nr: usize) -> Result<(), InterpError> {
+        let fr = Frame {
+            uni: &ctx.uni,
+            row: &self.row,
+            elem: &[],
+            plan: ctx.plan,
+            at: Level::Row,
+            segs: 1,
+            len: nr,
+        };
+        let sp = Space {
+            ranges: &ctx.k.ranges[..ctx.k.n_kept],
+            p0: r0,
+            n: nr,
+        };
+        for &s in &ctx.plan.row_stores {
+            let st = &ctx.k.stores[s];
+            let vals = fr.full(st.value);
+            let from = ctx.k.insts[st.value].dtype;
+            let runs = &ctx.plan.store_runs[s];
+            memory::store(ctx.k, st.output, &st.index, runs, &vals, from, ctx.outs, sp)?;
+        }
+        Ok(())
+    }
+}
+
+/// Element-level values of one tile, reused by later passes over the same
+/// tile (every pass, when a row fits one tile).
+pub struct ElemState<'a> {
+    elem: Vec<Vals<'a>>,
+    /// Per instruction, the points `(p0, n)` its values were computed at.
+    at: Vec<Option<(usize, usize)>>,
+}
+
+impl<'a> ElemState<'a> {
+    /// Empty values for `k`.
+    pub fn new(k: &Kernel) -> ElemState<'a> {
+        ElemState {
+            elem: vec![Vals::default(); k.insts.len()],
+            at: vec![None; k.insts.len()],
+        }
+    }
+
+    /// Evaluates element-level instructions `needs` over tile `t`.
+    fn eval<'c>(
+        &mut self,
+        ctx: &'c Ctx<'a>,
+        row: &[Vals<'a>],
+        needs: &[Val],
+        t: Tile,
+    ) -> Result<Space<'c>, InterpError> {
+        let k = ctx.k;
+        let row_len = k.row_len();
+        let key = (t.r0 * row_len + t.c0, t.nr * t.nc);
+        let sp = Space {
+            ranges: &ctx.k.ranges,
+            p0: key.0,
+            n: key.1,
+        };
+        for &i in needs {
+            if self.at[i] == Some(key) {
+                continue;
+            }
+            let mut out = std::mem::take(&mut self.elem[i]);
+            let fr = Frame {
+                uni: &ctx.uni,
+                row,
+                elem: &self.elem,
+                plan: ctx.plan,
+                at: Level::Elem,
+                segs: t.nr,
+                len: t.nc,
+            };
+            let res = compute(ctx, i, &fr, sp, &mut out);
+            self.elem[i] = out;
+            res?;
+            self.at[i] = Some(key);
+        }
+        Ok(sp)
+    }
+
+    /// The frame of tile `t`'s element values.
+    fn frame<'f>(&'f self, ctx: &'f Ctx<'a>, row: &'f [Vals<'a>], t: Tile) -> Frame<'f, 'a> {
+        Frame {
+            uni: &ctx.uni,
+            row,
+            elem: &self.elem,
+            plan: ctx.plan,
+            at: Level::Elem,
+            segs: t.nr,
+            len: t.nc,
+        }
+    }
+
+    /// The fold of `Reduce` instruction `i` over tile `t`: one partial
+    /// result per row of the tile.
+    pub fn fold(
+        &mut self,
+        ctx: &Ctx<'a>,
+        row: &[Vals<'a>],
+        i: Val,
+        t: Tile,
+    ) -> Result<Vals<'a>, InterpError> {
+        let k = ctx.k;
+        let Inst::Reduce(op, a) = k.insts[i].inst else {
+            unreachable!("folds are of reductions")
+        };
+        let dt = k.insts[i].dtype;
+        self.eval(ctx, row, &ctx.plan.reduce_needs[i], t)?;
+        let fr = self.frame(ctx, row, t);
+        // A row-level operand counts once per element.
+        let vals = fr.full(a);
+        let vals = convert(&vals, k.insts[a].dtype, dt);
+        let mut part = reduce::identity(op, dt, t.nr);
+        reduce::fold_segments(op, dt, &vals, t.nr, t.nc, &mut part);
+        Ok(part)
+    }
+
+    /// Runs the element-level stores over tile `t`.
+    pub fn store(&mut self, ctx: &Ctx<'a>, row: &[Vals<'a>], t: Tile) -> Result<(), InterpError> {
+        let sp = self.eval(ctx, row, &ctx.plan.store_needs, t)?;
+        let fr = self.frame(ctx, row, t);
+        for &s in &ctx.plan.elem_stores {
+            let st = &ctx.k.stores[s];
+            let vals = fr.full(st.value);
+            let from = ctx.k.insts[st.value].dtype;
+            let runs = &ctx.plan.store_runs[s];
+            memory::store(ctx.k, st.output, &st.index, runs, &vals, from, ctx.outs, sp)?;
+        }
+        Ok(())
+    }
+}

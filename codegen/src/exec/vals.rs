@@ -1,0 +1,198 @@
+//! Typed value vectors, the executor's unit of work: `f32` for `F32` and
+//! the half types (every half value is exact in `f32`; each instruction
+//! rounds its result to its own dtype, so halves are computed in `f32` and
+//! rounded at every step as the GPU does), `f64` for `F64`, `i64` for the
+//! integers and `Bool` (exact for every width; each op wraps to its dtype).
+//! Conversions follow [`crate::convert`]'s one rule, element by element.
+
+use std::borrow::Cow;
+
+use crate::DType;
+
+/// Values of one dtype at a run of points; `'a` is the inputs' lifetime.
+#[derive(Clone, Debug)]
+pub enum Vals<'a> {
+    /// `F32`, `F16` or `BF16` values.
+    F32(Vec<f32>),
+    /// `F32` values read in place from an input buffer (a contiguous
+    /// load): copying them first would cost more than using them.
+    F32In(&'a [f32]),
+    /// `F64` values.
+    F64(Vec<f64>),
+    /// Integer or `Bool` values.
+    I64(Vec<i64>),
+}
+
+impl Default for Vals<'_> {
+    fn default() -> Self {
+        Vals::F32(Vec::new())
+    }
+}
+
+/// How a dtype's values are held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// In `f32`.
+    F32,
+    /// In `f64`.
+    F64,
+    /// In `i64`.
+    I64,
+}
+
+/// The class holding `dt`'s values.
+pub fn class(dt: DType) -> Class {
+    match dt {
+        DType::F64 => Class::F64,
+        _ if dt.is_float() => Class::F32,
+        _ => Class::I64,
+    }
+}
+
+impl Vals<'_> {
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        match self {
+            Vals::F32(v) => v.len(),
+            Vals::F32In(v) => v.len(),
+            Vals::F64(v) => v.len(),
+            Vals::I64(v) => v.len(),
+        }
+    }
+
+    /// The `f32` vector, emptied (reusing this one's allocation when it
+    /// already holds `f32`s).
+    pub fn f32(&mut self) -> &mut Vec<f32> {
+        if !matches!(self, Vals::F32(_)) {
+            *self = Vals::F32(Vec::new());
+        }
+        match self {
+            Vals::F32(v) => {
+                v.clear();
+                v
+            }
+            _ => unreachable!("just made f32"),
+        }
+    }
+
+    /// The `f64` vector, emptied.
+    pub fn f64(&mut self) -> &mut Vec<f64> {
+        if !matches!(self, Vals::F64(_)) {
+            *self = Vals::F64(Vec::new());
+        }
+        match self {
+            Vals::F64(v) => {
+                v.clear();
+                v
+            }
+            _ => unreachable!("just made f64"),
+        }
+    }
+
+    /// The `i64` vector, emptied.
+    pub fn i64(&mut self) -> &mut Vec<i64> {
+        if !matches!(self, Vals::I64(_)) {
+            *self = Vals::I64(Vec::new());
+        }
+        match self {
+            Vals::I64(v) => {
+                v.clear();
+                v
+            }
+            _ => unreachable!("just made i64"),
+        }
+    }
+
+    /// The integer values (of an integer or `Bool` instruction).
+    pub fn ints(&self) -> &[i64] {
+        match self {
+            Vals::I64(v) => v,
+            _ => unreachable!("an integer instruction holds i64 values"),
+        }
+    }
+
+    /// The values of an instruction whose dtype is held in `f32`.
+    pub fn f32s(&self) -> &[f32] {
+        match self {
+            Vals::F32(v) => v,
+            Vals::F32In(v) => v,
+            _ => unreachable!("an f32-class instruction holds f32 values"),
+        }
+    }
+
+    /// The values of an `F64` instruction.
+    pub fn f64s(&self) -> &[f64] {
+        match self {
+            Vals::F64(v) => v,
+            _ => unreachable!("an F64 instruction holds f64 values"),
+        }
+    }
+
+    /// `n` copies of `c` converted to `dt` (as [`crate::column::Col::splat`]).
+    pub fn splat(dt: DType, c: f64, n: usize, out: &mut Vals<'_>) {
+        match class(dt) {
+            Class::F32 => out.f32().resize(n, dt.round(c) as f32),
+            Class::F64 => out.f64().resize(n, c),
+            Class::I64 => out.i64().resize(n, dt.saturate(c)),
+        }
+    }
+
+    /// Whether value `p` is true as a condition (`!= 0`; NaN is true).
+    #[inline]
+    pub fn truthy(&self, p: usize) -> bool {
+        match self {
+            Vals::F32(_) | Vals::F32In(_) => self.f32s()[p] != 0.0,
+            Vals::F64(v) => v[p] != 0.0,
+            Vals::I64(v) => v[p] != 0,
+        }
+    }
+
+    /// Each value repeated `n` times.
+    pub fn repeat_each(&self, n: usize, out: &mut Vals<'_>) {
+        fn rep<T: Copy>(v: &[T], n: usize, out: &mut Vec<T>) {
+            for x in v {
+                out.extend(std::iter::repeat_n(*x, n));
+            }
+        }
+        match self {
+            Vals::F32(_) | Vals::F32In(_) => rep(self.f32s(), n, out.f32()),
+            Vals::F64(v) => rep(v, n, out.f64()),
+            Vals::I64(v) => rep(v, n, out.i64()),
+        }
+    }
+}
+
+/// The values (of dtype `from`) converted to `to` by the one conversion
+/// rule ([`crate::column::Col::to`]'s, element by element); borrowed when
+/// the dtypes are equal.
+pub fn convert<'s, 'a>(src: &'s Vals<'a>, from: DType, to: DType) -> Cow<'s, Vals<'a>> {
+    if from == to {
+        return Cow::Borrowed(src);
+    }
+    let mut out = Vals::default();
+    match src {
+        // Every value of a half type is exact in f32 and f64.
+        Vals::F32(_) | Vals::F32In(_) => {
+            floats_to(src.f32s().iter().map(|x| *x as f64), to, &mut out)
+        }
+        Vals::F64(v) => floats_to(v.iter().copied(), to, &mut out),
+        Vals::I64(v) => match class(to) {
+            Class::F32 => out.f32().extend(v.iter().map(|x| to.from_int(*x) as f32)),
+            Class::F64 => out.f64().extend(v.iter().map(|x| to.from_int(*x))),
+            Class::I64 => out.i64().extend(v.iter().map(|x| to.wrap(*x))),
+        },
+    }
+    Cow::Owned(out)
+}
+
+/// Float values converted to `to`.
+fn floats_to(v: impl Iterator<Item = f64>, to: DType, out: &mut Vals<'_>) {
+    match class(to) {
+        // `as f32` is `F32`'s rounding; the halves round once from the
+        // exact value.
+        Class::F32 if to == DType::F32 => out.f32().extend(v.map(|x| x as f32)),
+        Class::F32 => out.f32().extend(v.map(|x| to.round(x) as f32)),
+        Class::F64 => out.f64().extend(v),
+        Class::I64 => out.i64().extend(v.map(|x| to.saturate(x))),
+    }
+}

@@ -1,0 +1,347 @@
+//! The executor (`smelt_codegen::exec`) against the interpreter, its
+//! oracle, kernel by kernel on the same inputs: integers and bools bit for
+//! bit, floats within rounding (`exp` within 2 ulp, sums in another order),
+//! errors where the interpreter errs. Inputs mix ordinary values with NaN,
+//! infinities, zeros of both signs and extremes; kernels cover every dtype,
+//! op and cast, views (flips, transposes, broadcasts, padding, div/mod),
+//! sizes 0, 1 and primes across the tile and parallel thresholds, and the
+//! instructions with their own rules (gathers, Philox draws, indices).
+
+#[path = "ptx_cases/mod.rs"]
+mod ptx_cases;
+
+use ptx_cases::{contiguous, lin, Kb};
+use smelt_codegen::philox::Draw;
+use smelt_codegen::rng::SplitMix64;
+use smelt_codegen::{
+    exec, interp, BinaryOp, Cond, DType, Expr, Gather, Inst, Kernel, KernelKind, ReduceOp, UnaryOp,
+};
+
+/// A value for an input of `dt`: mostly ordinary, sometimes special.
+fn value(rng: &mut SplitMix64, dt: DType) -> f64 {
+    // Not huge or tiny magnitudes: where a product overflows or
+    // underflows depends on the order of its factors, which the engines
+    // choose differently (as the GPU does).
+    const SPECIAL: [f64; 7] = [
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        0.0,
+        -0.0,
+        88.5,
+        -104.0,
+    ];
+    if dt.is_float() {
+        if rng.below(16) == 0 {
+            SPECIAL[rng.below(SPECIAL.len() as u64) as usize]
+        } else {
+            (rng.next_f64() - 0.5) * 20.0
+        }
+    } else if rng.below(8) == 0 {
+        // Anything the dtype holds, extremes included.
+        dt.int_min() as f64 + rng.next_f64() * (dt.int_max() as f64 - dt.int_min() as f64)
+    } else {
+        rng.below(12) as f64 - 3.0
+    }
+}
+
+/// Random contents of the inputs and scalars of `k`.
+fn inputs(k: &Kernel, seed: u64) -> (Vec<Vec<u8>>, Vec<f64>) {
+    let mut rng = SplitMix64::new(seed);
+    let bufs = k
+        .inputs
+        .iter()
+        .map(|a| {
+            let mut b = vec![0u8; a.len * a.dtype.size()];
+            for j in 0..a.len {
+                let v = value(&mut rng, a.dtype);
+                if a.dtype.is_float() {
+                    a.dtype.write(&mut b, j, v);
+                } else {
+                    a.dtype.write_int(&mut b, j, a.dtype.saturate(v));
+                }
+            }
+            b
+        })
+        .collect();
+    let scalars = k.scalars.iter().map(|dt| value(&mut rng, *dt)).collect();
+    (bufs, scalars)
+}
+
+/// Whether two floats of `dt` agree within rounding. The absolute part
+/// covers sums that cancel to near zero: reordered, their error scales
+/// with the partial sums (values here are up to 10 in magnitude), not
+/// with the result.
+fn close(dt: DType, a: f64, b: f64) -> bool {
+    if a.is_nan() || b.is_nan() {
+        return a.is_nan() && b.is_nan();
+    }
+    if a == b {
+        return true;
+    }
+    let (rel, abs) = match dt {
+        DType::F64 => (1e-12, 1e-9),
+        DType::F32 => (1e-5, 1e-3),
+        _ => (1e-2, 1e-2),
+    };
+    a.is_finite() && b.is_finite() && (a - b).abs() <= rel * a.abs().max(b.abs()) + abs
+}
+
+/// Runs `k` through both engines on the same inputs and asserts that they
+/// agree. Returns whether the executor covered it.
+fn compare(k: &Kernel, seed: u64) -> bool {
+    let (bufs, scalars) = inputs(k, seed);
+    let ins: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
+    let fresh = || -> Vec<Vec<u8>> {
+        k.outputs
+            .iter()
+            .map(|a| vec![0u8; a.len * a.dtype.size()])
+            .collect()
+    };
+    let (mut want, mut got) = (fresh(), fresh());
+    let mut want_refs: Vec<&mut [u8]> = want.iter_mut().map(|b| b.as_mut_slice()).collect();
+    let mut got_refs: Vec<&mut [u8]> = got.iter_mut().map(|b| b.as_mut_slice()).collect();
+    let reference = interp::run(k, &ins, &scalars, &mut want_refs);
+    let Some(result) = exec::run(k, &ins, &scalars, &mut got_refs) else {
+        return false;
+    };
+    match (reference, result) {
+        (Ok(()), Ok(())) => {}
+        (Err(_), Err(_)) => return true,
+        (r, e) => panic!("{}: interpreter {r:?}, executor {e:?}\n{k}", k.name),
+    }
+    for (o, a) in k.outputs.iter().enumerate() {
+        let dt = a.dtype;
+        for j in 0..a.len {
+            if dt.is_float() {
+                let (w, g) = (dt.read(&want[o], j), dt.read(&got[o], j));
+                assert!(
+                    close(dt, w, g),
+                    "{}: out{o}[{j}] = {g}, interpreter {w}\n{k}",
+                    k.name
+                );
+            } else {
+                let (w, g) = (dt.read_int(&want[o], j), dt.read_int(&got[o], j));
+                assert_eq!(g, w, "{}: out{o}[{j}]\n{k}", k.name);
+            }
+        }
+    }
+    true
+}
+
+/// Inputs of at most this many bytes (the representative kernels include
+/// multi-GiB ones, for index arithmetic only).
+const MAX_BYTES: usize = 64 << 20;
+
+fn small(k: &Kernel) -> bool {
+    k.inputs
+        .iter()
+        .chain(&k.outputs)
+        .all(|a| a.len * a.dtype.size() <= MAX_BYTES)
+}
+
+#[test]
+fn matches_the_interpreter_on_every_representative_kernel() {
+    let (mut covered, mut declined) = (0, Vec::new());
+    for (i, k) in ptx_cases::all().iter().filter(|k| small(k)).enumerate() {
+        if compare(k, i as u64) {
+            covered += 1;
+        } else {
+            declined.push(k.name.clone());
+        }
+    }
+    // Scans (and matmuls, whose fast path comes first in `cpu::run`) are
+    // the interpreter's; everything else is the executor's.
+    assert!(
+        declined
+            .iter()
+            .all(|n| n.starts_with("scan") || n.contains("cumsum") || n.contains("cum")),
+        "declined: {declined:?}"
+    );
+    assert!(covered > 450, "covered {covered}");
+}
+
+/// Sizes around the edges: empty, one, primes around the interpreter's
+/// tile (4096 points) and the executor's (16384), above the parallel
+/// threshold (2^15 points) and over several tiles.
+const SIZES: [i64; 8] = [0, 1, 7, 4099, 16381, 16411, 32771, 70001];
+
+#[test]
+fn every_dtype_op_and_cast_at_edge_sizes() {
+    for (s, n) in SIZES.into_iter().enumerate() {
+        let seed = 1000 * s as u64;
+        for dt in DType::ALL {
+            for op in UnaryOp::ALL {
+                let ok = if dt.is_float() {
+                    op != UnaryOp::BitNot
+                } else {
+                    op.keeps_integers() || op == UnaryOp::Not
+                };
+                if ok {
+                    assert!(compare(&ptx_cases::unary(op, dt, n), seed));
+                }
+            }
+            for op in [
+                BinaryOp::Add,
+                BinaryOp::Sub,
+                BinaryOp::Mul,
+                BinaryOp::Div,
+                BinaryOp::Max,
+                BinaryOp::Min,
+                BinaryOp::Lt,
+                BinaryOp::Eq,
+                BinaryOp::And,
+                BinaryOp::FloorDiv,
+                BinaryOp::Remainder,
+                BinaryOp::Pow,
+            ] {
+                if op.operand_dtype(dt, dt) == dt {
+                    assert!(compare(&ptx_cases::binary(op, dt, n), seed + 1));
+                }
+            }
+            for to in DType::ALL {
+                assert!(compare(&ptx_cases::cast(dt, to, n), seed + 2));
+            }
+        }
+    }
+}
+
+#[test]
+fn views_reductions_and_multi_reductions_at_edge_sizes() {
+    for (s, n) in SIZES.into_iter().enumerate() {
+        let seed = 7000 + s as u64;
+        for rows in [0, 1, 3, 4099] {
+            // At most about 300K points a kernel: the interpreter is slow.
+            let n = n.min(300_000 / rows.max(1));
+            for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::Prod] {
+                for dt in [DType::F32, DType::F64, DType::I64, DType::BF16] {
+                    // Half sums and products accumulate in f32 (the front
+                    // end casts); rounding a half accumulator at every step
+                    // makes the order visible far beyond a few ulp.
+                    let half_acc =
+                        dt == DType::BF16 && matches!(op, ReduceOp::Sum | ReduceOp::Prod);
+                    if half_acc {
+                        continue;
+                    }
+                    let k = ptx_cases::reduce_last(op, dt, rows, n);
+                    assert!(compare(&k, seed));
+                }
+            }
+            let k = ptx_cases::softmax(rows, n, DType::F32);
+            assert!(compare(&k, seed), "declined {k}");
+            assert!(compare(&ptx_cases::layernorm(rows, n, DType::BF16), seed));
+            assert!(compare(&ptx_cases::logsumexp_mixed(rows, n), seed));
+        }
+        assert!(compare(&ptx_cases::reduce_first(n, 5), seed));
+        assert!(compare(&ptx_cases::sum_all(n * 7), seed));
+        assert!(compare(&ptx_cases::pad(n), seed));
+        assert!(compare(&ptx_cases::div_mod(n), seed));
+        assert!(compare(&ptx_cases::flip_transpose(n.min(300), 37), seed));
+        assert!(compare(
+            &ptx_cases::broadcast_add(n.min(300), 65, DType::F16),
+            seed
+        ));
+        assert!(compare(&ptx_cases::softmax_axis0(n.min(3000), 13), seed));
+    }
+}
+
+/// `out[i] = src[i, idx[i]]` (a take along the last axis of a `[n, w]`
+/// source) with an index read from its own input, plus the position
+/// itself as an `I32` index value and a validity bit.
+fn gather(n: i64, w: i64, dt: DType) -> Kernel {
+    let mut kb = Kb::new("gather_take", KernelKind::Elementwise, &[n], 1);
+    let at = kb.load(DType::I64, n as usize, Expr::var(0));
+    kb.k.inputs.push(smelt_codegen::Arg {
+        dtype: dt,
+        len: (n * w) as usize,
+    });
+    let input = kb.k.inputs.len() - 1;
+    let g = kb.push(
+        Inst::Gather(Gather {
+            input,
+            index: Expr::var(0).scale(w),
+            valid: Cond::always(),
+            at,
+            stride: 1,
+            len: w,
+        }),
+        dt,
+    );
+    kb.store(n as usize, Expr::var(0), g, None);
+    let i = kb.push(Inst::Index(Expr::var(0).scale(3).add_const(-5)), DType::I32);
+    kb.store(n as usize, Expr::var(0), i, None);
+    let ranges = [n];
+    let valid = Cond::always().and_range(Expr::var(0), 2, 9, &ranges);
+    let v = kb.push(Inst::Valid(valid), DType::Bool);
+    kb.store(n as usize, Expr::var(0), v, None);
+    kb.done()
+}
+
+#[test]
+fn gathers_indices_and_their_errors() {
+    for n in [1, 7, 4099, 70001] {
+        for dt in [DType::F32, DType::F16, DType::I8, DType::F64] {
+            // Index values are mostly in -3..9 (some out of range: an error
+            // in both engines), or all in range.
+            assert!(compare(&gather(n, 12, dt), n as u64));
+            assert!(compare(&gather(n.min(300), 12_000, dt), n as u64));
+        }
+    }
+}
+
+/// Philox draws of every kind at counters `3 * i + 1`, with the key and
+/// the bound as scalars.
+fn random(n: i64) -> Kernel {
+    let mut kb = Kb::new("random_draws", KernelKind::Elementwise, &[n], 1);
+    let k0 = kb.scalar(DType::I32);
+    let k1 = kb.scalar(DType::I32);
+    let c = kb.push(Inst::Index(lin(&[(0, 3)], 1)), DType::I32);
+    let u = kb.push(Inst::Random(Draw::Uniform(1), vec![k0, k1, c]), DType::F32);
+    kb.store(n as usize, Expr::var(0), u, None);
+    let h = kb.push(Inst::Random(Draw::Uniform(2), vec![k0, k1, c]), DType::BF16);
+    kb.store(n as usize, Expr::var(0), h, None);
+    let d = kb.push(
+        Inst::Random(Draw::Uniform53(0), vec![k0, k1, c]),
+        DType::F64,
+    );
+    kb.store(n as usize, Expr::var(0), d, None);
+    let bound = kb.c(1000.0, DType::I64);
+    let r = kb.push(
+        Inst::Random(Draw::Below(3), vec![k0, k1, c, bound]),
+        DType::I64,
+    );
+    kb.store(n as usize, Expr::var(0), r, None);
+    kb.done()
+}
+
+#[test]
+fn philox_draws_are_bit_identical() {
+    for n in [1, 4099, 70001] {
+        assert!(compare(&random(n), 5));
+    }
+}
+
+#[test]
+fn out_of_bounds_loads_are_errors_in_both() {
+    let r = [5i64, 9];
+    let mut kb = Kb::new("elementwise_oob", KernelKind::Elementwise, &r, 2);
+    // One element short of the index's reach.
+    let x = kb.load(DType::F32, 44, contiguous(&r));
+    kb.store(45, contiguous(&r), x, None);
+    let k = kb.done();
+    let (bufs, scalars) = inputs(&k, 1);
+    let ins: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
+    let mut out = vec![0u8; 45 * 4];
+    let e = exec::run(&k, &ins, &scalars, &mut [&mut out]).expect("covered");
+    assert!(e.unwrap_err().0.contains("outside in0"));
+}
+
+#[test]
+fn stores_that_may_write_an_element_twice_go_to_the_interpreter() {
+    let r = [4i64, 6];
+    let mut kb = Kb::new("elementwise_overlap", KernelKind::Elementwise, &r, 2);
+    let x = kb.load(DType::F32, 24, contiguous(&r));
+    // Rows overlap: element i0 * 3 + i1 is written by two points.
+    kb.store(24, lin(&[(0, 3), (1, 1)], 0), x, None);
+    assert!(!exec::covers(&kb.done()));
+}
