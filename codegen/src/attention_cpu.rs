@@ -8,7 +8,8 @@
 //!    through the interpreter over the block, reading them;
 //! 3. each row's softmax is exact, as the unfused graph computes it (the
 //!    row's maximum, `exp(l - max)`, their sum), and its weighted sum of
-//!    `v` rows is divided by that sum;
+//!    `v` rows is divided by that sum; under a causal mask only over the
+//!    keys the row sees (the others' scores are not computed either);
 //! 4. the epilogue (the stores, the `Attend` replaced by a load of the
 //!    outputs) runs through the interpreter.
 //!
@@ -71,6 +72,14 @@ fn run_in<A: Acc>(
     let v = dense::eval::<A>(&part(a.v, &[vars.j, vars.e])?, inputs, scalars)?;
     let mut out = filled(nb * lq * dv, A::ZERO)?;
     let rows = (BLOCK_LOGITS / lk.max(1)).clamp(1, lq.max(1));
+    // Keys `0..visible(i)` of row `i`: under a causal mask the others'
+    // logits are `-inf` and add nothing (see `Attention::causal`), so
+    // neither their scores nor their terms are computed. A row with no
+    // visible key gets `0 / 0`, NaN, as unfused.
+    let visible = |i: usize| match a.causal {
+        Some(c) => (i as i64 + c.offset + 1).clamp(0, lk as i64) as usize,
+        None => lk,
+    };
     let mut coords = vec![0i64; batch.len()];
     for b in 0..nb {
         // The batch coordinates of head `b` (row-major).
@@ -89,6 +98,7 @@ fn run_in<A: Acc>(
             let mut scores = filled(r * lk, A::ZERO)?;
             for (ii, srow) in scores.chunks_exact_mut(lk.max(1)).enumerate() {
                 let qrow = &qb[(i0 + ii) * dd..][..dd];
+                let srow = &mut srow[..visible(i0 + ii)];
                 for (s, krow) in srow.iter_mut().zip(kb.chunks_exact(dd.max(1))) {
                     *s = qrow
                         .iter()
@@ -103,7 +113,8 @@ fn run_in<A: Acc>(
             let logits = dense::eval::<A>(&lk_kernel, &ins, scalars)?;
             for ii in 0..r {
                 let orow = &mut out[(b * lq + i0 + ii) * dv..][..dv];
-                softmax_rows(&logits[ii * lk..][..lk], vb, orow);
+                let n = visible(i0 + ii);
+                softmax_rows(&logits[ii * lk..][..n], &vb[..n * dv], orow);
             }
         }
     }

@@ -125,8 +125,8 @@ mod special;
 mod target;
 
 use crate::ir::{Gather, Inst, Kernel, KernelKind};
-use builder::{ins, Builder};
 pub use attention::mma::MAX_DIM as ATTENTION_MMA_MAX_DIM;
+use builder::{ins, Builder};
 pub use launch::Plan;
 use module::{entry_name, module, prologue};
 pub use module::{scalar_param, Launch, PtxKernel};
