@@ -5,7 +5,8 @@
 //! One CTA per (batch, tile of `bm` query rows), [`TPR`] threads per row:
 //! 1. the `q` tile (`bm x d`) is evaluated (its part of the kernel: loads
 //!    through views, casts) into shared memory;
-//! 2. for each tile of `bn` keys, the `k` (`bn x d`) and `v` (`bn x dv`)
+//! 2. for each tile of `bn` keys (under a causal mask only up to the
+//!    CTA's last row's last visible key, `key_end`), the `k` (`bn x d`) and `v` (`bn x dv`)
 //!    tiles are evaluated into shared memory (zero past the last key);
 //!    thread `c` of a row computes the scores of keys `c, c + 8, ..`
 //!    (`d` FMAs each) and the logit part on them (scale, masks: loads at

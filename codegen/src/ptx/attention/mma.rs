@@ -26,6 +26,11 @@
 //!   row is all `-inf` (so a masked tile adds nothing); `p = exp(l - m')`;
 //!   the lane's partial row sums and the `O` accumulators are rescaled by
 //!   `exp(m_old - m')`; the quads' sums are combined once at the end.
+//! - Under a causal mask (`Attention::causal`, `j <= i + c`) the key loop
+//!   ends after the CTA's last row's last visible key (`key_end`), and a
+//!   tile that every row of the warp sees whole evaluates the logit part
+//!   without the mask (`Unmasked`); only tiles crossing the diagonal
+//!   evaluate it.
 //! - `P` is rounded to the half type in registers and is directly the A
 //!   operand of `O += P V`: the C fragments of n8 tiles `2c` and `2c + 1`
 //!   (keys `16c .. 16c + 15`) are the A fragment of k-step `c` (see
