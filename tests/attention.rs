@@ -807,13 +807,17 @@ fn causal_masks_are_recognised() {
 fn causal_lengths() {
     let dtypes = [DType::F16, DType::BF16, DType::F32];
     for (n, len) in [1, 7, 63, 64, 65, 127, 1000, 4097].into_iter().enumerate() {
-        let (dtype, d) = (dtypes[n % 3], [64, 128][n % 2]);
-        for (lq, lk, mask) in [
+        // Head dim 128 at 1000 and 64 at 4097 keep the CPU's time modest.
+        let (dtype, d) = (dtypes[n % 3], [128, 64][n % 2]);
+        let mut cases = vec![
             (len, len, Mask::Causal),
             (len, len / 2 + 3, Mask::CausalShifted),
             (len / 3 + 1, len, Mask::CausalShifted),
-            (len, len, Mask::CausalFill),
-        ] {
+        ];
+        if len < 128 {
+            cases.push((len, len, Mask::CausalFill));
+        }
+        for (lq, lk, mask) in cases {
             let mut c = Case::new(&[], lq, lk, d, dtype);
             c.mask = mask;
             check(&c);
