@@ -95,8 +95,10 @@ fn run_in<A: Acc>(
         );
         for i0 in (0..lq).step_by(rows) {
             let r = rows.min(lq - i0);
-            let mut scores = filled(r * lk, A::ZERO)?;
-            for (ii, srow) in scores.chunks_exact_mut(lk.max(1)).enumerate() {
+            // Keys the block's last row sees: no row of it sees more.
+            let w = visible(i0 + r - 1);
+            let mut scores = filled(r * w, A::ZERO)?;
+            for (ii, srow) in scores.chunks_exact_mut(w.max(1)).enumerate() {
                 let qrow = &qb[(i0 + ii) * dd..][..dd];
                 let srow = &mut srow[..visible(i0 + ii)];
                 for (s, krow) in srow.iter_mut().zip(kb.chunks_exact(dd.max(1))) {
@@ -106,15 +108,21 @@ fn run_in<A: Acc>(
                         .fold(A::ZERO, |acc, (x, y)| acc + *x * *y);
                 }
             }
-            let lk_kernel = logit_kernel::<A>(k, a, &coords, i0, r)?;
-            let bytes = dense::to_bytes(&scores)?;
-            let mut ins = inputs.to_vec();
-            ins.push(&bytes);
-            let logits = dense::eval::<A>(&lk_kernel, &ins, scalars)?;
+            let logits = if w == 0 {
+                // No row of the block sees a key.
+                Vec::new()
+            } else {
+                let lk_kernel = logit_kernel::<A>(k, a, &coords, (i0, r), w)?;
+                let bytes = dense::to_bytes(&scores)?;
+                let mut ins = inputs.to_vec();
+                ins.push(&bytes);
+                dense::eval::<A>(&lk_kernel, &ins, scalars)?
+            };
             for ii in 0..r {
                 let orow = &mut out[(b * lq + i0 + ii) * dv..][..dv];
                 let n = visible(i0 + ii);
-                softmax_rows(&logits[ii * lk..][..n], &vb[..n * dv], orow);
+                let l = logits.get(ii * w..ii * w + n).unwrap_or(&[]);
+                softmax_rows(l, &vb[..n * dv], orow);
             }
         }
     }
@@ -152,18 +160,18 @@ fn softmax_rows<A: Acc>(l: &[A], v: &[A], o: &mut [A]) {
     }
 }
 
-/// The logit part over rows `i0..i0 + r` of the head at batch `coords`:
-/// a kernel over `[row, j]` reading the scores as its last input (`[r,
-/// lk]`, row-major) and writing the logits there.
+/// The logit part over rows `i0..i0 + r` and keys `0..w` of the head at
+/// batch `coords`: a kernel over `[row, j]` reading the scores as its
+/// last input (`[r, w]`, row-major) and writing the logits there.
 fn logit_kernel<A: Acc>(
     k: &Kernel,
     a: &Attention,
     coords: &[i64],
-    i0: usize,
-    r: usize,
+    (i0, r): (usize, usize),
+    w: usize,
 ) -> Result<Kernel, InterpError> {
     let vars = &a.vars;
-    let lk = k.ranges[vars.j];
+    let lk = w as i64;
     let ranges: crate::Ranges = [r as i64, lk].into_iter().collect();
     let mut to: Vec<Option<Expr>> = vec![None; k.ranges.len()];
     for (v, c) in vars.batch.clone().zip(coords) {
