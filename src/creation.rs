@@ -163,7 +163,20 @@ impl Tensor {
             "arange: [{start}, {end}) with step {step} has {count} elements, more than a buffer can hold"
         );
         let n = count as usize;
-        Tensor::generated(move |i| start + i as f64 * step, vec![n], dtype, device)
+        match exact_iota(start, step, n, dtype) {
+            Some((start, step)) => {
+                let iota = Tensor::from_node(
+                    Node::new(Op::Iota { start, step }, vec![n], DType::I32),
+                    *device,
+                );
+                if dtype == DType::I32 {
+                    iota
+                } else {
+                    iota.cast(dtype)
+                }
+            }
+            None => Tensor::generated(move |i| start + i as f64 * step, vec![n], dtype, device),
+        }
     }
 
     /// `n` evenly spaced values from `start` to `end` inclusive.
@@ -201,8 +214,38 @@ impl Tensor {
 
     /// `I32`: every element's row-major linear index, computed where it
     /// is used (a kernel reads it from its loop coordinates, no memory).
-    /// What masks (`tril`) and random counters are built from.
+    /// What random counters are built from.
     pub(crate) fn iota(shape: Shape, device: &Device) -> Tensor {
-        Tensor::from_node(Node::new(Op::Iota, shape, DType::I32), *device)
+        Tensor::from_node(
+            Node::new(Op::Iota { start: 0, step: 1 }, shape, DType::I32),
+            *device,
+        )
     }
+}
+
+/// `arange`'s `(start, step)` as an `I32` iota's, if each of its `n`
+/// values is an integer that fits an `I32` and converts to `dtype`
+/// exactly: then the lazy iota (cast to `dtype`) holds exactly the values
+/// the generated buffer would, and costs no memory. Otherwise `None`
+/// (fractional steps, huge values, `Bool`): the values are generated.
+fn exact_iota(start: f64, step: f64, n: usize, dtype: DType) -> Option<(i64, i64)> {
+    let integral = |x: f64| x.is_finite() && x.fract() == 0.0 && x.abs() <= i32::MAX as f64;
+    // `-0.0 + 0 * step` is `-0.0` for a negative step, which no integer is.
+    let negative_zero = start == 0.0 && start.is_sign_negative();
+    if n == 0 || negative_zero || !integral(start) || !integral(step) {
+        return None;
+    }
+    let last = start + (n - 1) as f64 * step;
+    let (lo, hi) = (start.min(last), start.max(last));
+    // Every integer in this range converts exactly.
+    let exact = match dtype {
+        DType::Bool => (0.0, -1.0),
+        DType::F16 => (-2048.0, 2048.0),
+        DType::BF16 => (-256.0, 256.0),
+        DType::F32 => (-16_777_216.0, 16_777_216.0),
+        DType::F64 | DType::I64 => (i32::MIN as f64, i32::MAX as f64),
+        dt => (dt.int_min() as f64, dt.int_max() as f64),
+    };
+    let fits = lo >= exact.0.max(i32::MIN as f64) && hi <= exact.1.min(i32::MAX as f64);
+    fits.then_some((start as i64, step as i64))
 }

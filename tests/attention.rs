@@ -39,6 +39,22 @@ enum Mask {
     Causal,
     /// `masked_fill(tril(ones) == 0, -inf)`.
     Tril,
+    /// Bottom-right aligned causal, `j <= i + (lk - lq)`, written as
+    /// `i >= j` with the rows an `I64` `arange(lk - lq, lk)`.
+    CausalShifted,
+    /// `masked_fill(j > i, -inf)` (the negated condition).
+    CausalFill,
+}
+
+impl Mask {
+    /// `c` of a causal mask `j <= i + c` for `lq` queries and `lk` keys.
+    fn causal(self, lq: usize, lk: usize) -> Option<i64> {
+        match self {
+            Mask::Causal | Mask::Tril | Mask::CausalFill => Some(0),
+            Mask::CausalShifted => Some(lk as i64 - lq as i64),
+            Mask::None | Mask::Additive => None,
+        }
+    }
 }
 
 /// How the softmax is written.
@@ -158,6 +174,17 @@ fn attention(c: &Case, i: &Inputs) -> Tensor {
             let keep = Tensor::ones([c.lq, c.lk], DType::F32, &dev).tril(0);
             s.masked_fill(&keep.eq(0.0), f64::NEG_INFINITY)
         }
+        Mask::CausalShifted => {
+            let (lq, lk) = (c.lq as f64, c.lk as f64);
+            let rows = Tensor::arange(lk - lq, lk, 1.0, DType::I64, &dev).reshape([c.lq, 1]);
+            let cols = Tensor::arange(0.0, lk, 1.0, DType::I64, &dev).reshape([1, c.lk]);
+            rows.ge(&cols).where_(&s, f64::NEG_INFINITY)
+        }
+        Mask::CausalFill => {
+            let rows = Tensor::arange(0.0, c.lq as f64, 1.0, DType::I32, &dev).reshape([c.lq, 1]);
+            let cols = Tensor::arange(0.0, c.lk as f64, 1.0, DType::I32, &dev).reshape([1, c.lk]);
+            s.masked_fill(&cols.gt(&rows), f64::NEG_INFINITY)
+        }
     };
     let p = match c.form {
         Form::Softmax => s.softmax(-1),
@@ -185,11 +212,10 @@ fn reference(c: &Case, i: &Inputs) -> Vec<f64> {
                     let k = &i.k.1[(kvb * lk + j) * d..][..d];
                     let mut s: f64 = q.iter().zip(k).map(|(x, y)| x * y).sum();
                     s *= c.scale.unwrap_or(1.0);
-                    match c.mask {
-                        Mask::None => s,
-                        Mask::Additive => s + i.bias.1[r * lk + j],
-                        Mask::Causal | Mask::Tril if j > r => f64::NEG_INFINITY,
-                        Mask::Causal | Mask::Tril => s,
+                    match (c.mask, c.mask.causal(lq, lk)) {
+                        (Mask::Additive, _) => s + i.bias.1[r * lk + j],
+                        (_, Some(off)) if j as i64 > r as i64 + off => f64::NEG_INFINITY,
+                        _ => s,
                     }
                 })
                 .collect();
@@ -614,6 +640,232 @@ fn half_lengths() {
             let mut c = Case::new(&[], lq, lk, d, dtype);
             c.mask = mask;
             check(&c);
+        }
+    }
+}
+
+/// The fused kernel of `o`: its causal mask's offset (`Kernel::attention`
+/// finds it in the IR) and its PTX for each checked target.
+fn causal_kernel(o: &Tensor) -> (Option<i64>, Vec<String>) {
+    let fused = Planning::from(Fusion::On).attention(AttentionFusion::On);
+    let s = o.schedule(fused);
+    let it = s
+        .items
+        .iter()
+        .find(|it| it.kernel.kind.name() == "attention")
+        .expect("an attention kernel");
+    let parts = it.kernel.attention().expect("attention parts");
+    (parts.causal.map(|c| c.offset), attention_ptx(o))
+}
+
+/// A logit written from scores `s`, `lq` and `lk`.
+type Logit = fn(&Tensor, usize, usize) -> Tensor;
+
+/// `arange(start, start + n)` of `dtype` viewed as a column (`rows`) or
+/// a row.
+fn coords(start: i64, n: usize, dtype: DType, rows: bool) -> Tensor {
+    let (a, b) = (start as f64, start as f64 + n as f64);
+    let t = Tensor::arange(a, b, 1.0, dtype, &test_device());
+    if rows {
+        t.reshape([n, 1])
+    } else {
+        t.reshape([1, n])
+    }
+}
+
+/// Each way of writing a causal mask that the rule takes, with its `c`
+/// (`j <= i + c`), and masks it must not take for one: an arbitrary
+/// mask tensor (here holding the causal pattern), `tril` (its diagonal
+/// `k` is a launch-time scalar, not part of the code) and an upper
+/// triangle. The causal kernels end their key loops early (the PTX says
+/// so); the others do not.
+#[test]
+fn causal_masks_are_recognised() {
+    let forms: [(&str, Logit, Option<i64>); 9] = [
+        (
+            "j <= i",
+            |s, lq, lk| {
+                let (i, j) = (
+                    coords(0, lq, DType::I32, true),
+                    coords(0, lk, DType::I32, false),
+                );
+                j.le(&i).where_(s, f64::NEG_INFINITY)
+            },
+            Some(0),
+        ),
+        (
+            "j < i + 1, f32 aranges",
+            |s, lq, lk| {
+                let (i, j) = (
+                    coords(1, lq, DType::F32, true),
+                    coords(0, lk, DType::F32, false),
+                );
+                j.lt(&i).where_(s, f64::NEG_INFINITY)
+            },
+            Some(0),
+        ),
+        (
+            "i >= j, i64, bottom-right",
+            |s, lq, lk| {
+                let off = lk as i64 - lq as i64;
+                let (i, j) = (
+                    coords(off, lq, DType::I64, true),
+                    coords(0, lk, DType::I64, false),
+                );
+                i.ge(&j).where_(s, f64::NEG_INFINITY)
+            },
+            Some(3),
+        ),
+        (
+            "masked_fill(j > i)",
+            |s, lq, lk| {
+                let (i, j) = (
+                    coords(0, lq, DType::I32, true),
+                    coords(0, lk, DType::I32, false),
+                );
+                s.masked_fill(&j.gt(&i), f64::NEG_INFINITY)
+            },
+            Some(0),
+        ),
+        (
+            "masked_fill(i < j - 2)",
+            |s, lq, lk| {
+                let (i, j) = (
+                    coords(0, lq, DType::I32, true),
+                    coords(-2, lk, DType::I32, false),
+                );
+                s.masked_fill(&i.lt(&j), f64::NEG_INFINITY)
+            },
+            Some(2),
+        ),
+        (
+            "additive tensor",
+            |s, lq, lk| {
+                let (i, j) = (
+                    coords(0, lq, DType::I32, true),
+                    coords(0, lk, DType::I32, false),
+                );
+                let zero = Tensor::zeros([lq, lk], s.dtype(), &test_device());
+                let bias = j.le(&i).where_(&zero, f64::NEG_INFINITY);
+                bias.realize().unwrap();
+                s + &bias
+            },
+            None,
+        ),
+        (
+            "tril",
+            |s, lq, lk| {
+                let keep = Tensor::ones([lq, lk], DType::F32, &test_device()).tril(0);
+                s.masked_fill(&keep.eq(0.0), f64::NEG_INFINITY)
+            },
+            None,
+        ),
+        (
+            "upper: j >= i",
+            |s, lq, lk| {
+                let (i, j) = (
+                    coords(0, lq, DType::I32, true),
+                    coords(0, lk, DType::I32, false),
+                );
+                j.ge(&i).where_(s, f64::NEG_INFINITY)
+            },
+            None,
+        ),
+        (
+            "fill 0, not -inf",
+            |s, lq, lk| {
+                let (i, j) = (
+                    coords(0, lq, DType::I32, true),
+                    coords(0, lk, DType::I32, false),
+                );
+                j.le(&i).where_(s, 0.0)
+            },
+            None,
+        ),
+    ];
+    for dtype in [DType::F16, DType::F32] {
+        let c = Case::new(&[2], 9, 12, 16, dtype);
+        let i = inputs(&c, 1, &[]);
+        for (name, logit, want) in forms {
+            let s = i.q.0.matmul(&i.k.0.transpose(-2, -1));
+            let o = logit(&s, c.lq, c.lk).softmax(-1).matmul(&i.v.0);
+            let (got, ptx) = causal_kernel(&o);
+            assert_eq!(got, want, "{name} {dtype:?}");
+            for p in ptx {
+                assert_eq!(
+                    p.contains("causal mask: the key loop ends"),
+                    want.is_some(),
+                    "{name}"
+                );
+                let whole = p.contains("causal mask keeps whole");
+                // The tensor-core kernel's (off under SMELT_ATTENTION_MMA=0).
+                let mma =
+                    dtype == DType::F16 && smelt_codegen::env::flag("SMELT_ATTENTION_MMA", true);
+                assert_eq!(whole, want.is_some() && mma, "{name}");
+            }
+        }
+    }
+}
+
+/// Causal attention at lengths around the tiles (64 query rows per CTA,
+/// 64 or 32 keys per tile, 8 to 32 rows in the FMA kernel), square and
+/// cross with the bottom-right alignment (`lq > lk` leaves rows with no
+/// key: NaN), over f16, bf16 and f32 and head dims 64 and 128: fused,
+/// the 3-kernel plan and unfused agree with the f64 reference.
+#[test]
+fn causal_lengths() {
+    let dtypes = [DType::F16, DType::BF16, DType::F32];
+    for (n, len) in [1, 7, 63, 64, 65, 127, 1000, 4097].into_iter().enumerate() {
+        // Head dim 128 at 1000 and 64 at 4097 keep the CPU's time modest.
+        let (dtype, d) = (dtypes[n % 3], [128, 64][n % 2]);
+        let mut cases = vec![
+            (len, len, Mask::Causal),
+            (len, len / 2 + 3, Mask::CausalShifted),
+            (len / 3 + 1, len, Mask::CausalShifted),
+        ];
+        if len < 128 {
+            cases.push((len, len, Mask::CausalFill));
+        }
+        for (lq, lk, mask) in cases {
+            let mut c = Case::new(&[], lq, lk, d, dtype);
+            c.mask = mask;
+            check(&c);
+        }
+    }
+}
+
+/// The one way the fused causal kernel differs from the unfused graph, a
+/// decision: keys a row cannot see are skipped, so a non-finite `v` at
+/// such a key no longer makes the row NaN through `0 * inf`. Rows below
+/// 64 here never reach key 199 on any backend (the CPU skips every masked
+/// key, the GPU kernels end each CTA's key loop after its last row's last
+/// key), so they stay finite fused and are NaN unfused.
+#[test]
+fn causal_skips_masked_values() {
+    for dtype in [DType::F16, DType::F32] {
+        let mut c = Case::new(&[], 200, 200, 16, dtype);
+        c.mask = Mask::Causal;
+        let mut i = inputs(&c, 2, &[]);
+        // What rows below 64 give with the finite value.
+        let want = reference(&c, &i);
+        let mut v = i.v.1.clone();
+        v[199 * c.dv] = f64::INFINITY;
+        let (t, h) = make(&v, &[c.lk, c.dv], dtype);
+        i.v = (t, h.data);
+        for mode in plans() {
+            let got = values(attention(&c, &i).realize_with(mode).unwrap());
+            let fused = mode.fusion == Fusion::On && mode.attention == AttentionFusion::On;
+            for r in 0..64 {
+                let g = got[r * c.dv];
+                assert_eq!(g.is_nan(), !fused, "{dtype:?} {mode:?} row {r}: {g}");
+                if fused {
+                    let w = want[r * c.dv];
+                    assert!(
+                        (g - w).abs() <= tolerance(dtype) * (1.0 + w.abs()),
+                        "{g} vs {w}"
+                    );
+                }
+            }
         }
     }
 }

@@ -681,3 +681,71 @@ fn f64_rounding_and_division_family_are_exact() {
         );
     }
 }
+
+/// `arange` keeps its values exactly (start, stop and step are floats,
+/// any dtype): integral ranges whose every value the dtype holds exactly
+/// are a lazy index computed from the loop coordinates (no memory read;
+/// `arange(0, n)` in a mask is then visible to the planner), others are
+/// generated as before (fractions, values past a half type's exact
+/// integers or an `I32`, `-0.0`).
+#[test]
+fn arange_is_lazy_where_exact() {
+    let dev = test_device();
+    let big = 2_147_483_640.0;
+    // (start, end, step, lazy for every dtype where in range)
+    let cases: [(f64, f64, f64); 9] = [
+        (0.0, 5.0, 1.0),
+        (5.0, -3.0, -2.0),
+        (-3.0, 40.0, 7.0),
+        (2040.0, 2060.0, 3.0),
+        (250.0, 262.0, 1.0),
+        (0.5, 3.0, 0.5),
+        (-0.0, -4.0, -1.0),
+        (big, big + 12.0, 1.0),
+        (16_777_210.0, 16_777_222.0, 1.0),
+    ];
+    let all = [Bool, U8, I8, I16, I32, I64, F16, BF16, F32, F64];
+    for (start, end, step) in cases {
+        let n = ((end - start) / step).ceil().max(0.0) as usize;
+        let exact: Vec<f64> = (0..n).map(|i| start + i as f64 * step).collect();
+        for dt in all {
+            // Integer dtypes only where every value fits (the conversion
+            // of out-of-range values is not what this test is about).
+            let fits = exact.iter().all(|v| {
+                !dt.is_int() || (v.fract() == 0.0 && *v >= dt.min_value() && *v <= dt.max_value())
+            });
+            if dt == Bool || !fits {
+                continue;
+            }
+            let t = Tensor::arange(start, end, step, dt, &dev);
+            let want = make(&exact, &[n], dt).0.to_vec::<f64>().unwrap();
+            for mode in MODES {
+                let got = t.realize_with(mode).unwrap().to_vec::<f64>().unwrap();
+                let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&got),
+                    bits(&want),
+                    "arange({start}, {end}, {step}) {dt:?} {mode:?}"
+                );
+            }
+            let integral = start.fract() == 0.0
+                && step.fract() == 0.0
+                && !(start == 0.0 && start.is_sign_negative());
+            let limit = match dt {
+                F16 => 2048.0,
+                BF16 => 256.0,
+                F32 => 16_777_216.0,
+                _ => i32::MAX as f64,
+            };
+            let lazy = integral && exact.iter().all(|v| v.abs() <= limit);
+            let read = (Tensor::arange(start, end, step, dt, &dev) + 0.0)
+                .schedule(Fusion::On)
+                .bytes_read();
+            assert_eq!(
+                read == 0,
+                lazy,
+                "arange({start}, {end}, {step}) {dt:?} reads {read} bytes"
+            );
+        }
+    }
+}

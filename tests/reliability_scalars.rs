@@ -244,3 +244,48 @@ fn equal_constants_that_later_differ_keep_their_own_values() {
         }
     }
 }
+
+/// Non-finite constants (a mask's `-inf` fill, NaN) are compiled into the
+/// kernel, not bound at launch: a graph with one never reuses the plan of
+/// the same graph with a finite value or another non-finite one, and each
+/// gives its own value; two `-inf` graphs share one plan.
+#[test]
+fn non_finite_constants_are_part_of_the_plan() {
+    for (n, dev) in devices().into_iter().enumerate() {
+        let [rows, cols] = shape(5, 3, n);
+        let x = Tensor::from_vec(
+            (0..rows * cols).map(|v| v as f32).collect::<Vec<_>>(),
+            [rows, cols],
+            &dev,
+        );
+        let fill = |value: f64| {
+            let i = Tensor::arange(0.0, rows as f64, 1.0, DType::I32, &dev).reshape([rows, 1]);
+            let j = Tensor::arange(0.0, cols as f64, 1.0, DType::I32, &dev).reshape([1, cols]);
+            j.le(&i).where_(&x, value)
+        };
+        // Schedules each value plans: -7.0 reuses 5.0's, the last -inf
+        // the first's; the others plan their own.
+        let values = [
+            f64::NEG_INFINITY,
+            5.0,
+            f64::INFINITY,
+            f64::NAN,
+            -7.0,
+            f64::NEG_INFINITY,
+        ];
+        for (value, plans) in values.into_iter().zip([1, 1, 1, 1, 0, 0]) {
+            let s0 = compile_stats();
+            let y = fill(value).to_vec::<f32>().unwrap();
+            let planned = compile_stats().since(&s0).schedules_planned;
+            assert_eq!(planned, plans, "{dev:?} fill {value}");
+            for (p, got) in y.iter().enumerate() {
+                let (r, c) = (p / cols, p % cols);
+                let want = if c <= r { p as f64 } else { value };
+                assert!(
+                    got.to_bits() == (want as f32).to_bits() || (want.is_nan() && got.is_nan()),
+                    "{dev:?} fill {value}: element {p} is {got}"
+                );
+            }
+        }
+    }
+}

@@ -13,9 +13,10 @@
 //! backend may evaluate each part over its own variables (the CPU packs
 //! `q`, `k` and `v` into dense arrays, the GPU stages tiles of them).
 
+use crate::expr::{Atom, Expr};
 use crate::extract::vars_read_above;
 use crate::ir::{Inst, Kernel, KernelKind, Val};
-use crate::DType;
+use crate::{BinaryOp, DType};
 use std::ops::Range;
 
 /// The loop variables of an attention kernel: `[batch.., i, e, j, d]`,
@@ -67,6 +68,22 @@ pub struct Attention {
     pub logit: Val,
     /// The value at `(batch, j, e)`.
     pub v: Val,
+    /// Set when the logit is a causal mask (see [`causal`]).
+    pub causal: Option<Causal>,
+}
+
+/// A causal mask found in an attention kernel's logit part: the logit is
+/// `-inf` at every key `j > i + offset`, whatever the score, so a backend
+/// may skip those keys; where `j <= i + offset` it is the logit part with
+/// the `Where` `mask` replaced by its operand `visible`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Causal {
+    /// `c` of `j <= i + c`, in `-lq..=lk` (clamped: the same mask).
+    pub offset: i64,
+    /// The `Where` that masks.
+    pub mask: Val,
+    /// Its operand taken where the key is visible.
+    pub visible: Val,
 }
 
 impl Kernel {
@@ -147,6 +164,7 @@ impl Kernel {
             }
         }
         Ok(Attention {
+            causal: causal(self, &vars, logit),
             vars,
             acc,
             dot,
@@ -181,4 +199,109 @@ impl Kernel {
         }
         false
     }
+}
+
+/// The causal mask, if the logit `logit` is, through float casts,
+/// `where(j <= i + c, x, -inf)`: a `Where` whose one branch is the
+/// constant `-inf` and whose condition (for the other branch) compares two
+/// index values (`Index`, through casts that keep every value exact) whose
+/// difference is `j - i` plus a constant (`j <= i + c`, `j < i + c`,
+/// `i >= j`, and the negated forms `masked_fill` writes). Every logit at
+/// `j > i + c` is then `-inf`, exactly, whatever the score: the key adds
+/// nothing to the row's sums (`exp(-inf - m) = 0`), which is what lets a
+/// backend skip it. `c` is clamped to `-lq..=lk` (the same mask there).
+pub fn causal(k: &Kernel, vars: &AttentionVars, logit: Val) -> Option<Causal> {
+    let is_float = |v: Val| k.insts[v].dtype.is_float();
+    let mut x = logit;
+    while let Inst::Cast(src) = k.insts[x].inst {
+        if !is_float(src) {
+            return None;
+        }
+        x = src;
+    }
+    let Inst::Where(cond, a, b) = k.insts[x].inst else {
+        return None;
+    };
+    let neg_inf = |mut v: Val| loop {
+        match k.insts[v].inst {
+            Inst::Const(c) => return c == f64::NEG_INFINITY,
+            Inst::Cast(src) if is_float(src) && is_float(v) => v = src,
+            _ => return false,
+        }
+    };
+    // Whether the visible branch is taken where `cond` holds.
+    let (holds, visible) = match (neg_inf(a), neg_inf(b)) {
+        (false, true) => (true, a),
+        (true, false) => (false, b),
+        _ => return None,
+    };
+    let mask = x;
+    let Inst::Binary(op, lhs, rhs) = k.insts[cond].inst else {
+        return None;
+    };
+    let (x, y) = (index_value(k, lhs)?, index_value(k, rhs)?);
+    // d = x - y = cj * j + ci * i + konst.
+    let d = x.add(&y.scale(-1));
+    let (terms, konst) = d.parts();
+    let coef = |want: usize| {
+        terms
+            .iter()
+            .find(|(at, _)| *at == Atom::Var(want))
+            .map_or(0, |(_, c)| *c)
+    };
+    let (cj, ci) = (coef(vars.j), coef(vars.i));
+    let only_ij = terms
+        .iter()
+        .all(|(at, _)| *at == Atom::Var(vars.i) || *at == Atom::Var(vars.j));
+    let (lq, lk) = (k.ranges[vars.i], k.ranges[vars.j]);
+    // With one row, `i` is always 0 and its coefficient does not matter.
+    if !only_ij || cj.abs() != 1 || (ci != -cj && lq != 1) {
+        return None;
+    }
+    // The visible condition as `d op 0`.
+    let op = match (holds, op) {
+        (true, op) => op,
+        (false, BinaryOp::Lt) => BinaryOp::Ge,
+        (false, BinaryOp::Le) => BinaryOp::Gt,
+        (false, BinaryOp::Gt) => BinaryOp::Le,
+        (false, BinaryOp::Ge) => BinaryOp::Lt,
+        _ => return None,
+    };
+    // cj = 1: d = j - i + konst; cj = -1: d = i - j + konst.
+    let c = match (cj, op) {
+        (1, BinaryOp::Le) => -konst,
+        (1, BinaryOp::Lt) => -konst - 1,
+        (-1, BinaryOp::Ge) => konst,
+        (-1, BinaryOp::Gt) => konst - 1,
+        _ => return None,
+    };
+    Some(Causal {
+        offset: c.clamp(-lq, lk),
+        mask,
+        visible,
+    })
+}
+
+/// The index expression whose value `v` is, if `v` is an `Index` through
+/// casts that keep every value it takes exact (and no `I32` wrapped it).
+fn index_value(k: &Kernel, mut v: Val) -> Option<Expr> {
+    let mut casts = Vec::new();
+    while let Inst::Cast(src) = k.insts[v].inst {
+        casts.push(k.insts[v].dtype);
+        v = src;
+    }
+    let Inst::Index(e) = &k.insts[v].inst else {
+        return None;
+    };
+    let (lo, hi) = e.bounds(&k.ranges);
+    // The largest magnitude up to which each dtype holds every integer.
+    let exact = |dt: DType| match dt {
+        DType::I32 | DType::I64 | DType::F64 => i32::MAX as i64,
+        DType::F32 => 1 << 24,
+        DType::F16 => 1 << 11,
+        DType::BF16 => 1 << 8,
+        _ => 0,
+    };
+    let limit = casts.into_iter().map(exact).fold(i32::MAX as i64, i64::min);
+    (lo >= -limit && hi <= limit).then(|| e.clone())
 }

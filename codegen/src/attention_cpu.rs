@@ -8,7 +8,8 @@
 //!    through the interpreter over the block, reading them;
 //! 3. each row's softmax is exact, as the unfused graph computes it (the
 //!    row's maximum, `exp(l - max)`, their sum), and its weighted sum of
-//!    `v` rows is divided by that sum;
+//!    `v` rows is divided by that sum; under a causal mask only over the
+//!    keys the row sees (the others' scores are not computed either);
 //! 4. the epilogue (the stores, the `Attend` replaced by a load of the
 //!    outputs) runs through the interpreter.
 //!
@@ -71,6 +72,14 @@ fn run_in<A: Acc>(
     let v = dense::eval::<A>(&part(a.v, &[vars.j, vars.e])?, inputs, scalars)?;
     let mut out = filled(nb * lq * dv, A::ZERO)?;
     let rows = (BLOCK_LOGITS / lk.max(1)).clamp(1, lq.max(1));
+    // Keys `0..visible(i)` of row `i`: under a causal mask the others'
+    // logits are `-inf` and add nothing (see `Attention::causal`), so
+    // neither their scores nor their terms are computed. A row with no
+    // visible key gets `0 / 0`, NaN, as unfused.
+    let visible = |i: usize| match a.causal {
+        Some(c) => (i as i64 + c.offset + 1).clamp(0, lk as i64) as usize,
+        None => lk,
+    };
     let mut coords = vec![0i64; batch.len()];
     for b in 0..nb {
         // The batch coordinates of head `b` (row-major).
@@ -86,9 +95,12 @@ fn run_in<A: Acc>(
         );
         for i0 in (0..lq).step_by(rows) {
             let r = rows.min(lq - i0);
-            let mut scores = filled(r * lk, A::ZERO)?;
-            for (ii, srow) in scores.chunks_exact_mut(lk.max(1)).enumerate() {
+            // Keys the block's last row sees: no row of it sees more.
+            let w = visible(i0 + r - 1);
+            let mut scores = filled(r * w, A::ZERO)?;
+            for (ii, srow) in scores.chunks_exact_mut(w.max(1)).enumerate() {
                 let qrow = &qb[(i0 + ii) * dd..][..dd];
+                let srow = &mut srow[..visible(i0 + ii)];
                 for (s, krow) in srow.iter_mut().zip(kb.chunks_exact(dd.max(1))) {
                     *s = qrow
                         .iter()
@@ -96,14 +108,21 @@ fn run_in<A: Acc>(
                         .fold(A::ZERO, |acc, (x, y)| acc + *x * *y);
                 }
             }
-            let lk_kernel = logit_kernel::<A>(k, a, &coords, i0, r)?;
-            let bytes = dense::to_bytes(&scores)?;
-            let mut ins = inputs.to_vec();
-            ins.push(&bytes);
-            let logits = dense::eval::<A>(&lk_kernel, &ins, scalars)?;
+            let logits = if w == 0 {
+                // No row of the block sees a key.
+                Vec::new()
+            } else {
+                let lk_kernel = logit_kernel::<A>(k, a, &coords, (i0, r), w)?;
+                let bytes = dense::to_bytes(&scores)?;
+                let mut ins = inputs.to_vec();
+                ins.push(&bytes);
+                dense::eval::<A>(&lk_kernel, &ins, scalars)?
+            };
             for ii in 0..r {
                 let orow = &mut out[(b * lq + i0 + ii) * dv..][..dv];
-                softmax_rows(&logits[ii * lk..][..lk], vb, orow);
+                let n = visible(i0 + ii);
+                let l = logits.get(ii * w..ii * w + n).unwrap_or(&[]);
+                softmax_rows(l, &vb[..n * dv], orow);
             }
         }
     }
@@ -146,18 +165,18 @@ fn softmax_rows<A: Acc>(l: &[A], v: &[A], o: &mut [A]) {
     }
 }
 
-/// The logit part over rows `i0..i0 + r` of the head at batch `coords`:
-/// a kernel over `[row, j]` reading the scores as its last input (`[r,
-/// lk]`, row-major) and writing the logits there.
+/// The logit part over rows `i0..i0 + r` and keys `0..w` of the head at
+/// batch `coords`: a kernel over `[row, j]` reading the scores as its
+/// last input (`[r, w]`, row-major) and writing the logits there.
 fn logit_kernel<A: Acc>(
     k: &Kernel,
     a: &Attention,
     coords: &[i64],
-    i0: usize,
-    r: usize,
+    (i0, r): (usize, usize),
+    w: usize,
 ) -> Result<Kernel, InterpError> {
     let vars = &a.vars;
-    let lk = k.ranges[vars.j];
+    let lk = w as i64;
     let ranges: crate::Ranges = [r as i64, lk].into_iter().collect();
     let mut to: Vec<Option<Expr>> = vec![None; k.ranges.len()];
     for (v, c) in vars.batch.clone().zip(coords) {

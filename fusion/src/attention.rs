@@ -9,6 +9,10 @@
 //! the logits `l` reach a score matmul `q @ kt` of `l`'s shape through
 //! elementwise ops and views (a scale, an additive mask, a `where` from
 //! index comparisons or a bool mask, casts).
+//!
+//! Whether the logits are causally masked (keys a kernel may skip) is found
+//! later, on the kernel's IR (`smelt_codegen::attention::causal`), where
+//! `arange`'s coordinates and the `-inf` fill are visible.
 
 use crate::domain::AttentionDomain;
 use crate::graph::{NodeRef, Op};

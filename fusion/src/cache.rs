@@ -118,12 +118,15 @@ impl Fingerprint {
     }
 }
 
-/// Hashes what `op` is, not its sources; a constant without its value
+/// Hashes what `op` is, not its sources; a finite constant without its value
 /// (bound per realize, see [`Fingerprint::consts`]).
 fn hash_op(op: &Op, h: &mut DefaultHasher) {
     match op {
         Op::Buffer => 1u8.hash(h),
-        Op::Const(_) => 2u8.hash(h),
+        // Finite values are kernel parameters; a non-finite one is
+        // compiled in (lower.rs), so its value is part of the structure.
+        Op::Const(c) if c.is_finite() => 2u8.hash(h),
+        Op::Const(c) => (16u8, non_finite_class(*c)).hash(h),
         Op::View(_, st) => (3u8, st).hash(h),
         Op::Unary(o, _) => (4u8, o).hash(h),
         Op::Binary(o, _, _) => (5u8, o).hash(h),
@@ -133,10 +136,22 @@ fn hash_op(op: &Op, h: &mut DefaultHasher) {
         Op::Matmul(..) => 9u8.hash(h),
         Op::Scan(o, _, axis) => (10u8, o, axis).hash(h),
         Op::Gather(_, _, axis) => (11u8, axis).hash(h),
-        Op::Iota => 12u8.hash(h),
+        Op::Iota { start, step } => (12u8, start, step).hash(h),
         Op::Random(d, _) => (13u8, d).hash(h),
         Op::Sort(o, _, axis) => (14u8, o, axis).hash(h),
         Op::ScatterAdd(_, _, _, axis) => (15u8, axis).hash(h),
+    }
+}
+
+/// Which non-finite value `c` is: `+inf`, `-inf` or NaN (any payload:
+/// kernels compile every NaN alike).
+fn non_finite_class(c: f64) -> u8 {
+    if c.is_nan() {
+        0
+    } else if c > 0.0 {
+        1
+    } else {
+        2
     }
 }
 

@@ -51,10 +51,18 @@ pub enum Op {
     /// dtype). Computed inside its consumers' kernels as an indirect load
     /// of `src`, which is read from a buffer through one strided view.
     Gather(NodeRef, NodeRef, usize),
-    /// `I32`: each element's row-major linear index. Never held in memory
-    /// by a fused kernel: it lowers to the loop coordinates it reads
-    /// through (an arange viewed as a column is the row coordinate).
-    Iota,
+    /// `I32`: `start + step * x` at row-major linear index `x` (the
+    /// creator checks every value fits an `I32`). Never held in memory
+    /// by a fused kernel: it lowers to an index expression of the loop
+    /// coordinates it reads through (an arange viewed as a column is the
+    /// row coordinate), `start` and `step` compiled in, so a causal mask
+    /// `j <= i + c` is visible in the kernel (`Kernel::attention`).
+    Iota {
+        /// The value at linear index 0.
+        start: i64,
+        /// The difference between neighbours.
+        step: i64,
+    },
     /// A Philox draw per element (`smelt_codegen::philox`), elementwise
     /// over its sources: the key's two words, the counter (an `Iota`, so
     /// an element's number depends on its position alone) and, for
@@ -80,7 +88,7 @@ impl Op {
     /// allocation: graph walks ask for them at every node).
     pub fn srcs(&self) -> SmallVec<[&NodeRef; 4]> {
         match self {
-            Op::Buffer | Op::Const(_) | Op::Iota => SmallVec::new(),
+            Op::Buffer | Op::Const(_) | Op::Iota { .. } => SmallVec::new(),
             Op::Random(_, srcs) => srcs.iter().collect(),
             Op::View(a, _)
             | Op::Unary(_, a)
@@ -118,7 +126,8 @@ impl Op {
             Op::Matmul(..) => "matmul".into(),
             Op::Scan(op, ..) => op.name().into(),
             Op::Gather(..) => "gather".into(),
-            Op::Iota => "iota".into(),
+            Op::Iota { start: 0, step: 1 } => "iota".into(),
+            Op::Iota { start, step } => format!("iota {start} + {step}x"),
             Op::Random(d, _) => d.name().into(),
             Op::Sort(op, ..) => op.name().into(),
             Op::ScatterAdd(..) => "scatter_add".into(),
@@ -321,7 +330,7 @@ impl Drop for Node {
 /// Moves `op`'s sources into `out`, leaving `Op::Buffer`.
 fn take_srcs(op: &mut Op, out: &mut Vec<NodeRef>) {
     match std::mem::replace(op, Op::Buffer) {
-        Op::Buffer | Op::Const(_) | Op::Iota => {}
+        Op::Buffer | Op::Const(_) | Op::Iota { .. } => {}
         Op::Random(_, srcs) => out.extend(srcs),
         Op::View(a, _)
         | Op::Unary(_, a)

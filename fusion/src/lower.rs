@@ -468,13 +468,23 @@ impl<'a> Lowerer<'a> {
         let srcs = match &*op {
             Op::Buffer => unreachable!("realized nodes are leaves"),
             Op::Const(c) => {
-                let v = self.scalar(node, *c);
+                // A non-finite constant (a mask's `-inf` fill, a NaN) is
+                // part of the code, so the kernel's structure shows it
+                // (`Kernel::attention` finds causal masks by it); the
+                // schedule cache keys it by value (`cache::hash_op`).
+                let v = if c.is_finite() {
+                    self.scalar(node, *c)
+                } else {
+                    self.constant(*c, dt)
+                };
                 let (_, valid) = self.tracker_expr(tid);
                 return Visited::Done(self.masked(valid, v, dt));
             }
-            Op::Iota => {
+            Op::Iota { start, step } => {
                 // The linear index the tracker reads, as coordinates.
                 let (index, valid) = self.tracker_expr(tid);
+                let index = index.scale(*step).add_const(*start);
+                self.op_names.push(op.name());
                 let v = self.push(Inst::Index(index), dt);
                 return Visited::Done(self.masked(valid, v, dt));
             }
@@ -721,7 +731,7 @@ impl<'a> Lowerer<'a> {
                 }
             }
             Op::Gather(src, _, axis) => self.gather(&p.node, src, *axis, p.tid, vals[0]),
-            Op::Buffer | Op::Const(_) | Op::Iota | Op::ScatterAdd(..) => {
+            Op::Buffer | Op::Const(_) | Op::Iota { .. } | Op::ScatterAdd(..) => {
                 unreachable!("visited without sources")
             }
         }

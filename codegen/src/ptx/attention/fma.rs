@@ -5,7 +5,8 @@
 //! One CTA per (batch, tile of `bm` query rows), [`TPR`] threads per row:
 //! 1. the `q` tile (`bm x d`) is evaluated (its part of the kernel: loads
 //!    through views, casts) into shared memory;
-//! 2. for each tile of `bn` keys, the `k` (`bn x d`) and `v` (`bn x dv`)
+//! 2. for each tile of `bn` keys (under a causal mask only up to the
+//!    CTA's last row's last visible key, `key_end`), the `k` (`bn x d`) and `v` (`bn x dv`)
 //!    tiles are evaluated into shared memory (zero past the last key);
 //!    thread `c` of a row computes the scores of keys `c, c + 8, ..`
 //!    (`d` FMAs each) and the logit part on them (scale, masks: loads at
@@ -26,7 +27,9 @@
 //! columns.
 
 use super::stage::{Stager, Tile};
-use super::{acc_imm, acc_ty, epilogue_part, logit, logit_part, part, store, Coords};
+use super::{
+    acc_imm, acc_ty, epilogue_part, key_end, logit, logit_part, part, store, Coords, LogitInsts,
+};
 use crate::attention::Attention;
 use crate::ir::Kernel;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
@@ -216,7 +219,7 @@ impl<'a> Emitter<'a> {
             row_bytes: stride * self.size,
             half: None,
         };
-        let q_insts = part(k, &[self.a.q], None);
+        let q_insts = part(k, &[self.a.q], &[]);
         let q_tile = tile(
             &q_insts,
             self.a.q,
@@ -228,8 +231,8 @@ impl<'a> Emitter<'a> {
             self.d + 1,
         );
         stager.stage(b, &q_tile);
-        let k_insts = part(k, &[self.a.k], None);
-        let v_insts = part(k, &[self.a.v], None);
+        let k_insts = part(k, &[self.a.k], &[]);
+        let v_insts = part(k, &[self.a.v], &[]);
         let j0 = b.mov(RegKind::B32, "b32", 0);
         let k_tile = tile(
             &k_insts,
@@ -251,10 +254,11 @@ impl<'a> Emitter<'a> {
             self.v_off,
             self.dv,
         );
+        let keys = key_end(b, k, self.a, q0, self.t.bm);
         let (top, end) = (b.label(), b.label());
         b.place(&top);
         let done = b.reg(RegKind::Pred);
-        ins!(b, "setp.ge.u32 {done}, {j0}, {}", self.lk);
+        ins!(b, "setp.ge.u32 {done}, {j0}, {keys}");
         ins!(b, "@{done} bra {end}");
         ins!(b, "bar.sync 0");
         stager.stage(b, &k_tile);
@@ -324,7 +328,10 @@ impl<'a> Emitter<'a> {
                 self.cx,
                 self.a,
                 &th.coords,
-                (&logit_insts, vec![None; self.cx.k.insts.len()]),
+                (
+                    LogitInsts::All(&logit_insts),
+                    vec![None; self.cx.k.insts.len()],
+                ),
                 (th.i, j),
                 dot,
                 (ok, key_ok),

@@ -26,6 +26,11 @@
 //!   row is all `-inf` (so a masked tile adds nothing); `p = exp(l - m')`;
 //!   the lane's partial row sums and the `O` accumulators are rescaled by
 //!   `exp(m_old - m')`; the quads' sums are combined once at the end.
+//! - Under a causal mask (`Attention::causal`, `j <= i + c`) the key loop
+//!   ends after the CTA's last row's last visible key (`key_end`), and a
+//!   tile that every row of the warp sees whole evaluates the logit part
+//!   without the mask (`Unmasked`); only tiles crossing the diagonal
+//!   evaluate it.
 //! - `P` is rounded to the half type in registers and is directly the A
 //!   operand of `O += P V`: the C fragments of n8 tiles `2c` and `2c + 1`
 //!   (keys `16c .. 16c + 15`) are the A fragment of k-step `c` (see
@@ -71,7 +76,7 @@
 //! relative, below the half rounding of `p`).
 
 use super::stage::{plain, Stager, Tile};
-use super::{epilogue_part, logit, part, store, Coords, LogitSplit};
+use super::{epilogue_part, key_end, logit, part, store, Coords, LogitInsts, LogitSplit};
 use crate::attention::Attention;
 use crate::ir::{Inst, Kernel};
 use crate::ptx::builder::{f32_imm, ins, Builder, Reg, RegKind};
@@ -243,9 +248,9 @@ impl Emitter<'_> {
             base,
         };
         let (q_insts, k_insts, v_insts) = (
-            part(k, &[a.q], None),
-            part(k, &[a.k], None),
-            part(k, &[a.v], None),
+            part(k, &[a.q], &[]),
+            part(k, &[a.k], &[]),
+            part(k, &[a.v], &[]),
         );
         let tile = |insts, root, rows, cols, padded, vars, from, dst, row_bytes| Tile {
             insts,
@@ -323,6 +328,8 @@ impl Emitter<'_> {
         let o = Self::zeros(b, g.dvp / 8);
         let split = LogitSplit::new(k, a);
         let row_vals = self.row_logits(b, &coords, &split, &ln);
+        let keys = key_end(b, k, a, q0, BM);
+        let visible = self.all_visible_end(b, q0, warp);
         // The current tile's buffer: byte offset 0 or `kv_bytes`.
         let cur = b.mov(RegKind::B32, "u32", 0);
         let top = b.label();
@@ -330,7 +337,7 @@ impl Emitter<'_> {
         b.comment("tile j0 is in buffer `cur`; the other buffer is free");
         let (next, more) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
         ins!(b, "add.u32 {next}, {j0}, {}", g.bn);
-        ins!(b, "setp.lt.u32 {more}, {next}, {}", g.lk);
+        ins!(b, "setp.lt.u32 {more}, {next}, {keys}");
         let skip = b.label();
         ins!(b, "@!{more} bra.uni {skip}");
         b.comment("start key tile j0 + bn into the other buffer");
@@ -343,7 +350,31 @@ impl Emitter<'_> {
         ins!(b, "add.u32 {ka}, {k_addr}, {cur}");
         ins!(b, "add.u32 {va}, {v_addr}, {cur}");
         let s = self.scores(b, q_addr, ka, resident.as_deref());
-        let x = self.logits(b, &coords, (&split, &row_vals), &ln, j0, &s);
+        let x = match (&split.unmasked, visible) {
+            (Some(u), Some(visible)) => {
+                b.comment("a tile the causal mask keeps whole for the warp's rows skips it");
+                let (whole, masked, done) = (b.reg(RegKind::Pred), b.label(), b.label());
+                ins!(b, "setp.le.s32 {whole}, {next}, {visible}");
+                ins!(b, "@!{whole} bra.uni {masked}");
+                let unmasked = LogitInsts::Unmasked(u);
+                let x = self.logits(b, &coords, (&split, &row_vals, unmasked), &ln, j0, &s);
+                ins!(b, "bra.uni {done}");
+                b.place(&masked);
+                let all = LogitInsts::All(&split.rest);
+                let y = self.logits(b, &coords, (&split, &row_vals, all), &ln, j0, &s);
+                for (xt, yt) in x.iter().zip(&y) {
+                    for (xr, yr) in xt.iter().zip(yt) {
+                        ins!(b, "mov.f32 {xr}, {yr}");
+                    }
+                }
+                b.place(&done);
+                x
+            }
+            _ => {
+                let all = LogitInsts::All(&split.rest);
+                self.logits(b, &coords, (&split, &row_vals, all), &ln, j0, &s)
+            }
+        };
         let p = self.softmax(b, &x, m, l, &o);
         self.accumulate(b, va, &p, &o);
         b.comment("the next tile has landed and every warp is done with this one");
@@ -487,16 +518,30 @@ impl Emitter<'_> {
         })
     }
 
+    /// Under a causal mask, the end (s32) of the key tiles the mask keeps
+    /// whole for every row of the warp (`q0 + 16 warp ..`): a tile ending
+    /// at `j0 + bn` at most `min(q0 + 16 warp + c + 1, lk)`.
+    fn all_visible_end(&self, b: &mut Builder, q0: Reg, warp: Reg) -> Option<Reg> {
+        let c = self.a.causal?;
+        let end = b.reg(RegKind::B32);
+        ins!(b, "mad.lo.u32 {end}, {warp}, 16, {q0}");
+        // Below 2^31: sizes are below 2^30 and `c` in `-lq..=lk`.
+        ins!(b, "add.s32 {end}, {end}, {}", c.offset + 1);
+        ins!(b, "min.s32 {end}, {end}, {}", self.g.lk);
+        Some(end)
+    }
+
     /// The logit of every score element: element `c` of n8 tile `n` is
     /// row `rows[c / 2]`, key `j0 + 8n + 2t + c % 2`. The part's per-key
     /// values (`split.col`) are computed once per key for both rows, the
-    /// rest per element on top of them and of the per-row values `rows`.
+    /// rest per element (`rest`: `split.rest`, or without the causal mask)
+    /// on top of them and of the per-row values `rows`.
     #[allow(clippy::too_many_arguments)]
     fn logits(
         &self,
         b: &mut Builder,
         coords: &Coords,
-        (split, rows): (&LogitSplit, &[Vals; 2]),
+        (split, rows, rest): (&LogitSplit, &[Vals; 2], LogitInsts),
         ln: &Lane,
         j0: Reg,
         s: &Acc,
@@ -533,7 +578,7 @@ impl Emitter<'_> {
                         self.cx,
                         a,
                         coords,
-                        (&split.rest, known),
+                        (rest, known),
                         (ln.rows[c / 2], *j),
                         tile[c],
                         (ok, *key_ok),

@@ -42,18 +42,40 @@ pub fn emit(k: &Kernel, target: &Target) -> Result<PtxKernel, String> {
     }
 }
 
-/// The instructions `roots` depend on, not looking below `stop` (whose
+/// The instructions `roots` depend on, not looking below `stops` (whose
 /// values the emitter provides), in SSA order.
-fn part(k: &Kernel, roots: &[Val], stop: Option<Val>) -> Vec<Val> {
+fn part(k: &Kernel, roots: &[Val], stops: &[Val]) -> Vec<Val> {
     let mut want = vec![false; k.insts.len()];
     let mut stack = roots.to_vec();
     while let Some(v) = stack.pop() {
-        if Some(v) == stop || std::mem::replace(&mut want[v], true) {
+        if stops.contains(&v) || std::mem::replace(&mut want[v], true) {
             continue;
         }
         stack.extend(k.insts[v].inst.operands());
     }
     (0..k.insts.len()).filter(|v| want[*v]).collect()
+}
+
+/// The end of the keys that query rows `q0 .. q0 + rows` (a u32
+/// register; rows past `lq` do not count) can see: `lk`, or under a
+/// causal mask `j <= i + c` the key after the last row's last visible
+/// one, `clamp(min(q0 + rows, lq) + c, 0, lk)`. Keys from there on have
+/// `-inf` logits for every row (`Attention::causal`): they add nothing,
+/// so a CTA's key loop ends there.
+fn key_end(b: &mut Builder, k: &Kernel, a: &Attention, q0: Reg, rows: u32) -> Reg {
+    let (lq, lk) = (k.ranges[a.vars.i], k.ranges[a.vars.j]);
+    let Some(c) = a.causal else {
+        return b.mov(RegKind::B32, "u32", lk);
+    };
+    b.comment("causal mask: the key loop ends after the last row's last visible key");
+    let end = b.reg(RegKind::B32);
+    ins!(b, "add.u32 {end}, {q0}, {rows}");
+    ins!(b, "min.u32 {end}, {end}, {lq}");
+    // Sizes are below 2^30 (`emit`) and `c` in `-lq..=lk`: no overflow.
+    ins!(b, "add.s32 {end}, {end}, {}", c.offset);
+    ins!(b, "max.s32 {end}, {end}, 0");
+    ins!(b, "min.u32 {end}, {end}, {lk}");
+    end
 }
 
 /// A CTA's batch variables (from its head index `head`, the last batch
@@ -106,18 +128,27 @@ fn widen(b: &mut Builder, cx: &Cx, x: Reg) -> Reg {
     }
 }
 
-/// The logit part (instructions `insts`, from [`logit_part`]) at query
-/// row `i`, key `j`, given the score `dot` there and the values `known`
-/// already computed there (see [`LogitSplit`]): a register of the
-/// accumulation type, `-inf` where `key_ok` fails (a key past the last);
-/// loads run only where `ok` holds.
+/// How a logit is evaluated: all of its part's instructions (`insts`),
+/// or, where a causal mask is known to keep the key ([`Unmasked`]),
+/// without the mask.
+#[derive(Clone, Copy)]
+enum LogitInsts<'a> {
+    All(&'a [Val]),
+    Unmasked(&'a Unmasked),
+}
+
+/// The logit part (instructions `insts`) at query row `i`, key `j`, given
+/// the score `dot` there and the values `known` already computed there
+/// (see [`LogitSplit`]): a register of the accumulation type, `-inf`
+/// where `key_ok` fails (a key past the last); loads run only where `ok`
+/// holds.
 #[allow(clippy::too_many_arguments)]
 fn logit(
     b: &mut Builder,
     cx: &Cx,
     a: &Attention,
     c: &Coords,
-    (insts, known): (&[Val], Vals),
+    (insts, known): (LogitInsts, Vals),
     (i, j): (Reg, Reg),
     dot: Reg,
     (ok, key_ok): (Reg, Reg),
@@ -128,7 +159,18 @@ fn logit(
         reg: dot,
         dtype: a.acc,
     }]);
-    cx.eval(b, &p, insts, &mut vals);
+    match insts {
+        LogitInsts::All(insts) => cx.eval(b, &p, insts, &mut vals),
+        LogitInsts::Unmasked(u) => {
+            // The visible operand first, then the mask takes its value
+            // (`eval` keeps values already known), then what reads it.
+            cx.eval(b, &p, &u.before, &mut vals);
+            if vals[u.mask].is_none() {
+                vals[u.mask] = vals[u.visible].clone();
+            }
+            cx.eval(b, &p, &u.after, &mut vals);
+        }
+    }
     let l = vals[a.logit].as_ref().expect("logit evaluated")[0];
     let l = ops::convert(b, l, a.acc).reg;
     let (ty, kind) = acc_ty(a);
@@ -140,7 +182,7 @@ fn logit(
 
 /// The logit part's instructions (below the logit, not below the `Dot`).
 fn logit_part(k: &Kernel, a: &Attention) -> Vec<Val> {
-    part(k, &[a.logit], Some(a.dot))
+    part(k, &[a.logit], &[a.dot])
 }
 
 /// The logit part's instructions by what they read, so that a kernel
@@ -152,6 +194,19 @@ struct LogitSplit {
     row: Vec<Val>,
     col: Vec<Val>,
     rest: Vec<Val>,
+    /// Under a causal mask, `rest` for keys the mask keeps.
+    unmasked: Option<Unmasked>,
+}
+
+/// The per-element logit instructions (a [`LogitSplit`]'s `rest`) for a
+/// key that a causal mask keeps: the mask (a `Where`) is the value of its
+/// operand `visible`, so its condition is not evaluated. `before` computes
+/// `visible`, `after` the rest of the logit above the mask.
+struct Unmasked {
+    before: Vec<Val>,
+    after: Vec<Val>,
+    mask: Val,
+    visible: Val,
 }
 
 impl LogitSplit {
@@ -171,6 +226,7 @@ impl LogitSplit {
             row: Vec::new(),
             col: Vec::new(),
             rest: Vec::new(),
+            unmasked: None,
         };
         for v in logit_part(k, a) {
             match (reads_i[v], reads_j[v]) {
@@ -179,6 +235,22 @@ impl LogitSplit {
                 (true, true) => s.rest.push(v),
             }
         }
+        s.unmasked = a.causal.map(|c| {
+            let in_rest = |vs: Vec<Val>| -> Vec<Val> {
+                vs.into_iter().filter(|v| s.rest.contains(v)).collect()
+            };
+            let before = in_rest(part(k, &[c.visible], &[a.dot]));
+            let after = in_rest(part(k, &[a.logit], &[a.dot, c.mask]))
+                .into_iter()
+                .filter(|v| !before.contains(v))
+                .collect();
+            Unmasked {
+                before,
+                after,
+                mask: c.mask,
+                visible: c.visible,
+            }
+        });
         s
     }
 }
@@ -187,7 +259,7 @@ impl LogitSplit {
 /// `Attend`).
 fn epilogue_part(k: &Kernel, a: &Attention) -> Vec<Val> {
     let roots: Vec<Val> = k.stores.iter().map(|st| st.value).collect();
-    part(k, &roots, Some(a.attend))
+    part(k, &roots, &[a.attend])
 }
 
 /// Stores `out` (the `Attend`'s value, of the accumulation type) at query
