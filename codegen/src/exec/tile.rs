@@ -232,27 +232,14 @@ impl<'a> RowState<'a> {
         nr: usize,
     ) -> Result<(), InterpError> {
         let mut out = std::mem::take(&mut self.row[i]);
-        let fr = Frame {
-            uni: &ctx.uni,
-            row: &self.row,
-            elem: &[],
-            plan: ctx.plan,
-            at: Level::Row,
-            segs: 1,
-            len: nr,
-        };
-        let sp = Space {
-            ranges: &ctx.k.ranges[..ctx.k.n_kept],
-            p0: r0,
-            n: nr,
-        };
+        let (fr, sp) = self.rows(ctx, r0, nr);
         let res = compute(ctx, i, &fr, sp, &mut out);
         self.row[i] = out;
         res
     }
 
-    /// Runs the row-level stores at rows `r0..r0 + nr`.
-    pub fn store(&self, ctx: &Ctx<'a>, r0: usize, nr: usize) -> Result<(), InterpError> {
+    /// The frame and space of row-level work at rows `r0..r0 + nr`.
+    fn rows<'f>(&'f self, ctx: &'f Ctx<'a>, r0: usize, nr: usize) -> (Frame<'f, 'a>, Space<'f>) {
         let fr = Frame {
             uni: &ctx.uni,
             row: &self.row,
@@ -267,6 +254,12 @@ impl<'a> RowState<'a> {
             p0: r0,
             n: nr,
         };
+        (fr, sp)
+    }
+
+    /// Runs the row-level stores at rows `r0..r0 + nr`.
+    pub fn store(&self, ctx: &Ctx<'a>, r0: usize, nr: usize) -> Result<(), InterpError> {
+        let (fr, sp) = self.rows(ctx, r0, nr);
         for &s in &ctx.plan.row_stores {
             let st = &ctx.k.stores[s];
             let vals = fr.full(st.value);
