@@ -260,14 +260,7 @@ impl<'a> RowState<'a> {
     /// Runs the row-level stores at rows `r0..r0 + nr`.
     pub fn store(&self, ctx: &Ctx<'a>, r0: usize, nr: usize) -> Result<(), InterpError> {
         let (fr, sp) = self.rows(ctx, r0, nr);
-        for &s in &ctx.plan.row_stores {
-            let st = &ctx.k.stores[s];
-            let vals = fr.full(st.value);
-            let from = ctx.k.insts[st.value].dtype;
-            let runs = &ctx.plan.store_runs[s];
-            memory::store(ctx.k, st.output, &st.index, runs, &vals, from, ctx.outs, sp)?;
-        }
-        Ok(())
+        run_stores(ctx, &fr, &ctx.plan.row_stores, sp)
     }
 }
 
@@ -367,13 +360,24 @@ impl<'a> ElemState<'a> {
     pub fn store(&mut self, ctx: &Ctx<'a>, row: &[Vals<'a>], t: Tile) -> Result<(), InterpError> {
         let sp = self.eval(ctx, row, &ctx.plan.store_needs, t)?;
         let fr = self.frame(ctx, row, t);
-        for &s in &ctx.plan.elem_stores {
-            let st = &ctx.k.stores[s];
-            let vals = fr.full(st.value);
-            let from = ctx.k.insts[st.value].dtype;
-            let runs = &ctx.plan.store_runs[s];
-            memory::store(ctx.k, st.output, &st.index, runs, &vals, from, ctx.outs, sp)?;
-        }
-        Ok(())
+        run_stores(ctx, &fr, &ctx.plan.elem_stores, sp)
     }
+}
+
+/// Runs `stores` (indices into the kernel's stores) over the points of
+/// `sp`, their values from `fr`.
+fn run_stores(
+    ctx: &Ctx<'_>,
+    fr: &Frame<'_, '_>,
+    stores: &[usize],
+    sp: Space<'_>,
+) -> Result<(), InterpError> {
+    for &s in stores {
+        let st = &ctx.k.stores[s];
+        let vals = fr.full(st.value);
+        let from = ctx.k.insts[st.value].dtype;
+        let runs = &ctx.plan.store_runs[s];
+        memory::store(ctx.k, st.output, &st.index, runs, &vals, from, ctx.outs, sp)?;
+    }
+    Ok(())
 }
