@@ -8,6 +8,11 @@
 //! kernels are checked the first time it runs, and a schedule reused from
 //! the schedule cache (same kernel list) is not looked at again.
 //!
+//! `ptxas` runs without optimisation (`ptxas::validate`): the check is
+//! whether the driver's JIT accepts the PTX, and optimising costs most of
+//! the time. A kernel whose sm_90 PTX differs from its sm_80 PTX only in
+//! the header is assembled for sm_80 alone.
+//!
 //! Starting `ptxas` costs far more than assembling one kernel, so kernels
 //! are assembled in batches of [`BATCH`] as one module each; the last
 //! partial batch is assembled when the process exits (a failure there ends
@@ -31,11 +36,15 @@ const BATCH: usize = 64;
 /// Kernels emitted for checking, and kernels `ptxas` accepted, so far.
 static QUEUED: AtomicU64 = AtomicU64::new(0);
 static ASSEMBLED: AtomicU64 = AtomicU64::new(0);
+/// Kernels whose sm_90 PTX is their sm_80 PTX but for the header.
+static SAME_BODY: AtomicU64 = AtomicU64::new(0);
 
-/// A kernel waiting to be assembled: its name and PTX, per target.
+/// A kernel waiting to be assembled: its name and PTX, per target; the
+/// sm_90 text is `None` when it differs from the sm_80 one only in its
+/// header (a PTX body valid for sm_80 is valid for sm_90, a superset).
 struct Pending {
     name: String,
-    ptx: [String; 2],
+    ptx: [Option<String>; 2],
 }
 
 fn enabled() -> bool {
@@ -102,9 +111,12 @@ fn check(k: &Kernel) -> Result<bool> {
             .map(|p| p.ptx)
             .map_err(|e| Error::Compile(format!("kernel {}: {e}", k.name)))
     };
+    let (old, new) = (emit(&TARGETS[0])?, emit(&TARGETS[1])?);
+    let same = body(&old).eq(body(&new));
+    SAME_BODY.fetch_add(u64::from(same), Ordering::Relaxed);
     let item = Pending {
         name: k.name.clone(),
-        ptx: [emit(&TARGETS[0])?, emit(&TARGETS[1])?],
+        ptx: [Some(old), (!same).then_some(new)],
     };
     QUEUED.fetch_add(1, Ordering::Relaxed);
     static AT_EXIT: Once = Once::new();
@@ -139,9 +151,11 @@ extern "C" fn flush_at_exit() {
     }
     if enabled() {
         eprintln!(
-            "smelt: SMELT_CHECK_PTX: ptxas assembled {} of {} distinct kernels for sm_80 and sm_90",
+            "smelt: SMELT_CHECK_PTX: ptxas assembled {} of {} distinct kernels for sm_80 and sm_90 \
+             ({} with one body for both)",
             ASSEMBLED.load(Ordering::Relaxed),
-            QUEUED.load(Ordering::Relaxed)
+            QUEUED.load(Ordering::Relaxed),
+            SAME_BODY.load(Ordering::Relaxed)
         );
     }
 }
@@ -153,8 +167,11 @@ fn assemble(items: &[Pending]) -> Result<()> {
         return Ok(());
     }
     for (t, target) in TARGETS.iter().enumerate() {
-        let modules: Vec<&str> = items.iter().map(|i| i.ptx[t].as_str()).collect();
-        match ptxas::assemble(&combine(&modules), target.sm) {
+        let modules: Vec<&str> = items.iter().filter_map(|i| i.ptx[t].as_deref()).collect();
+        if modules.is_empty() {
+            continue;
+        }
+        match ptxas::validate(&combine(&modules), target.sm) {
             Ok(Some(_)) => {}
             Ok(None) if smelt_codegen::env::flag("SMELT_REQUIRE_PTXAS", false) => {
                 return Err(Error::Compile(
@@ -163,11 +180,11 @@ fn assemble(items: &[Pending]) -> Result<()> {
             }
             Ok(None) => return Ok(()),
             Err(batch_err) => {
-                for i in items {
-                    if let Err(e) = ptxas::assemble(&i.ptx[t], target.sm) {
+                for (i, ptx) in items.iter().filter_map(|i| Some((i, i.ptx[t].as_ref()?))) {
+                    if let Err(e) = ptxas::validate(ptx, target.sm) {
                         return Err(Error::Compile(format!(
-                            "ptxas rejected kernel {} for sm_{}: {e}\n{}",
-                            i.name, target.sm, i.ptx[t]
+                            "ptxas rejected kernel {} for sm_{}: {e}\n{ptx}",
+                            i.name, target.sm
                         )));
                     }
                 }
@@ -183,13 +200,19 @@ fn assemble(items: &[Pending]) -> Result<()> {
     Ok(())
 }
 
+/// A module's lines but its header (`.version`, `.target`, `.address_size`).
+fn body(module: &str) -> impl Iterator<Item = &str> {
+    module.lines().filter(|l| !is_header(l))
+}
+
+fn is_header(l: &str) -> bool {
+    l.starts_with(".version") || l.starts_with(".target") || l.starts_with(".address_size")
+}
+
 /// One module from several: the first header (targeting `sm_90a` if any
 /// module does), then every module's body with its symbols renamed apart
 /// (entry names carry only a 32-bit hash).
 fn combine(modules: &[&str]) -> String {
-    let is_header = |l: &str| {
-        l.starts_with(".version") || l.starts_with(".target") || l.starts_with(".address_size")
-    };
     let mut out: String = modules[0]
         .lines()
         .filter(|l| is_header(l))
@@ -199,11 +222,7 @@ fn combine(modules: &[&str]) -> String {
         out = out.replace(".target sm_90\n", ".target sm_90a\n");
     }
     for (n, m) in modules.iter().enumerate() {
-        let body: String = m
-            .lines()
-            .filter(|l| !is_header(l))
-            .map(|l| format!("{l}\n"))
-            .collect();
+        let body: String = body(m).map(|l| format!("{l}\n")).collect();
         out.push_str(&body.replace("smelt_", &format!("smelt{n}_")));
     }
     out

@@ -45,9 +45,23 @@ fn locate() -> Option<PathBuf> {
 }
 
 /// Assembles `ptx` for `sm_{sm}` with `ptxas -v` (for `sm_90a` when the
-/// module targets it: `wgmma` kernels). `Ok(None)` when ptxas is not found, `Ok(Some(info))` with its resource report (registers, spills,
-/// shared memory) on success, `Err(diagnostics)` when it rejects the PTX.
+/// module targets it: `wgmma` kernels). `Ok(None)` when ptxas is not found,
+/// `Ok(Some(info))` with its resource report (registers, spills, shared
+/// memory) on success, `Err(diagnostics)` when it rejects the PTX.
 pub fn assemble(ptx: &str, sm: u32) -> Result<Option<String>, String> {
+    run(ptx, sm, &["-v"])
+}
+
+/// Like [`assemble`] but without optimisation (`-O0`) or the resource
+/// report: it validates the PTX as the driver's JIT parses it (syntax,
+/// types, operands, limits) in a fraction of the time, which is what CI's
+/// check of every generated kernel needs. Register counts and spills need
+/// [`assemble`].
+pub fn validate(ptx: &str, sm: u32) -> Result<Option<String>, String> {
+    run(ptx, sm, &["-O0"])
+}
+
+fn run(ptx: &str, sm: u32, flags: &[&str]) -> Result<Option<String>, String> {
     let Some(ptxas) = find() else {
         return Ok(None);
     };
@@ -64,7 +78,7 @@ pub fn assemble(ptx: &str, sm: u32) -> Result<Option<String>, String> {
     );
     std::fs::write(&src, ptx).map_err(|e| format!("writing {}: {e}", src.display()))?;
     let out = Command::new(ptxas)
-        .arg("-v")
+        .args(flags)
         .arg(if ptx.contains(".target sm_90a") {
             "-arch=sm_90a".to_string()
         } else {

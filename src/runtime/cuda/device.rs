@@ -131,27 +131,38 @@ impl CudaDevice {
     }
 
     /// Copies host bytes into a new buffer.
+    ///
+    /// Both copies are queued on smelt's stream and waited for. The
+    /// synchronous driver copies run on the legacy default stream, which
+    /// does not order against smelt's non-blocking stream: a pageable
+    /// upload may still be in flight when it returns, and a kernel queued
+    /// next could read the old bytes (the cause of wrong results seen only
+    /// under GPU load).
     pub fn upload(&self, bytes: &[u8]) -> Result<CudaBuffer> {
         let b = self.alloc(bytes.len())?;
         if !bytes.is_empty() {
             self.bind()?;
-            self.sync()?;
-            // SAFETY: the block holds at least `bytes.len()` bytes.
-            unsafe { cu::memcpy_htod_sync(b.ptr(), bytes) }
+            // SAFETY: the block holds at least `bytes.len()` bytes; the
+            // stream is synchronised before `bytes` is released.
+            unsafe { cu::memcpy_htod_async(b.ptr(), bytes, self.stream.cu_stream()) }
                 .map_err(|e| driver_err("copying to the device", e))?;
+            self.sync()?;
         }
         Ok(b)
     }
 
-    /// Copies the first `len` bytes of a buffer to the host.
+    /// Copies the first `len` bytes of a buffer to the host, after all
+    /// work queued before it.
     pub fn download(&self, b: &CudaBuffer, len: usize) -> Result<Vec<u8>> {
         let mut out = smelt_codegen::host_alloc::filled(len, 0u8)?;
         if len > 0 {
-            self.sync()?;
+            self.bind()?;
             // SAFETY: the block holds at least `len` bytes (callers pass the
-            // tensor's size, which the block was allocated for).
-            unsafe { cu::memcpy_dtoh_sync(&mut out, b.ptr()) }
+            // tensor's size, which the block was allocated for); `out` is
+            // read only after the stream is synchronised.
+            unsafe { cu::memcpy_dtoh_async(&mut out, b.ptr(), self.stream.cu_stream()) }
                 .map_err(|e| driver_err("copying to the host", e))?;
+            self.sync()?;
         }
         Ok(out)
     }
