@@ -175,3 +175,28 @@ fn a_realize_racing_reads_of_the_same_tensor_keeps_one_result() {
         assert_eq!(values(&g.c), g.want_c());
     }
 }
+
+/// Every upload is ordered before the kernels that read it, and every
+/// read after the kernels that wrote it, while other threads queue work:
+/// the driver's synchronous copies ran on the legacy default stream, which
+/// does not order against smelt's non-blocking stream, so a kernel queued
+/// right after a large upload could read the block's old bytes (found as
+/// wrong unfused attention results under GPU load).
+#[test]
+fn uploads_land_before_the_kernels_that_read_them() {
+    let dev = common::test_device();
+    // Large enough that a copy takes longer than queueing a kernel.
+    let len = if matches!(dev, smelt::Device::Cpu) {
+        1 << 12
+    } else {
+        1 << 22
+    };
+    race(THREADS, 12, |t, r| {
+        // Small integers: every sum below is exact in f32.
+        let fill = ((t * 13 + r * 5) % 64) as f32;
+        let x = Tensor::from_vec(vec![fill; len], [len], &dev);
+        let y = (&x * 2.0 + 1.0).max(0);
+        assert_eq!(values(&y), vec![2.0 * fill as f64 + 1.0]);
+        assert_eq!(values(&(&x - fill).abs().sum(0)), vec![0.0]);
+    });
+}
