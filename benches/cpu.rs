@@ -1,6 +1,8 @@
 //! CPU benchmark of issue 14: softmax over `[4096, 1024]`, layer norm over
-//! `[4096, 4096]`, vector add of 2^24 elements, a sum of 2^24 elements and
-//! row sums of `[4096, 4096]`, all `f32`, each through
+//! `[4096, 4096]`, vector add of 2^24 elements, a sum of 2^24 elements,
+//! row sums of `[4096, 4096]`, matmuls of 1024^3 and 2048^3, an MLP block
+//! (`x + gelu_tanh(x w1) w2`, 512x1024x4096) and a small naive attention
+//! (8 heads, 512 tokens, d = 64), all `f32`, each through
 //! - `exec`: smelt's default CPU executor, fused;
 //! - `interp`: the same fused kernels through the interpreter
 //!   (`SMELT_CPU=interp`);
@@ -56,6 +58,38 @@ fn workloads(smoke: bool) -> Vec<Workload> {
             name: "row sums 4096x4096",
             shapes: vec![vec![s(4096, 64), s(4096, 65)]],
             build: |x| x[0].sum(-1),
+        },
+        Workload {
+            name: "matmul 1024^3",
+            shapes: vec![vec![s(1024, 33); 2], vec![s(1024, 33); 2]],
+            build: |x| x[0].matmul(&x[1]),
+        },
+        Workload {
+            name: "matmul 2048^3",
+            shapes: vec![vec![s(2048, 65); 2], vec![s(2048, 65); 2]],
+            build: |x| x[0].matmul(&x[1]),
+        },
+        // A transformer MLP block: residual + gelu(x w1) w2 (tanh gelu,
+        // which NumPy can write without erf).
+        Workload {
+            name: "mlp 512x1024x4096",
+            shapes: vec![
+                vec![s(512, 17), s(1024, 33)],
+                vec![s(1024, 33), s(4096, 65)],
+                vec![s(4096, 65), s(1024, 33)],
+            ],
+            build: |x| x[0].matmul(&x[1]).gelu_tanh().matmul(&x[2]) + &x[0],
+        },
+        // Small attention, written naively: 8 heads, 512 tokens, d = 64.
+        Workload {
+            name: "attention 8x512x64",
+            shapes: vec![vec![8, s(512, 33), s(64, 16)]; 3],
+            build: |x| {
+                let d = x[0].shape()[2] as f64;
+                (x[0].matmul(&x[1].transpose(-1, -2)) * (1.0 / d.sqrt()))
+                    .softmax(-1)
+                    .matmul(&x[2])
+            },
         },
     ]
 }

@@ -1,7 +1,7 @@
 """NumPy (and torch CPU, where importable) reference for benches/cpu.rs: the
 same workloads (softmax over [4096, 1024], layer norm over [4096, 4096],
-vector add of 2^24, a sum of 2^24 and row sums of [4096, 4096], all
-float32), wall-clock time of each call (the result allocated as the call
+vector add of 2^24, a sum of 2^24, row sums of [4096, 4096], matmuls of
+1024^3 and 2048^3, an MLP block and a small attention, all float32), wall-clock time of each call (the result allocated as the call
 makes it, as smelt's realize does), median of 20 runs after 3 warm-up runs.
 torch runs with all cores and with one thread.
 
@@ -41,6 +41,14 @@ def np_layer_norm(x, eps=1e-5):
     return c / np.sqrt((c * c).mean(-1, keepdims=True) + eps)
 
 
+def np_gelu_tanh(x):
+    return 0.5 * x * (1 + np.tanh(np.float32(0.7978845608028654) * (x + np.float32(0.044715) * x * x * x)))
+
+
+def np_attention(q, k, v):
+    return np_softmax(q @ k.swapaxes(-1, -2) / np.float32(q.shape[-1] ** 0.5)) @ v
+
+
 def workloads(smoke):
     s = (lambda full, small: small) if smoke else (lambda full, small: full)
     return [
@@ -53,6 +61,17 @@ def workloads(smoke):
         ("sum 2^24", [(s(1 << 24, 1000),)], np.sum, lambda t, x: x.sum()),
         ("row sums 4096x4096", [(s(4096, 64), s(4096, 65))],
          lambda x: x.sum(-1), lambda t, x: x.sum(-1)),
+        ("matmul 1024^3", [(s(1024, 33),) * 2] * 2, np.matmul,
+         lambda t, a, b: a @ b),
+        ("matmul 2048^3", [(s(2048, 65),) * 2] * 2, np.matmul,
+         lambda t, a, b: a @ b),
+        ("mlp 512x1024x4096",
+         [(s(512, 17), s(1024, 33)), (s(1024, 33), s(4096, 65)),
+          (s(4096, 65), s(1024, 33))],
+         lambda x, w1, w2: np_gelu_tanh(x @ w1) @ w2 + x,
+         lambda t, x, w1, w2: t.nn.functional.gelu(x @ w1, approximate="tanh") @ w2 + x),
+        ("attention 8x512x64", [(8, s(512, 33), s(64, 16))] * 3, np_attention,
+         lambda t, q, k, v: t.softmax(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5, -1) @ v),
     ]
 
 
