@@ -1,8 +1,9 @@
 //! The CPU backend's entry, mirroring [`crate::ptx::emit`]: an attention
 //! kernel runs on its own path, a kernel runs on the specialised matmul
 //! path when it fits it, else on the executor ([`crate::exec`]), or on
-//! the interpreter for the kernels the executor declines and for every
-//! kernel under `SMELT_CPU=interp`.
+//! the interpreter for the kernels the executor declines (rows spread over
+//! the cores where they are independent: scans, sorts) and for every
+//! kernel under `SMELT_CPU=interp` (one thread: today's reference).
 
 use crate::env::{self, CpuEngine};
 use crate::interp::{self, InterpError};
@@ -41,6 +42,6 @@ fn generic(
     }
     match crate::exec::run(kernel, inputs, scalars, outputs) {
         Some(done) => done,
-        None => interp::run(kernel, inputs, scalars, outputs),
+        None => interp::run_parallel(kernel, inputs, scalars, outputs),
     }
 }

@@ -24,9 +24,11 @@
 
 use crate::column::Col;
 use crate::ir::{Gather, Inst, Kernel, Store, StoreKind, Val};
+use crate::outs::{one_writer, Outs};
 use crate::philox::Draw;
 use crate::sort::{sort_order, SortPart};
 use crate::{DType, KernelKind, ScanOp, SortOp};
+use rayon::prelude::*;
 
 /// Points per tile: enough to amortise the per-instruction dispatch.
 const TILE: usize = 4096;
@@ -62,6 +64,30 @@ pub fn run(
     scalars: &[f64],
     outputs: &mut [&mut [u8]],
 ) -> Result<(), InterpError> {
+    run_with(kernel, inputs, scalars, outputs, false)
+}
+
+/// [`run`], with blocks of rows spread over all cores when rows are
+/// independent (scans and sorts along the last axis, kernels whose stores
+/// write each element once): each row is computed exactly as [`run`]
+/// computes it, so results do not depend on the thread count. The CPU
+/// backend runs the kernels the executor declines this way.
+pub fn run_parallel(
+    kernel: &Kernel,
+    inputs: &[&[u8]],
+    scalars: &[f64],
+    outputs: &mut [&mut [u8]],
+) -> Result<(), InterpError> {
+    run_with(kernel, inputs, scalars, outputs, true)
+}
+
+fn run_with(
+    kernel: &Kernel,
+    inputs: &[&[u8]],
+    scalars: &[f64],
+    outputs: &mut [&mut [u8]],
+    parallel: bool,
+) -> Result<(), InterpError> {
     check_args(kernel, inputs, scalars, outputs)?;
     if kernel.kind == KernelKind::Attention {
         return Err(InterpError(format!(
@@ -82,14 +108,75 @@ pub fn run(
     };
     let level = kernel.element_level();
     let plan = Plan::new(kernel, &level);
-    let mut st = State::new(kernel.insts.len());
-    let mut r0 = 0;
-    while r0 < rows {
-        let nr = tile_rows.min(rows - r0);
-        st.run_rows(kernel, &plan, args, outputs, r0, nr, row_len, chunk)?;
-        r0 += nr;
+    let outs = Outs::new(outputs);
+    let tiles = Tiles {
+        rows,
+        tile_rows,
+        row_len,
+        chunk,
+    };
+    let blocks = if parallel && rows_independent(kernel, &plan) {
+        // Whole tiles per block, so each row is computed as alone.
+        let work = rows.saturating_mul(row_len.max(1));
+        (work / PARALLEL_MIN).min(rows.div_ceil(tile_rows)).max(1)
+    } else {
+        1
+    };
+    if blocks == 1 {
+        return tiles.run(kernel, &plan, args, &outs, 0, rows);
     }
-    Ok(())
+    let per = rows.div_ceil(tile_rows).div_ceil(blocks) * tile_rows;
+    (0..rows.div_ceil(per))
+        .into_par_iter()
+        .try_for_each(|b| tiles.run(kernel, &plan, args, &outs, b * per, rows.min((b + 1) * per)))
+}
+
+/// Points below which [`run_parallel`] stays on the calling thread.
+const PARALLEL_MIN: usize = 1 << 15;
+
+/// How a kernel's rows are cut: `tile_rows` rows of `row_len` points at a
+/// time, each row in chunks of `chunk`.
+struct Tiles {
+    rows: usize,
+    tile_rows: usize,
+    row_len: usize,
+    chunk: usize,
+}
+
+impl Tiles {
+    /// Runs rows `r0..r1` (a whole number of tiles but at the end) on this
+    /// thread.
+    fn run(
+        &self,
+        k: &Kernel,
+        plan: &Plan,
+        args: Args,
+        outs: &Outs,
+        mut r0: usize,
+        r1: usize,
+    ) -> Result<(), InterpError> {
+        let mut st = State::new(k.insts.len());
+        while r0 < r1.min(self.rows) {
+            let nr = self.tile_rows.min(r1 - r0);
+            st.run_rows(k, plan, args, outs, r0, nr, self.row_len, self.chunk)?;
+            r0 += nr;
+        }
+        Ok(())
+    }
+}
+
+/// Whether rows of `k` may run on different threads: no adds at
+/// data-dependent positions (a scatter's order is the domain order), and
+/// every output element has one writer. Each row's scan state, sort and
+/// reductions are its own.
+fn rows_independent(k: &Kernel, plan: &Plan) -> bool {
+    one_writer(k, |s| {
+        if plan.element_stores.contains(&s) {
+            &k.ranges[..]
+        } else {
+            &k.ranges[..k.n_kept]
+        }
+    })
 }
 
 /// Checks that the buffers and scalars match the kernel's parameters.
@@ -214,7 +301,7 @@ impl State {
         k: &Kernel,
         plan: &Plan,
         args: Args,
-        outputs: &mut [&mut [u8]],
+        outs: &Outs,
         r0: usize,
         nr: usize,
         row_len: usize,
@@ -268,7 +355,7 @@ impl State {
         for &s in &plan.row_stores {
             let st = &k.stores[s];
             let vars: Vec<&[i64]> = self.row_vars.iter().map(|v| v.as_slice()).collect();
-            write_out(k, st, &self.row, &vars, outputs, &mut self.idx, |_| true)?;
+            write_out(k, st, &self.row, &vars, outs, &mut self.idx, |_| true)?;
         }
         if !plan.element_stores.is_empty() {
             let stored = k.stored_len();
@@ -287,7 +374,7 @@ impl State {
                         }
                     }
                     let vars: Vec<&[i64]> = self.elem_vars.iter().map(|v| v.as_slice()).collect();
-                    write_out(k, st, &self.elem, &vars, outputs, &mut self.idx, keep)?;
+                    write_out(k, st, &self.elem, &vars, outs, &mut self.idx, keep)?;
                 }
                 c0 += nc;
             }
@@ -678,7 +765,7 @@ fn write_out(
     st: &Store,
     vals: &[Col],
     vars: &[&[i64]],
-    outputs: &mut [&mut [u8]],
+    outs: &Outs,
     idx: &mut Vec<i64>,
     keep: impl Fn(usize) -> bool,
 ) -> Result<(), InterpError> {
@@ -688,7 +775,6 @@ fn write_out(
     let values = vals[st.value].to(from, arg.dtype);
     idx.resize(values.len(), 0);
     st.index.eval_many(vars, idx);
-    let buf = &mut *outputs[output];
     let add = st.is_add();
     for p in 0..values.len() {
         if !keep(p) {
@@ -714,7 +800,13 @@ fn write_out(
                 k.name, arg.len
             )));
         }
-        let (j, dt) = (j as usize, arg.dtype);
+        let dt = arg.dtype;
+        // SAFETY: `j` is in bounds (above). One slice lives at a time on
+        // this thread, and a parallel run only takes kernels whose every
+        // element has one writer (`rows_independent`), its threads
+        // disjoint rows.
+        let buf = unsafe { outs.elems(output, j as usize, 1, dt.size()) };
+        let j = 0;
         match &*values {
             Col::F(v) if add => dt.write(buf, j, dt.round(dt.read(buf, j) + v[p])),
             Col::F(v) => dt.write(buf, j, v[p]),

@@ -24,6 +24,7 @@ pub mod interp;
 pub mod ir;
 pub mod matmul_cpu;
 pub mod ops;
+mod outs;
 pub mod philox;
 pub mod ptx;
 pub mod rng;

@@ -345,3 +345,47 @@ fn stores_that_may_write_an_element_twice_go_to_the_interpreter() {
     kb.store(24, lin(&[(0, 3), (1, 1)], 0), x, None);
     assert!(!exec::covers(&kb.done()));
 }
+
+/// The interpreter's parallel rows (`interp::run_parallel`, what the CPU
+/// backend runs for the kernels the executor declines) give the bits the
+/// one-thread interpreter gives: scans along rows and down columns, long
+/// rows in chunks, enough rows to spread over threads; a kernel whose
+/// stores may write one element twice stays sequential, so the last
+/// write still wins as in domain order.
+#[test]
+fn parallel_interpreter_rows_match_one_thread() {
+    use smelt_codegen::ScanOp;
+    let run = |k: &Kernel, parallel: bool| {
+        let (bufs, scalars) = inputs(k, 7);
+        let ins: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
+        let mut outs: Vec<Vec<u8>> = k
+            .outputs
+            .iter()
+            .map(|a| vec![0u8; a.len * a.dtype.size()])
+            .collect();
+        let mut refs: Vec<&mut [u8]> = outs.iter_mut().map(|b| b.as_mut_slice()).collect();
+        let f = if parallel {
+            interp::run_parallel
+        } else {
+            interp::run
+        };
+        f(k, &ins, &scalars, &mut refs).expect("runs");
+        outs
+    };
+    for (op, dt, rows, len, axis0) in [
+        (ScanOp::Sum, DType::F32, 257, 509, false),
+        (ScanOp::Prod, DType::I32, 1031, 67, false),
+        (ScanOp::LogSumExp, DType::BF16, 61, 9001, false),
+        (ScanOp::ArgMin, DType::F64, 4099, 13, true),
+        (ScanOp::Max, DType::F16, 1, 70001, false),
+    ] {
+        let k = ptx_cases::scan(op, dt, rows, len, axis0);
+        assert_eq!(run(&k, true), run(&k, false), "{}", k.name);
+    }
+    let r = [4096i64, 16];
+    let mut kb = Kb::new("elementwise_overlap", KernelKind::Elementwise, &r, 2);
+    let x = kb.load(DType::F32, 4096 * 16, contiguous(&r));
+    kb.store(4096 * 16, lin(&[(0, 3), (1, 1)], 0), x, None);
+    let k = kb.done();
+    assert_eq!(run(&k, true), run(&k, false), "{}", k.name);
+}

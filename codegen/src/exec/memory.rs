@@ -3,13 +3,12 @@
 //! other step a strided loop; range checks are intervals of the run.
 //! Every index is checked against its buffer before it is touched.
 
-use std::marker::PhantomData;
-
 use crate::exec::runs::{for_runs, Run, Runs};
 use crate::exec::vals::{class, convert, Class, Vals};
 use crate::expr::{Cond, Expr};
 use crate::interp::InterpError;
 use crate::ir::Kernel;
+use crate::outs::Outs;
 use crate::DType;
 
 /// The points an instruction is evaluated at: `n` consecutive points from
@@ -304,47 +303,6 @@ pub fn gather<'a>(
             .extend(js.iter().map(|j| j.map_or(0, |j| at.read_int(buf, j)))),
     }
     Ok(convert(&raw, at, dt).into_owned())
-}
-
-/// The output buffers, shared by the threads that write disjoint elements
-/// of them.
-pub struct Outs<'a> {
-    bufs: Vec<(*mut u8, usize)>,
-    _life: PhantomData<&'a mut [u8]>,
-}
-
-// SAFETY: the buffers are only written through `Outs::elems`, whose callers
-// write disjoint elements (see there).
-unsafe impl Sync for Outs<'_> {}
-unsafe impl Send for Outs<'_> {}
-
-impl<'a> Outs<'a> {
-    /// Shares `outputs` for the duration of a run.
-    pub fn new(outputs: &'a mut [&mut [u8]]) -> Outs<'a> {
-        Outs {
-            bufs: outputs
-                .iter_mut()
-                .map(|b| (b.as_mut_ptr(), b.len()))
-                .collect(),
-            _life: PhantomData,
-        }
-    }
-
-    /// Bytes of elements `first..first + count` (of `size` bytes) of
-    /// output `o`.
-    ///
-    /// # Safety
-    /// No other thread accesses these elements while the slice lives: the
-    /// executor's plan only accepts kernels whose stores write each output
-    /// element at most once, and threads take disjoint points.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn elems(&self, o: usize, first: usize, count: usize, size: usize) -> &mut [u8] {
-        let (ptr, len) = self.bufs[o];
-        let (start, end) = (first * size, (first + count) * size);
-        assert!(end <= len, "store past its output (checked before)");
-        // SAFETY: in bounds (above); exclusive by the caller's contract.
-        unsafe { std::slice::from_raw_parts_mut(ptr.add(start), end - start) }
-    }
 }
 
 /// Encodes values of `dt`'s class (already converted to `dt`) into bytes.

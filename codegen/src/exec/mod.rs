@@ -32,7 +32,7 @@ use rayon::prelude::*;
 
 use crate::interp::{check_args, InterpError};
 use crate::ir::{Inst, Kernel};
-use memory::Outs;
+use crate::outs::Outs;
 use plan::{Level, Plan};
 use tile::{Ctx, ElemState, RowState, Tile};
 

@@ -3,8 +3,9 @@
 //! and which element-level instructions each pass needs.
 
 use crate::exec::runs::Runs;
-use crate::expr::{Atom, Cond, Expr};
+use crate::expr::Cond;
 use crate::ir::{Inst, Kernel, StoreKind, Val};
+use crate::outs::one_writer;
 use crate::KernelKind;
 
 /// Where an instruction's value varies.
@@ -112,24 +113,8 @@ impl Plan {
             }
         };
         // Threads take disjoint points; each element must have one writer.
-        let mut spans: Vec<(usize, i64, i64)> = Vec::new();
-        for (s, st) in k.stores.iter().enumerate() {
-            let ranges = space(store_level(s));
-            if ranges.contains(&0) {
-                // Runs at no point.
-                continue;
-            }
-            if !injective(&st.index, ranges) {
-                return None;
-            }
-            let (lo, hi) = st.index.bounds(ranges);
-            if spans
-                .iter()
-                .any(|(o, a, b)| *o == st.output && lo <= *b && *a <= hi)
-            {
-                return None;
-            }
-            spans.push((st.output, lo, hi));
+        if !one_writer(k, |s| space(store_level(s))) {
+            return None;
         }
         let store_runs = (0..k.stores.len())
             .map(|s| {
@@ -183,56 +168,4 @@ fn needs(k: &Kernel, level: &[Level], roots: &[Val]) -> Vec<Val> {
         }
     }
     (0..k.insts.len()).filter(|v| want[*v]).collect()
-}
-
-/// Whether `e` takes a different value at every point of the space
-/// `ranges`: a sum of variables whose coefficients, ordered by size, each
-/// exceed everything the smaller terms can reach (a mixed radix).
-fn injective(e: &Expr, ranges: &[i64]) -> bool {
-    let (terms, _) = e.parts();
-    let mut coefs = Vec::with_capacity(terms.len());
-    for (a, c) in terms {
-        match a {
-            Atom::Var(v) if *v < ranges.len() => coefs.push((c.abs(), ranges[*v])),
-            _ => return false,
-        }
-    }
-    let used = |v: usize| terms.iter().any(|(a, _)| *a == Atom::Var(v));
-    if (0..ranges.len()).any(|v| ranges[v] > 1 && !used(v)) {
-        return false;
-    }
-    coefs.sort_unstable();
-    let mut reach = 0i64;
-    for (c, r) in coefs {
-        if r > 1 && c <= reach {
-            return false;
-        }
-        reach = reach.saturating_add(c.saturating_mul((r - 1).max(0)));
-    }
-    true
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn injectivity_of_store_indices() {
-        let r = [4i64, 5];
-        let row_major = Expr::var(0).scale(5).add(&Expr::var(1));
-        assert!(injective(&row_major, &r));
-        let transposed = Expr::var(0).add(&Expr::var(1).scale(4));
-        assert!(injective(&transposed, &r));
-        let reversed = Expr::var(1)
-            .scale(-1)
-            .add_const(4)
-            .add(&Expr::var(0).scale(5));
-        assert!(injective(&reversed, &r));
-        // Overlapping rows and a missing variable write elements twice.
-        let overlap = Expr::var(0).scale(3).add(&Expr::var(1));
-        assert!(!injective(&overlap, &r));
-        assert!(!injective(&Expr::var(1), &r));
-        // A variable of size 1 need not appear.
-        assert!(injective(&Expr::var(1), &[1, 5]));
-    }
 }

@@ -6,12 +6,13 @@
 use std::borrow::Cow;
 
 use crate::exec::arith::{self, Shape};
-use crate::exec::memory::{self, Outs, Space};
+use crate::exec::memory::{self, Space};
 use crate::exec::plan::{Level, Plan};
 use crate::exec::reduce;
 use crate::exec::vals::{convert, Vals};
 use crate::interp::InterpError;
 use crate::ir::{Inst, Kernel, Val};
+use crate::outs::Outs;
 use crate::philox::Draw;
 use crate::DType;
 
