@@ -71,16 +71,17 @@ fn every_tile_configuration_assembles_with_its_resources() {
         kernel(1, 4096, 4096, 4096, Elem::F16, Layout::Nt, false),
         kernel(1, 4096, 4096, 4096, Elem::BF16, Layout::Tn, false),
         kernel(1, 4096, 4096, 4096, Elem::Tf32, Layout::Nt, false),
+        kernel(1, 4096, 4096, 4096, Elem::Tf32, Layout::Nn, false),
     ];
     let t = Target::CHECKED[1];
     for k in &ks {
         let s = matmul::recognise(k).expect("recognised");
-        // Warpgroup tiles for halves (contiguous along k or the rows).
+        // Warpgroup tiles for halves (contiguous along k or the rows) and
+        // TF32 (any layout).
         let wgmma = matmul::wgmma_candidates();
-        let expected =
-            matmul::candidates().len() + if s.elem != Elem::Tf32 { wgmma.len() } else { 0 };
+        let expected = matmul::candidates().len() + wgmma.len();
         assert_eq!(matmul::variants(k, &t).len(), expected);
-        for tile in matmul::candidates().into_iter().chain(wgmma).take(expected) {
+        for tile in matmul::candidates().into_iter().chain(wgmma) {
             let p = matmul::emit_variant(k, &t, &tile.name()).expect("a candidate");
             assert_eq!(p, matmul::emit_with(k, &t, &s, &tile));
             assert_eq!(p.ptx.contains("wgmma.mma_async"), tile.wgmma);

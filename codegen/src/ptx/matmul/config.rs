@@ -151,7 +151,7 @@ pub fn wgmma_candidates() -> Vec<Tile> {
 
 /// The first of a preference list that still gives every SM a CTA (the
 /// smallest when none does): big tiles reuse more, small ones fill small
-/// problems. Where warpgroup MMAs apply (sm_90, halves): two warpgroups of
+/// problems. Where warpgroup MMAs apply (sm_90, halves and TF32): two warpgroups of
 /// 128x256 4 stages deep, 128x128 3 deep, one warpgroup of 64x128; else
 /// `mma.sync` 128x128 of four 64x64 warps, then 128x64, 64x128, 64x64
 /// (the fastest measured at each size on an H100, BENCHMARKS.md).
@@ -175,10 +175,17 @@ pub fn choose(s: &Shape, batches: i64, target: &Target) -> Tile {
         .unwrap_or(prefs[prefs.len() - 1])
 }
 
-/// Whether the Hopper emitter can take `s` on `target`: halves, each
+/// Whether the Hopper emitter can take `s` on `target`: halves with each
 /// operand contiguous along `k` or along its rows and aligned for 16-byte
-/// copies.
+/// copies, or TF32 with any strides (its tiles are staged k-major through
+/// registers, see `load.rs`). `SMELT_MATMUL_WGMMA=0` keeps every matmul on
+/// `mma.sync` (to compare the two on a Hopper GPU).
 pub fn wgmma_applies(s: &Shape, target: &Target) -> bool {
     let ok = |op: &Operand, rows: i64| op.vector_ok(s.k, 8) || op.row_vector_ok(rows, 8);
-    target.sm >= 90 && matches!(s.elem, Elem::F16 | Elem::BF16) && ok(&s.a, s.m) && ok(&s.b, s.n)
+    let takes = match s.elem {
+        Elem::F16 | Elem::BF16 => ok(&s.a, s.m) && ok(&s.b, s.n),
+        Elem::Tf32 => true,
+        Elem::F32 => false,
+    };
+    target.sm >= 90 && takes && crate::env::flag("SMELT_MATMUL_WGMMA", true)
 }
