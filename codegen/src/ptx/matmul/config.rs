@@ -162,7 +162,8 @@ pub fn choose(s: &Shape, batches: i64, target: &Target) -> Tile {
     let fills = |t: &Tile| ctas(t) >= target.num_sms as u64;
     if wgmma_applies(s, target) {
         let wg = wgmma_candidates();
-        if let Some(t) = [0, 2, 5].iter().map(|i| wg[*i]).find(fills) {
+        let pick = [0, 2, 5].iter().map(|i| wg[*i]);
+        if let Some(t) = pick.filter(|t| wgmma_fits(s, t)).find(fills) {
             return t;
         }
     }
@@ -173,6 +174,15 @@ pub fn choose(s: &Shape, batches: i64, target: &Target) -> Tile {
         .copied()
         .find(fills)
         .unwrap_or(prefs[prefs.len() - 1])
+}
+
+/// Whether warpgroup tile `t` keeps `s` within 255 registers: TF32
+/// operands not copied 16 bytes at a time (`K % 4 != 0`, or strides
+/// neither along `k` nor the rows) take element loads and masks per
+/// element, which with the 128 accumulators of 256-wide tiles spill.
+pub fn wgmma_fits(s: &Shape, t: &Tile) -> bool {
+    let vector = |op: &Operand, rows: i64| op.vector_ok(s.k, 4) || op.row_vector_ok(rows, 4);
+    s.elem != Elem::Tf32 || t.bn() <= 128 || (vector(&s.a, s.m) && vector(&s.b, s.n))
 }
 
 /// Whether the Hopper emitter can take `s` on `target`: halves with each
