@@ -5,7 +5,10 @@
 //! # Mapping
 //! - A CTA of `wgs` warpgroups (128 threads each) computes a `64 wgs x bn`
 //!   tile of C; warpgroup `w` owns rows `64 w ..`, one `m64nBNk16` MMA per
-//!   16 `k`, accumulating in `bn / 2` f32 registers per thread.
+//!   16 `k` of halves (`m64nBNk8` per 8 `k` of TF32: 32 bytes of `k`
+//!   either way), accumulating in `bn / 2` f32 registers per thread.
+//! - TF32 tiles are always k-major and reach shared memory through
+//!   registers, rounded (`load.rs`): the same descriptors then serve.
 //! - Each operand is contiguous along `k` or along its rows (`m` of A, `n`
 //!   of B: a row-major B, a transposed A), 16-byte aligned, and copied with
 //!   `cp.async` (see `load.rs`) into a layout whose XOR swizzle (`chunk ^
