@@ -71,16 +71,17 @@ fn every_tile_configuration_assembles_with_its_resources() {
         kernel(1, 4096, 4096, 4096, Elem::F16, Layout::Nt, false),
         kernel(1, 4096, 4096, 4096, Elem::BF16, Layout::Tn, false),
         kernel(1, 4096, 4096, 4096, Elem::Tf32, Layout::Nt, false),
+        kernel(1, 4096, 4096, 4096, Elem::Tf32, Layout::Nn, false),
     ];
     let t = Target::CHECKED[1];
     for k in &ks {
         let s = matmul::recognise(k).expect("recognised");
-        // Warpgroup tiles for halves (contiguous along k or the rows).
+        // Warpgroup tiles for halves (contiguous along k or the rows) and
+        // TF32 (any layout).
         let wgmma = matmul::wgmma_candidates();
-        let expected =
-            matmul::candidates().len() + if s.elem != Elem::Tf32 { wgmma.len() } else { 0 };
+        let expected = matmul::candidates().len() + wgmma.len();
         assert_eq!(matmul::variants(k, &t).len(), expected);
-        for tile in matmul::candidates().into_iter().chain(wgmma).take(expected) {
+        for tile in matmul::candidates().into_iter().chain(wgmma) {
             let p = matmul::emit_variant(k, &t, &tile.name()).expect("a candidate");
             assert_eq!(p, matmul::emit_with(k, &t, &s, &tile));
             assert_eq!(p.ptx.contains("wgmma.mma_async"), tile.wgmma);
@@ -110,6 +111,73 @@ fn every_tile_configuration_assembles_with_its_resources() {
             }
         }
     }
+}
+
+#[test]
+fn tf32_takes_wgmma_on_sm90_at_edge_shapes_without_spills() {
+    // M, N and K each through 1, 7, 127 and 4097 (K not a multiple of 4
+    // takes element loads), k-major and row-major B, a transposed A, and
+    // a batch with an epilogue.
+    let shapes = [
+        (1, 1, 1),
+        (7, 7, 7),
+        (127, 127, 127),
+        (4097, 4097, 4097),
+        (1, 4097, 7),
+        (4097, 1, 127),
+        (7, 127, 4097),
+        (127, 7, 1),
+    ];
+    let mut ks = Vec::new();
+    for (m, n, k) in shapes {
+        for layout in [Layout::Nt, Layout::Nn, Layout::Tn] {
+            ks.push(kernel(1, m, n, k, Elem::Tf32, layout, false));
+        }
+    }
+    ks.push(kernel(3, 127, 7, 4097, Elem::Tf32, Layout::Nt, true));
+    ks.push(kernel(5, 7, 127, 127, Elem::Tf32, Layout::Nn, true));
+    let t = Target::CHECKED[1];
+    // The default pick for a big product (small ones that cannot fill the
+    // GPU with warpgroup tiles take mma.sync tiles, as halves do).
+    let big = ptx_cases::emit_for(&ks[9], &t);
+    assert!(big.ptx.contains("k8.f32.tf32.tf32"));
+    let wg = matmul::wgmma_candidates();
+    for k in &ks {
+        let s = matmul::recognise(k).expect("recognised");
+        assert_eq!(s.elem, Elem::Tf32);
+        // Two warpgroups of 128x256 (where 16-byte copies leave the
+        // registers for it) or 128x128, and one of 64x128.
+        let names = matmul::variants(k, &t);
+        let wide = if names.contains(&wg[0].name()) {
+            wg[0]
+        } else {
+            wg[2]
+        };
+        for tile in [wide, wg[5]] {
+            let p = matmul::emit_variant(k, &t, &tile.name()).expect("a wgmma variant");
+            assert!(p.ptx.contains(&format!(
+                "wgmma.mma_async.sync.aligned.m64n{}k8.f32.tf32.tf32",
+                tile.bn()
+            )));
+            // Rounded as `RoundTf32` rounds, before shared memory.
+            assert!(p.ptx.contains("cvt.rna.tf32.f32"), "{k}");
+            assert!(!p.ptx.contains("mma.sync"), "{k}");
+            match ptxas::assemble(&p.ptx, t.sm) {
+                Ok(Some(info)) => {
+                    assert_eq!(spilled(&info), 0, "{} {k}: {info}", tile.name());
+                    assert!(!info.contains("wgmma"), "{k}: {info}");
+                }
+                Ok(None) => {
+                    assert!(!ptx_cases::ptxas_required(), "ptxas not found");
+                    return;
+                }
+                Err(e) => panic!("{k}: {e}"),
+            }
+        }
+    }
+    // sm_80 keeps mma.sync for the same kernels.
+    let p = ptx_cases::emit_for(&ks[0], &Target::CHECKED[0]);
+    assert!(p.ptx.contains("m16n8k8.row.col.f32.tf32"));
 }
 
 /// Bytes of spill stores in a `ptxas -v` report.

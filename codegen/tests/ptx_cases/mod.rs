@@ -44,6 +44,12 @@ pub fn assemble_all(kernels: &[Kernel], check: impl Fn(&Kernel, &PtxKernel)) -> 
     assembled
 }
 
+/// `k` emitted for `t` (panics on an emitter error).
+#[allow(dead_code)] // not every test crate that shares this module uses it
+pub fn emit_for(k: &Kernel, t: &Target) -> PtxKernel {
+    emit(k, t).unwrap_or_else(|e| panic!("{}: {e}", k.name))
+}
+
 /// Builds a kernel instruction by instruction.
 pub struct Kb {
     pub k: Kernel,

@@ -151,7 +151,7 @@ pub fn wgmma_candidates() -> Vec<Tile> {
 
 /// The first of a preference list that still gives every SM a CTA (the
 /// smallest when none does): big tiles reuse more, small ones fill small
-/// problems. Where warpgroup MMAs apply (sm_90, halves): two warpgroups of
+/// problems. Where warpgroup MMAs apply (sm_90, halves and TF32): two warpgroups of
 /// 128x256 4 stages deep, 128x128 3 deep, one warpgroup of 64x128; else
 /// `mma.sync` 128x128 of four 64x64 warps, then 128x64, 64x128, 64x64
 /// (the fastest measured at each size on an H100, BENCHMARKS.md).
@@ -162,7 +162,8 @@ pub fn choose(s: &Shape, batches: i64, target: &Target) -> Tile {
     let fills = |t: &Tile| ctas(t) >= target.num_sms as u64;
     if wgmma_applies(s, target) {
         let wg = wgmma_candidates();
-        if let Some(t) = [0, 2, 5].iter().map(|i| wg[*i]).find(fills) {
+        let pick = [0, 2, 5].iter().map(|i| wg[*i]);
+        if let Some(t) = pick.filter(|t| wgmma_fits(s, t)).find(fills) {
             return t;
         }
     }
@@ -175,10 +176,26 @@ pub fn choose(s: &Shape, batches: i64, target: &Target) -> Tile {
         .unwrap_or(prefs[prefs.len() - 1])
 }
 
-/// Whether the Hopper emitter can take `s` on `target`: halves, each
+/// Whether warpgroup tile `t` keeps `s` within 255 registers: TF32
+/// operands not copied 16 bytes at a time (`K % 4 != 0`, or strides
+/// neither along `k` nor the rows) take element loads and masks per
+/// element, which with the 128 accumulators of 256-wide tiles spill.
+pub fn wgmma_fits(s: &Shape, t: &Tile) -> bool {
+    let vector = |op: &Operand, rows: i64| op.vector_ok(s.k, 4) || op.row_vector_ok(rows, 4);
+    s.elem != Elem::Tf32 || t.bn() <= 128 || (vector(&s.a, s.m) && vector(&s.b, s.n))
+}
+
+/// Whether the Hopper emitter can take `s` on `target`: halves with each
 /// operand contiguous along `k` or along its rows and aligned for 16-byte
-/// copies.
+/// copies, or TF32 with any strides (its tiles are staged k-major through
+/// registers, see `load.rs`). `SMELT_MATMUL_WGMMA=0` keeps every matmul on
+/// `mma.sync` (to compare the two on a Hopper GPU).
 pub fn wgmma_applies(s: &Shape, target: &Target) -> bool {
     let ok = |op: &Operand, rows: i64| op.vector_ok(s.k, 8) || op.row_vector_ok(rows, 8);
-    target.sm >= 90 && matches!(s.elem, Elem::F16 | Elem::BF16) && ok(&s.a, s.m) && ok(&s.b, s.n)
+    let takes = match s.elem {
+        Elem::F16 | Elem::BF16 => ok(&s.a, s.m) && ok(&s.b, s.n),
+        Elem::Tf32 => true,
+        Elem::F32 => false,
+    };
+    target.sm >= 90 && takes && crate::env::flag("SMELT_MATMUL_WGMMA", true)
 }

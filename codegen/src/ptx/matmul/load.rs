@@ -20,9 +20,21 @@
 //! allow 16-byte copies ([`Operand::vector_ok`], [`Operand::row_vector_ok`])
 //! each chunk is one `cp.async.cg` with zero fill outside the matrix,
 //! neighbouring threads taking neighbouring chunks (coalesced). Otherwise
-//! (k-major only) each chunk is predicated element loads and shared
-//! stores, neighbouring threads taking neighbouring rows (coalesced when
-//! the row stride is 1).
+//! (k-major only) each chunk is predicated element loads and one 16-byte
+//! shared store, neighbouring threads taking neighbouring chunks along `k`
+//! when `k` is contiguous, else neighbouring rows (coalesced when the row
+//! stride is 1: a row-major B or a transposed A is staged k-major so).
+//!
+//! TF32 operands of `wgmma` ([`Source::round_tf32`]) are *staged through
+//! registers*: the tensor core reads shared memory through descriptors and
+//! would truncate f32 to TF32, so each chunk is loaded into registers
+//! ([`OperandLoad::fetch`], a 16-byte load or element loads as above),
+//! rounded with `cvt.rna.tf32.f32` as `RoundTf32` rounds, and stored
+//! ([`OperandLoad::put`]). Rounding on the way costs no shared-memory
+//! traffic, where rounding the tiles in place after `cp.async` would read
+//! and write every stage once more next to the MMAs' own reads. The
+//! registers live from one pipeline step to the next (see `pipeline.rs`),
+//! so the loads' latency hides behind a step of MMAs.
 
 use super::config::Tile;
 use super::shape::Operand;
@@ -37,15 +49,19 @@ pub enum Layout {
 }
 
 /// One chunk a thread copies every stage.
+#[derive(Clone, Copy)]
 struct Chunk {
     /// Whether the chunk's rows lie inside the matrix.
     row_ok: Reg,
-    /// First `k` of the chunk within the stage (u32).
+    /// First `k` of the chunk within the stage (u32): `k_in + k_off`.
     k_in: Reg,
-    /// Global address of the chunk in k-tile 0.
+    k_off: u32,
+    /// Global address of the chunk in k-tile 0: `addr0 + addr_off`.
     addr0: Reg,
-    /// Byte offset of the chunk in the operand's tile.
+    addr_off: i64,
+    /// Byte offset of the chunk in the operand's tile: `smem + smem_off`.
     smem: Reg,
+    smem_off: u32,
 }
 
 /// Per-thread state for loading one operand's tiles.
@@ -65,6 +81,9 @@ pub struct OperandLoad {
     /// Offset of this operand's tile within a stage.
     tile_off: u32,
     k_len: i64,
+    /// Registers each chunk is staged in (`per` elements, or four `b32`
+    /// for a 16-byte load) when rounding to TF32; empty otherwise.
+    staged: Vec<Vec<Reg>>,
 }
 
 /// Where one operand's tile comes from.
@@ -85,6 +104,9 @@ pub struct Source<'a> {
     pub tile_off: u32,
     /// Row-major tiles in 64-row atoms (`wgmma`) rather than whole rows.
     pub atoms: bool,
+    /// Round f32 elements to TF32 on their way to shared memory, staging
+    /// them through registers (`wgmma` reads TF32 tiles as they are).
+    pub round_tf32: bool,
 }
 
 impl Source<'_> {
@@ -104,39 +126,106 @@ impl Source<'_> {
     }
 }
 
+impl Chunk {
+    /// Whether the chunk lies inside the matrix, `left` `k` being left
+    /// from the k-tile's start.
+    fn in_k(&self, b: &mut Builder, left: Reg) -> Reg {
+        let (k, ok) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
+        ins!(b, "add.u32 {k}, {}, {}", self.k_in, self.k_off);
+        ins!(b, "setp.lt.and.s32 {ok}, {k}, {left}, {}", self.row_ok);
+        ok
+    }
+
+    /// Global address of the chunk in the k-tile `step` bytes on.
+    fn address(&self, b: &mut Builder, step: Reg) -> Reg {
+        let addr = b.reg(RegKind::B64);
+        ins!(b, "add.s64 {addr}, {}, {step}", self.addr0);
+        if self.addr_off != 0 {
+            ins!(b, "add.s64 {addr}, {addr}, {}", self.addr_off);
+        }
+        addr
+    }
+}
+
 impl OperandLoad {
     pub fn new(b: &mut Builder, src: &Source, tid: Reg, t: &Tile) -> OperandLoad {
         let eb = src.eb;
         let per = 16 / eb;
         let layout = src.layout();
         let vector = layout != Layout::KMajor || src.op.vector_ok(src.k_len, per as i64);
+        // Threads walk the contiguous axis: `k` where it is (16-byte loads,
+        // or element loads of a row whose chunks are unaligned), else rows.
+        let along_k = vector || src.op.k == 1;
         let bk = t.bk(eb);
         let total = src.tile_rows * t.k_bytes / 16;
         debug_assert_eq!(total % t.threads(), 0, "tile chunks split over threads");
         let row_bytes = src.tile_rows * eb;
+        // Chunk `i` of a k-major tile is chunk 0 moved by a constant
+        // `(rows, chunks along k)`: it shares chunk 0's `k`, address and
+        // (where the swizzle allows) shared offset registers, with
+        // immediates, so only its row mask is its own. This keeps 128x256
+        // TF32 tiles, whose staging registers come on top, below 255
+        // registers.
+        let (threads, rows) = (t.threads(), src.tile_rows);
+        let chunks_per_row = t.k_bytes / 16;
+        let shift = |i: u32| -> Option<(u32, u32)> {
+            let c = i * threads;
+            match (layout, along_k) {
+                (Layout::KMajor, true) if threads % chunks_per_row == 0 => {
+                    Some((c / chunks_per_row, 0))
+                }
+                (Layout::KMajor, false) if threads % rows == 0 || rows % threads == 0 => {
+                    Some((c % rows, c / rows))
+                }
+                _ => None,
+            }
+        };
+        let mut first: Option<(Chunk, [Reg; 3])> = None;
         let chunks = (0..total / t.threads())
             .map(|i| {
+                let moved = shift(i).and_then(|(dr, dk)| {
+                    let off = (dr as i64 * src.op.row)
+                        .checked_add((dk * per) as i64 * src.op.k)?
+                        .checked_mul(eb as i64)?;
+                    Some((dr, dk, off))
+                });
+                if let (Some((dr, dk, addr_off)), Some((c0, [g0, major0, minor0]))) = (moved, first)
+                {
+                    let (g, row_ok) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
+                    ins!(b, "add.u32 {g}, {g0}, {dr}");
+                    ins!(b, "setp.lt.u32 {row_ok}, {g}, {}", src.rows);
+                    // The swizzle repeats every 8 rows.
+                    let (smem, smem_off) = if dk == 0 && dr % 8 == 0 {
+                        (c0.smem, dr * t.k_bytes)
+                    } else {
+                        let (major, minor) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+                        ins!(b, "add.u32 {major}, {major0}, {dr}");
+                        ins!(b, "add.u32 {minor}, {minor0}, {dk}");
+                        (kmajor_offset(b, major, minor, t.k_bytes), 0)
+                    };
+                    return Chunk {
+                        row_ok,
+                        k_off: dk * per,
+                        addr_off,
+                        smem,
+                        smem_off,
+                        ..c0
+                    };
+                }
                 let c = b.reg(RegKind::B32);
                 ins!(b, "add.u32 {c}, {tid}, {}", i * t.threads());
                 // (row within the tile, chunk index along the contiguous axis)
                 let (major, minor) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
                 let (smem, k_in, first_row) = match layout {
                     Layout::KMajor => {
-                        let chunks_per_row = t.k_bytes / 16;
-                        if vector {
+                        if along_k {
                             ins!(b, "div.u32 {major}, {c}, {chunks_per_row}");
                             ins!(b, "rem.u32 {minor}, {c}, {chunks_per_row}");
                         } else {
                             ins!(b, "rem.u32 {major}, {c}, {}", src.tile_rows);
                             ins!(b, "div.u32 {minor}, {c}, {}", src.tile_rows);
                         }
-                        let sw = b.reg(RegKind::B32);
-                        if t.k_bytes == 64 {
-                            ins!(b, "bfe.u32 {sw}, {major}, 1, 2");
-                        } else {
-                            ins!(b, "and.b32 {sw}, {major}, 7");
-                        }
-                        let smem = swizzled(b, major, minor, sw, t.k_bytes);
+                        let smem = kmajor_offset(b, major, minor, t.k_bytes);
                         let k_in = b.reg(RegKind::B32);
                         ins!(b, "mul.lo.u32 {k_in}, {minor}, {per}");
                         (smem, k_in, major)
@@ -182,18 +271,31 @@ impl OperandLoad {
                 );
                 ins!(b, "mad.lo.s64 {off}, {k64}, {}, {off}", src.op.k);
                 ins!(b, "mad.lo.s64 {addr0}, {off}, {eb}, {}", src.base);
-                Chunk {
+                let chunk = Chunk {
                     row_ok,
                     k_in,
+                    k_off: 0,
                     addr0,
+                    addr_off: 0,
                     smem,
-                }
+                    smem_off: 0,
+                };
+                first.get_or_insert((chunk, [g, major, minor]));
+                chunk
             })
-            .collect();
+            .collect::<Vec<Chunk>>();
+        let staged = if src.round_tf32 {
+            debug_assert!(eb == 4 && layout == Layout::KMajor);
+            let regs = |b: &mut Builder| (0..4).map(|_| b.reg(RegKind::B32)).collect();
+            chunks.iter().map(|_| regs(b)).collect()
+        } else {
+            Vec::new()
+        };
         OperandLoad {
             layout,
             chunks,
             vector,
+            staged,
             eb,
             per,
             bk,
@@ -205,10 +307,72 @@ impl OperandLoad {
     }
 
     /// Copies k-tile `kt` (u32 register) into the stage at shared address
-    /// `stage`; `cp.async` copies join the current commit group.
+    /// `stage`; `cp.async` copies join the current commit group. Not for
+    /// operands staged through registers ([`Self::fetch`], [`Self::put`]).
     pub fn tile(&self, b: &mut Builder, stage: Reg, kt: Reg) {
-        // `k` left from this tile's start (for the masks) and the global
-        // offset of the tile.
+        debug_assert!(self.staged.is_empty());
+        let (left, step) = self.k_tile(b, kt);
+        for c in &self.chunks {
+            let addr = c.address(b, step);
+            let dst = self.dst(b, c, stage);
+            if self.vector {
+                let (ok, size) = (c.in_k(b, left), b.reg(RegKind::B32));
+                ins!(b, "selp.b64 {addr}, {addr}, {}, {ok}", self.base);
+                ins!(b, "selp.u32 {size}, 16, 0, {ok}");
+                ins!(b, "cp.async.cg.shared.global [{dst}], [{addr}], 16, {size}");
+                continue;
+            }
+            let kind = if self.eb == 2 {
+                RegKind::B16
+            } else {
+                RegKind::B32
+            };
+            let regs: Vec<Reg> = (0..self.per).map(|_| b.reg(kind)).collect();
+            self.elements(b, c, addr, left, &regs);
+            store(b, dst, &regs);
+        }
+    }
+
+    /// Loads k-tile `kt` into the staging registers (zero outside the
+    /// matrix); [`Self::put`] stores them.
+    pub fn fetch(&self, b: &mut Builder, kt: Reg) {
+        let (left, step) = self.k_tile(b, kt);
+        for (c, regs) in self.chunks.iter().zip(&self.staged) {
+            let addr = c.address(b, step);
+            if !self.vector {
+                self.elements(b, c, addr, left, regs);
+                continue;
+            }
+            let ok = c.in_k(b, left);
+            for r in regs {
+                ins!(b, "mov.b32 {r}, 0");
+            }
+            ins!(
+                b,
+                "@{ok} ld.global.cg.v4.b32 {{{}, {}, {}, {}}}, [{addr}]",
+                regs[0],
+                regs[1],
+                regs[2],
+                regs[3]
+            );
+        }
+    }
+
+    /// Rounds the staging registers to TF32 as `RoundTf32` does and stores
+    /// them into the stage at shared address `stage`.
+    pub fn put(&self, b: &mut Builder, stage: Reg) {
+        for (c, regs) in self.chunks.iter().zip(&self.staged) {
+            for r in regs {
+                ins!(b, "cvt.rna.tf32.f32 {r}, {r}");
+            }
+            let dst = self.dst(b, c, stage);
+            store(b, dst, regs);
+        }
+    }
+
+    /// `k` left from k-tile `kt`'s start (s32, for the masks) and the
+    /// tile's global byte offset (s64).
+    fn k_tile(&self, b: &mut Builder, kt: Reg) -> (Reg, Reg) {
         let (k0, left, kt64, step) = (
             b.reg(RegKind::B32),
             b.reg(RegKind::B32),
@@ -223,40 +387,71 @@ impl OperandLoad {
             "mul.lo.s64 {step}, {kt64}, {}",
             self.k_stride * self.bk as i64
         );
-        for c in &self.chunks {
-            let (addr, dst) = (b.reg(RegKind::B64), b.reg(RegKind::B32));
-            ins!(b, "add.s64 {addr}, {}, {step}", c.addr0);
-            ins!(b, "add.u32 {dst}, {stage}, {}", c.smem);
-            ins!(b, "add.u32 {dst}, {dst}, {}", self.tile_off);
-            if self.vector {
-                let (ok, size) = (b.reg(RegKind::Pred), b.reg(RegKind::B32));
-                ins!(b, "setp.lt.and.s32 {ok}, {}, {left}, {}", c.k_in, c.row_ok);
-                ins!(b, "selp.b64 {addr}, {addr}, {}, {ok}", self.base);
-                ins!(b, "selp.u32 {size}, 16, 0, {ok}");
-                ins!(b, "cp.async.cg.shared.global [{dst}], [{addr}], 16, {size}");
-                continue;
-            }
-            let (kind, bits) = if self.eb == 2 {
-                (RegKind::B16, 16)
-            } else {
-                (RegKind::B32, 32)
-            };
-            for e in 0..self.per {
-                let (ke, oke, h) = (b.reg(RegKind::B32), b.reg(RegKind::Pred), b.reg(kind));
-                ins!(b, "add.u32 {ke}, {}, {e}", c.k_in);
-                ins!(b, "setp.lt.and.s32 {oke}, {ke}, {left}, {}", c.row_ok);
-                ins!(b, "mov.b{bits} {h}, 0");
-                ins!(
-                    b,
-                    // `+-6`, not `-6`: older PTX parsers (the CUDA 13.0
-                    // driver's JIT) reject a bare minus in an address.
-                    "@{oke} ld.global.u{bits} {h}, [{addr}+{}]",
-                    e as i64 * self.k_stride
-                );
-                ins!(b, "st.shared.u{bits} [{dst}+{}], {h}", self.eb * e);
-            }
+        (left, step)
+    }
+
+    /// Shared address of chunk `c` in the stage at `stage`.
+    fn dst(&self, b: &mut Builder, c: &Chunk, stage: Reg) -> Reg {
+        let dst = b.reg(RegKind::B32);
+        ins!(b, "add.u32 {dst}, {stage}, {}", c.smem);
+        ins!(b, "add.u32 {dst}, {dst}, {}", self.tile_off + c.smem_off);
+        dst
+    }
+
+    /// Predicated element loads of chunk `c` (global address `addr` in
+    /// this k-tile, `left` `k` left) into `regs`, zero outside the matrix.
+    fn elements(&self, b: &mut Builder, c: &Chunk, addr: Reg, left: Reg, regs: &[Reg]) {
+        let bits = 8 * self.eb;
+        for (e, h) in regs.iter().enumerate() {
+            let (ke, oke) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
+            ins!(b, "add.u32 {ke}, {}, {}", c.k_in, c.k_off + e as u32);
+            ins!(b, "setp.lt.and.s32 {oke}, {ke}, {left}, {}", c.row_ok);
+            ins!(b, "mov.b{bits} {h}, 0");
+            ins!(
+                b,
+                // `+-6`, not `-6`: older PTX parsers (the CUDA 13.0
+                // driver's JIT) reject a bare minus in an address.
+                "@{oke} ld.global.u{bits} {h}, [{addr}+{}]",
+                e as i64 * self.k_stride
+            );
         }
     }
+}
+
+/// One 16-byte shared store at `dst` of a chunk's elements `regs` (four
+/// `b32`, or eight `b16` packed in pairs).
+fn store(b: &mut Builder, dst: Reg, regs: &[Reg]) {
+    let words: Vec<Reg> = if regs.len() == 4 {
+        regs.to_vec()
+    } else {
+        regs.chunks(2)
+            .map(|pair| {
+                let w = b.reg(RegKind::B32);
+                ins!(b, "mov.b32 {w}, {{{}, {}}}", pair[0], pair[1]);
+                w
+            })
+            .collect()
+    };
+    ins!(
+        b,
+        "st.shared.v4.b32 [{dst}], {{{}, {}, {}, {}}}",
+        words[0],
+        words[1],
+        words[2],
+        words[3]
+    );
+}
+
+/// Byte offset of 16-byte chunk `chunk` of row `row` in a k-major tile of
+/// `k_bytes` rows (swizzle in the module docs).
+fn kmajor_offset(b: &mut Builder, row: Reg, chunk: Reg, k_bytes: u32) -> Reg {
+    let sw = b.reg(RegKind::B32);
+    if k_bytes == 64 {
+        ins!(b, "bfe.u32 {sw}, {row}, 1, 2");
+    } else {
+        ins!(b, "and.b32 {sw}, {row}, 7");
+    }
+    swizzled(b, row, chunk, sw, k_bytes)
 }
 
 /// `row * row_bytes + ((chunk ^ sw) << 4)`.

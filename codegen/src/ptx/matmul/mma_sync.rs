@@ -31,7 +31,7 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel 
     let kt = b.mov(RegKind::B32, "u32", 0);
     let top = b.label();
     b.place(&top);
-    ins!(b, "cp.async.wait_group {}", t.stages - 2);
+    p.wait(b, t.stages - 1);
     ins!(b, "bar.sync 0");
     p.refill(b, kt, t.stages - 1);
     let a_tile = p.stage(b, kt);

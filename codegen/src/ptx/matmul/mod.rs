@@ -79,11 +79,15 @@ pub fn variants(kernel: &Kernel, target: &Target) -> Vec<String> {
 }
 
 /// The tensor-core tiles for `s` on `target`: `mma.sync` ones, and on
-/// sm_90 the warpgroup ones where they apply.
+/// sm_90 the warpgroup ones where they apply and fit.
 fn tiles(s: &Shape, target: &Target) -> Vec<Tile> {
     let mut all = candidates();
     if config::wgmma_applies(s, target) {
-        all.extend(wgmma_candidates());
+        all.extend(
+            wgmma_candidates()
+                .into_iter()
+                .filter(|t| config::wgmma_fits(s, t)),
+        );
     }
     all
 }

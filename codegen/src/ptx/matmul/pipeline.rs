@@ -1,10 +1,15 @@
-//! The `cp.async` pipeline the tensor-core emitters share: both operands'
-//! tiles copied into `stages` rotating shared buffers of a [`Tile`], A's
-//! tile first in each stage, then B's.
+//! The pipeline the tensor-core emitters share: both operands' tiles
+//! copied into `stages` rotating shared buffers of a [`Tile`], A's tile
+//! first in each stage, then B's.
+//!
+//! Tiles travel by `cp.async` (one commit group per k-tile), or, for TF32
+//! operands of `wgmma`, through registers that round them (see `load.rs`):
+//! then each step stores the k-tile fetched the step before and fetches
+//! the next, so a global load has a whole step of MMAs to arrive.
 
 use super::config::Tile;
 use super::load::{OperandLoad, Source};
-use super::shape::Shape;
+use super::shape::{Elem, Shape};
 use super::start::{batch_offset, Start};
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
 
@@ -18,14 +23,18 @@ pub struct Pipeline {
     smem_base: Reg,
     stages: u32,
     stage_bytes: u32,
+    /// Tiles staged through registers and rounded to TF32.
+    staged: bool,
 }
 
 impl Pipeline {
-    /// The per-thread copy state of the CTA at `st` (row-major operands in
-    /// 64-row atoms when `atoms`, for `wgmma`).
-    pub fn new(b: &mut Builder, st: &Start, s: &Shape, t: &Tile, atoms: bool) -> Pipeline {
+    /// The per-thread copy state of the CTA at `st`. For `wgmma`
+    /// (`wgmma`), row-major half tiles are cut into 64-row atoms and TF32
+    /// tiles are rounded on their way through registers.
+    pub fn new(b: &mut Builder, st: &Start, s: &Shape, t: &Tile, wgmma: bool) -> Pipeline {
         let eb = s.elem.bytes();
         let b_off = t.bm() * t.k_bytes;
+        let staged = wgmma && s.elem == Elem::Tf32;
         let mut load = |op, row0, rows, tile_rows, tile_off| {
             let batch_off = batch_offset(b, op, &st.batch);
             let src = Source {
@@ -38,7 +47,8 @@ impl Pipeline {
                 tile_rows,
                 k_len: s.k,
                 tile_off,
-                atoms,
+                atoms: wgmma,
+                round_tf32: staged,
             };
             OperandLoad::new(b, &src, st.tid, t)
         };
@@ -52,6 +62,7 @@ impl Pipeline {
             smem_base: st.smem_base,
             stages: t.stages,
             stage_bytes: t.stage_bytes(),
+            staged,
         }
     }
 
@@ -69,7 +80,8 @@ impl Pipeline {
     }
 
     /// Starts the copies of the first `n` k-tiles, one commit group each
-    /// (empty past the last tile, so group counts stay fixed).
+    /// (empty past the last tile, so group counts stay fixed); staged
+    /// tiles are stored, and tile `n` is fetched.
     pub fn prologue(&self, b: &mut Builder, n: u32) {
         b.comment("pipeline prologue");
         for kt in 0..n {
@@ -77,26 +89,68 @@ impl Pipeline {
                 let kt = b.mov(RegKind::B32, "u32", kt);
                 self.copy(b, kt);
             }
-            ins!(b, "cp.async.commit_group");
+            if !self.staged {
+                ins!(b, "cp.async.commit_group");
+            }
+        }
+        if self.staged && n < self.kt_total {
+            let kt = b.mov(RegKind::B32, "u32", n);
+            self.fetch(b, kt);
+        }
+    }
+
+    /// Waits until this thread's copies of the k-tile `ahead - 1` tiles
+    /// behind the newest (started with distance `ahead`) have landed;
+    /// staged stores need no wait. A barrier must follow before other
+    /// threads read the tile.
+    pub fn wait(&self, b: &mut Builder, ahead: u32) {
+        if !self.staged {
+            ins!(b, "cp.async.wait_group {}", ahead - 1);
         }
     }
 
     /// Starts the copy of k-tile `kt + ahead` if it exists, and commits a
-    /// group either way.
+    /// group either way; staged, stores k-tile `kt + ahead` (fetched the
+    /// step before) and fetches the next.
     pub fn refill(&self, b: &mut Builder, kt: Reg, ahead: u32) {
         let (next, more) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
         ins!(b, "add.u32 {next}, {kt}, {ahead}");
         ins!(b, "setp.lt.u32 {more}, {next}, {}", self.kt_total);
         let skip = b.label();
         ins!(b, "@!{more} bra.uni {skip}");
+        if self.staged {
+            let addr = self.stage(b, next);
+            self.la.put(b, addr);
+            self.lb.put(b, addr);
+            let after = b.reg(RegKind::B32);
+            ins!(b, "add.u32 {after}, {next}, 1");
+            ins!(b, "setp.lt.u32 {more}, {after}, {}", self.kt_total);
+            ins!(b, "@!{more} bra.uni {skip}");
+            self.fetch(b, after);
+            b.place(&skip);
+            return;
+        }
         self.copy(b, next);
         b.place(&skip);
         ins!(b, "cp.async.commit_group");
     }
 
+    /// Copies k-tile `kt` into its stage (staged: fetched and stored at
+    /// once, for the prologue).
     fn copy(&self, b: &mut Builder, kt: Reg) {
         let addr = self.stage(b, kt);
-        self.la.tile(b, addr, kt);
-        self.lb.tile(b, addr, kt);
+        if self.staged {
+            self.fetch(b, kt);
+            self.la.put(b, addr);
+            self.lb.put(b, addr);
+        } else {
+            self.la.tile(b, addr, kt);
+            self.lb.tile(b, addr, kt);
+        }
+    }
+
+    fn fetch(&self, b: &mut Builder, kt: Reg) {
+        self.la.fetch(b, kt);
+        self.lb.fetch(b, kt);
     }
 }

@@ -5,7 +5,10 @@
 //! # Mapping
 //! - A CTA of `wgs` warpgroups (128 threads each) computes a `64 wgs x bn`
 //!   tile of C; warpgroup `w` owns rows `64 w ..`, one `m64nBNk16` MMA per
-//!   16 `k`, accumulating in `bn / 2` f32 registers per thread.
+//!   16 `k` of halves (`m64nBNk8` per 8 `k` of TF32: 32 bytes of `k`
+//!   either way), accumulating in `bn / 2` f32 registers per thread.
+//! - TF32 tiles are always k-major and reach shared memory through
+//!   registers, rounded (`load.rs`): the same descriptors then serve.
 //! - Each operand is contiguous along `k` or along its rows (`m` of A, `n`
 //!   of B: a row-major B, a transposed A), 16-byte aligned, and copied with
 //!   `cp.async` (see `load.rs`) into a layout whose XOR swizzle (`chunk ^
@@ -28,7 +31,7 @@
 //!   row `16 v + l / 4 + 8 ((j / 2) % 2)`, column `8 (j / 4) + 2 (l % 4) +
 //!   j % 2` of the warpgroup's tile, as for `mma.sync` C fragments.
 
-use super::config::Tile;
+use super::config::{Tile, KSTEP_BYTES};
 use super::epilogue;
 use super::load::Layout;
 use super::pipeline::Pipeline;
@@ -81,7 +84,7 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel 
     let kt = b.mov(RegKind::B32, "u32", 0);
     let top = b.label();
     b.place(&top);
-    ins!(b, "cp.async.wait_group {}", distance - 1);
+    p.wait(b, distance);
     ins!(b, "fence.proxy.async.shared::cta");
     ins!(b, "bar.sync 0");
     p.refill(b, kt, distance);
@@ -89,23 +92,31 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel 
     let (a_tile, b_tile) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
     ins!(b, "add.u32 {a_tile}, {stage}, {a_rows}");
     ins!(b, "add.u32 {b_tile}, {stage}, {}", p.b_off);
-    let (bits_a, step_a, trans_a) = descriptor_bits(p.la.layout, t.bk(2));
-    let (bits_b, step_b, trans_b) = descriptor_bits(p.lb.layout, t.bk(2));
+    let bk = t.bk(s.elem.bytes());
+    let (bits_a, step_a, trans_a) = descriptor_bits(p.la.layout, bk);
+    let (bits_b, step_b, trans_b) = descriptor_bits(p.lb.layout, bk);
     let (da, db) = (descriptor(b, a_tile, bits_a), descriptor(b, b_tile, bits_b));
-    let ty = if s.elem == Elem::BF16 { "bf16" } else { "f16" };
+    // One MMA takes 32 bytes of `k` per row: k16 of halves, k8 of TF32;
+    // TF32 has no transpose flags (its tiles are always k-major).
+    let (ty, kstep, trans) = match s.elem {
+        Elem::F16 => ("f16", 16, format!(", {trans_a}, {trans_b}")),
+        Elem::BF16 => ("bf16", 16, format!(", {trans_a}, {trans_b}")),
+        Elem::Tf32 => ("tf32", 8, String::new()),
+        Elem::F32 => unreachable!("exact f32 products do not use tensor cores"),
+    };
     let d = acc
         .iter()
         .map(|r| r.to_string())
         .collect::<Vec<_>>()
         .join(", ");
     ins!(b, "wgmma.fence.sync.aligned");
-    for step in 0..t.k_bytes / 32 {
+    for step in 0..t.k_bytes / KSTEP_BYTES {
         let (sa, sb) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
         ins!(b, "add.s64 {sa}, {da}, {}", step_a * step);
         ins!(b, "add.s64 {sb}, {db}, {}", step_b * step);
         ins!(
             b,
-            "wgmma.mma_async.sync.aligned.m64n{}k16.f32.{ty}.{ty} {{{d}}}, {sa}, {sb}, {accumulate}, 1, 1, {trans_a}, {trans_b}",
+            "wgmma.mma_async.sync.aligned.m64n{}k{kstep}.f32.{ty}.{ty} {{{d}}}, {sa}, {sb}, {accumulate}, 1, 1{trans}",
             t.bn()
         );
     }
