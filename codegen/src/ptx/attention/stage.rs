@@ -182,9 +182,6 @@ impl Stager<'_> {
     /// waits). Thread `tid` copies chunks `tid, tid + threads, ..` of the
     /// tile's `rows x padded / 8`, consecutive chunks along a row.
     pub fn copy(&self, b: &mut Builder, t: &Tile, p: &Plain) {
-        let per_row = t.padded / 8;
-        let total = t.rows * per_row;
-        let src = self.cx.inputs[p.input];
         // The batch's element offset, s64 (a multiple of 8).
         let w = self.cx.width;
         let x = expr::eval(b, &p.batch, &self.coords.vars, &self.cx.k.ranges, w);
@@ -194,6 +191,85 @@ impl Stager<'_> {
         } else {
             ins!(b, "cvt.s64.s32 {off}, {x}");
         }
+        let per_row = t.padded / 8;
+        let step = self.threads / per_row;
+        // Bytes between a thread's rows in global memory, where it fits.
+        let stride = (2 * i64::from(step))
+            .checked_mul(p.row)
+            .filter(|s| s.checked_mul(i64::from(t.rows)).is_some());
+        match stride {
+            Some(stride) if self.threads.is_multiple_of(per_row) => {
+                self.copy_rows(b, t, p, off, stride)
+            }
+            _ => self.copy_chunks(b, t, p, off),
+        }
+    }
+
+    /// [`Stager::copy`] where a row's chunks divide the threads: each
+    /// thread copies one chunk column (`tid % per_row`) of every
+    /// `threads / per_row`-th row, its addresses computed once and then
+    /// stepped by constants (fewer registers held across a key loop).
+    fn copy_rows(&self, b: &mut Builder, t: &Tile, p: &Plain, off: Reg, stride: i64) {
+        let per_row = t.padded / 8;
+        let step = self.threads / per_row;
+        let src = self.cx.inputs[p.input];
+        let (row0, ch, g0) = (
+            b.reg(RegKind::B32),
+            b.reg(RegKind::B32),
+            b.reg(RegKind::B32),
+        );
+        ins!(b, "div.u32 {row0}, {}, {per_row}", self.tid);
+        ins!(b, "rem.u32 {ch}, {}, {per_row}", self.tid);
+        ins!(b, "add.u32 {g0}, {}, {row0}", t.from.0);
+        let col_ok = (t.padded > t.cols).then(|| {
+            let ok = b.reg(RegKind::Pred);
+            ins!(b, "setp.lt.u32 {ok}, {ch}, {}", t.cols / 8);
+            ok
+        });
+        // The first row's source `src + 2 (off + g0 row + 8 ch)` and
+        // shared destination `base + row0 row_bytes + 16 ch`.
+        let (x, a0) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
+        ins!(b, "cvt.u64.u32 {x}, {g0}");
+        ins!(b, "mad.lo.s64 {a0}, {x}, {}, {off}", p.row);
+        ins!(b, "cvt.u64.u32 {x}, {ch}");
+        ins!(b, "mad.lo.s64 {a0}, {x}, 8, {a0}");
+        ins!(b, "mad.lo.s64 {a0}, {a0}, 2, {src}");
+        let d0 = b.reg(RegKind::B32);
+        ins!(b, "mad.lo.u32 {d0}, {row0}, {}, {}", t.row_bytes, self.base);
+        ins!(b, "mad.lo.u32 {d0}, {ch}, 16, {d0}");
+        for n in 0..t.rows.div_ceil(step) {
+            let r = n * step;
+            let (g, ok) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
+            ins!(b, "add.u32 {g}, {g0}, {r}");
+            ins!(b, "setp.lt.u32 {ok}, {g}, {}", t.from.1);
+            if let Some(c) = col_ok {
+                ins!(b, "and.pred {ok}, {ok}, {c}");
+            }
+            let (addr, size) = (b.reg(RegKind::B64), b.reg(RegKind::B32));
+            ins!(b, "add.s64 {addr}, {a0}, {}", i64::from(n) * stride);
+            ins!(b, "selp.b64 {addr}, {addr}, {src}, {ok}");
+            ins!(b, "selp.u32 {size}, 16, 0, {ok}");
+            let guard = if r + step > t.rows {
+                let inside = b.reg(RegKind::Pred);
+                ins!(b, "setp.lt.u32 {inside}, {row0}, {}", t.rows - r);
+                format!("@{inside} ")
+            } else {
+                String::new()
+            };
+            ins!(
+                b,
+                "{guard}cp.async.cg.shared.global [{d0}+{}], [{addr}], 16, {size}",
+                t.dst + r * t.row_bytes
+            );
+        }
+    }
+
+    /// [`Stager::copy`] for any chunk count: chunk `c` of a thread is
+    /// row `c / per_row`, chunk `c % per_row`.
+    fn copy_chunks(&self, b: &mut Builder, t: &Tile, p: &Plain, off: Reg) {
+        let per_row = t.padded / 8;
+        let total = t.rows * per_row;
+        let src = self.cx.inputs[p.input];
         for n in 0..total.div_ceil(self.threads) {
             let (c, row, ch, g) = (
                 b.reg(RegKind::B32),
