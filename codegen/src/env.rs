@@ -111,7 +111,8 @@ pub struct AttentionTile {
     /// at most 128; 16 above).
     pub rows: u32,
     /// Keys per tile at most: 32, 64 or 128 (capped at 128 for head dims
-    /// up to 64, 64 up to 128, 32 above).
+    /// up to 64, 64 up to 128, 32 above; at 32-row warps 64 up to 64 and
+    /// 32 above).
     pub bn: u32,
     /// Shared-memory buffers of the `k`/`v` copy pipeline: 2 or 3.
     pub stages: u32,

@@ -148,7 +148,8 @@ struct Cta {
     /// registers a lane), else 1.
     mt: u32,
     /// Keys per tile: the tile's, at most 128 for head dims up to 64, 64
-    /// up to 128 and 32 above (the score accumulators' registers).
+    /// up to 128 and 32 above, halved for two row blocks (the score
+    /// accumulators' registers).
     bn: u32,
     stages: u32,
     /// Row blocks last first (causal kernels only).
@@ -157,14 +158,17 @@ struct Cta {
 
 impl Cta {
     fn new(t: &AttentionTile, wide: u32, causal: bool) -> Cta {
-        let cap = match wide {
-            0..=64 => 128,
-            65..=128 => 64,
+        let mt = if t.rows == 32 && wide <= 128 { 2 } else { 1 };
+        // Score plus `O` accumulators at most about 160 registers a lane
+        // (`mt (bn + dvp) / 2`; more spilled in the key loop on sm_90).
+        let cap = match (wide, mt) {
+            (0..=64, 1) => 128,
+            (0..=64, _) | (65..=128, 1) => 64,
             _ => 32,
         };
         Cta {
             warps: t.warps,
-            mt: if t.rows == 32 && wide <= 128 { 2 } else { 1 },
+            mt,
             bn: t.bn.min(cap),
             stages: t.stages,
             reverse: t.reverse && causal,
@@ -328,15 +332,9 @@ impl Emitter<'_> {
         let (tid, cta) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
         ins!(b, "mov.u32 {tid}, %tid.x");
         ins!(b, "mov.u32 {cta}, %ctaid.x");
-        let q_tiles = g.lq.div_ceil(g.bm);
-        let (head, q0) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-        ins!(b, "div.u32 {head}, {cta}, {q_tiles}");
-        ins!(b, "rem.u32 {q0}, {cta}, {q_tiles}");
-        if g.cta.reverse {
-            b.comment("row blocks last first: the most key tiles start first");
-            ins!(b, "sub.u32 {q0}, {}, {q0}", q_tiles - 1);
-        }
-        ins!(b, "mul.lo.u32 {q0}, {q0}, {}", g.bm);
+        let head = b.reg(RegKind::B32);
+        ins!(b, "div.u32 {head}, {cta}, {}", g.lq.div_ceil(g.bm));
+        let q0 = self.first_row(b, cta);
         let base = b.reg(RegKind::B32);
         ins!(b, "mov.u32 {base}, {smem}");
         let coords = Coords::new(b, self.cx, a, head);
@@ -513,7 +511,39 @@ impl Emitter<'_> {
         }
         ins!(b, "mov.u32 {j0}, {next}");
         ins!(b, "@{more} bra.uni {top}");
+        // Recomputed rather than held across the key loop, whose
+        // accumulators want every register (at 32 rows a warp, ptxas
+        // spilled the rows kept from before the loop).
+        let ln = self.lane_again(b);
         self.finish(b, &coords, &ln, &l, &o);
+    }
+
+    /// The first query row of CTA `cta`'s row block (u32; the row block
+    /// is the CTA index's fastest part, counted down when reversed).
+    fn first_row(&self, b: &mut Builder, cta: Reg) -> Reg {
+        let g = self.g;
+        let q_tiles = g.lq.div_ceil(g.bm);
+        let q0 = b.reg(RegKind::B32);
+        ins!(b, "rem.u32 {q0}, {cta}, {q_tiles}");
+        if g.cta.reverse {
+            b.comment("row blocks last first: the most key tiles start first");
+            ins!(b, "sub.u32 {q0}, {}, {q0}", q_tiles - 1);
+        }
+        ins!(b, "mul.lo.u32 {q0}, {q0}, {}", g.bm);
+        q0
+    }
+
+    /// The lane's place ([`Lane`]) from the thread and CTA indices read
+    /// afresh.
+    fn lane_again(&self, b: &mut Builder) -> Lane {
+        let (tid, cta) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+        ins!(b, "mov.u32 {tid}, %tid.x");
+        ins!(b, "mov.u32 {cta}, %ctaid.x");
+        let q0 = self.first_row(b, cta);
+        let (lane, warp) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+        ins!(b, "and.b32 {lane}, {tid}, 31");
+        ins!(b, "shr.u32 {warp}, {tid}, 5");
+        self.lane(b, lane, warp, q0)
     }
 
     /// Advances the buffer offset `r` to the next of `stages` buffers of
