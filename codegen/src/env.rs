@@ -273,11 +273,28 @@ mod tests {
     fn attention_tiles() {
         assert_eq!(parse_attention_tile("4x16x64"), Ok(AttentionTile::DEFAULT));
         let t = parse_attention_tile(" 8X32x128x3R ").unwrap();
-        assert_eq!((t.warps, t.rows, t.bn, t.stages, t.reverse), (8, 32, 128, 3, true));
+        assert_eq!(
+            (t.warps, t.rows, t.bn, t.stages, t.reverse),
+            (8, 32, 128, 3, true)
+        );
         assert_eq!(parse_attention_tile(&t.name()), Ok(t));
         assert_eq!(AttentionTile::DEFAULT.name(), "4x16x64x2");
-        for v in ["", "4x16", "4x16x64x2x1", "2x16x64", "4x8x64", "4x16x48", "4x16x64x4", "4x16x64rr", "r", "4x-16x64"] {
-            assert!(parse_attention_tile(v).unwrap_err().contains("warps 4|8"), "{v}");
+        for v in [
+            "",
+            "4x16",
+            "4x16x64x2x1",
+            "2x16x64",
+            "4x8x64",
+            "4x16x48",
+            "4x16x64x4",
+            "4x16x64rr",
+            "r",
+            "4x-16x64",
+        ] {
+            assert!(
+                parse_attention_tile(v).unwrap_err().contains("warps 4|8"),
+                "{v}"
+            );
         }
     }
 

@@ -610,7 +610,11 @@ impl Emitter<'_> {
     fn lane(&self, b: &mut Builder, lane: Reg, warp: Reg, q0: Reg) -> Lane {
         let (first, t2) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
         ins!(b, "shr.u32 {first}, {lane}, 2");
-        ins!(b, "mad.lo.u32 {first}, {warp}, {}, {first}", self.g.cta.warp_rows());
+        ins!(
+            b,
+            "mad.lo.u32 {first}, {warp}, {}, {first}",
+            self.g.cta.warp_rows()
+        );
         ins!(b, "add.u32 {first}, {first}, {q0}");
         ins!(b, "and.b32 {t2}, {lane}, 3");
         ins!(b, "shl.b32 {t2}, {t2}, 1");
@@ -706,7 +710,11 @@ impl Emitter<'_> {
     fn all_visible_end(&self, b: &mut Builder, q0: Reg, warp: Reg) -> Option<Reg> {
         let c = self.a.causal?;
         let end = b.reg(RegKind::B32);
-        ins!(b, "mad.lo.u32 {end}, {warp}, {}, {q0}", self.g.cta.warp_rows());
+        ins!(
+            b,
+            "mad.lo.u32 {end}, {warp}, {}, {q0}",
+            self.g.cta.warp_rows()
+        );
         // Below 2^31: sizes are below 2^30 and `c` in `-lq..=lk`.
         ins!(b, "add.s32 {end}, {end}, {}", c.offset + 1);
         ins!(b, "min.s32 {end}, {end}, {}", self.g.lk);

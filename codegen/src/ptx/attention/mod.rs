@@ -32,9 +32,8 @@ use crate::ir::{Kernel, Val};
 /// `SMELT_ATTENTION_MMA=0` (the FMA kernel for every input), else
 /// `SMELT_ATTENTION_TILE`'s, else [`AttentionTile::DEFAULT`].
 fn env_tile() -> Option<AttentionTile> {
-    env::flag("SMELT_ATTENTION_MMA", true).then(|| {
-        env::var("SMELT_ATTENTION_TILE", env::parse_attention_tile).unwrap_or_default()
-    })
+    env::flag("SMELT_ATTENTION_MMA", true)
+        .then(|| env::var("SMELT_ATTENTION_TILE", env::parse_attention_tile).unwrap_or_default())
 }
 
 /// A hash of what the environment decides about attention kernels'
