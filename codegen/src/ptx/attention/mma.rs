@@ -20,8 +20,8 @@
 //!   again per key tile (the registers go to the accumulators).
 //! - Key tiles of `bn` keys: the `k` (`bn x dp`) and `v` (`bn x dvp`)
 //!   tiles are evaluated into shared memory (zero rows past the last
-//!   key, zero columns past `d` / `dv`), `stages` buffers deep: tile `t
-//!   + stages - 1` is started before tile `t` is computed, then each
+//!   key, zero columns past `d` / `dv`), `stages` buffers deep (tile
+//!   `t + stages - 1` is started before tile `t` is computed), then each
 //!   warp computes its `16 mt x bn` scores `S = Q K^T` (A: `q` rows, B
 //!   "col": `k` rows, both `ldmatrix` without transpose since `d` is
 //!   contiguous in both tiles).
@@ -78,9 +78,9 @@
 //! are committed as one `cp.async` group each before the loop; each
 //! iteration commits one group (tile `t + stages - 1`'s copies, or none
 //! past the keys: an empty group keeps the count), and ends with
-//! `cp.async.wait_group stages - 2` (every group but the newest `stages
-//! - 2` done: tile `t + 1` has landed) and a barrier (every warp is done
-//! with tile `t`, whose buffer the next iteration refills).
+//! `cp.async.wait_group stages - 2` (all groups done but the newest
+//! `stages - 2`: tile `t + 1` has landed) and a barrier (every warp is
+//! done with tile `t`, whose buffer the next iteration refills).
 //!
 //! # Shared memory
 //! `q` (`bm` rows), then `stages` buffers of `k` and `v` (`bn` rows each)
