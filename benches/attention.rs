@@ -21,6 +21,11 @@
 //! same cases into `torch_attention.json`; `cargo bench --bench attention
 //! -- --compare attention.json torch_attention.json` prints both as one
 //! table. `-- --smoke` runs tiny cases on the default device.
+//!
+//! Tile sweeps: `SMELT_ATTENTION_TILE=<warps>x<rows>x<bn>[x<stages>][r]`
+//! picks the tensor-core kernel's tile (printed, and named in the
+//! report's device line); `-- --fused-only` times only the fused plan,
+//! so each tile's run is short.
 
 mod common;
 
@@ -179,6 +184,9 @@ fn main() -> Result<()> {
         return Ok(());
     }
     let smoke = args.iter().any(|a| a == "--smoke");
+    let fused_only = args.iter().any(|a| a == "--fused-only");
+    let tile = std::env::var("SMELT_ATTENTION_TILE").unwrap_or_else(|_| "default".into());
+    println!("attention tile: {tile} (SMELT_ATTENTION_TILE)");
     let (dev, cases, device): (Device, &[Case], String) = if smoke {
         let dev = Device::default_device();
         println!("smoke run on {dev}: tiny cases, figures mean nothing");
@@ -190,6 +198,7 @@ fn main() -> Result<()> {
         let device = format!("{} (sm_{})", props.name, props.target_sm);
         (dev, &CASES, device)
     };
+    let device = format!("{device}, tile {tile}");
     let mut points = Vec::new();
     for dt in [DType::F16, DType::BF16] {
         println!("\n{dt}: case, plan, ms, TFLOP/s, GB/s (decode)");
@@ -208,6 +217,9 @@ fn main() -> Result<()> {
                 smelt::realize_all(&[q, k, v], Fusion::On)?;
             }
             for (plan, planning) in plans() {
+                if fused_only && plan != "fused" {
+                    continue;
+                }
                 let run = |i: usize| {
                     let [q, k, v] = &inputs[i % rot];
                     attention(c, q, k, v, &dev)

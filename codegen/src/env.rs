@@ -98,6 +98,93 @@ pub fn parse_device(value: &str) -> Result<DeviceVar, String> {
     }
 }
 
+/// `SMELT_ATTENTION_TILE`: the tensor-core attention kernel's CTA shape
+/// and pipeline (see `ptx/attention/mma.rs`), spelt
+/// `<warps>x<rows>x<bn>[x<stages>][r]`: `4x16x64` is the default,
+/// `8x16x64x3r` 8 warps of 16 query rows, key tiles of up to 64, a
+/// 3-stage copy pipeline and reversed row-block order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AttentionTile {
+    /// Warps per CTA: 4 or 8.
+    pub warps: u32,
+    /// Query rows per warp: 16 or 32 (32 only where both head dims are
+    /// at most 128; 16 above).
+    pub rows: u32,
+    /// Keys per tile at most: 32, 64 or 128 (capped at 128 for head dims
+    /// up to 64, 64 up to 128, 32 above; at 32-row warps 64 up to 64 and
+    /// 32 above).
+    pub bn: u32,
+    /// Shared-memory buffers of the `k`/`v` copy pipeline: 2 or 3.
+    pub stages: u32,
+    /// Causal kernels take their row blocks last first (the ones with
+    /// the most key tiles start in the first wave).
+    pub reverse: bool,
+}
+
+impl AttentionTile {
+    /// 4 warps of 16 rows, key tiles of 64 (32 past head dim 128), two
+    /// buffers, row blocks in order.
+    pub const DEFAULT: AttentionTile = AttentionTile {
+        warps: 4,
+        rows: 16,
+        bn: 64,
+        stages: 2,
+        reverse: false,
+    };
+
+    /// The spelling [`parse_attention_tile`] reads (`4x16x64x2`, `r`
+    /// appended when reversed).
+    pub fn name(&self) -> String {
+        let r = if self.reverse { "r" } else { "" };
+        let (w, m, n, s) = (self.warps, self.rows, self.bn, self.stages);
+        format!("{w}x{m}x{n}x{s}{r}")
+    }
+}
+
+impl Default for AttentionTile {
+    fn default() -> AttentionTile {
+        AttentionTile::DEFAULT
+    }
+}
+
+/// `SMELT_ATTENTION_TILE` (see [`AttentionTile`]).
+///
+/// # Errors
+/// The accepted values, for anything else.
+pub fn parse_attention_tile(value: &str) -> Result<AttentionTile, String> {
+    let bad = || {
+        "<warps>x<rows>x<bn>[x<stages>][r]: warps 4|8, rows 16|32, bn 32|64|128, \
+         stages 2|3, r to reverse the row blocks"
+            .to_string()
+    };
+    let v = value.trim().to_ascii_lowercase();
+    let (v, reverse) = match v.strip_suffix('r') {
+        Some(rest) => (rest, true),
+        None => (v.as_str(), false),
+    };
+    let nums = v
+        .split('x')
+        .map(|n| n.parse::<u32>().map_err(|_| bad()))
+        .collect::<Result<Vec<u32>, String>>()?;
+    let (warps, rows, bn, stages) = match nums[..] {
+        [w, m, n] => (w, m, n, 2),
+        [w, m, n, s] => (w, m, n, s),
+        _ => return Err(bad()),
+    };
+    let ok = matches!(warps, 4 | 8)
+        && matches!(rows, 16 | 32)
+        && matches!(bn, 32 | 64 | 128)
+        && matches!(stages, 2 | 3);
+    ok.then_some(AttentionTile {
+        warps,
+        rows,
+        bn,
+        stages,
+        reverse,
+    })
+    .ok_or_else(bad)
+}
+
 /// The parsed value of `name`; `None` when unset or unparsable (the latter
 /// warns on stderr once per variable, naming the accepted values).
 pub fn var<T>(name: &'static str, parse: fn(&str) -> Result<T, String>) -> Option<T> {
@@ -180,6 +267,35 @@ mod tests {
             "taken as given, spaces included"
         );
         assert_eq!(path("SMELT_TEST_SURELY_UNSET_PATH_VARIABLE"), None);
+    }
+
+    #[test]
+    fn attention_tiles() {
+        assert_eq!(parse_attention_tile("4x16x64"), Ok(AttentionTile::DEFAULT));
+        let t = parse_attention_tile(" 8X32x128x3R ").unwrap();
+        assert_eq!(
+            (t.warps, t.rows, t.bn, t.stages, t.reverse),
+            (8, 32, 128, 3, true)
+        );
+        assert_eq!(parse_attention_tile(&t.name()), Ok(t));
+        assert_eq!(AttentionTile::DEFAULT.name(), "4x16x64x2");
+        for v in [
+            "",
+            "4x16",
+            "4x16x64x2x1",
+            "2x16x64",
+            "4x8x64",
+            "4x16x48",
+            "4x16x64x4",
+            "4x16x64rr",
+            "r",
+            "4x-16x64",
+        ] {
+            assert!(
+                parse_attention_tile(v).unwrap_err().contains("warps 4|8"),
+                "{v}"
+            );
+        }
     }
 
     #[test]

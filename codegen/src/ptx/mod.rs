@@ -134,6 +134,34 @@ pub use module::{scalar_param, Launch, PtxKernel};
 pub use scan::{status_len as scan_status_len, status_zeroed_len as scan_status_zeroed_len};
 pub use target::Target;
 
+/// What the environment decides about `kernel`'s code beyond the kernel
+/// and the target, as a hash to mix into a cache key: for attention
+/// kernels `SMELT_ATTENTION_MMA` and `SMELT_ATTENTION_TILE`, for matmuls
+/// `SMELT_MATMUL_MMA`; 0 for the others. Without it a module cached under
+/// one setting would be reused under another.
+pub fn env_key(kernel: &Kernel) -> u64 {
+    match kernel.kind {
+        KernelKind::Attention => attention::env_key(),
+        KernelKind::Matmul => u64::from(!crate::env::flag("SMELT_MATMUL_MMA", true)),
+        _ => 0,
+    }
+}
+
+/// `kernel`, an attention kernel, lowered with the tensor-core emitter
+/// and CTA tile `tile` where that emitter takes it (else the FMA one), as
+/// [`emit`] does with `SMELT_ATTENTION_TILE` set to `tile`.
+///
+/// # Errors
+/// As [`emit`].
+pub fn emit_attention(
+    kernel: &Kernel,
+    target: &Target,
+    tile: &crate::env::AttentionTile,
+) -> Result<PtxKernel, String> {
+    validate(kernel, target)?;
+    attention::emit_tile(kernel, target, Some(tile))
+}
+
 /// Lowers `kernel` for `target`: half-precision matmuls through the
 /// tensor-core emitter ([`matmul`]), everything else by [`launch::choose`]'s
 /// plan.

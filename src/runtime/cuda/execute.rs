@@ -21,9 +21,11 @@ use std::sync::Arc;
 impl CudaDevice {
     /// The module-cache key of `k` on this device: its code hash (which
     /// leaves out its scalars' values, so one module serves every value)
-    /// mixed with the target.
+    /// mixed with the environment's emitter switches (`ptx::env_key`) and
+    /// the target.
     fn key(&self, k: &Kernel) -> u64 {
         k.code_hash()
+            ^ ptx::env_key(k).rotate_left(16)
             ^ (self.target.sm as u64).rotate_left(48)
             ^ (self.target.num_sms as u64).rotate_left(32)
     }

@@ -3,24 +3,34 @@
 //! type (`f16` or `bf16`) with `f32` accumulation.
 //!
 //! # Mapping
-//! - One CTA of [`WARPS`] warps per (batch, tile of [`BM`] query rows);
-//!   warp `w` owns rows `16w .. 16w + 15` of the tile, and lane `l` (with
-//!   `g = l >> 2`, `t = l & 3`) rows `g` and `g + 8` of those.
-//! - The `q` tile (`BM x dp`, `dp` = `d` rounded up to 16, zeros past `d`)
+//! The CTA's shape is an [`AttentionTile`] (`SMELT_ATTENTION_TILE`)
+//! resolved per kernel ([`Cta`]); the default is 4 warps of 16 rows and
+//! key tiles of 64 (32 past head dim 128), double-buffered.
+//! - One CTA of `warps` warps per (batch, tile of `bm = warps * 16 mt`
+//!   query rows); warp `w` owns rows `16 mt w ..` of the tile, `mt` (1 or
+//!   2) `m16` row blocks, and in row block `r` lane `l` (with `g = l >>
+//!   2`, `t = l & 3`) rows `16r + g` and `16r + g + 8` of those. Two row
+//!   blocks share every `k` and `v` fragment a warp loads, halving the
+//!   shared-memory reads per MMA. Row blocks are taken in order, or
+//!   under a causal mask optionally last first (the CTAs with the most
+//!   key tiles in the first wave, so the last wave is short).
+//! - The `q` tile (`bm x dp`, `dp` = `d` rounded up to 16, zeros past `d`)
 //!   is evaluated once into shared memory; its A fragments are loaded
-//!   once into registers with `ldmatrix` when `dp <= 128`, else again per
-//!   key tile (registers for `d = 256` go to the accumulators).
-//! - Key tiles of `bn` keys (64, or 32 when a head dim passes 128): the
-//!   `k` (`bn x dp`) and `v` (`bn x dvp`) tiles are evaluated into shared
-//!   memory (zero rows past the last key, zero columns past `d` / `dv`),
-//!   then each warp computes its `16 x bn` scores `S = Q K^T` (A: `q`
-//!   rows, B "col": `k` rows, both `ldmatrix` without transpose since
-//!   `d` is contiguous in both tiles).
+//!   once into registers with `ldmatrix` when `mt * dp <= 128`, else
+//!   again per key tile (the registers go to the accumulators).
+//! - Key tiles of `bn` keys: the `k` (`bn x dp`) and `v` (`bn x dvp`)
+//!   tiles are evaluated into shared memory (zero rows past the last
+//!   key, zero columns past `d` / `dv`), `stages` buffers deep (tile
+//!   `t + stages - 1` is started before tile `t` is computed), then each
+//!   warp computes its `16 mt x bn` scores `S = Q K^T` (A: `q` rows, B
+//!   "col": `k` rows, both `ldmatrix` without transpose since `d` is
+//!   contiguous in both tiles).
 //! - The logit part runs per accumulator element at its `(i, j)` (scale,
 //!   masks, casts, as the FMA kernel evaluates it), `-inf` past the last
 //!   key; what it computes from the row alone (a causal mask's row index,
 //!   a scale) once per row before the key loop, what it computes from
-//!   the key alone once per key for the lane's two rows; online softmax per row on the accumulators: the row maximum of
+//!   the key alone once per key for all the lane's rows; online softmax
+//!   per row on the accumulators: the row maximum of
 //!   the lane's elements, then across the 4 lanes of a quad (`shfl.bfly`
 //!   1, 2), which hold the same two rows; `m' = m_new`, or 0 while the
 //!   row is all `-inf` (so a masked tile adds nothing); `p = exp(l - m')`;
@@ -63,10 +73,20 @@
 //!   4) * 8 + (l & 7)`, chunk `(l >> 3) & 1`: `b0, b1` of keys 0-7, then
 //!   of keys 8-15.
 //!
+//! # Pipeline
+//! The copies of tiles `0 .. stages - 2` (tile 0 with the `q` tile's)
+//! are committed as one `cp.async` group each before the loop; each
+//! iteration commits one group (tile `t + stages - 1`'s copies, or none
+//! past the keys: an empty group keeps the count), and ends with
+//! `cp.async.wait_group stages - 2` (all groups done but the newest
+//! `stages - 2`: tile `t + 1` has landed) and a barrier (every warp is
+//! done with tile `t`, whose buffer the next iteration refills).
+//!
 //! # Shared memory
-//! `q` (`BM` rows), `k` and `v` (`bn` rows each) tiles of halves, each row
-//! padded by 16 bytes: the row stride is then an odd number of 16-byte
-//! units, so the 8 rows one `ldmatrix` matrix reads hit distinct banks.
+//! `q` (`bm` rows), then `stages` buffers of `k` and `v` (`bn` rows each)
+//! tiles of halves, each row padded by 16 bytes: the row stride is then an
+//! odd number of 16-byte units, so the 8 rows one `ldmatrix` matrix reads
+//! hit distinct banks.
 //!
 //! # Numerics
 //! The products are exact in `f32` (half operands); sums are in `f32`
@@ -78,6 +98,7 @@
 use super::stage::{plain, Stager, Tile};
 use super::{epilogue_part, key_end, logit, part, store, Coords, LogitInsts, LogitSplit};
 use crate::attention::Attention;
+use crate::env::AttentionTile;
 use crate::ir::{Inst, Kernel};
 use crate::ptx::builder::{f32_imm, ins, Builder, Reg, RegKind};
 use crate::ptx::eval::{Cx, Vals};
@@ -87,12 +108,6 @@ use crate::ptx::module::{entry, entry_name, header, PtxKernel};
 use crate::ptx::ops::{self, Value};
 use crate::ptx::target::Target;
 use crate::{BinaryOp, DType, ReduceOp};
-
-/// Warps per CTA.
-const WARPS: u32 = 4;
-
-/// Query rows per CTA: 16 per warp (one `m16` MMA row block).
-const BM: u32 = 16 * WARPS;
 
 /// The largest head dim (of `q`/`k`, and of `v`) this kernel takes: its
 /// registers and shared memory are sized for up to 256 (the fusion
@@ -120,9 +135,62 @@ pub fn elem(k: &Kernel, a: &Attention) -> Option<DType> {
     ok.then_some(h)
 }
 
+/// Shared memory one CTA may use on sm_80 and sm_90 (227 KiB; the
+/// launcher raises the default 48 KiB limit).
+const MAX_SHARED: u32 = 227 * 1024;
+
+/// An [`AttentionTile`] resolved for one kernel's head dims.
+#[derive(Clone, Copy)]
+struct Cta {
+    warps: u32,
+    /// `m16` row blocks per warp: 2 for 32-row warps where both head dims
+    /// are at most 128 (then the `O` accumulators are at most 128
+    /// registers a lane), else 1.
+    mt: u32,
+    /// Keys per tile: the tile's, at most 128 for head dims up to 64, 64
+    /// up to 128 and 32 above, halved for two row blocks (the score
+    /// accumulators' registers).
+    bn: u32,
+    stages: u32,
+    /// Row blocks last first (causal kernels only).
+    reverse: bool,
+}
+
+impl Cta {
+    fn new(t: &AttentionTile, wide: u32, causal: bool) -> Cta {
+        let mt = if t.rows == 32 && wide <= 128 { 2 } else { 1 };
+        // Score plus `O` accumulators at most about 160 registers a lane
+        // (`mt (bn + dvp) / 2`; more spilled in the key loop on sm_90).
+        let cap = match (wide, mt) {
+            (0..=64, 1) => 128,
+            (0..=64, _) | (65..=128, 1) => 64,
+            _ => 32,
+        };
+        Cta {
+            warps: t.warps,
+            mt,
+            bn: t.bn.min(cap),
+            stages: t.stages,
+            reverse: t.reverse && causal,
+        }
+    }
+
+    /// Query rows per warp and per CTA.
+    fn warp_rows(&self) -> u32 {
+        16 * self.mt
+    }
+    fn bm(&self) -> u32 {
+        self.warps * self.warp_rows()
+    }
+    fn threads(&self) -> u32 {
+        32 * self.warps
+    }
+}
+
 /// Sizes of one kernel.
 #[derive(Clone, Copy)]
 struct Geom {
+    cta: Cta,
     lq: u32,
     lk: u32,
     d: u32,
@@ -130,13 +198,16 @@ struct Geom {
     /// Head dims rounded up to 16 (an MMA's `k`, and pairs of n8 tiles).
     dp: u32,
     dvp: u32,
-    /// Keys per tile.
+    /// Keys per tile (`cta.bn`).
     bn: u32,
+    /// Query rows per CTA (`cta.bm()`).
+    bm: u32,
     /// Bytes per shared row of the `q` and `k` tiles, of the `v` tile.
     qk_row: u32,
     v_row: u32,
     /// Byte offsets of the `k` and `v` tiles of buffer 0 (`q` is at 0;
-    /// buffer 1 follows buffer 0) and the bytes of one buffer.
+    /// buffer `s` is `s * kv_bytes` after buffer 0) and the bytes of one
+    /// buffer.
     k_off: u32,
     v_off: u32,
     kv_bytes: u32,
@@ -145,17 +216,19 @@ struct Geom {
 }
 
 impl Geom {
-    fn new(k: &Kernel, a: &Attention) -> Geom {
+    fn new(k: &Kernel, a: &Attention, t: &AttentionTile) -> Geom {
         let r = |v: usize| k.ranges[v] as u32;
         let (lq, lk, d, dv) = (r(a.vars.i), r(a.vars.j), r(a.vars.d), r(a.vars.e));
         let (dp, dvp) = (d.next_multiple_of(16), dv.next_multiple_of(16));
-        let bn = if dp.max(dvp) <= 128 { 64 } else { 32 };
+        let cta = Cta::new(t, dp.max(dvp), a.causal.is_some());
+        let (bn, bm) = (cta.bn, cta.bm());
         // 2-byte elements plus 16 bytes: an odd multiple of 16 bytes.
         let (qk_row, v_row) = (2 * dp + 16, 2 * dvp + 16);
-        let k_off = BM * qk_row;
+        let k_off = bm * qk_row;
         let v_off = k_off + bn * qk_row;
         let kv_bytes = bn * (qk_row + v_row);
         Geom {
+            cta,
             lq,
             lk,
             d,
@@ -163,28 +236,49 @@ impl Geom {
             dp,
             dvp,
             bn,
+            bm,
             qk_row,
             v_row,
             k_off,
             v_off,
             kv_bytes,
-            shared: k_off + 2 * kv_bytes,
+            shared: k_off + cta.stages * kv_bytes,
         }
+    }
+
+    /// The A fragments of the warp's `q` rows stay in registers (`mt *
+    /// dp / 16` k-steps of 4 registers, at most 32).
+    fn q_resident(&self) -> bool {
+        self.cta.mt * self.dp <= 128
     }
 }
 
 /// Lowers the attention kernel `k` (parts `a`, operands of half type `h`
-/// from [`elem`]).
+/// from [`elem`]) with CTA tile `tile`.
 ///
 /// # Errors
 /// Too many CTAs for one grid.
-pub fn emit(k: &Kernel, target: &Target, a: &Attention, h: DType) -> Result<PtxKernel, String> {
-    let g = Geom::new(k, a);
+pub fn emit(
+    k: &Kernel,
+    target: &Target,
+    a: &Attention,
+    h: DType,
+    tile: &AttentionTile,
+) -> Result<PtxKernel, String> {
+    let g = Geom::new(k, a, tile);
+    if g.shared > MAX_SHARED {
+        return Err(format!(
+            "attention kernel {}: tile {} needs {} bytes of shared memory",
+            k.name,
+            tile.name(),
+            g.shared
+        ));
+    }
     let heads: u64 = a.vars.batch.clone().map(|v| k.ranges[v] as u64).product();
-    let grid = u32::try_from(heads * u64::from(g.lq.div_ceil(BM)))
+    let grid = u32::try_from(heads * u64::from(g.lq.div_ceil(g.bm)))
         .map_err(|_| format!("attention kernel {}: too many CTAs", k.name))?;
     let name = entry_name(k);
-    let threads = 32 * WARPS;
+    let threads = g.cta.threads();
     let (text, shared) = entry(k, target, &name, threads, |b, cx, smem| {
         Emitter { cx, a, g, h }.body(b, smem);
         g.shared
@@ -207,14 +301,16 @@ struct Emitter<'a> {
     h: DType,
 }
 
-/// A warp's `m16n8` accumulators, `[n8 tile][c0..c3]`.
+/// A warp's `m16n8` accumulators of one `m16` row block, `[n8
+/// tile][c0..c3]`.
 type Acc = Vec<[Reg; 4]>;
 
-/// One lane's place: its two query rows (`g`, `g + 8` of the warp's 16)
-/// and their existence, `2t` (its first column in a C fragment).
+/// One lane's place: its query rows (`16r + g`, `16r + g + 8` of the
+/// warp's, at `2r` and `2r + 1` for row block `r`) and their existence,
+/// `2t` (its first column in a C fragment).
 struct Lane {
-    rows: [Reg; 2],
-    row_ok: [Reg; 2],
+    rows: Vec<Reg>,
+    row_ok: Vec<Reg>,
     t2: Reg,
 }
 
@@ -225,17 +321,20 @@ impl Emitter<'_> {
             .collect()
     }
 
+    /// `mt` row blocks of `n` n8 tiles of zeros.
+    fn zero_blocks(&self, b: &mut Builder, n: u32) -> Vec<Acc> {
+        (0..self.g.cta.mt).map(|_| Self::zeros(b, n)).collect()
+    }
+
     fn body(&self, b: &mut Builder, smem: &str) {
         let (a, g, k) = (self.a, self.g, self.cx.k);
         let v = &a.vars;
         let (tid, cta) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
         ins!(b, "mov.u32 {tid}, %tid.x");
         ins!(b, "mov.u32 {cta}, %ctaid.x");
-        let q_tiles = g.lq.div_ceil(BM);
-        let (head, q0) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-        ins!(b, "div.u32 {head}, {cta}, {q_tiles}");
-        ins!(b, "rem.u32 {q0}, {cta}, {q_tiles}");
-        ins!(b, "mul.lo.u32 {q0}, {q0}, {BM}");
+        let head = b.reg(RegKind::B32);
+        ins!(b, "div.u32 {head}, {cta}, {}", g.lq.div_ceil(g.bm));
+        let q0 = self.first_row(b, cta);
         let base = b.reg(RegKind::B32);
         ins!(b, "mov.u32 {base}, {smem}");
         let coords = Coords::new(b, self.cx, a, head);
@@ -244,7 +343,7 @@ impl Emitter<'_> {
             a,
             coords: &coords,
             tid,
-            threads: 32 * WARPS,
+            threads: g.cta.threads(),
             base,
         };
         let (q_insts, k_insts, v_insts) = (
@@ -268,7 +367,7 @@ impl Emitter<'_> {
         let q_tile = tile(
             &q_insts,
             a.q,
-            BM,
+            g.bm,
             g.d,
             g.dp,
             (v.i, v.d),
@@ -277,7 +376,8 @@ impl Emitter<'_> {
             g.qk_row,
         );
         self.fill(b, &stager, &q_tile);
-        // Key tile `j` into the buffer at shared address `buf`.
+        // Key tile `j` into the buffer at shared address `buf` (the
+        // caller commits the copies).
         let load_kv = |b: &mut Builder, buf: Reg, j: Reg| {
             let at = stager.at(buf);
             let kt = tile(
@@ -304,48 +404,74 @@ impl Emitter<'_> {
                 g.v_row,
             );
             self.fill(b, &at, &vt);
+        };
+        // Key tile `j` into buffer `buf` where `j < keys`, then a commit
+        // either way (an empty group past the keys keeps the count).
+        let load_kv_if = |b: &mut Builder, buf: Reg, j: Reg, keys: Reg| {
+            let (some, skip) = (b.reg(RegKind::Pred), b.label());
+            ins!(b, "setp.lt.u32 {some}, {j}, {keys}");
+            ins!(b, "@!{some} bra.uni {skip}");
+            load_kv(b, buf, j);
+            b.place(&skip);
             ins!(b, "cp.async.commit_group");
         };
+        let keys = key_end(b, k, a, q0, g.bm);
         let j0 = b.mov(RegKind::B32, "u32", 0);
-        b.comment("key tile 0 into buffer 0");
+        b.comment("key tile 0 into buffer 0 (with the q tile's copies)");
         load_kv(b, base, j0);
-        ins!(b, "cp.async.wait_group 0");
+        ins!(b, "cp.async.commit_group");
+        let stages = g.cta.stages;
+        for st in 1..stages - 1 {
+            b.comment(&format!("key tile {st} into buffer {st}"));
+            let (j, buf) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+            ins!(b, "mov.u32 {j}, {}", st * g.bn);
+            ins!(b, "add.u32 {buf}, {base}, {}", st * g.kv_bytes);
+            load_kv_if(b, buf, j, keys);
+        }
+        ins!(b, "cp.async.wait_group {}", stages - 2);
         ins!(b, "bar.sync 0");
         let (lane, warp) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
         ins!(b, "and.b32 {lane}, {tid}, 31");
         ins!(b, "shr.u32 {warp}, {tid}, 5");
         let (q_addr, k_addr, v_addr) = self.ldmatrix_addresses(b, lane, warp, base);
         let ln = self.lane(b, lane, warp, q0);
-        let resident: Option<Vec<[Reg; 4]>> = (g.dp <= 128).then(|| {
-            b.comment("the warp's q rows as A fragments, one per k-step of 16");
-            (0..g.dp / 16)
-                .map(|ks| ldmatrix(b, q_addr, 32 * ks, false))
+        let resident: Option<Vec<Vec<[Reg; 4]>>> = g.q_resident().then(|| {
+            b.comment("the warp's q rows as A fragments, one per row block and k-step of 16");
+            (0..g.cta.mt)
+                .map(|r| {
+                    (0..g.dp / 16)
+                        .map(|ks| ldmatrix(b, q_addr, r * 16 * g.qk_row + 32 * ks, false))
+                        .collect()
+                })
                 .collect()
         });
         let neg_inf = f32_imm(f32::NEG_INFINITY);
-        let m: [Reg; 2] = std::array::from_fn(|_| b.mov(RegKind::F32, "f32", &neg_inf));
-        let l: [Reg; 2] = std::array::from_fn(|_| b.mov(RegKind::F32, "f32", f32_imm(0.0)));
-        let o = Self::zeros(b, g.dvp / 8);
+        let rows = ln.rows.len();
+        let m: Vec<Reg> = (0..rows)
+            .map(|_| b.mov(RegKind::F32, "f32", &neg_inf))
+            .collect();
+        let l: Vec<Reg> = (0..rows)
+            .map(|_| b.mov(RegKind::F32, "f32", f32_imm(0.0)))
+            .collect();
+        let o = self.zero_blocks(b, g.dvp / 8);
         let split = LogitSplit::new(k, a);
         let row_vals = self.row_logits(b, &coords, &split, &ln);
-        let keys = key_end(b, k, a, q0, BM);
         let visible = self.all_visible_end(b, q0, warp);
-        // The current tile's buffer: byte offset 0 or `kv_bytes`.
+        // The current tile's buffer and the one the loop fills next (byte
+        // offsets; buffer `t % stages` holds tile `t`).
         let cur = b.mov(RegKind::B32, "u32", 0);
+        let fill = b.mov(RegKind::B32, "u32", (stages - 1) * g.kv_bytes);
         let top = b.label();
         b.place(&top);
-        b.comment("tile j0 is in buffer `cur`; the other buffer is free");
+        b.comment("tile j0 is in buffer `cur`; buffer `fill` is free");
         let (next, more) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
         ins!(b, "add.u32 {next}, {j0}, {}", g.bn);
         ins!(b, "setp.lt.u32 {more}, {next}, {keys}");
-        let skip = b.label();
-        ins!(b, "@!{more} bra.uni {skip}");
-        b.comment("start key tile j0 + bn into the other buffer");
-        let (other, buf) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-        ins!(b, "sub.u32 {other}, {}, {cur}", g.kv_bytes);
-        ins!(b, "add.u32 {buf}, {base}, {other}");
-        load_kv(b, buf, next);
-        b.place(&skip);
+        b.comment(&format!("start key tile j0 + {} bn", stages - 1));
+        let (ahead, buf) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+        ins!(b, "add.u32 {ahead}, {j0}, {}", (stages - 1) * g.bn);
+        ins!(b, "add.u32 {buf}, {base}, {fill}");
+        load_kv_if(b, buf, ahead, keys);
         let (ka, va) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
         ins!(b, "add.u32 {ka}, {k_addr}, {cur}");
         ins!(b, "add.u32 {va}, {v_addr}, {cur}");
@@ -362,7 +488,7 @@ impl Emitter<'_> {
                 b.place(&masked);
                 let all = LogitInsts::All(&split.rest);
                 let y = self.logits(b, &coords, (&split, &row_vals, all), &ln, j0, &s);
-                for (xt, yt) in x.iter().zip(&y) {
+                for (xt, yt) in x.iter().flatten().zip(y.iter().flatten()) {
                     for (xr, yr) in xt.iter().zip(yt) {
                         ins!(b, "mov.f32 {xr}, {yr}");
                     }
@@ -375,15 +501,58 @@ impl Emitter<'_> {
                 self.logits(b, &coords, (&split, &row_vals, all), &ln, j0, &s)
             }
         };
-        let p = self.softmax(b, &x, m, l, &o);
+        let p = self.softmax(b, &x, &m, &l, &o);
         self.accumulate(b, va, &p, &o);
         b.comment("the next tile has landed and every warp is done with this one");
-        ins!(b, "cp.async.wait_group 0");
+        ins!(b, "cp.async.wait_group {}", stages - 2);
         ins!(b, "bar.sync 0");
-        ins!(b, "sub.u32 {cur}, {}, {cur}", g.kv_bytes);
+        for r in [cur, fill] {
+            Self::next_buffer(b, r, g.kv_bytes, stages);
+        }
         ins!(b, "mov.u32 {j0}, {next}");
         ins!(b, "@{more} bra.uni {top}");
-        self.finish(b, &coords, &ln, l, &o);
+        // Recomputed rather than held across the key loop, whose
+        // accumulators want every register (at 32 rows a warp, ptxas
+        // spilled the rows kept from before the loop).
+        let ln = self.lane_again(b);
+        self.finish(b, &coords, &ln, &l, &o);
+    }
+
+    /// The first query row of CTA `cta`'s row block (u32; the row block
+    /// is the CTA index's fastest part, counted down when reversed).
+    fn first_row(&self, b: &mut Builder, cta: Reg) -> Reg {
+        let g = self.g;
+        let q_tiles = g.lq.div_ceil(g.bm);
+        let q0 = b.reg(RegKind::B32);
+        ins!(b, "rem.u32 {q0}, {cta}, {q_tiles}");
+        if g.cta.reverse {
+            b.comment("row blocks last first: the most key tiles start first");
+            ins!(b, "sub.u32 {q0}, {}, {q0}", q_tiles - 1);
+        }
+        ins!(b, "mul.lo.u32 {q0}, {q0}, {}", g.bm);
+        q0
+    }
+
+    /// The lane's place ([`Lane`]) from the thread and CTA indices read
+    /// afresh.
+    fn lane_again(&self, b: &mut Builder) -> Lane {
+        let (tid, cta) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+        ins!(b, "mov.u32 {tid}, %tid.x");
+        ins!(b, "mov.u32 {cta}, %ctaid.x");
+        let q0 = self.first_row(b, cta);
+        let (lane, warp) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+        ins!(b, "and.b32 {lane}, {tid}, 31");
+        ins!(b, "shr.u32 {warp}, {tid}, 5");
+        self.lane(b, lane, warp, q0)
+    }
+
+    /// Advances the buffer offset `r` to the next of `stages` buffers of
+    /// `bytes` each.
+    fn next_buffer(b: &mut Builder, r: Reg, bytes: u32, stages: u32) {
+        let wrap = b.reg(RegKind::Pred);
+        ins!(b, "add.u32 {r}, {r}, {bytes}");
+        ins!(b, "setp.eq.u32 {wrap}, {r}, {}", stages * bytes);
+        ins!(b, "selp.u32 {r}, 0, {r}, {wrap}");
     }
 
     /// Fills tile `t` with `cp.async` where its part is a plain load
@@ -396,10 +565,10 @@ impl Emitter<'_> {
     }
 
     /// The lane's `ldmatrix` row addresses (see the module docs): into
-    /// the `q` tile at the warp's rows and into the `v` tile (A layout:
-    /// row `((l >> 3) & 1) * 8 + (l & 7)`, chunk `l >> 4`), and into the
-    /// `k` tile (B layout: row `(l >> 4) * 8 + (l & 7)`, chunk `(l >> 3) &
-    /// 1`).
+    /// the `q` tile at the warp's first row block and into the `v` tile
+    /// (A layout: row `((l >> 3) & 1) * 8 + (l & 7)`, chunk `l >> 4`), and
+    /// into the `k` tile (B layout: row `(l >> 4) * 8 + (l & 7)`, chunk
+    /// `(l >> 3) & 1`).
     fn ldmatrix_addresses(
         &self,
         b: &mut Builder,
@@ -416,13 +585,14 @@ impl Emitter<'_> {
         ins!(b, "and.b32 {l7}, {lane}, 7");
         ins!(b, "bfe.u32 {bit3}, {lane}, 3, 1");
         ins!(b, "shr.u32 {bit4}, {lane}, 4");
-        // `base + off + row * row_bytes + chunk * 16`, row = 8 hi + l7.
+        // `base + off + row * row_bytes + chunk * 16`, row = 8 hi + l7
+        // (plus the warp's first row).
         let addr =
             |b: &mut Builder, hi: Reg, chunk: Reg, row0: Option<Reg>, off: u32, row_bytes: u32| {
                 let (row, x) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
                 ins!(b, "mad.lo.u32 {row}, {hi}, 8, {l7}");
                 if let Some(r0) = row0 {
-                    ins!(b, "mad.lo.u32 {row}, {r0}, 16, {row}");
+                    ins!(b, "mad.lo.u32 {row}, {r0}, {}, {row}", g.cta.warp_rows());
                 }
                 ins!(b, "mad.lo.u32 {x}, {row}, {row_bytes}, {base}");
                 ins!(b, "mad.lo.u32 {x}, {chunk}, 16, {x}");
@@ -435,56 +605,69 @@ impl Emitter<'_> {
         (q, k, v)
     }
 
-    /// The lane's query rows `q0 + 16 warp + g (+ 8)`, their existence and
-    /// `2t`.
+    /// The lane's query rows `q0 + 16 mt warp + 16 r + g (+ 8)` for row
+    /// blocks `r`, their existence and `2t`.
     fn lane(&self, b: &mut Builder, lane: Reg, warp: Reg, q0: Reg) -> Lane {
-        let (lo, hi, t2) = (
-            b.reg(RegKind::B32),
-            b.reg(RegKind::B32),
-            b.reg(RegKind::B32),
+        let (first, t2) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+        ins!(b, "shr.u32 {first}, {lane}, 2");
+        ins!(
+            b,
+            "mad.lo.u32 {first}, {warp}, {}, {first}",
+            self.g.cta.warp_rows()
         );
-        ins!(b, "shr.u32 {lo}, {lane}, 2");
-        ins!(b, "mad.lo.u32 {lo}, {warp}, 16, {lo}");
-        ins!(b, "add.u32 {lo}, {lo}, {q0}");
-        ins!(b, "add.u32 {hi}, {lo}, 8");
+        ins!(b, "add.u32 {first}, {first}, {q0}");
         ins!(b, "and.b32 {t2}, {lane}, 3");
         ins!(b, "shl.b32 {t2}, {t2}, 1");
-        let row_ok = [lo, hi].map(|r| {
-            let p = b.reg(RegKind::Pred);
-            ins!(b, "setp.lt.u32 {p}, {r}, {}", self.g.lq);
-            p
-        });
-        Lane {
-            rows: [lo, hi],
-            row_ok,
-            t2,
-        }
+        let rows: Vec<Reg> = (0..2 * self.g.cta.mt)
+            .map(|n| {
+                if n == 0 {
+                    return first;
+                }
+                let r = b.reg(RegKind::B32);
+                ins!(b, "add.u32 {r}, {first}, {}", 8 * n);
+                r
+            })
+            .collect();
+        let row_ok = rows
+            .iter()
+            .map(|r| {
+                let p = b.reg(RegKind::Pred);
+                ins!(b, "setp.lt.u32 {p}, {r}, {}", self.g.lq);
+                p
+            })
+            .collect();
+        Lane { rows, row_ok, t2 }
     }
 
-    /// The warp's scores `S = Q K^T` for the key tile (`bn / 8` n8 tiles):
-    /// per k-step of 16 along `d`, the `q` A fragment (`resident`, or
-    /// loaded now) times two n8 tiles of keys per `ldmatrix` of `k`.
+    /// The warp's scores `S = Q K^T` for the key tile (`bn / 8` n8 tiles
+    /// per row block): per k-step of 16 along `d`, each row block's `q` A
+    /// fragment (`resident`, or loaded now) times two n8 tiles of keys
+    /// per `ldmatrix` of `k`, shared by the row blocks.
     fn scores(
         &self,
         b: &mut Builder,
         q_addr: Reg,
         k_addr: Reg,
-        resident: Option<&[[Reg; 4]]>,
-    ) -> Acc {
+        resident: Option<&[Vec<[Reg; 4]>]>,
+    ) -> Vec<Acc> {
         let g = self.g;
         let op = mma_op(self.elem());
-        let s = Self::zeros(b, g.bn / 8);
+        let s = self.zero_blocks(b, g.bn / 8);
         b.comment("S = Q K^T");
         for ks in 0..g.dp / 16 {
-            let qa = match resident {
-                Some(r) => r[ks as usize],
-                None => ldmatrix(b, q_addr, 32 * ks, false),
-            };
+            let qa: Vec<[Reg; 4]> = (0..g.cta.mt)
+                .map(|r| match resident {
+                    Some(q) => q[r as usize][ks as usize],
+                    None => ldmatrix(b, q_addr, r * 16 * g.qk_row + 32 * ks, false),
+                })
+                .collect();
             for nb in 0..g.bn / 16 {
                 let kb = ldmatrix(b, k_addr, nb * 16 * g.qk_row + 32 * ks, false);
                 let n = 2 * nb as usize;
-                mma(b, op, &s[n], &qa, &kb[..2]);
-                mma(b, op, &s[n + 1], &qa, &kb[2..]);
+                for (sr, qr) in s.iter().zip(&qa) {
+                    mma(b, op, &sr[n], qr, &kb[..2]);
+                    mma(b, op, &sr[n + 1], qr, &kb[2..]);
+                }
             }
         }
         s
@@ -499,77 +682,85 @@ impl Emitter<'_> {
     }
 
     /// The logit part's values that depend on the row only (`split.row`),
-    /// for the lane's two rows, computed once before the key loop.
+    /// for each of the lane's rows, computed once before the key loop.
     fn row_logits(
         &self,
         b: &mut Builder,
         coords: &Coords,
         split: &LogitSplit,
         ln: &Lane,
-    ) -> [Vals; 2] {
+    ) -> Vec<Vals> {
         b.comment("the logit part's per-row values");
-        std::array::from_fn(|h| {
-            let (i, ok) = (ln.rows[h], ln.row_ok[h]);
-            // `j` is not read: any register will do.
-            let p = coords.point(b, self.cx, [(self.a.vars.i, i), (self.a.vars.j, i)], ok);
-            let mut vals: Vals = vec![None; self.cx.k.insts.len()];
-            self.cx.eval(b, &p, &split.row, &mut vals);
-            vals
-        })
+        ln.rows
+            .iter()
+            .zip(&ln.row_ok)
+            .map(|(&i, &ok)| {
+                // `j` is not read: any register will do.
+                let p = coords.point(b, self.cx, [(self.a.vars.i, i), (self.a.vars.j, i)], ok);
+                let mut vals: Vals = vec![None; self.cx.k.insts.len()];
+                self.cx.eval(b, &p, &split.row, &mut vals);
+                vals
+            })
+            .collect()
     }
 
     /// Under a causal mask, the end (s32) of the key tiles the mask keeps
-    /// whole for every row of the warp (`q0 + 16 warp ..`): a tile ending
-    /// at `j0 + bn` at most `min(q0 + 16 warp + c + 1, lk)`.
+    /// whole for every row of the warp (from `q0 + 16 mt warp`): a tile
+    /// ending at `j0 + bn` at most `min(q0 + 16 mt warp + c + 1, lk)`.
     fn all_visible_end(&self, b: &mut Builder, q0: Reg, warp: Reg) -> Option<Reg> {
         let c = self.a.causal?;
         let end = b.reg(RegKind::B32);
-        ins!(b, "mad.lo.u32 {end}, {warp}, 16, {q0}");
+        ins!(
+            b,
+            "mad.lo.u32 {end}, {warp}, {}, {q0}",
+            self.g.cta.warp_rows()
+        );
         // Below 2^31: sizes are below 2^30 and `c` in `-lq..=lk`.
         ins!(b, "add.s32 {end}, {end}, {}", c.offset + 1);
         ins!(b, "min.s32 {end}, {end}, {}", self.g.lk);
         Some(end)
     }
 
-    /// The logit of every score element: element `c` of n8 tile `n` is
-    /// row `rows[c / 2]`, key `j0 + 8n + 2t + c % 2`. The part's per-key
-    /// values (`split.col`) are computed once per key for both rows, the
-    /// rest per element (`rest`: `split.rest`, or without the causal mask)
-    /// on top of them and of the per-row values `rows`.
+    /// The logit of every score element: element `c` of n8 tile `n` of
+    /// row block `r` is row `rows[2r + c / 2]`, key `j0 + 8n + 2t + c %
+    /// 2`. The part's per-key values (`split.col`) are computed once per
+    /// key for all the rows, the rest per element (`rest`: `split.rest`,
+    /// or without the causal mask) on top of them and of the per-row
+    /// values `rows`.
     #[allow(clippy::too_many_arguments)]
     fn logits(
         &self,
         b: &mut Builder,
         coords: &Coords,
-        (split, rows, rest): (&LogitSplit, &[Vals; 2], LogitInsts),
+        (split, rows, rest): (&LogitSplit, &[Vals], LogitInsts),
         ln: &Lane,
         j0: Reg,
-        s: &Acc,
-    ) -> Acc {
+        s: &[Acc],
+    ) -> Vec<Acc> {
         b.comment("logits at each score's (i, j)");
         let jt = b.reg(RegKind::B32);
         ins!(b, "add.u32 {jt}, {j0}, {}", ln.t2);
         let a = self.a;
-        s.iter()
-            .enumerate()
-            .map(|(n, tile)| {
-                let keys: [(Reg, Reg, Vals); 2] = std::array::from_fn(|odd| {
-                    let j = b.reg(RegKind::B32);
-                    ins!(b, "add.u32 {j}, {jt}, {}", 8 * n + odd);
-                    let key_ok = b.reg(RegKind::Pred);
-                    ins!(b, "setp.lt.u32 {key_ok}, {j}, {}", self.g.lk);
-                    // Reads neither `i` nor the row values that read it.
-                    let p =
-                        coords.point(b, self.cx, [(a.vars.i, ln.rows[0]), (a.vars.j, j)], key_ok);
-                    let mut vals = rows[0].clone();
-                    self.cx.eval(b, &p, &split.col, &mut vals);
-                    (j, key_ok, vals)
-                });
-                std::array::from_fn(|c| {
+        let mut x: Vec<Acc> = vec![Vec::new(); s.len()];
+        for n in 0..s[0].len() {
+            let keys: [(Reg, Reg, Vals); 2] = std::array::from_fn(|odd| {
+                let j = b.reg(RegKind::B32);
+                ins!(b, "add.u32 {j}, {jt}, {}", 8 * n + odd);
+                let key_ok = b.reg(RegKind::Pred);
+                ins!(b, "setp.lt.u32 {key_ok}, {j}, {}", self.g.lk);
+                // Reads neither `i` nor the row values that read it.
+                let p = coords.point(b, self.cx, [(a.vars.i, ln.rows[0]), (a.vars.j, j)], key_ok);
+                let mut vals = rows[0].clone();
+                self.cx.eval(b, &p, &split.col, &mut vals);
+                (j, key_ok, vals)
+            });
+            for (r, (xr, sr)) in x.iter_mut().zip(s).enumerate() {
+                xr.push(std::array::from_fn(|c| {
+                    let row = 2 * r + c / 2;
                     let (j, key_ok, col) = &keys[c % 2];
                     let ok = b.reg(RegKind::Pred);
-                    ins!(b, "and.pred {ok}, {key_ok}, {}", ln.row_ok[c / 2]);
-                    let mut known = rows[c / 2].clone();
+                    ins!(b, "and.pred {ok}, {key_ok}, {}", ln.row_ok[row]);
+                    let mut known = rows[row].clone();
                     for v in &split.col {
                         known[*v].clone_from(&col[*v]);
                     }
@@ -579,71 +770,81 @@ impl Emitter<'_> {
                         a,
                         coords,
                         (rest, known),
-                        (ln.rows[c / 2], *j),
-                        tile[c],
+                        (ln.rows[row], *j),
+                        sr[n][c],
                         (ok, *key_ok),
                     )
-                })
-            })
-            .collect()
+                }));
+            }
+        }
+        x
     }
 
-    /// The online softmax of one tile's logits `x` for the lane's two rows
-    /// (`h` = 0: elements c0, c1; `h` = 1: c2, c3): updates the running
-    /// maxima `m` and partial sums `l`, rescales `o`, returns `p`.
-    fn softmax(&self, b: &mut Builder, x: &Acc, m: [Reg; 2], l: [Reg; 2], o: &Acc) -> Acc {
+    /// The online softmax of one tile's logits `x` for the lane's rows
+    /// (row `2r + h` of row block `r`: elements c0, c1 for `h` = 0, c2, c3
+    /// for `h` = 1): updates the running maxima `m` and partial sums `l`,
+    /// rescales `o`, returns `p`.
+    fn softmax(&self, b: &mut Builder, x: &[Acc], m: &[Reg], l: &[Reg], o: &[Acc]) -> Vec<Acc> {
         b.comment("online softmax: row maxima over the quad, p = exp(x - m'), rescale");
-        let p: Acc = x
+        let p: Vec<Acc> = x
             .iter()
-            .map(|_| std::array::from_fn(|_| b.reg(RegKind::F32)))
+            .map(|xr| {
+                xr.iter()
+                    .map(|_| std::array::from_fn(|_| b.reg(RegKind::F32)))
+                    .collect()
+            })
             .collect();
-        for h in 0..2 {
-            let tmax = b.mov(RegKind::F32, "f32", f32_imm(f32::NEG_INFINITY));
-            for tile in x {
-                for c in [2 * h, 2 * h + 1] {
-                    ops::combine(b, ReduceOp::Max, DType::F32, tmax, tile[c], None);
+        for (r, ((xr, pr), or)) in x.iter().zip(&p).zip(o).enumerate() {
+            for h in 0..2 {
+                let row = 2 * r + h;
+                let tmax = b.mov(RegKind::F32, "f32", f32_imm(f32::NEG_INFINITY));
+                for tile in xr {
+                    for c in [2 * h, 2 * h + 1] {
+                        ops::combine(b, ReduceOp::Max, DType::F32, tmax, tile[c], None);
+                    }
                 }
-            }
-            quad_reduce(b, ReduceOp::Max, tmax);
-            ops::combine(b, ReduceOp::Max, DType::F32, tmax, m[h], None);
-            // m' = 0 while the row is all -inf: exp(-inf - 0) = 0 adds
-            // nothing (instead of exp(-inf - -inf) = NaN).
-            let (masked, m_use) = (b.reg(RegKind::Pred), b.reg(RegKind::F32));
-            ins!(
-                b,
-                "setp.eq.f32 {masked}, {tmax}, {}",
-                f32_imm(f32::NEG_INFINITY)
-            );
-            ins!(b, "selp.f32 {m_use}, {}, {tmax}, {masked}", f32_imm(0.0));
-            let exp_minus = |b: &mut Builder, v: Reg| {
-                let d = b.reg(RegKind::F32);
-                ins!(b, "sub.f32 {d}, {v}, {m_use}");
-                math::exp_fast(b, d)
-            };
-            let alpha = exp_minus(b, m[h]);
-            let sum = b.mov(RegKind::F32, "f32", f32_imm(0.0));
-            for (tile, pt) in x.iter().zip(&p) {
-                for c in [2 * h, 2 * h + 1] {
-                    let e = exp_minus(b, tile[c]);
-                    ins!(b, "mov.f32 {}, {e}", pt[c]);
-                    ins!(b, "add.f32 {sum}, {sum}, {e}");
+                quad_reduce(b, ReduceOp::Max, tmax);
+                ops::combine(b, ReduceOp::Max, DType::F32, tmax, m[row], None);
+                // m' = 0 while the row is all -inf: exp(-inf - 0) = 0 adds
+                // nothing (instead of exp(-inf - -inf) = NaN).
+                let (masked, m_use) = (b.reg(RegKind::Pred), b.reg(RegKind::F32));
+                ins!(
+                    b,
+                    "setp.eq.f32 {masked}, {tmax}, {}",
+                    f32_imm(f32::NEG_INFINITY)
+                );
+                ins!(b, "selp.f32 {m_use}, {}, {tmax}, {masked}", f32_imm(0.0));
+                let exp_minus = |b: &mut Builder, v: Reg| {
+                    let d = b.reg(RegKind::F32);
+                    ins!(b, "sub.f32 {d}, {v}, {m_use}");
+                    math::exp_fast(b, d)
+                };
+                let alpha = exp_minus(b, m[row]);
+                let sum = b.mov(RegKind::F32, "f32", f32_imm(0.0));
+                for (tile, pt) in xr.iter().zip(pr) {
+                    for c in [2 * h, 2 * h + 1] {
+                        let e = exp_minus(b, tile[c]);
+                        ins!(b, "mov.f32 {}, {e}", pt[c]);
+                        ins!(b, "add.f32 {sum}, {sum}, {e}");
+                    }
                 }
-            }
-            ins!(b, "fma.rn.f32 {}, {}, {alpha}, {sum}", l[h], l[h]);
-            ins!(b, "mov.f32 {}, {tmax}", m[h]);
-            for tile in o {
-                for c in [2 * h, 2 * h + 1] {
-                    ins!(b, "mul.f32 {}, {}, {alpha}", tile[c], tile[c]);
+                ins!(b, "fma.rn.f32 {}, {}, {alpha}, {sum}", l[row], l[row]);
+                ins!(b, "mov.f32 {}, {tmax}", m[row]);
+                for tile in or {
+                    for c in [2 * h, 2 * h + 1] {
+                        ins!(b, "mul.f32 {}, {}, {alpha}", tile[c], tile[c]);
+                    }
                 }
             }
         }
         p
     }
 
-    /// `O += P V`: per k-step `c` of 16 keys, `p`'s C fragments of n8
-    /// tiles `2c`, `2c + 1` packed as the A fragment, times two n8 tiles
-    /// of `v` columns per `ldmatrix.trans`.
-    fn accumulate(&self, b: &mut Builder, v_addr: Reg, p: &Acc, o: &Acc) {
+    /// `O += P V`: per k-step `c` of 16 keys, each row block's `p` C
+    /// fragments of n8 tiles `2c`, `2c + 1` packed as the A fragment,
+    /// times two n8 tiles of `v` columns per `ldmatrix.trans`, shared by
+    /// the row blocks.
+    fn accumulate(&self, b: &mut Builder, v_addr: Reg, p: &[Acc], o: &[Acc]) {
         let g = self.g;
         let op = mma_op(self.elem());
         let cvt = if self.h == DType::F16 {
@@ -656,56 +857,66 @@ impl Emitter<'_> {
             // (tile, first element): a0 = S[2c].c0,c1; a1 = S[2c].c2,c3;
             // a2 = S[2c+1].c0,c1; a3 = S[2c+1].c2,c3. The first operand of
             // the cvt goes to the upper half.
-            let pa: [Reg; 4] = [(0, 0), (0, 2), (1, 0), (1, 2)].map(|(t, e)| {
-                let r = b.reg(RegKind::B32);
-                let pt = &p[2 * c + t];
-                ins!(b, "{cvt} {r}, {}, {}", pt[e + 1], pt[e]);
-                r
-            });
+            let pa: Vec<[Reg; 4]> = p
+                .iter()
+                .map(|pr| {
+                    [(0, 0), (0, 2), (1, 0), (1, 2)].map(|(t, e)| {
+                        let r = b.reg(RegKind::B32);
+                        let pt = &pr[2 * c + t];
+                        ins!(b, "{cvt} {r}, {}, {}", pt[e + 1], pt[e]);
+                        r
+                    })
+                })
+                .collect();
             for nb in 0..g.dvp / 16 {
                 let vb = ldmatrix(b, v_addr, c as u32 * 16 * g.v_row + 32 * nb, true);
                 let n = 2 * nb as usize;
-                mma(b, op, &o[n], &pa, &vb[..2]);
-                mma(b, op, &o[n + 1], &pa, &vb[2..]);
+                for (or, par) in o.iter().zip(&pa) {
+                    mma(b, op, &or[n], par, &vb[..2]);
+                    mma(b, op, &or[n + 1], par, &vb[2..]);
+                }
             }
         }
     }
 
     /// `O / l` (the quad's partial sums combined) through the epilogue to
-    /// the stores: element `c` of n8 tile `n` is row `rows[c / 2]`, column
-    /// `8n + 2t + c % 2`.
-    fn finish(&self, b: &mut Builder, coords: &Coords, ln: &Lane, l: [Reg; 2], o: &Acc) {
+    /// the stores: element `c` of n8 tile `n` of row block `r` is row
+    /// `rows[2r + c / 2]`, column `8n + 2t + c % 2`.
+    fn finish(&self, b: &mut Builder, coords: &Coords, ln: &Lane, l: &[Reg], o: &[Acc]) {
         b.comment("epilogue: O / l to the stores");
         for s in l {
-            quad_reduce(b, ReduceOp::Sum, s);
+            quad_reduce(b, ReduceOp::Sum, *s);
         }
         let insts = epilogue_part(self.cx.k, self.a);
         let f32v = |reg| Value {
             reg,
             dtype: DType::F32,
         };
-        for (n, tile) in o.iter().enumerate() {
-            for (c, acc) in tile.iter().enumerate() {
-                let e = b.reg(RegKind::B32);
-                ins!(b, "add.u32 {e}, {}, {}", ln.t2, 8 * n + c % 2);
-                let ok = b.reg(RegKind::Pred);
-                ins!(
-                    b,
-                    "setp.lt.and.u32 {ok}, {e}, {}, {}",
-                    self.g.dv,
-                    ln.row_ok[c / 2]
-                );
-                let out = ops::binary(b, BinaryOp::Div, f32v(*acc), f32v(l[c / 2]), DType::F32);
-                store(
-                    b,
-                    self.cx,
-                    self.a,
-                    coords,
-                    &insts,
-                    (ln.rows[c / 2], e),
-                    out,
-                    ok,
-                );
+        for (r, or) in o.iter().enumerate() {
+            for (n, tile) in or.iter().enumerate() {
+                for (c, acc) in tile.iter().enumerate() {
+                    let row = 2 * r + c / 2;
+                    let e = b.reg(RegKind::B32);
+                    ins!(b, "add.u32 {e}, {}, {}", ln.t2, 8 * n + c % 2);
+                    let ok = b.reg(RegKind::Pred);
+                    ins!(
+                        b,
+                        "setp.lt.and.u32 {ok}, {e}, {}, {}",
+                        self.g.dv,
+                        ln.row_ok[row]
+                    );
+                    let out = ops::binary(b, BinaryOp::Div, f32v(*acc), f32v(l[row]), DType::F32);
+                    store(
+                        b,
+                        self.cx,
+                        self.a,
+                        coords,
+                        &insts,
+                        (ln.rows[row], e),
+                        out,
+                        ok,
+                    );
+                }
             }
         }
     }

@@ -9,7 +9,11 @@
 //!   `f32` and `f64` inputs and the fallback for everything else.
 //!
 //! `SMELT_ATTENTION_MMA=0` sends every attention kernel to the FMA
-//! emitter (for bisecting and for testing that kernel on half inputs).
+//! emitter (for bisecting and for testing that kernel on half inputs);
+//! `SMELT_ATTENTION_TILE` picks the tensor-core kernel's CTA shape
+//! ([`AttentionTile`]). Both are read at each emission, and [`env_key`]
+//! folds them into the module caches' keys, so each setting is a kernel
+//! of its own.
 
 mod fma;
 pub(super) mod mma;
@@ -21,23 +25,53 @@ use super::module::PtxKernel;
 use super::ops::{self, Value};
 use super::target::Target;
 use crate::attention::Attention;
+use crate::env::{self, AttentionTile};
 use crate::ir::{Kernel, Val};
 
+/// The tensor-core kernel's tile the environment asks for: `None` under
+/// `SMELT_ATTENTION_MMA=0` (the FMA kernel for every input), else
+/// `SMELT_ATTENTION_TILE`'s, else [`AttentionTile::DEFAULT`].
+fn env_tile() -> Option<AttentionTile> {
+    env::flag("SMELT_ATTENTION_MMA", true)
+        .then(|| env::var("SMELT_ATTENTION_TILE", env::parse_attention_tile).unwrap_or_default())
+}
+
+/// A hash of what the environment decides about attention kernels'
+/// code ([`env_tile`]), fixed in algorithm like `Kernel::code_hash`
+/// (it joins that hash in the on-disk PTX cache's keys).
+pub fn env_key() -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = crate::fnv::Fnv1a::default();
+    env_tile().hash(&mut h);
+    h.finish()
+}
+
 /// Lowers an attention kernel with the tensor-core emitter where it
-/// applies ([`mma::elem`]), else the FMA one.
+/// applies ([`mma::elem`]), with the environment's tile, else the FMA one.
 ///
 /// # Errors
 /// A kernel that is not a well-formed attention kernel, sizes beyond the
 /// 32-bit coordinates the kernels compute, or head dims too large.
 pub fn emit(k: &Kernel, target: &Target) -> Result<PtxKernel, String> {
+    emit_tile(k, target, env_tile().as_ref())
+}
+
+/// Lowers an attention kernel with the tensor-core emitter and `tile`
+/// where it applies, else (or for `tile` `None`) the FMA one.
+///
+/// # Errors
+/// As [`emit`].
+pub fn emit_tile(
+    k: &Kernel,
+    target: &Target,
+    tile: Option<&AttentionTile>,
+) -> Result<PtxKernel, String> {
     let a = k.attention()?;
     if k.ranges.iter().any(|n| *n > i32::MAX as i64 / 2) {
         return Err(format!("attention kernel {}: a size exceeds 2^30", k.name));
     }
-    match mma::elem(k, &a) {
-        Some(elem) if crate::env::flag("SMELT_ATTENTION_MMA", true) => {
-            mma::emit(k, target, &a, elem)
-        }
+    match (mma::elem(k, &a), tile) {
+        (Some(elem), Some(t)) => mma::emit(k, target, &a, elem, t),
         _ => fma::emit(k, target, &a),
     }
 }

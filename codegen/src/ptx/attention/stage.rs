@@ -179,12 +179,24 @@ impl Stager<'_> {
 
     /// Fills tile `t` of the plain part `p` with `cp.async` 16-byte copies
     /// (zero-filled past the last row and column; the caller commits and
-    /// waits). Thread `tid` copies chunks `tid, tid + threads, ..` of the
-    /// tile's `rows x padded / 8`, consecutive chunks along a row.
+    /// waits): thread `tid` copies chunk `tid % lanes` (`lanes`: a row's
+    /// chunks rounded up to a power of two, the spare ones idle) of rows
+    /// `tid / lanes`, then every `threads / lanes`-th row after, its
+    /// addresses computed once and stepped by constants (few registers
+    /// held across a key loop). Evaluated instead ([`Stager::stage`])
+    /// where the threads are not a multiple of `lanes` or the step's
+    /// byte offset overflows.
     pub fn copy(&self, b: &mut Builder, t: &Tile, p: &Plain) {
         let per_row = t.padded / 8;
-        let total = t.rows * per_row;
-        let src = self.cx.inputs[p.input];
+        let lanes = per_row.next_power_of_two();
+        let step = self.threads / lanes;
+        // Bytes between a thread's rows in global memory.
+        let stride = (2 * i64::from(step))
+            .checked_mul(p.row)
+            .filter(|s| s.checked_mul(i64::from(t.rows)).is_some());
+        let Some(stride) = stride.filter(|_| self.threads.is_multiple_of(lanes)) else {
+            return self.stage(b, t);
+        };
         // The batch's element offset, s64 (a multiple of 8).
         let w = self.cx.width;
         let x = expr::eval(b, &p.batch, &self.coords.vars, &self.cx.k.ranges, w);
@@ -194,50 +206,66 @@ impl Stager<'_> {
         } else {
             ins!(b, "cvt.s64.s32 {off}, {x}");
         }
-        for n in 0..total.div_ceil(self.threads) {
-            let (c, row, ch, g) = (
-                b.reg(RegKind::B32),
-                b.reg(RegKind::B32),
-                b.reg(RegKind::B32),
-                b.reg(RegKind::B32),
-            );
-            ins!(b, "add.u32 {c}, {}, {}", self.tid, n * self.threads);
-            ins!(b, "div.u32 {row}, {c}, {per_row}");
-            ins!(b, "rem.u32 {ch}, {c}, {per_row}");
-            ins!(b, "add.u32 {g}, {}, {row}", t.from.0);
+        let src = self.cx.inputs[p.input];
+        let (row0, ch, g0) = (
+            b.reg(RegKind::B32),
+            b.reg(RegKind::B32),
+            b.reg(RegKind::B32),
+        );
+        ins!(b, "div.u32 {row0}, {}, {lanes}", self.tid);
+        ins!(b, "rem.u32 {ch}, {}, {lanes}", self.tid);
+        ins!(b, "add.u32 {g0}, {}, {row0}", t.from.0);
+        let col_ok = (t.padded > t.cols).then(|| {
             let ok = b.reg(RegKind::Pred);
+            ins!(b, "setp.lt.u32 {ok}, {ch}, {}", t.cols / 8);
+            ok
+        });
+        let has_chunk = (lanes > per_row).then(|| {
+            let ok = b.reg(RegKind::Pred);
+            ins!(b, "setp.lt.u32 {ok}, {ch}, {per_row}");
+            ok
+        });
+        // The first row's source `src + 2 (off + g0 row + 8 ch)` and
+        // shared destination `base + row0 row_bytes + 16 ch`.
+        let (x, a0) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
+        ins!(b, "cvt.u64.u32 {x}, {g0}");
+        ins!(b, "mad.lo.s64 {a0}, {x}, {}, {off}", p.row);
+        ins!(b, "cvt.u64.u32 {x}, {ch}");
+        ins!(b, "mad.lo.s64 {a0}, {x}, 8, {a0}");
+        ins!(b, "mad.lo.s64 {a0}, {a0}, 2, {src}");
+        let d0 = b.reg(RegKind::B32);
+        ins!(b, "mad.lo.u32 {d0}, {row0}, {}, {}", t.row_bytes, self.base);
+        ins!(b, "mad.lo.u32 {d0}, {ch}, 16, {d0}");
+        for n in 0..t.rows.div_ceil(step) {
+            let r = n * step;
+            let (g, ok) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
+            ins!(b, "add.u32 {g}, {g0}, {r}");
             ins!(b, "setp.lt.u32 {ok}, {g}, {}", t.from.1);
-            if t.padded > t.cols {
-                ins!(b, "setp.lt.and.u32 {ok}, {ch}, {}, {ok}", t.cols / 8);
+            if let Some(c) = col_ok {
+                ins!(b, "and.pred {ok}, {ok}, {c}");
             }
-            // Element offset `off + g * row + 8 ch`, then the address (the
-            // buffer's base where the chunk is outside: zero fill).
-            let (g64, e, addr) = (
-                b.reg(RegKind::B64),
-                b.reg(RegKind::B64),
-                b.reg(RegKind::B64),
-            );
-            ins!(b, "cvt.u64.u32 {g64}, {g}");
-            ins!(b, "mad.lo.s64 {e}, {g64}, {}, {off}", p.row);
-            ins!(b, "cvt.u64.u32 {g64}, {ch}");
-            ins!(b, "mad.lo.s64 {e}, {g64}, 8, {e}");
-            ins!(b, "mad.lo.s64 {addr}, {e}, 2, {src}");
+            let (addr, size) = (b.reg(RegKind::B64), b.reg(RegKind::B32));
+            ins!(b, "add.s64 {addr}, {a0}, {}", i64::from(n) * stride);
             ins!(b, "selp.b64 {addr}, {addr}, {src}, {ok}");
-            let (size, dst) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
             ins!(b, "selp.u32 {size}, 16, 0, {ok}");
-            ins!(b, "mad.lo.u32 {dst}, {row}, {}, {}", t.row_bytes, self.base);
-            ins!(b, "mad.lo.u32 {dst}, {ch}, 16, {dst}");
-            let guard = if (n + 1) * self.threads > total {
-                let inside = b.reg(RegKind::Pred);
-                ins!(b, "setp.lt.u32 {inside}, {c}, {total}");
-                format!("@{inside} ")
-            } else {
-                String::new()
+            // Only rows of the tile and chunks of a row are written.
+            let last = r + step > t.rows;
+            let guard = match (last, has_chunk) {
+                (false, None) => String::new(),
+                (false, Some(h)) => format!("@{h} "),
+                (true, _) => {
+                    let inside = b.reg(RegKind::Pred);
+                    ins!(b, "setp.lt.u32 {inside}, {row0}, {}", t.rows - r);
+                    if let Some(h) = has_chunk {
+                        ins!(b, "and.pred {inside}, {inside}, {h}");
+                    }
+                    format!("@{inside} ")
+                }
             };
             ins!(
                 b,
-                "{guard}cp.async.cg.shared.global [{dst}+{}], [{addr}], 16, {size}",
-                t.dst
+                "{guard}cp.async.cg.shared.global [{d0}+{}], [{addr}], 16, {size}",
+                t.dst + r * t.row_bytes
             );
         }
     }
