@@ -266,7 +266,8 @@ fn validate(k: &Kernel, target: &Target) -> Result<(), String> {
                 return bad("adds at data-dependent positions need a scatter kernel without reduced variables".into());
             }
             let into = k.outputs[s.output].dtype;
-            let atomic = into.is_float() || matches!(into, crate::DType::I32 | crate::DType::I64);
+            let atomic = (into.is_float() && !into.is_fp8())
+                || matches!(into, crate::DType::I32 | crate::DType::I64);
             if !k.insts[at].dtype.is_index() || !atomic {
                 return bad(format!(
                     "an add into a {} output at a {} position",
