@@ -80,7 +80,26 @@ pub fn rebias(dt: DType) -> u32 {
     (127 - format(dt).bias) as u32
 }
 
+/// The power of two that scales `dt`'s smallest subnormal, 2^(1 - bias -
+/// mant), to 1: a subnormal `|x|` times `2^subnormal_exp` is its code.
+pub fn subnormal_exp(dt: DType) -> i32 {
+    let f = format(dt);
+    f.bias - 1 + f.mant as i32
+}
+
+/// The code of `|x|` (`x`'s `f32` bits without the sign) by the
+/// normal-range rule: the mantissa rounded to `dt`'s bits, to nearest
+/// even (a carry steps the exponent), and the exponent rebiased.
+fn normal_code(dt: DType, a: u32) -> u32 {
+    let shift = 23 - format(dt).mant;
+    let half = (1u32 << (shift - 1)) - 1;
+    let r = a + half + ((a >> shift) & 1);
+    (r >> shift) - (rebias(dt) << (23 - shift))
+}
+
 /// `x` rounded to the nearest `dt` code (ties to even), PyTorch's cast.
+///
+/// The GPU emitter (`ptx::fp8`) runs the same steps on the same constants.
 pub fn from_f32(dt: DType, x: f32) -> u8 {
     let f = format(dt);
     let bits = x.to_bits();
@@ -94,20 +113,15 @@ pub fn from_f32(dt: DType, x: f32) -> u8 {
         };
         return sign | code;
     }
-    let shift = 23 - f.mant;
     let code = if a < min_normal_bits(dt) {
-        // Subnormal: the value in units of the smallest subnormal,
-        // 2^(1 - bias - mant), is exact in f32 (a power-of-two scale);
-        // rounding it to an integer is the rounding to the code. A result
-        // of 2^mant is the smallest normal's code, as it should be.
-        let units = f32::from_bits(a) * 2f32.powi(f.bias - 1 + f.mant as i32);
+        // Subnormal: the value in units of the smallest subnormal is exact
+        // in f32 (a power-of-two scale); rounding it to an integer is the
+        // rounding to the code. A result of 2^mant is the smallest
+        // normal's code, as it should be.
+        let units = f32::from_bits(a) * 2f32.powi(subnormal_exp(dt));
         units.round_ties_even() as u32
     } else {
-        // Normal: round the mantissa to `mant` bits, to nearest even (a
-        // carry steps the exponent), then rebias the exponent.
-        let half = (1u32 << (shift - 1)) - 1;
-        let r = a + half + ((a >> shift) & 1);
-        (r >> shift) - (rebias(dt) << f.mant)
+        normal_code(dt, a)
     };
     sign | code as u8
 }
