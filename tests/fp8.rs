@@ -23,7 +23,10 @@ fn format_of(dt: DType) -> Dtype {
 }
 
 fn temp_file(name: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("smelt-fp8-{}-{name}.safetensors", std::process::id()))
+    std::env::temp_dir().join(format!(
+        "smelt-fp8-{}-{name}.safetensors",
+        std::process::id()
+    ))
 }
 
 /// A realized tensor of `dt` holding the raw codes `codes`, loaded from a
@@ -61,14 +64,23 @@ fn every_code_decodes_and_round_trips() {
         let want = NdArray::new(&[256], all.iter().map(|c| fp8_value(dt, *c)).collect());
         for to in [DType::F64, DType::F32, DType::F16, DType::BF16] {
             // Every FP8 value is exact in these.
-            check_dt(&format!("{dt} codes -> {to}"), || x.cast(to), to, &want, EXACT);
+            check_dt(
+                &format!("{dt} codes -> {to}"),
+                || x.cast(to),
+                to,
+                &want,
+                EXACT,
+            );
         }
         // Back from f32 to the same codes (NaNs to a NaN code).
         let back = x.cast(DType::F32).cast(dt);
         let codes = codes_of(&back, &format!("encode-{dt}"));
         for (c, got) in all.iter().zip(&codes) {
             if fp8_value(dt, *c).is_nan() {
-                assert!(fp8_value(dt, *got).is_nan(), "{dt} NaN {c:#04x} -> {got:#04x}");
+                assert!(
+                    fp8_value(dt, *got).is_nan(),
+                    "{dt} NaN {c:#04x} -> {got:#04x}"
+                );
             } else {
                 assert_eq!(got, c, "{dt} code {c:#04x}");
             }
@@ -129,11 +141,23 @@ fn casts_from_floats_round_like_pytorch() {
         for from in [DType::I64, DType::I32, DType::I16, DType::I8, DType::U8] {
             let inp = Input::with_values(Layout::Permuted, &[3, 13], from, &ints);
             let want = inp.host().map(|v| fp8_ref(v, dt));
-            check_dt(&format!("cast {from} -> {dt}"), || inp.tensor().cast(dt), dt, &want, EXACT);
+            check_dt(
+                &format!("cast {from} -> {dt}"),
+                || inp.tensor().cast(dt),
+                dt,
+                &want,
+                EXACT,
+            );
         }
         let flags = Input::with_values(Layout::Strided, &[4, 3], DType::Bool, &[1.0, 0.0]);
         let want = flags.host();
-        check_dt("cast bool -> fp8", || flags.tensor().cast(dt), dt, &want, EXACT);
+        check_dt(
+            "cast bool -> fp8",
+            || flags.tensor().cast(dt),
+            dt,
+            &want,
+            EXACT,
+        );
     }
 }
 
@@ -145,7 +169,9 @@ fn casts_between_the_two_formats() {
         let x = from_codes(from, &all, &format!("between-{from}"));
         let want = NdArray::new(
             &[256],
-            all.iter().map(|c| fp8_ref(fp8_value(from, *c), to)).collect(),
+            all.iter()
+                .map(|c| fp8_ref(fp8_value(from, *c), to))
+                .collect(),
         );
         check_dt(&format!("{from} -> {to}"), || x.cast(to), to, &want, EXACT);
     }
@@ -183,7 +209,13 @@ fn elementwise_ops_compute_in_f32_and_round_to_fp8() {
                 t,
             );
             let want = hx.map(|a| r(r(a).exp()));
-            check_dt(&format!("exp {dt} {layout:?}"), || x.tensor().exp(), dt, &want, t);
+            check_dt(
+                &format!("exp {dt} {layout:?}"),
+                || x.tensor().exp(),
+                dt,
+                &want,
+                t,
+            );
             // Scalars keep the FP8 type; wider floats win.
             let want = hx.map(|a| r(r(a * 0.5) + 1.0));
             check_dt(
@@ -218,9 +250,14 @@ fn elementwise_ops_compute_in_f32_and_round_to_fp8() {
 #[test]
 fn reductions_accumulate_in_f32() {
     for dt in FP8 {
-        for (i, layout) in [Layout::Contiguous, Layout::Permuted, Layout::Strided, Layout::Flipped]
-            .into_iter()
-            .enumerate()
+        for (i, layout) in [
+            Layout::Contiguous,
+            Layout::Permuted,
+            Layout::Strided,
+            Layout::Flipped,
+        ]
+        .into_iter()
+        .enumerate()
         {
             for shape in [[1usize, 1], [3, 127], [7, 1000]] {
                 let x = fp8_input(layout, &shape, dt, -8.0, 8.0, 40 + i as u64);
@@ -235,11 +272,29 @@ fn reductions_accumulate_in_f32() {
                 // Sums of up to 1000 values of +-8 would overflow E4M3 (448)
                 // if accumulated in FP8; in f32 only the result rounds.
                 let sum = rows(&|r| r.iter().sum());
-                check_dt(&format!("sum {dt} {shape:?} {layout:?}"), || x.tensor().sum(1), dt, &sum, tol(dt));
+                check_dt(
+                    &format!("sum {dt} {shape:?} {layout:?}"),
+                    || x.tensor().sum(1),
+                    dt,
+                    &sum,
+                    tol(dt),
+                );
                 let max = rows(&|r| r.iter().copied().fold(f64::NEG_INFINITY, f64::max));
-                check_dt(&format!("max {dt} {shape:?}"), || x.tensor().max(1), dt, &max, EXACT);
+                check_dt(
+                    &format!("max {dt} {shape:?}"),
+                    || x.tensor().max(1),
+                    dt,
+                    &max,
+                    EXACT,
+                );
                 let mean = rows(&|r| r.iter().sum::<f64>() / r.len() as f64);
-                check_dt(&format!("mean {dt} {shape:?}"), || x.tensor().mean(1), dt, &mean, tol(dt));
+                check_dt(
+                    &format!("mean {dt} {shape:?}"),
+                    || x.tensor().mean(1),
+                    dt,
+                    &mean,
+                    tol(dt),
+                );
                 // A softmax over FP8 logits computes in f32 and rounds once.
                 let sm = NdArray::new(
                     &shape,
@@ -248,11 +303,19 @@ fn reductions_accumulate_in_f32() {
                         .flat_map(|r| {
                             let m = r.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                             let s: f64 = r.iter().map(|v| (v - m).exp()).sum();
-                            r.iter().map(move |v| fp8_ref((v - m).exp() / s, dt)).collect::<Vec<_>>()
+                            r.iter()
+                                .map(move |v| fp8_ref((v - m).exp() / s, dt))
+                                .collect::<Vec<_>>()
                         })
                         .collect(),
                 );
-                check_dt(&format!("softmax {dt} {shape:?}"), || x.tensor().softmax(-1), dt, &sm, tol(dt).times(2.0));
+                check_dt(
+                    &format!("softmax {dt} {shape:?}"),
+                    || x.tensor().softmax(-1),
+                    dt,
+                    &sm,
+                    tol(dt).times(2.0),
+                );
             }
         }
     }
@@ -309,7 +372,13 @@ fn scaled_mm_matches_the_dequantized_product() {
     ];
     let mut seed = 100;
     for (da, db) in pairs {
-        for (m, k, n) in [(1, 1, 1), (7, 127, 1), (1, 7, 127), (127, 7, 7), (7, 127, 127)] {
+        for (m, k, n) in [
+            (1, 1, 1),
+            (7, 127, 1),
+            (1, 7, 127),
+            (127, 7, 7),
+            (7, 127, 127),
+        ] {
             for out in [DType::F32, DType::BF16, DType::F8E4M3] {
                 seed += 1;
                 let a = Input::new(Layout::Contiguous, &[m, k], da, -4.0, 4.0, seed);

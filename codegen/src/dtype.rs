@@ -260,9 +260,9 @@ impl DType {
             };
         }
         match self.kind() {
-            Kind::Float if self.is_fp8() && other.is_fp8() => panic!(
-                "{self} and {other} do not promote (as in PyTorch): cast one of them first"
-            ),
+            Kind::Float if self.is_fp8() && other.is_fp8() => {
+                panic!("{self} and {other} do not promote (as in PyTorch): cast one of them first")
+            }
             Kind::Float if self.size() == other.size() => DType::F32,
             // U8 with a signed type: the narrowest signed type holding both
             // ranges (I16 for I8).

@@ -156,7 +156,11 @@ pub fn to_f32(dt: DType, c: u8) -> f32 {
 /// Largest finite value of `dt` (448 for `E4M3`, 57344 for `E5M2`).
 pub fn max_finite(dt: DType) -> f64 {
     // The code below the NaN (E4M3) or below the infinity (E5M2).
-    let code = if format(dt).ieee { E5M2_INF - 1 } else { NAN - 1 };
+    let code = if format(dt).ieee {
+        E5M2_INF - 1
+    } else {
+        NAN - 1
+    };
     f64::from(to_f32(dt, code))
 }
 
@@ -178,7 +182,11 @@ mod tests {
         let m = (c & ((1 << mant) - 1)) as f64;
         let top = (1 << exp_bits) - 1;
         if dt == DType::F8E5M2 && e == top {
-            return if m == 0.0 { s * f64::INFINITY } else { f64::NAN };
+            return if m == 0.0 {
+                s * f64::INFINITY
+            } else {
+                f64::NAN
+            };
         }
         if dt == DType::F8E4M3 && c & 0x7f == 0x7f {
             return f64::NAN;

@@ -578,7 +578,11 @@ pub fn fp8_value(dt: DType, c: u8) -> f64 {
     let m = f64::from(c & ((1 << mant) - 1));
     let top = (1 << exp_bits) - 1;
     if dt == DType::F8E5M2 && e == top {
-        return if m == 0.0 { sign * f64::INFINITY } else { f64::NAN };
+        return if m == 0.0 {
+            sign * f64::INFINITY
+        } else {
+            f64::NAN
+        };
     }
     if dt == DType::F8E4M3 && c & 0x7f == 0x7f {
         return f64::NAN;

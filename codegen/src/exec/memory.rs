@@ -96,14 +96,9 @@ fn read_into(dt: DType, buf: &[u8], r: &Run, step: i64, out: &mut Vals<'_>) {
                     |b| half::f16::from_le_bytes(b).to_f32(),
                     v,
                 ),
-                DType::F8E4M3 | DType::F8E5M2 => read_run(
-                    buf,
-                    first,
-                    step,
-                    n,
-                    |b: [u8; 1]| fp8::to_f32(dt, b[0]),
-                    v,
-                ),
+                DType::F8E4M3 | DType::F8E5M2 => {
+                    read_run(buf, first, step, n, |b: [u8; 1]| fp8::to_f32(dt, b[0]), v)
+                }
                 DType::BF16 => read_run(
                     buf,
                     first,

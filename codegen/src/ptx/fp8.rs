@@ -27,7 +27,11 @@ pub fn widen(b: &mut Builder, c: Reg, dt: DType) -> Reg {
     // value times 2^-rebias (an f32 subnormal for a code's zero exponent,
     // which the multiplication makes normal); the scale is exact.
     let mant = dt.mantissa_bits();
-    let (m, bits, s) = (b.reg(RegKind::B32), b.reg(RegKind::B32), b.reg(RegKind::B32));
+    let (m, bits, s) = (
+        b.reg(RegKind::B32),
+        b.reg(RegKind::B32),
+        b.reg(RegKind::B32),
+    );
     ins!(b, "and.b32 {m}, {c}, 127");
     ins!(b, "shl.b32 {bits}, {m}, {}", 23 - mant);
     ins!(b, "and.b32 {s}, {c}, 128");
@@ -69,7 +73,11 @@ pub fn narrow(b: &mut Builder, f: Reg, dt: DType) -> Reg {
     ins!(b, "add.u32 {code}, {a}, {}", (1u32 << (shift - 1)) - 1);
     ins!(b, "add.u32 {code}, {code}, {odd}");
     ins!(b, "shr.u32 {code}, {code}, {shift}");
-    ins!(b, "sub.u32 {code}, {code}, {}", fp8::rebias(dt) << (23 - shift));
+    ins!(
+        b,
+        "sub.u32 {code}, {code}, {}",
+        fp8::rebias(dt) << (23 - shift)
+    );
     let small = b.reg(RegKind::Pred);
     ins!(b, "setp.lt.u32 {small}, {a}, {}", fp8::min_normal_bits(dt));
     ins!(b, "selp.b32 {code}, {sub}, {code}, {small}");
