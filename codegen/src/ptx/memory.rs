@@ -151,7 +151,12 @@ fn unpack_word(b: &mut Builder, w: Reg, dt: DType, out: &mut Vec<Value>) {
         }
         _ => {
             let bits = dt.bits();
-            let ext = if dt.is_signed() { "s32" } else { "u32" };
+            // FP8 codes are bit patterns: zero-extended, as `fp8::widen` takes them.
+            let ext = if dt.is_signed() && !dt.is_fp8() {
+                "s32"
+            } else {
+                "u32"
+            };
             for k in 0..32 / bits {
                 let t = b.reg(RegKind::B32);
                 ins!(b, "bfe.{ext} {t}, {w}, {}, {bits}", bits * k);
