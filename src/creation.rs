@@ -240,10 +240,11 @@ fn exact_iota(start: f64, step: f64, n: usize, dtype: DType) -> Option<(i64, i64
     // Every integer in this range converts exactly.
     let exact = match dtype {
         DType::Bool => (0.0, -1.0),
-        DType::F16 => (-2048.0, 2048.0),
-        DType::BF16 => (-256.0, 256.0),
-        DType::F32 => (-16_777_216.0, 16_777_216.0),
         DType::F64 | DType::I64 => (i32::MIN as f64, i32::MAX as f64),
+        dt if dt.is_float() => {
+            let limit = dt.exact_int_limit() as f64;
+            (-limit, limit)
+        }
         dt => (dt.int_min() as f64, dt.int_max() as f64),
     };
     let fits = lo >= exact.0.max(i32::MIN as f64) && hi <= exact.1.min(i32::MAX as f64);

@@ -38,6 +38,7 @@ mod einsum;
 mod element;
 mod elementwise;
 mod error;
+mod fp8;
 mod index;
 mod indexing;
 mod join;

@@ -5,8 +5,8 @@
 //! array loads as a transposed view, no copy). Writing produces
 //! little-endian, C-order files that `numpy.load` reads; `.npz` entries
 //! are stored uncompressed like `numpy.savez`, and compressed archives
-//! (`numpy.savez_compressed`) read too. NumPy has no bfloat16: save a
-//! `BF16` tensor after `cast(DType::F32)`.
+//! (`numpy.savez_compressed`) read too. NumPy has no bfloat16 or FP8: save
+//! such a tensor after `cast(DType::F32)`.
 //!
 //! ```
 //! use smelt::{Device, Tensor};
@@ -123,9 +123,9 @@ fn write_array<W: Write>(w: W, t: &Tensor) -> Result<()> {
         DType::F16 => write_as(w, &shape, t.to_vec::<f16>()?),
         DType::I32 => write_as(w, &shape, t.to_vec::<i32>()?),
         DType::Bool => write_as(w, &shape, t.to_vec::<bool>()?),
-        DType::BF16 => Err(Error::Io(
-            "NumPy has no bfloat16: save t.cast(DType::F32) instead".into(),
-        )),
+        dt @ (DType::BF16 | DType::F8E4M3 | DType::F8E5M2) => Err(Error::Io(format!(
+            "NumPy has no {dt}: save t.cast(DType::F32) instead"
+        ))),
     }
 }
 
@@ -159,7 +159,7 @@ pub fn load(path: impl AsRef<Path>, device: &Device) -> Result<Tensor> {
 ///
 /// # Errors
 /// The realize's errors, or [`Error::Io`] when the file cannot be written
-/// or the dtype is `BF16`.
+/// or the dtype is `BF16` or FP8.
 pub fn save(path: impl AsRef<Path>, t: &Tensor) -> Result<()> {
     let path = path.as_ref();
     let file = std::fs::File::create(path).map_err(|e| io_err(path, e))?;
@@ -198,7 +198,7 @@ pub fn load_npz(path: impl AsRef<Path>, device: &Device) -> Result<HashMap<Strin
 ///
 /// # Errors
 /// The realize's errors, or [`Error::Io`] when a name repeats, the file
-/// cannot be written, or a dtype is `BF16`.
+/// cannot be written, or a dtype is `BF16` or FP8.
 pub fn save_npz(path: impl AsRef<Path>, arrays: &[(&str, &Tensor)]) -> Result<()> {
     let path = path.as_ref();
     for (name, _) in arrays {

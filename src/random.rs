@@ -64,6 +64,18 @@ fn float_dtype(op: &str, dtype: DType) {
     );
 }
 
+/// Panics unless `dtype` is a float type random values can be drawn in:
+/// not FP8, whose rounding would turn most of `[0.97, 1)` into 1 and
+/// leave few distinct values (PyTorch has no FP8 generators either).
+#[track_caller]
+fn drawn_dtype(op: &str, dtype: DType) {
+    float_dtype(op, dtype);
+    assert!(
+        !dtype.is_fp8(),
+        "{op}: no random values in {dtype}: draw float32 values and cast them"
+    );
+}
+
 /// Uniforms in `[0, 1)` from word `word`, in `dtype`'s compute type: 53
 /// random bits for `F64`, 24 (exact in `f32`) otherwise.
 #[track_caller]
@@ -88,11 +100,11 @@ impl Tensor {
     /// ```
     ///
     /// # Panics
-    /// If `dtype` is not a float type or the shape has more than `2^32`
-    /// elements.
+    /// If `dtype` is not a float type, is an FP8 type (draw `F32` and cast),
+    /// or the shape has more than `2^32` elements.
     #[track_caller]
     pub fn rand(shape: impl IntoShape, dtype: DType, seed: u64, device: &Device) -> Tensor {
-        float_dtype("rand", dtype);
+        drawn_dtype("rand", dtype);
         let shape = dims("rand", shape);
         unit("rand", 0, dtype, shape, seed, device).cast(dtype)
     }
@@ -118,7 +130,7 @@ impl Tensor {
             low.is_finite() && high.is_finite() && low <= high,
             "uniform: expected finite low <= high, got [{low}, {high})"
         );
-        float_dtype("uniform", dtype);
+        drawn_dtype("uniform", dtype);
         let shape = dims("uniform", shape);
         let u = unit("uniform", 0, dtype, shape, seed, device);
         (u * (high - low) + low).cast(dtype)
@@ -142,7 +154,7 @@ impl Tensor {
     /// As [`Tensor::rand`].
     #[track_caller]
     pub fn randn(shape: impl IntoShape, dtype: DType, seed: u64, device: &Device) -> Tensor {
-        float_dtype("randn", dtype);
+        drawn_dtype("randn", dtype);
         let shape = dims("randn", shape);
         standard_normal("randn", dtype, shape, seed, device).cast(dtype)
     }
@@ -167,7 +179,7 @@ impl Tensor {
             mean.is_finite() && std.is_finite() && std >= 0.0,
             "normal: expected finite mean and std >= 0, got mean {mean}, std {std}"
         );
-        float_dtype("normal", dtype);
+        drawn_dtype("normal", dtype);
         let shape = dims("normal", shape);
         (standard_normal("normal", dtype, shape, seed, device) * std + mean).cast(dtype)
     }

@@ -198,9 +198,12 @@ impl Tensor {
         let a: Axes = a.into();
         let shape = self.shape();
         let out_dt = op.out_dtype(self.dtype());
-        // Sums and products of half floats accumulate in f32, as PyTorch does.
-        let acc = match (op, out_dt) {
-            (ReduceOp::Sum | ReduceOp::Prod, DType::F16 | DType::BF16) => DType::F32,
+        // Sums and products of half floats (and FP8) accumulate in f32, as
+        // PyTorch does; every FP8 reduction does (E4M3 has no -inf for the
+        // identity of `max`).
+        let acc = match op {
+            ReduceOp::Sum | ReduceOp::Prod if out_dt.is_narrow_float() => DType::F32,
+            _ if out_dt.is_fp8() => DType::F32,
             _ => out_dt,
         };
         let x = self.cast(acc);

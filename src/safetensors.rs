@@ -40,6 +40,8 @@ fn to_format(dt: DType) -> Dtype {
         DType::BF16 => Dtype::BF16,
         DType::I32 => Dtype::I32,
         DType::Bool => Dtype::BOOL,
+        DType::F8E4M3 => Dtype::F8_E4M3,
+        DType::F8E5M2 => Dtype::F8_E5M2,
     }
 }
 

@@ -18,9 +18,9 @@
 //!
 //! Dtypes: floats, `I32` and `I64`; each add rounds to the tensor's dtype
 //! (half types accumulate in the half type, as PyTorch does; on sm_80 a
-//! `BF16` add computes in `f32` and rounds once). Bool, `U8`, `I8` and
-//! `I16` tensors panic: there is no atomic add on bytes or 16-bit integers
-//! (cast to `I32`), and PyTorch's bool "sum" is a logical or that a user
+//! `BF16` add computes in `f32` and rounds once). Bool, `U8`, `I8`,
+//! `I16` and FP8 tensors panic: there is no atomic add on bytes or 16-bit
+//! integers (cast to `I32`, or FP8 to `F32`), and PyTorch's bool "sum" is a logical or that a user
 //! can write as a scatter into `I32` and a comparison.
 
 use crate::device::same_device;
@@ -227,6 +227,13 @@ fn check_values(op: &str, t: &Tensor, values: &Tensor) {
     assert!(
         !matches!(t.dtype(), DType::U8 | DType::I8 | DType::I16),
         "{op}: {} tensors have no atomic add; cast to int32",
+        t.dtype()
+    );
+    // Byte-wide floats: no atomic add either, and repeated adds rounded to
+    // 3 or 2 mantissa bits each would lose most of the sum.
+    assert!(
+        !t.dtype().is_fp8(),
+        "{op}: {} tensors have no atomic add; cast to float32 (or a half type)",
         t.dtype()
     );
 }

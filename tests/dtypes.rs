@@ -1,4 +1,5 @@
-//! The dtypes beyond f32/f16/bf16/i32/bool (F64, I64, I16, I8, U8):
+//! The dtypes beyond f32/f16/bf16/i32/bool (F64, I64, I16, I8, U8, and
+//! the FP8 formats in the promotion and cast tables):
 //! promotion of every pair against PyTorch's table, casts between every
 //! pair (NaN, infinities, out-of-range values), integer wrap-around,
 //! `I64` exactness beyond 2^31 and 2^53, `F64` precision that `F32`
@@ -13,19 +14,32 @@ use smelt::{DType, Device, Fusion, Tensor};
 use DType::*;
 
 /// PyTorch's `torch.result_type` for two tensors, rows and columns in
-/// `DType::ALL` order (Bool, U8, I8, I16, I32, I64, F16, BF16, F32, F64).
-const TORCH: [[DType; 10]; 10] = [
-    [Bool, U8, I8, I16, I32, I64, F16, BF16, F32, F64],
-    [U8, U8, I16, I16, I32, I64, F16, BF16, F32, F64],
-    [I8, I16, I8, I16, I32, I64, F16, BF16, F32, F64],
-    [I16, I16, I16, I16, I32, I64, F16, BF16, F32, F64],
-    [I32, I32, I32, I32, I32, I64, F16, BF16, F32, F64],
-    [I64, I64, I64, I64, I64, I64, F16, BF16, F32, F64],
-    [F16, F16, F16, F16, F16, F16, F16, F32, F32, F64],
-    [BF16, BF16, BF16, BF16, BF16, BF16, F32, BF16, F32, F64],
-    [F32, F32, F32, F32, F32, F32, F32, F32, F32, F64],
-    [F64, F64, F64, F64, F64, F64, F64, F64, F64, F64],
+/// `DType::ALL` order (Bool, U8, I8, I16, I32, I64, F16, BF16, F32, F64,
+/// F8E4M3, F8E5M2). PyTorch raises for every pair with an FP8 type and
+/// another; smelt promotes FP8 as a one-byte float (a wider float holds
+/// each of its values exactly) and panics only for the two FP8 formats
+/// together ([`RAISES`]).
+const TORCH: [[DType; 12]; 12] = [
+    [Bool, U8, I8, I16, I32, I64, F16, BF16, F32, F64, E4, E5],
+    [U8, U8, I16, I16, I32, I64, F16, BF16, F32, F64, E4, E5],
+    [I8, I16, I8, I16, I32, I64, F16, BF16, F32, F64, E4, E5],
+    [I16, I16, I16, I16, I32, I64, F16, BF16, F32, F64, E4, E5],
+    [I32, I32, I32, I32, I32, I64, F16, BF16, F32, F64, E4, E5],
+    [I64, I64, I64, I64, I64, I64, F16, BF16, F32, F64, E4, E5],
+    [F16, F16, F16, F16, F16, F16, F16, F32, F32, F64, F16, F16],
+    [
+        BF16, BF16, BF16, BF16, BF16, BF16, F32, BF16, F32, F64, BF16, BF16,
+    ],
+    [F32, F32, F32, F32, F32, F32, F32, F32, F32, F64, F32, F32],
+    [F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, F64, F64],
+    [E4, E4, E4, E4, E4, E4, F16, BF16, F32, F64, E4, RAISES],
+    [E5, E5, E5, E5, E5, E5, F16, BF16, F32, F64, RAISES, E5],
 ];
+
+const E4: DType = F8E4M3;
+const E5: DType = F8E5M2;
+/// A table cell whose pair does not promote (no pair promotes to `Bool`).
+const RAISES: DType = Bool;
 
 const NEW: [DType; 5] = [F64, I64, I16, I8, U8];
 
@@ -34,6 +48,11 @@ fn promotion_of_every_pair_matches_torch() {
     for (i, a) in DType::ALL.into_iter().enumerate() {
         for (j, b) in DType::ALL.into_iter().enumerate() {
             let want = TORCH[i][j];
+            if want == RAISES && a != Bool {
+                let panicked = std::panic::catch_unwind(|| a.promote(b)).is_err();
+                assert!(panicked, "{a} with {b} must not promote");
+                continue;
+            }
             assert_eq!(a.promote(b), want, "{a} with {b}");
             // Through the tensor API: 3 + 2 in the promoted dtype (bools
             // are 1 + 1, which is true).
@@ -86,6 +105,7 @@ fn ref_cast(v: f64, from: DType, to: DType) -> f64 {
         F32 => v as f32 as f64,
         F16 => half::f16::from_f64(v).to_f64(),
         BF16 => half::bf16::from_f64(v).to_f64(),
+        F8E4M3 | F8E5M2 => fp8_ref(v, to),
         _ if from.is_float() => match to {
             U8 => v as u8 as f64,
             I8 => v as i8 as f64,

@@ -297,9 +297,7 @@ fn index_value(k: &Kernel, mut v: Val) -> Option<Expr> {
     // The largest magnitude up to which each dtype holds every integer.
     let exact = |dt: DType| match dt {
         DType::I32 | DType::I64 | DType::F64 => i32::MAX as i64,
-        DType::F32 => 1 << 24,
-        DType::F16 => 1 << 11,
-        DType::BF16 => 1 << 8,
+        _ if dt.is_float() => dt.exact_int_limit(),
         _ => 0,
     };
     let limit = casts.into_iter().map(exact).fold(i32::MAX as i64, i64::min);

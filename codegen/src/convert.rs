@@ -9,8 +9,15 @@
 //!
 //! Floats are handled as `f64` values and integers as `i64` values; both
 //! are exact for every element of their kind.
+//!
+//! The FP8 formats follow PyTorch's casts from `f32` bit for bit
+//! ([`crate::fp8`]: `E4M3` turns overflow, infinities and NaN into NaN,
+//! `E5M2` overflows to infinity). From an `f64` or an `i64` they round
+//! once from the exact value, as the halves do (through an `f32` rounded
+//! to odd); PyTorch rounds an `f64` to `f32` first, which differs only for
+//! values within an `f32` rounding of an FP8 tie.
 
-use crate::DType;
+use crate::{fp8, DType};
 
 impl DType {
     /// Converts an `f64` to this type by the rule above, as an `f64` (lossy
@@ -22,6 +29,7 @@ impl DType {
             DType::F32 => v as f32 as f64,
             DType::F16 => to_f16(v).to_f64(),
             DType::BF16 => to_bf16(v).to_f64(),
+            DType::F8E4M3 | DType::F8E5M2 => f64::from(fp8::to_f32(self, to_fp8(self, v))),
             _ => self.saturate(v) as f64,
         }
     }
@@ -62,6 +70,9 @@ impl DType {
             DType::F32 => v as f32 as f64,
             DType::F16 => half::f16::from_f32(i64_to_f32_odd(v)).to_f64(),
             DType::BF16 => half::bf16::from_f32(i64_to_f32_odd(v)).to_f64(),
+            DType::F8E4M3 | DType::F8E5M2 => {
+                f64::from(fp8::to_f32(self, fp8::from_f32(self, i64_to_f32_odd(v))))
+            }
             _ => self.wrap(v) as f64,
         }
     }
@@ -75,6 +86,7 @@ impl DType {
             DType::F32 => f32::from_le_bytes(le(bytes, i)) as f64,
             DType::F16 => half::f16::from_le_bytes(le(bytes, i)).to_f64(),
             DType::BF16 => half::bf16::from_le_bytes(le(bytes, i)).to_f64(),
+            DType::F8E4M3 | DType::F8E5M2 => f64::from(fp8::to_f32(self, bytes[i])),
             _ => self.read_int(bytes, i) as f64,
         }
     }
@@ -104,6 +116,7 @@ impl DType {
             DType::F32 => at.copy_from_slice(&(v as f32).to_le_bytes()),
             DType::F16 => at.copy_from_slice(&to_f16(v).to_le_bytes()),
             DType::BF16 => at.copy_from_slice(&to_bf16(v).to_le_bytes()),
+            DType::F8E4M3 | DType::F8E5M2 => at[0] = to_fp8(self, v),
             _ => self.write_int(bytes, i, self.saturate(v)),
         }
     }
@@ -175,6 +188,13 @@ pub fn to_bf16(v: f64) -> half::bf16 {
     half::bf16::from_f32(to_f32_odd(v))
 }
 
+/// `v` rounded once to the nearest code of the FP8 type `dt` (ties to
+/// even; overflow as [`crate::fp8`] says).
+#[inline]
+pub fn to_fp8(dt: DType, v: f64) -> u8 {
+    fp8::from_f32(dt, to_f32_odd(v))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,5 +250,35 @@ mod tests {
         let v = (1i64 << 60) + (1 << 52) + 1;
         assert_eq!(DType::BF16.from_int(v), 2f64.powi(60) + 2f64.powi(53));
         assert_eq!(DType::F32.from_int(i64::MAX), 2f64.powi(63));
+    }
+
+    #[test]
+    fn fp8_rounds_once_from_f64_and_i64() {
+        let (e4, e5) = (DType::F8E4M3, DType::F8E5M2);
+        // Just above the tie between 1 and 1.125: up (through a plain f32
+        // the 2^-40 would vanish and the tie round to even, down).
+        assert_eq!(e4.round(1.0 + 2f64.powi(-4) + 2f64.powi(-40)), 1.125);
+        assert_eq!(e4.round(1.0 + 2f64.powi(-4)), 1.0);
+        assert_eq!(e5.round(1.0 + 2f64.powi(-3) + 2f64.powi(-40)), 1.25);
+        // Overflow: e4m3 NaN from just above 464, e5m2 infinity.
+        assert_eq!(e4.round(464.0), 448.0);
+        assert!(e4.round(464.0 + 1e-9).is_nan());
+        assert!(e4.round(1e300).is_nan());
+        assert_eq!(e5.round(1e300), f64::INFINITY);
+        assert_eq!(e5.round(-1e300), f64::NEG_INFINITY);
+        assert!(e5.round(f64::NAN).is_nan());
+        // Below the smallest e4m3 subnormal's half, and just above it.
+        assert_eq!(e4.round(2f64.powi(-10)), 0.0);
+        assert_eq!(e4.round(2f64.powi(-10) + 2f64.powi(-40)), 2f64.powi(-9));
+        // Integers: 17 is a tie between 16 and 18 (even: 16); beyond it up.
+        assert_eq!(e4.from_int(17), 16.0);
+        assert!(e4.from_int(i64::MAX).is_nan());
+        assert_eq!(e5.from_int(i64::MIN), f64::NEG_INFINITY);
+        assert_eq!(e5.from_int(-9), -8.0);
+        let mut buf = [0u8; 4];
+        e4.write(&mut buf, 2, -0.0);
+        assert_eq!(buf[2], 0x80);
+        e5.write(&mut buf, 3, -3.0);
+        assert_eq!(e5.read(&buf, 3), -3.0);
     }
 }

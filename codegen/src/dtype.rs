@@ -40,6 +40,15 @@ pub enum DType {
     F32,
     /// IEEE double precision (computed in `f64`).
     F64,
+    /// FP8 E4M3, PyTorch's `float8_e4m3fn` (computed in `f32`): bias 7, 3
+    /// mantissa bits, no infinities, NaN is `S.1111.111`, largest finite
+    /// 448. Casts round to nearest even; a value that rounds beyond 448,
+    /// an infinity or a NaN becomes NaN, as in PyTorch ([`crate::fp8`]).
+    F8E4M3,
+    /// FP8 E5M2, PyTorch's `float8_e5m2` (computed in `f32`): IEEE-like,
+    /// bias 15, 2 mantissa bits, infinities and NaNs, largest finite
+    /// 57344. Casts round to nearest even and overflow to infinity.
+    F8E5M2,
 }
 
 /// The category a dtype promotes by.
@@ -59,13 +68,15 @@ pub enum Kind {
 struct Info {
     kind: Kind,
     size: usize,
+    /// Explicit mantissa bits of a float (0 for the others).
+    mantissa: u32,
     name: &'static str,
     short: &'static str,
 }
 
 impl DType {
     /// Every dtype, narrowest category first.
-    pub const ALL: [DType; 10] = [
+    pub const ALL: [DType; 12] = [
         DType::Bool,
         DType::U8,
         DType::I8,
@@ -76,26 +87,31 @@ impl DType {
         DType::BF16,
         DType::F32,
         DType::F64,
+        DType::F8E4M3,
+        DType::F8E5M2,
     ];
 
     /// The dtype table: every per-dtype fact the crates need that is not a
     /// conversion lives here.
     fn info(self) -> Info {
-        let (kind, size, name, short) = match self {
-            DType::Bool => (Kind::Bool, 1, "bool", "bool"),
-            DType::U8 => (Kind::Unsigned, 1, "uint8", "u8"),
-            DType::I8 => (Kind::Signed, 1, "int8", "i8"),
-            DType::I16 => (Kind::Signed, 2, "int16", "i16"),
-            DType::I32 => (Kind::Signed, 4, "int32", "i32"),
-            DType::I64 => (Kind::Signed, 8, "int64", "i64"),
-            DType::F16 => (Kind::Float, 2, "float16", "f16"),
-            DType::BF16 => (Kind::Float, 2, "bfloat16", "bf16"),
-            DType::F32 => (Kind::Float, 4, "float32", "f32"),
-            DType::F64 => (Kind::Float, 8, "float64", "f64"),
+        let (kind, size, mantissa, name, short) = match self {
+            DType::Bool => (Kind::Bool, 1, 0, "bool", "bool"),
+            DType::U8 => (Kind::Unsigned, 1, 0, "uint8", "u8"),
+            DType::I8 => (Kind::Signed, 1, 0, "int8", "i8"),
+            DType::I16 => (Kind::Signed, 2, 0, "int16", "i16"),
+            DType::I32 => (Kind::Signed, 4, 0, "int32", "i32"),
+            DType::I64 => (Kind::Signed, 8, 0, "int64", "i64"),
+            DType::F16 => (Kind::Float, 2, 10, "float16", "f16"),
+            DType::BF16 => (Kind::Float, 2, 7, "bfloat16", "bf16"),
+            DType::F32 => (Kind::Float, 4, 23, "float32", "f32"),
+            DType::F64 => (Kind::Float, 8, 52, "float64", "f64"),
+            DType::F8E4M3 => (Kind::Float, 1, 3, "float8_e4m3fn", "f8e4m3"),
+            DType::F8E5M2 => (Kind::Float, 1, 2, "float8_e5m2", "f8e5m2"),
         };
         Info {
             kind,
             size,
+            mantissa,
             name,
             short,
         }
@@ -120,6 +136,35 @@ impl DType {
     /// True for the floating-point types.
     pub fn is_float(self) -> bool {
         self.kind() == Kind::Float
+    }
+
+    /// True for the floats stored narrower than the `f32` they compute in
+    /// (`F16`, `BF16` and the FP8 formats): their sums and products
+    /// accumulate in `F32`.
+    pub fn is_narrow_float(self) -> bool {
+        self.is_float() && self.size() < 4
+    }
+
+    /// True for the two FP8 formats.
+    pub fn is_fp8(self) -> bool {
+        self.is_float() && self.size() == 1
+    }
+
+    /// Explicit mantissa bits of a float type (10 for `F16`, 3 for
+    /// `F8E4M3`); 0 for the others.
+    pub fn mantissa_bits(self) -> u32 {
+        self.info().mantissa
+    }
+
+    /// The largest magnitude up to which this type holds every integer:
+    /// `2^(mantissa + 1)` for floats (2048 for `F16`, 16 for `F8E4M3`),
+    /// the range's bound for integers (`int_max`), 1 for `Bool`.
+    pub fn exact_int_limit(self) -> i64 {
+        if self.is_float() {
+            1i64 << (self.mantissa_bits() + 1).min(62)
+        } else {
+            self.int_max()
+        }
     }
 
     /// True for the integer types (not `Bool`).
@@ -186,11 +231,18 @@ impl DType {
             DType::BF16 => "bf16",
             DType::F32 => "f32",
             DType::F64 => "f64",
+            DType::F8E4M3 | DType::F8E5M2 => "b8",
         }
     }
 
     /// The type both operands of a binary op are cast to
     /// (`torch.result_type` of two tensors).
+    ///
+    /// # Panics
+    /// On `F8E4M3` with `F8E5M2`, which PyTorch does not promote either:
+    /// no FP8 format holds the other, and silently widening would hide a
+    /// mixed-format bug (cast one operand explicitly).
+    #[track_caller]
     pub fn promote(self, other: DType) -> DType {
         let category = |d: DType| match d.kind() {
             Kind::Bool => 0,
@@ -208,6 +260,9 @@ impl DType {
             };
         }
         match self.kind() {
+            Kind::Float if self.is_fp8() && other.is_fp8() => {
+                panic!("{self} and {other} do not promote (as in PyTorch): cast one of them first")
+            }
             Kind::Float if self.size() == other.size() => DType::F32,
             // U8 with a signed type: the narrowest signed type holding both
             // ranges (I16 for I8).
@@ -271,6 +326,9 @@ mod tests {
     fn promotion_is_symmetric_and_matches_torch() {
         for a in DType::ALL {
             for b in DType::ALL {
+                if a != b && a.is_fp8() && b.is_fp8() {
+                    continue;
+                }
                 assert_eq!(a.promote(b), b.promote(a));
             }
         }
@@ -280,6 +338,17 @@ mod tests {
         assert_eq!(DType::U8.promote(DType::I16), DType::I16);
         assert_eq!(DType::U8.promote(DType::Bool), DType::U8);
         assert_eq!(DType::F64.promote(DType::BF16), DType::F64);
+        // FP8 with a wider float is the wider one, with integers itself.
+        assert_eq!(DType::F8E4M3.promote(DType::BF16), DType::BF16);
+        assert_eq!(DType::F8E5M2.promote(DType::F16), DType::F16);
+        assert_eq!(DType::F8E4M3.promote(DType::I64), DType::F8E4M3);
+        assert_eq!(DType::Bool.promote(DType::F8E5M2), DType::F8E5M2);
+    }
+
+    #[test]
+    #[should_panic(expected = "float8_e4m3fn and float8_e5m2 do not promote")]
+    fn fp8_formats_do_not_promote() {
+        DType::F8E4M3.promote(DType::F8E5M2);
     }
 
     #[test]
@@ -290,5 +359,12 @@ mod tests {
         assert_eq!(DType::I8.size(), 1);
         assert!(DType::U8.is_int() && !DType::U8.is_signed());
         assert_eq!(DType::F64.name(), "float64");
+        assert_eq!(DType::F8E4M3.name(), "float8_e4m3fn");
+        assert_eq!(DType::F8E5M2.size(), 1);
+        assert!(DType::F8E5M2.is_narrow_float() && !DType::F32.is_narrow_float());
+        assert_eq!(DType::F16.exact_int_limit(), 2048);
+        assert_eq!(DType::F8E4M3.exact_int_limit(), 16);
+        assert_eq!(DType::F8E5M2.exact_int_limit(), 8);
+        assert_eq!(DType::I8.exact_int_limit(), 127);
     }
 }

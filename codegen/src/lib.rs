@@ -18,6 +18,7 @@ pub mod exec;
 pub mod expr;
 mod extract;
 pub mod fnv;
+pub mod fp8;
 pub mod host_alloc;
 pub mod int_ops;
 pub mod interp;

@@ -310,7 +310,8 @@ pub fn scratch_len(rows: usize, row_len: usize, k: usize, key_bits: u32) -> usiz
 /// top digit holds. All 8 of a 64-bit key (`F64`, `I64`), all 4 of a
 /// 32-bit one, but narrow dtypes (sorted as `F32` or `I32`) need fewer:
 /// `BF16` keys are the top 16 bits of `F32` ones (the low 16 are all 0s,
-/// or all 1s for negatives); an `F16`'s low 13 bits are so too; narrow
+/// or all 1s for negatives); an `F16`'s low 13 bits are so too, and the
+/// low 20 or 21 of the FP8 formats' ([`float_shift`]); narrow
 /// integers are sign extensions (`U8` and bools: only the low digit
 /// varies).
 pub fn key_digits(dtype: DType) -> u8 {
@@ -319,11 +320,19 @@ pub fn key_digits(dtype: DType) -> u8 {
         Bool | U8 => 0b0001,
         I8 => 0b1001,
         I16 => 0b1011,
-        F16 => 0b1110,
-        BF16 => 0b1100,
         F64 | I64 => 0xff,
+        // The digits holding bits `shift..32` of the key.
+        _ if dtype.is_narrow_float() => 0b1111 & !((1u8 << (float_shift(dtype) / 8)) - 1),
         _ => 0b1111,
     }
+}
+
+/// The low bits of a narrow float's `F32` sort key that are constant (0s,
+/// or 1s with the sign): `F32`'s mantissa bits it lacks (13 for `F16`, 16
+/// for `BF16`, 20 for `F8E4M3`, 21 for `F8E5M2`; all its values, FP8
+/// subnormals included, are normal `f32`s).
+fn float_shift(dtype: DType) -> u32 {
+    DType::F32.mantissa_bits() - dtype.mantissa_bits()
 }
 
 /// How the on-chip sort packs the key of a narrow dtype into fewer bits,
@@ -345,8 +354,10 @@ impl Narrow {
     pub fn of(op: SortOp) -> Option<(Narrow, u32)> {
         let dt = op.dtype;
         match dt {
-            DType::BF16 => Some((Narrow::Shift(16), 16)),
-            DType::F16 => Some((Narrow::Shift(13), 19)),
+            _ if dt.is_narrow_float() => {
+                let shift = float_shift(dt);
+                Some((Narrow::Shift(shift), 32 - shift))
+            }
             _ if dt.bits() < 32 && !dt.is_float() => {
                 let (lo, hi) = (dt.int_min(), dt.int_max());
                 // 32-bit keys: the casts are exact.
@@ -559,7 +570,15 @@ mod tests {
                     .map(|b| half::bf16::from_bits(b).to_f64())
                     .collect(),
             ),
+            (DType::F8E4M3, false, fp8_values(DType::F8E4M3)),
+            (DType::F8E5M2, false, fp8_values(DType::F8E5M2)),
         ]
+    }
+
+    fn fp8_values(dt: DType) -> Vec<f64> {
+        (0..=255u8)
+            .map(|c| f64::from(crate::fp8::to_f32(dt, c)))
+            .collect()
     }
 
     /// Keys equal on a dtype's [`key_digits`] are equal, and the digits

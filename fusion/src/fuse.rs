@@ -151,13 +151,16 @@ fn matmul_operand_producers(order: &[NodeRef], fused: &FxHashSet<u64>) -> Vec<u6
         .collect()
 }
 
-/// The node below the views and TF32 rounding a matmul kernel reads its
-/// operand `x` through.
+/// The node below the views, TF32 rounding and FP8 dequantizing casts a
+/// matmul kernel reads its operand `x` through. An FP8 operand widened to
+/// `F32` (`scaled_mm`) is read and converted by the product's own loads:
+/// materializing the `f32` copy would move four times its bytes.
 fn operand_root(x: &NodeRef) -> NodeRef {
     let mut n = x.clone();
     loop {
         let below = match &*n.op_ref() {
             Op::View(src, _) | Op::Unary(UnaryOp::RoundTf32, src) => Some(src.clone()),
+            Op::Cast(src) if src.dtype().is_fp8() && n.dtype().size() >= 4 => Some(src.clone()),
             _ => None,
         };
         match below {

@@ -543,9 +543,9 @@ pub fn make(values: &[f64], shape: &[usize], dtype: DType) -> (Tensor, NdArray) 
             shape,
             &dev,
         ),
-        // Halves: a cast of exactly representable f32s, realized once so
-        // the tensor is plain data.
-        DType::F16 | DType::BF16 => {
+        // Halves and FP8: a cast of exactly representable f32s, realized
+        // once so the tensor is plain data.
+        DType::F16 | DType::BF16 | DType::F8E4M3 | DType::F8E5M2 => {
             let t = Tensor::from_vec(
                 values
                     .iter()
@@ -562,6 +562,68 @@ pub fn make(values: &[f64], shape: &[usize], dtype: DType) -> (Tensor, NdArray) 
     assert_eq!(t.dtype(), dtype);
     let host = NdArray::new(shape, values.iter().map(|v| dtype.round(*v)).collect());
     (t, host)
+}
+
+/// The value of FP8 code `c` of `dt` by the format's definition (sign,
+/// exponent with its bias, mantissa; E4M3's all-ones code and E5M2's
+/// all-ones exponent the specials), independent of smelt's conversions.
+pub fn fp8_value(dt: DType, c: u8) -> f64 {
+    let (mant, bias, exp_bits) = if dt == DType::F8E4M3 {
+        (3, 7, 4)
+    } else {
+        (2, 15, 5)
+    };
+    let sign = if c & 0x80 != 0 { -1.0 } else { 1.0 };
+    let e = i32::from((c & 0x7f) >> mant);
+    let m = f64::from(c & ((1 << mant) - 1));
+    let top = (1 << exp_bits) - 1;
+    if dt == DType::F8E5M2 && e == top {
+        return if m == 0.0 {
+            sign * f64::INFINITY
+        } else {
+            f64::NAN
+        };
+    }
+    if dt == DType::F8E4M3 && c & 0x7f == 0x7f {
+        return f64::NAN;
+    }
+    let frac = m / f64::from(1 << mant);
+    if e == 0 {
+        sign * frac * 2f64.powi(1 - bias)
+    } else {
+        sign * (1.0 + frac) * 2f64.powi(e - bias)
+    }
+}
+
+/// `v` cast to the FP8 type `dt` by PyTorch's rule, from the definition:
+/// the nearest finite code (ties to the even code); E4M3 gives NaN above
+/// 464 (the tie between 448 and 480, which would be its NaN code), for
+/// infinities and NaN; E5M2 gives infinity from 61440 (the tie between
+/// 57344 and 2^16) on.
+pub fn fp8_ref(v: f64, dt: DType) -> f64 {
+    let a = v.abs();
+    if v.is_nan() || (dt == DType::F8E4M3 && a > 464.0) {
+        return f64::NAN;
+    }
+    if dt == DType::F8E5M2 && a >= 61440.0 {
+        return v.signum() * f64::INFINITY;
+    }
+    let mut best = (0u8, 0.0f64);
+    for c in 0..0x80u8 {
+        let x = fp8_value(dt, c);
+        if !x.is_finite() {
+            continue;
+        }
+        let (d, db) = ((x - a).abs(), (best.1 - a).abs());
+        if d < db || (d == db && c & 1 == 0) {
+            best = (c, x);
+        }
+    }
+    if v < 0.0 {
+        -best.1
+    } else {
+        best.1
+    }
 }
 
 /// `make` from an `NdArray`.
@@ -778,6 +840,9 @@ pub fn tol(dt: DType) -> Tol {
         DType::F32 => Tol::new(2e-5, 1e-6),
         DType::F16 => Tol::new(4e-3, 1e-3),
         DType::BF16 => Tol::new(3e-2, 1e-2),
+        // One step of the format (2^-3 or 2^-2 relative).
+        DType::F8E4M3 => Tol::new(0.13, 2e-3),
+        DType::F8E5M2 => Tol::new(0.26, 2e-5),
         _ => EXACT,
     }
 }

@@ -9,7 +9,7 @@ use crate::expr::{Cond, Expr};
 use crate::interp::InterpError;
 use crate::ir::Kernel;
 use crate::outs::Outs;
-use crate::DType;
+use crate::{fp8, DType};
 
 /// The points an instruction is evaluated at: `n` consecutive points from
 /// `p0` of the space of variables with sizes `ranges`.
@@ -95,7 +95,10 @@ fn read_into(dt: DType, buf: &[u8], r: &Run, step: i64, out: &mut Vals<'_>) {
                     |b| half::f16::from_le_bytes(b).to_f32(),
                     v,
                 ),
-                _ => read_run(
+                DType::F8E4M3 | DType::F8E5M2 => {
+                    read_run(buf, first, step, n, |b: [u8; 1]| fp8::to_f32(dt, b[0]), v)
+                }
+                DType::BF16 => read_run(
                     buf,
                     first,
                     step,
@@ -103,6 +106,7 @@ fn read_into(dt: DType, buf: &[u8], r: &Run, step: i64, out: &mut Vals<'_>) {
                     |b| half::bf16::from_le_bytes(b).to_f32(),
                     v,
                 ),
+                _ => unreachable!("{dt} values are not held in f32"),
             }
             pad(v, r.len - r.hi, 0.0);
         }
@@ -313,7 +317,9 @@ fn encode(dt: DType, vals: &Vals, p: usize, out: &mut [u8]) {
             match dt {
                 DType::F32 => out.copy_from_slice(&v.to_le_bytes()),
                 DType::F16 => out.copy_from_slice(&half::f16::from_f32(v).to_le_bytes()),
-                _ => out.copy_from_slice(&half::bf16::from_f32(v).to_le_bytes()),
+                DType::BF16 => out.copy_from_slice(&half::bf16::from_f32(v).to_le_bytes()),
+                DType::F8E4M3 | DType::F8E5M2 => out[0] = fp8::from_f32(dt, v),
+                _ => unreachable!("{dt} values are not held in f32"),
             }
         }
         Vals::F64(v) => out.copy_from_slice(&v[p].to_le_bytes()),

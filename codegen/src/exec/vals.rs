@@ -12,7 +12,7 @@ use crate::DType;
 /// Values of one dtype at a run of points; `'a` is the inputs' lifetime.
 #[derive(Clone, Debug)]
 pub enum Vals<'a> {
-    /// `F32`, `F16` or `BF16` values.
+    /// `F32` values, and those of the narrow floats (`F16`, `BF16`, FP8).
     F32(Vec<f32>),
     /// `F32` values read in place from an input buffer (a contiguous
     /// load): copying them first would cost more than using them.

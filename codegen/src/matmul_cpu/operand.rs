@@ -102,11 +102,7 @@ impl Source {
 /// Whether casting `from` to `to` is exact, so reading the narrow value
 /// and widening it here gives the cast's result.
 fn widens(from: DType, to: DType) -> bool {
-    matches!(
-        (from, to),
-        (DType::F16 | DType::BF16, DType::F32)
-            | (DType::F16 | DType::BF16 | DType::F32, DType::F64)
-    )
+    from.is_float() && to.is_float() && from.size() < to.size() && to.size() >= 4
 }
 
 /// Copies the matrices of `layout` in `bytes` (elements of `from`) into a
@@ -126,6 +122,9 @@ fn widen<'a, T: Elem>(
         }),
         DType::BF16 => copy_rows(bytes, into, |b: [u8; 2]| {
             half::bf16::from_le_bytes(b).to_f64()
+        }),
+        DType::F8E4M3 | DType::F8E5M2 => copy_rows(bytes, into, |b: [u8; 1]| {
+            f64::from(crate::fp8::to_f32(from, b[0]))
         }),
         DType::F32 => copy_rows(bytes, into, |b: [u8; 4]| f32::from_le_bytes(b) as f64),
         _ => copy_rows(bytes, into, f64::from_le_bytes),

@@ -4,6 +4,7 @@
 
 use super::builder::{ins, Builder, Reg, RegKind};
 use super::expr::Width;
+use super::fp8;
 use super::ops::{narrow_half, reg_kind, widen_half, Value};
 use crate::expr::{Cond, Expr};
 use crate::DType;
@@ -95,7 +96,7 @@ fn guard(pred: Option<Reg>) -> String {
 /// are sign- or zero-extended into (or truncated from) a `.b32` register.
 fn mem_ty(dt: DType) -> &'static str {
     match dt {
-        DType::Bool | DType::U8 => "u8",
+        DType::Bool | DType::U8 | DType::F8E4M3 | DType::F8E5M2 => "u8",
         DType::I8 => "s8",
         DType::I16 => "s16",
         DType::F16 | DType::BF16 => "b16",
@@ -113,6 +114,11 @@ pub fn load(b: &mut Builder, base: Reg, idx: Reg, dt: DType, pred: Option<Reg>, 
             let h = b.mov(RegKind::B16, "b16", 0);
             ins!(b, "{g}ld.global.b16 {h}, [{a}]");
             widen_half(b, h, dt)
+        }
+        DType::F8E4M3 | DType::F8E5M2 => {
+            let c = b.mov(RegKind::B32, "b32", 0);
+            ins!(b, "{g}ld.global.u8 {c}, [{a}]");
+            fp8::widen(b, c, dt)
         }
         DType::Bool => {
             let r = b.mov(RegKind::B32, "b32", 0);
@@ -145,7 +151,12 @@ fn unpack_word(b: &mut Builder, w: Reg, dt: DType, out: &mut Vec<Value>) {
         }
         _ => {
             let bits = dt.bits();
-            let ext = if dt.is_signed() { "s32" } else { "u32" };
+            // FP8 codes are bit patterns: zero-extended, as `fp8::widen` takes them.
+            let ext = if dt.is_signed() && !dt.is_fp8() {
+                "s32"
+            } else {
+                "u32"
+            };
             for k in 0..32 / bits {
                 let t = b.reg(RegKind::B32);
                 ins!(b, "bfe.{ext} {t}, {w}, {}, {bits}", bits * k);
@@ -153,6 +164,8 @@ fn unpack_word(b: &mut Builder, w: Reg, dt: DType, out: &mut Vec<Value>) {
                     let p = b.reg(RegKind::Pred);
                     ins!(b, "setp.ne.u32 {p}, {t}, 0");
                     p
+                } else if dt.is_fp8() {
+                    fp8::widen(b, t, dt)
                 } else {
                     t
                 };
@@ -219,6 +232,10 @@ pub fn store(b: &mut Builder, base: Reg, idx: Reg, v: Value, pred: Option<Reg>, 
             ins!(b, "selp.u32 {r}, 1, 0, {}", v.reg);
             ins!(b, "{g}st.global.u8 [{a}], {r}");
         }
+        DType::F8E4M3 | DType::F8E5M2 => {
+            let c = fp8::narrow(b, v.reg, v.dtype);
+            ins!(b, "{g}st.global.u8 [{a}], {c}");
+        }
         // Narrow integers store their register's low bits.
         dt => ins!(b, "{g}st.global.{} [{a}], {}", mem_ty(dt), v.reg),
     }
@@ -266,6 +283,8 @@ pub fn store_vector(
                             let t = b.reg(RegKind::B32);
                             ins!(b, "selp.u32 {t}, 1, 0, {}", v.reg);
                             t
+                        } else if dt.is_fp8() {
+                            fp8::narrow(b, v.reg, dt)
                         } else {
                             v.reg
                         };

@@ -30,8 +30,9 @@
 //! vector accesses rely on it.
 //!
 //! # Numerics
-//! Half types compute in `f32` and are rounded to the half type after
-//! every instruction, as the interpreter does. Bools are predicates in
+//! Half types and FP8 compute in `f32` and are rounded to their type
+//! after every instruction, as the interpreter does (FP8 codes convert
+//! by an integer sequence on every target, `fp8.rs`). Bools are predicates in
 //! registers and bytes in memory. Integer arithmetic wraps in its dtype.
 //! `f64` sequences are in `math_f64`. Exact ops use the
 //! IEEE-rounded instructions (`add/sub/mul/div/sqrt/rcp .rn`, never fused
@@ -82,7 +83,7 @@
 //!   once (the front end already casts them to `f32`).
 //! - Conversions follow `convert.rs`'s one rule, as the interpreter does:
 //!   float to integer truncates and saturates (NaN to 0); integers and
-//!   `f64` to half types round once, correctly.
+//!   `f64` to half types and FP8 round once, correctly.
 
 mod attention;
 mod bitonic;
@@ -98,6 +99,7 @@ mod f64model;
 mod f64ops;
 mod f64trig;
 mod fmod;
+mod fp8;
 mod gather;
 mod int;
 pub mod launch;
@@ -294,7 +296,8 @@ fn validate(k: &Kernel, target: &Target) -> Result<(), String> {
                 return bad("adds at data-dependent positions need a scatter kernel without reduced variables".into());
             }
             let into = k.outputs[s.output].dtype;
-            let atomic = into.is_float() || matches!(into, crate::DType::I32 | crate::DType::I64);
+            let atomic = (into.is_float() && !into.is_fp8())
+                || matches!(into, crate::DType::I32 | crate::DType::I64);
             if !k.insts[at].dtype.is_index() || !atomic {
                 return bad(format!(
                     "an add into a {} output at a {} position",

@@ -1,6 +1,6 @@
 //! Scalar ops on register values: dtype conversions, the unary and binary
-//! ops, `where`, and the reduction combiners. Half types live in `.f32`
-//! registers holding a value already rounded to the half type; bools live in
+//! ops, `where`, and the reduction combiners. Half types and FP8 live in
+//! `.f32` registers holding a value already rounded to their type; bools live in
 //! predicates; 8- and 16-bit integers in `.b32` registers, always extended
 //! from their type's bits (see [`normalize`]).
 
@@ -8,7 +8,7 @@ use super::builder::{f32_imm, ins, Builder, Reg, RegKind};
 use super::fmod::{self, Fl};
 use super::math::{self, LogBase, Trig};
 use super::math_f64;
-use super::{int, special};
+use super::{fp8, int, special};
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
 use crate::DType;
 
@@ -92,7 +92,12 @@ pub fn narrow_half(b: &mut Builder, f: Reg, dt: DType) -> Reg {
     h
 }
 
+/// `f` rounded to the narrow float `dt` (a half type or FP8), as an `f32`.
 fn round_half(b: &mut Builder, f: Reg, dt: DType) -> Reg {
+    if dt.is_fp8() {
+        let c = fp8::narrow(b, f, dt);
+        return fp8::widen(b, c, dt);
+    }
     let h = narrow_half(b, f, dt);
     widen_half(b, h, dt)
 }

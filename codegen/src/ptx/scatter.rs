@@ -49,7 +49,7 @@ pub fn add(
             ins!(b, "@{ok} red.global.add.noftz.bf16 [{a}], {h}");
         }
         DType::BF16 => cas_add_bf16(b, a, v.reg, ok),
-        DType::Bool | DType::U8 | DType::I8 | DType::I16 => {
+        DType::Bool | DType::U8 | DType::I8 | DType::I16 | DType::F8E4M3 | DType::F8E5M2 => {
             unreachable!("validate rejects adds into {} outputs", axis.dtype)
         }
     }

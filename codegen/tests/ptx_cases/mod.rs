@@ -156,8 +156,14 @@ pub fn contiguous(ranges: &[i64]) -> Expr {
     lin(&terms, 0)
 }
 
-const FLOATS: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
-const ALL: [DType; 10] = DType::ALL;
+const FLOATS: [DType; 5] = [
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::F8E4M3,
+    DType::F8E5M2,
+];
+const ALL: [DType; 12] = DType::ALL;
 const INTS: [DType; 5] = [DType::U8, DType::I8, DType::I16, DType::I32, DType::I64];
 
 /// The unary ops with an `f64` PTX sequence.
