@@ -1063,3 +1063,42 @@ fn long_sequences_run_as_one_kernel_in_linear_memory() {
         }
     }
 }
+
+/// Without `SMELT_ATTENTION_TILE`, the tensor-core kernel's tile follows
+/// the measured sweep (`ptx::attention::measured_tile`): 128-row CTAs (4
+/// warps of 32 rows) for prefill, 64-row CTAs for short queries and for
+/// causal attention at head dims up to 64.
+#[test]
+fn default_tile_follows_the_measured_sweep() {
+    use smelt_codegen::ptx::{emit, Target};
+    if std::env::var_os("SMELT_ATTENTION_TILE").is_some() {
+        println!("skipped: SMELT_ATTENTION_TILE names a tile");
+        return;
+    }
+    // (query rows, key rows, head dim, causal, rows per CTA)
+    for (lq, lk, d, causal, bm) in [
+        (200, 200, 128, false, 128),
+        (200, 200, 128, true, 128),
+        (200, 200, 64, false, 128),
+        (200, 200, 64, true, 64),
+        (64, 300, 128, false, 64),
+        (1, 300, 128, false, 64),
+        (100, 100, 256, false, 64),
+    ] {
+        let mut c = Case::new(&[2], lq, lk, d, DType::F16);
+        if causal {
+            c.mask = Mask::CausalShifted;
+        }
+        let o = attention(&c, &inputs(&c, 1, &[]));
+        let s = o.schedule(Planning::from(Fusion::On).attention(AttentionFusion::On));
+        let it = s
+            .items
+            .iter()
+            .find(|it| it.kernel.kind.name() == "attention")
+            .expect("an attention kernel");
+        let p = emit(&it.kernel, &Target::CHECKED[1]).expect("emits");
+        let ctas = 2 * (lq as u32).div_ceil(bm);
+        assert_eq!(p.launches[0].block, (128, 1, 1), "{c:?}");
+        assert_eq!(p.launches[0].grid, (ctas, 1, 1), "{c:?}: {bm} rows a CTA");
+    }
+}

@@ -139,12 +139,15 @@ pub use target::Target;
 /// What the environment decides about `kernel`'s code beyond the kernel
 /// and the target, as a hash to mix into a cache key: for attention
 /// kernels `SMELT_ATTENTION_MMA` and `SMELT_ATTENTION_TILE`, for matmuls
-/// `SMELT_MATMUL_MMA`; 0 for the others. Without it a module cached under
+/// `SMELT_MATMUL_MMA` and `SMELT_MATMUL_WGMMA`; 0 for the others. Without it a module cached under
 /// one setting would be reused under another.
 pub fn env_key(kernel: &Kernel) -> u64 {
     match kernel.kind {
         KernelKind::Attention => attention::env_key(),
-        KernelKind::Matmul => u64::from(!crate::env::flag("SMELT_MATMUL_MMA", true)),
+        KernelKind::Matmul => {
+            let off = |knob| u64::from(!crate::env::flag(knob, true));
+            off("SMELT_MATMUL_MMA") | off("SMELT_MATMUL_WGMMA") << 1
+        }
         _ => 0,
     }
 }

@@ -28,12 +28,13 @@ use crate::attention::Attention;
 use crate::env::{self, AttentionTile};
 use crate::ir::{Kernel, Val};
 
-/// The tensor-core kernel's tile the environment asks for: `None` under
+/// What the environment asks of the tensor-core kernel: `None` under
 /// `SMELT_ATTENTION_MMA=0` (the FMA kernel for every input), else
-/// `SMELT_ATTENTION_TILE`'s, else [`AttentionTile::DEFAULT`].
-fn env_tile() -> Option<AttentionTile> {
+/// `SMELT_ATTENTION_TILE`'s tile, or `Some(None)` for [`measured_tile`]'s
+/// choice per kernel.
+fn env_tile() -> Option<Option<AttentionTile>> {
     env::flag("SMELT_ATTENTION_MMA", true)
-        .then(|| env::var("SMELT_ATTENTION_TILE", env::parse_attention_tile).unwrap_or_default())
+        .then(|| env::var("SMELT_ATTENTION_TILE", env::parse_attention_tile))
 }
 
 /// A hash of what the environment decides about attention kernels'
@@ -46,14 +47,39 @@ pub fn env_key() -> u64 {
     h.finish()
 }
 
+/// The tile for `k` when the environment names none, from the sweep of
+/// 2026-11-27 on an H200 (BENCHMARKS.md, "Attention"): 4 warps of 32 rows
+/// (128-row CTAs sharing each `k`/`v` fragment between two row blocks)
+/// were 7-15% faster than 4 x 16 on every prefill shape but causal
+/// `d = 64` (7-11% slower there); one-row decode was 40% slower with
+/// 128-row CTAs, so short queries keep 64 rows.
+fn measured_tile(k: &Kernel, a: &Attention) -> AttentionTile {
+    let r = |v: usize| k.ranges[v];
+    let wide = r(a.vars.d).max(r(a.vars.e));
+    if r(a.vars.i) > 64 && !(a.causal.is_some() && wide <= 64) {
+        AttentionTile {
+            rows: 32,
+            ..AttentionTile::DEFAULT
+        }
+    } else {
+        AttentionTile::DEFAULT
+    }
+}
+
 /// Lowers an attention kernel with the tensor-core emitter where it
-/// applies ([`mma::elem`]), with the environment's tile, else the FMA one.
+/// applies ([`mma::elem`]), with the environment's tile or
+/// [`measured_tile`], else the FMA one.
 ///
 /// # Errors
 /// A kernel that is not a well-formed attention kernel, sizes beyond the
 /// 32-bit coordinates the kernels compute, or head dims too large.
 pub fn emit(k: &Kernel, target: &Target) -> Result<PtxKernel, String> {
-    emit_tile(k, target, env_tile().as_ref())
+    let tile = match env_tile() {
+        None => None,
+        Some(Some(t)) => Some(t),
+        Some(None) => Some(measured_tile(k, &k.attention()?)),
+    };
+    emit_tile(k, target, tile.as_ref())
 }
 
 /// Lowers an attention kernel with the tensor-core emitter and `tile`
