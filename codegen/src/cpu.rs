@@ -1,10 +1,11 @@
 //! The CPU backend's entry, mirroring [`crate::ptx::emit`]: an attention
 //! kernel runs on its own path, a kernel runs on the specialised matmul
-//! path when it fits it, else on the executor ([`crate::exec`]), or on
-//! the interpreter for the kernels the executor declines and for every
-//! kernel under `SMELT_CPU=interp`.
+//! path when it fits it, else on the LLVM JIT (feature `llvm`, the
+//! default engine then; `crate::llvm`), else on the executor
+//! ([`crate::exec`]), or on the interpreter for the kernels the executor
+//! declines. `SMELT_CPU=exec|interp|llvm` picks the first engine tried.
 
-use crate::env::{self, CpuEngine};
+use crate::env::CpuEngine;
 use crate::interp::{self, InterpError};
 use crate::ir::{Kernel, KernelKind};
 
@@ -36,8 +37,15 @@ fn generic(
     scalars: &[f64],
     outputs: &mut [&mut [u8]],
 ) -> Result<(), InterpError> {
-    if env::var("SMELT_CPU", env::parse_cpu) == Some(CpuEngine::Interp) {
+    let engine = CpuEngine::current();
+    if engine == CpuEngine::Interp {
         return interp::run(kernel, inputs, scalars, outputs);
+    }
+    #[cfg(feature = "llvm")]
+    if engine == CpuEngine::Llvm {
+        if let Some(done) = crate::llvm::run(kernel, inputs, scalars, outputs) {
+            return done;
+        }
     }
     match crate::exec::run(kernel, inputs, scalars, outputs) {
         Some(done) => done,
