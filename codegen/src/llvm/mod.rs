@@ -7,8 +7,9 @@
 //! which stores run per row). Each pass is one compiled loop over a range
 //! of points that evaluates every instruction it needs at each point
 //! ([`emit`]): the operand of a `Reduce` into a scratch tile (folded by the
-//! executor's blocked, pairwise [`crate::exec::reduce`]), the element-level
-//! stores, the row-level stores. Values are the executor's bit for bit:
+//! executor's blocked, pairwise [`crate::exec::reduce`]; a `Reduce` of a
+//! bare load is the executor's own fold, which reads in place), the
+//! element-level stores, the row-level stores. Values are the executor's bit for bit:
 //! the same dtype classes and roundings, the ops that are not one IEEE
 //! operation through the same Rust functions ([`shims`]), `F32` `exp` as
 //! the executor's polynomial.
@@ -34,7 +35,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::exec::plan::{Level, Plan};
 use crate::exec::reduce;
-use crate::exec::tile::{Ctx, RowState, Tile};
+use crate::exec::tile::{Ctx, ElemState, RowState, Tile};
 use crate::exec::vals::{class, Class, Vals};
 use crate::exec::{self, Outs, Passes};
 use crate::interp::{check_args, InterpError};
@@ -64,14 +65,71 @@ struct Compiled {
     _code: jit::Loaded,
 }
 
-/// A cache entry: the kernel it was made for, and its code or why the JIT
-/// declined it.
-type Entry = (Kernel, Arc<Result<Compiled, String>>);
+/// A cache entry: the kernel it was made for, its code or why the JIT
+/// declined it, and when it was last used.
+struct Entry {
+    kernel: Kernel,
+    code: Arc<Result<Compiled, String>>,
+    used: u64,
+}
 
-/// Compiled kernels by code hash.
-fn cache() -> &'static Mutex<HashMap<u64, Vec<Entry>>> {
-    static CACHE: OnceLock<Mutex<HashMap<u64, Vec<Entry>>>> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+/// Compiled kernels kept at most (the least recently used go first; a run
+/// holding one keeps it alive until it ends). Each holds an LLVM context
+/// and engine besides its code.
+const MAX_KERNELS: usize = 512;
+
+/// The compiled kernels by code hash, and a use counter.
+#[derive(Default)]
+struct Cache {
+    map: HashMap<u64, Vec<Entry>>,
+    len: usize,
+    clock: u64,
+}
+
+impl Cache {
+    /// The entry of `k` (hash `h`), marked used.
+    fn get(&mut self, h: u64, k: &Kernel) -> Option<Arc<Result<Compiled, String>>> {
+        self.clock += 1;
+        let e = self.map.get_mut(&h)?.iter_mut().find(|e| e.kernel == *k)?;
+        e.used = self.clock;
+        Some(e.code.clone())
+    }
+
+    /// Adds `code` for `k`, evicting the least recently used entry when
+    /// full.
+    fn put(&mut self, h: u64, k: &Kernel, code: Arc<Result<Compiled, String>>) {
+        if self.len >= MAX_KERNELS {
+            let oldest = self
+                .map
+                .iter()
+                .flat_map(|(h, es)| es.iter().enumerate().map(move |(i, e)| (e.used, *h, i)))
+                .min();
+            if let Some((_, oh, i)) = oldest {
+                let es = self.map.get_mut(&oh).expect("found above");
+                es.swap_remove(i);
+                if es.is_empty() {
+                    self.map.remove(&oh);
+                }
+                self.len -= 1;
+            }
+        }
+        self.clock += 1;
+        self.map.entry(h).or_default().push(Entry {
+            kernel: k.clone(),
+            code,
+            used: self.clock,
+        });
+        self.len += 1;
+    }
+}
+
+/// The process's compiled kernels.
+fn cache() -> std::sync::MutexGuard<'static, Cache> {
+    static CACHE: OnceLock<Mutex<Cache>> = OnceLock::new();
+    CACHE
+        .get_or_init(|| Mutex::new(Cache::default()))
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
 }
 
 /// Why the JIT declines `kernel`, or `None` when it runs it (compiling it
@@ -83,26 +141,21 @@ pub fn decline(kernel: &Kernel) -> Option<String> {
     compiled(kernel, &plan).as_ref().as_ref().err().cloned()
 }
 
-/// The compiled passes of `k` (made once per distinct kernel).
+/// The compiled passes of `k` (made once per distinct kernel while it
+/// stays cached).
 fn compiled(k: &Kernel, plan: &Plan) -> Arc<Result<Compiled, String>> {
     let h = k.code_hash();
-    let lookup = |m: &HashMap<u64, Vec<Entry>>| {
-        m.get(&h)?
-            .iter()
-            .find(|(kk, _)| kk == k)
-            .map(|(_, c)| c.clone())
-    };
-    if let Some(c) = lookup(&cache().lock().unwrap_or_else(|e| e.into_inner())) {
+    if let Some(c) = cache().get(h, k) {
         return c;
     }
     // Compiled outside the lock: kernels compile in parallel; a kernel
     // two threads compile at once is kept once.
     let made = Arc::new(compile(k, plan));
-    let mut m = cache().lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(c) = lookup(&m) {
+    let mut c = cache();
+    if let Some(c) = c.get(h, k) {
         return c;
     }
-    m.entry(h).or_default().push((k.clone(), made.clone()));
+    c.put(h, k, made.clone());
     made
 }
 
@@ -256,13 +309,17 @@ impl Jit<'_, '_> {
     }
 }
 
+/// A thread's state: the JIT's scratch tile, and the executor's state for
+/// the folds it does itself.
+type Elem<'a> = (Vals<'a>, ElemState<'a>);
+
 impl<'a> Passes<'a> for Jit<'_, 'a> {
-    type Elem = Vals<'a>;
+    type Elem = Elem<'a>;
     fn ctx(&self) -> &Ctx<'a> {
         self.ctx
     }
-    fn elem(&self) -> Vals<'a> {
-        Vals::default()
+    fn elem(&self) -> Elem<'a> {
+        (Vals::default(), ElemState::new(self.ctx.k))
     }
     fn row(&self, _: &mut RowState<'a>, _: Val, _: usize, _: usize) -> Result<(), InterpError> {
         // Row-level values are computed inside the passes that read them.
@@ -270,15 +327,22 @@ impl<'a> Passes<'a> for Jit<'_, 'a> {
     }
     fn fold(
         &self,
-        scratch: &mut Vals<'a>,
+        (scratch, es): &mut Elem<'a>,
         row: &[Vals<'a>],
         i: Val,
         t: Tile,
     ) -> Result<Vals<'a>, InterpError> {
         let k = self.ctx.k;
-        let crate::ir::Inst::Reduce(op, _) = k.insts[i].inst else {
+        let Inst::Reduce(op, a) = k.insts[i].inst else {
             unreachable!("folds are of reductions")
         };
+        if matches!(k.insts[a].inst, Inst::Load { .. }) && self.ctx.plan.level[a] == Level::Elem {
+            // Nothing to fuse: the executor folds a contiguous `F32` load
+            // in place, where the JIT would copy it to its scratch first.
+            // The load reads no row-level value, which only the executor
+            // would have computed.
+            return es.fold(self.ctx, row, i, t);
+        }
         let dt = k.insts[i].dtype;
         let n = t.nr * t.nc;
         let ptr: *mut u8 = match class(dt) {
@@ -311,7 +375,7 @@ impl<'a> Passes<'a> for Jit<'_, 'a> {
             None => Ok(()),
         }
     }
-    fn elem_store(&self, _: &mut Vals<'a>, row: &[Vals<'a>], t: Tile) -> Result<(), InterpError> {
+    fn elem_store(&self, _: &mut Elem<'a>, row: &[Vals<'a>], t: Tile) -> Result<(), InterpError> {
         let f = self.code.elem.expect("element stores compiled");
         let p0 = t.r0 * self.ctx.k.row_len() + t.c0;
         self.call(f, row, t.r0, p0, t.nr * t.nc, std::ptr::null_mut())
