@@ -667,7 +667,7 @@ impl Emitter<'_> {
         }
         match class(from) {
             Class::F32 | Class::F64 => {
-                let x = self.to_f64(v, from);
+                let x = self.widen(v, from);
                 match class(to) {
                     Class::F32 if to == DType::F32 => self.trunc32(&x),
                     Class::F32 => {
@@ -703,7 +703,7 @@ impl Emitter<'_> {
     }
 
     /// A float class value as `double` (exact).
-    fn to_f64(&mut self, v: &str, dt: DType) -> String {
+    fn widen(&mut self, v: &str, dt: DType) -> String {
         if class(dt) == Class::F64 {
             return v.to_string();
         }
@@ -781,7 +781,7 @@ impl Emitter<'_> {
         match class(cd) {
             Class::F32 if dt == DType::F32 && op == UnaryOp::Exp => self.exp_f32(&a),
             Class::F32 => {
-                let x = self.to_f64(&a, cd);
+                let x = self.widen(&a, cd);
                 let r = self.unary_f64(op, &x);
                 if dt == DType::F32 {
                     self.trunc32(&r)
@@ -891,12 +891,10 @@ impl Emitter<'_> {
         let rd = if op.is_comparison() { DType::Bool } else { cd };
         let r = match class(cd) {
             Class::F32 | Class::F64 => {
-                let x = self.to_f64(&x, cd);
-                let y = self.to_f64(&y, cd);
+                let x = self.widen(&x, cd);
+                let y = self.widen(&y, cd);
                 let r = self.binary_f64(op, &x, &y);
-                if op.is_comparison() {
-                    r
-                } else if cd == DType::F64 {
+                if op.is_comparison() || cd == DType::F64 {
                     r
                 } else if cd == DType::F32 {
                     self.trunc32(&r)
@@ -1022,7 +1020,7 @@ impl Emitter<'_> {
         let ax = self.call("float", "llvm.fabs.f32", &[format!("float {x}")]);
         let inr = self.op2("fcmp ole", "float", &ax, &flit(87.0));
         if !self.fast {
-            let xd = self.to_f64(x, DType::F32);
+            let xd = self.widen(x, DType::F32);
             let r = self.call(
                 "double",
                 "smelt_unary",
