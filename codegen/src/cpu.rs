@@ -3,9 +3,11 @@
 //! path when it fits it, else on the LLVM JIT (feature `llvm`, the
 //! default engine then; `crate::llvm`), else on the executor
 //! ([`crate::exec`]), or on the interpreter for the kernels the executor
-//! declines. `SMELT_CPU=exec|interp|llvm` picks the first engine tried.
+//! declines. `SMELT_CPU=exec|interp|llvm` picks the first engine tried
+//! (by default the JIT takes only kernels worth compiling,
+//! `crate::llvm::worth_compiling`).
 
-use crate::env::CpuEngine;
+use crate::env::{self, CpuEngine};
 use crate::interp::{self, InterpError};
 use crate::ir::{Kernel, KernelKind};
 
@@ -37,12 +39,15 @@ fn generic(
     scalars: &[f64],
     outputs: &mut [&mut [u8]],
 ) -> Result<(), InterpError> {
-    let engine = CpuEngine::current();
+    let named = env::var("SMELT_CPU", env::parse_cpu);
+    let engine = named.unwrap_or_else(CpuEngine::default_engine);
     if engine == CpuEngine::Interp {
         return interp::run(kernel, inputs, scalars, outputs);
     }
+    // By default the JIT takes the kernels big enough to repay a compile
+    // (tens of milliseconds); `SMELT_CPU=llvm` sends it every kernel.
     #[cfg(feature = "llvm")]
-    if engine == CpuEngine::Llvm {
+    if engine == CpuEngine::Llvm && (named.is_some() || crate::llvm::worth_compiling(kernel)) {
         if let Some(done) = crate::llvm::run(kernel, inputs, scalars, outputs) {
             return done;
         }

@@ -33,14 +33,14 @@ pub enum CpuEngine {
 }
 
 impl CpuEngine {
-    /// The engine `SMELT_CPU` names, else the build's default: the JIT
-    /// when it is built in, else the executor.
-    pub fn current() -> CpuEngine {
-        var("SMELT_CPU", parse_cpu).unwrap_or(if cfg!(feature = "llvm") {
+    /// The build's default engine: the JIT when it is built in, else the
+    /// executor.
+    pub fn default_engine() -> CpuEngine {
+        if cfg!(feature = "llvm") {
             CpuEngine::Llvm
         } else {
             CpuEngine::Exec
-        })
+        }
     }
 }
 

@@ -132,6 +132,18 @@ fn cache() -> std::sync::MutexGuard<'static, Cache> {
         .unwrap_or_else(|e| e.into_inner())
 }
 
+/// Points (domain size) from which a kernel repays its compile when the
+/// JIT is the default engine: below, the executor runs it on the calling
+/// thread in at most a few milliseconds, while a compile at O3 takes tens
+/// of milliseconds (more for the longest kernels), which made the test
+/// suite's many small, distinct kernels take minutes.
+pub const MIN_POINTS: usize = 1 << 15;
+
+/// Whether `kernel` is big enough for the default engine to compile it.
+pub fn worth_compiling(kernel: &Kernel) -> bool {
+    kernel.rows().saturating_mul(kernel.row_len().max(1)) >= MIN_POINTS
+}
+
 /// Why the JIT declines `kernel`, or `None` when it runs it (compiling it
 /// if needed).
 pub fn decline(kernel: &Kernel) -> Option<String> {
