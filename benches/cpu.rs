@@ -6,7 +6,9 @@
 //! - `exec`: smelt's default CPU executor, fused;
 //! - `interp`: the same fused kernels through the interpreter
 //!   (`SMELT_CPU=interp`);
-//! - `exec unfused`: the executor with `Fusion::Off` (one kernel per op).
+//! - `exec unfused`: the executor with `Fusion::Off` (one kernel per op);
+//! - `llvm`: the LLVM JIT, fused (`SMELT_CPU=llvm`; built with
+//!   `--features llvm` only). Its compiles happen in the warm-up runs.
 //!
 //! Wall-clock time of a realize (the input already realized, the schedule
 //! cached after the warm-up), median of 20 runs after 3 warm-up runs (5
@@ -104,7 +106,7 @@ struct Mode {
     runs: usize,
 }
 
-const MODES: [Mode; 3] = [
+const MODES: [Mode; 4] = [
     Mode {
         name: "exec",
         engine: "exec",
@@ -123,7 +125,20 @@ const MODES: [Mode; 3] = [
         fusion: Fusion::Off,
         runs: 20,
     },
+    Mode {
+        name: "llvm",
+        engine: "llvm",
+        fusion: Fusion::On,
+        runs: 20,
+    },
 ];
+
+/// The modes this build can run (`llvm` needs the feature).
+fn modes() -> impl Iterator<Item = Mode> {
+    MODES
+        .into_iter()
+        .filter(|m| m.engine != "llvm" || cfg!(feature = "llvm"))
+}
 
 const WARMUP: usize = 3;
 
@@ -166,7 +181,7 @@ fn main() -> Result<()> {
     let mut rows = Vec::new();
     for (i, w) in workloads(smoke).iter().enumerate() {
         let picked = |m: &Mode| format!("{} {}", w.name, m.name).contains(only);
-        if !MODES.iter().any(picked) {
+        if !modes().any(|m| picked(&m)) {
             continue;
         }
         let inputs: Vec<Tensor> = w
@@ -179,7 +194,7 @@ fn main() -> Result<()> {
                 Ok(x)
             })
             .collect::<Result<_>>()?;
-        for mode in MODES.into_iter().filter(picked) {
+        for mode in modes().filter(picked) {
             let runs = if smoke { 2 } else { mode.runs };
             let ms = time(w, &inputs, mode, runs)?;
             println!("{:<22} {:>14} {:>10.3}", w.name, mode.name, ms);

@@ -27,6 +27,21 @@ pub enum CpuEngine {
     Exec,
     /// `interp`: the interpreter ([`crate::interp`]) for every kernel.
     Interp,
+    /// `llvm` (the default with feature `llvm`): the LLVM JIT
+    /// ([`crate::llvm`]), the executor for kernels it declines.
+    Llvm,
+}
+
+impl CpuEngine {
+    /// The build's default engine: the JIT when it is built in, else the
+    /// executor.
+    pub fn default_engine() -> CpuEngine {
+        if cfg!(feature = "llvm") {
+            CpuEngine::Llvm
+        } else {
+            CpuEngine::Exec
+        }
+    }
 }
 
 const FLAG_VALUES: &str = "0/1, off/on, false/true, no/yes";
@@ -65,7 +80,8 @@ pub fn parse_count(value: &str) -> Result<usize, String> {
     }
 }
 
-/// `SMELT_CPU`: `exec` or `interp`.
+/// `SMELT_CPU`: `exec` or `interp`, and `llvm` in builds with feature
+/// `llvm`.
 ///
 /// # Errors
 /// The accepted values, for anything else.
@@ -73,7 +89,9 @@ pub fn parse_cpu(value: &str) -> Result<CpuEngine, String> {
     match value.trim().to_ascii_lowercase().as_str() {
         "exec" => Ok(CpuEngine::Exec),
         "interp" => Ok(CpuEngine::Interp),
-        _ => Err("exec, interp".to_string()),
+        "llvm" if cfg!(feature = "llvm") => Ok(CpuEngine::Llvm),
+        _ if cfg!(feature = "llvm") => Err("exec, interp, llvm".to_string()),
+        _ => Err("exec, interp (llvm needs feature `llvm`)".to_string()),
     }
 }
 
@@ -302,6 +320,7 @@ mod tests {
     fn cpu_engines() {
         assert_eq!(parse_cpu("exec"), Ok(CpuEngine::Exec));
         assert_eq!(parse_cpu(" Interp "), Ok(CpuEngine::Interp));
+        assert_eq!(parse_cpu("llvm").is_ok(), cfg!(feature = "llvm"));
         for v in ["", "fast", "interpreter"] {
             assert!(parse_cpu(v).unwrap_err().contains("interp"), "{v}");
         }

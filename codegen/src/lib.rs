@@ -23,6 +23,8 @@ pub mod host_alloc;
 pub mod int_ops;
 pub mod interp;
 pub mod ir;
+#[cfg(feature = "llvm")]
+pub mod llvm;
 pub mod matmul_cpu;
 pub mod ops;
 mod outs;

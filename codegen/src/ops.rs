@@ -396,6 +396,34 @@ impl UnaryOp {
 }
 
 impl BinaryOp {
+    /// Every binary op, for tests and backends that name ops by position.
+    pub const ALL: [BinaryOp; 24] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Pow,
+        BinaryOp::Max,
+        BinaryOp::Min,
+        BinaryOp::Lt,
+        BinaryOp::Le,
+        BinaryOp::Gt,
+        BinaryOp::Ge,
+        BinaryOp::Eq,
+        BinaryOp::Ne,
+        BinaryOp::And,
+        BinaryOp::Or,
+        BinaryOp::Atan2,
+        BinaryOp::Fmod,
+        BinaryOp::Remainder,
+        BinaryOp::FloorDiv,
+        BinaryOp::BitAnd,
+        BinaryOp::BitOr,
+        BinaryOp::BitXor,
+        BinaryOp::Shl,
+        BinaryOp::Shr,
+    ];
+
     /// Reference value of the op. `Max`/`Min` propagate NaN like PyTorch's
     /// `maximum`/`minimum`.
     #[inline]

@@ -30,6 +30,13 @@ impl<'a> Outs<'a> {
         }
     }
 
+    /// The start of output `o` (for code that writes it as this type's
+    /// users do: disjoint elements per thread).
+    #[cfg(feature = "llvm")]
+    pub(crate) fn ptr(&self, o: usize) -> *mut u8 {
+        self.bufs[o].0
+    }
+
     /// Bytes of elements `first..first + count` (of `size` bytes) of
     /// output `o`.
     ///

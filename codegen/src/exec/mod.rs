@@ -22,19 +22,20 @@
 
 mod arith;
 mod memory;
-mod plan;
-mod reduce;
+pub(crate) mod plan;
+pub(crate) mod reduce;
 mod runs;
-mod tile;
-mod vals;
+pub(crate) mod tile;
+pub(crate) mod vals;
 
 use rayon::prelude::*;
 
 use crate::interp::{check_args, InterpError};
-use crate::ir::{Inst, Kernel};
+use crate::ir::{Inst, Kernel, Val};
 use crate::outs::Outs;
 use plan::{Level, Plan};
 use tile::{Ctx, ElemState, RowState, Tile};
+use vals::Vals;
 
 /// Points per tile: the vectors of a tile's instructions stay in cache
 /// (64 KiB of `f32` each), and dispatch is paid once per many points (a
@@ -62,22 +63,81 @@ pub fn run(
     let plan = Plan::new(kernel)?;
     Some(check_args(kernel, inputs, scalars, outputs).and_then(|()| {
         let outs = Outs::new(outputs);
-        let mut ctx = Ctx {
-            k: kernel,
-            plan: &plan,
-            inputs,
-            scalars,
-            outs: &outs,
-            uni: Vec::new(),
-        };
-        ctx.uni = tile::uniforms(&ctx)?;
-        execute(&ctx)
+        let ctx = Ctx::new(kernel, &plan, inputs, scalars, &outs)?;
+        execute(&Typed(&ctx))
     }))
 }
 
-/// Runs every row block of the kernel.
-fn execute<'a>(ctx: &Ctx<'a>) -> Result<(), InterpError> {
-    let k = ctx.k;
+/// How a kernel's passes are computed: the executor's typed loops
+/// ([`Typed`]) or code compiled for the kernel (the LLVM JIT). [`execute`]
+/// drives either over the same tiles, threads and fold order, so results
+/// agree bit for bit where the passes' values do.
+pub(crate) trait Passes<'a>: Sync {
+    /// Per-thread state of the element-level passes.
+    type Elem: Send;
+    /// The kernel and its plan.
+    fn ctx(&self) -> &Ctx<'a>;
+    /// A fresh per-thread state.
+    fn elem(&self) -> Self::Elem;
+    /// Computes row-level instruction `i` (not a `Reduce`) at rows
+    /// `r0..r0 + nr` into `rs.row[i]` (or nothing, for passes that
+    /// compute row-level values where they read them).
+    fn row(&self, rs: &mut RowState<'a>, i: Val, r0: usize, nr: usize) -> Result<(), InterpError>;
+    /// The fold of `Reduce` instruction `i` over tile `t`: one partial
+    /// result per row of the tile.
+    fn fold(
+        &self,
+        es: &mut Self::Elem,
+        row: &[Vals<'a>],
+        i: Val,
+        t: Tile,
+    ) -> Result<Vals<'a>, InterpError>;
+    /// Runs the row-level stores at rows `r0..r0 + nr`.
+    fn row_store(&self, row: &[Vals<'a>], r0: usize, nr: usize) -> Result<(), InterpError>;
+    /// Runs the element-level stores over tile `t`.
+    fn elem_store(&self, es: &mut Self::Elem, row: &[Vals<'a>], t: Tile)
+        -> Result<(), InterpError>;
+}
+
+/// The executor's own passes: each instruction one typed loop over a tile.
+pub(crate) struct Typed<'c, 'a>(pub &'c Ctx<'a>);
+
+impl<'a> Passes<'a> for Typed<'_, 'a> {
+    type Elem = ElemState<'a>;
+    fn ctx(&self) -> &Ctx<'a> {
+        self.0
+    }
+    fn elem(&self) -> ElemState<'a> {
+        ElemState::new(self.0.k)
+    }
+    fn row(&self, rs: &mut RowState<'a>, i: Val, r0: usize, nr: usize) -> Result<(), InterpError> {
+        rs.compute(self.0, i, r0, nr)
+    }
+    fn fold(
+        &self,
+        es: &mut ElemState<'a>,
+        row: &[Vals<'a>],
+        i: Val,
+        t: Tile,
+    ) -> Result<Vals<'a>, InterpError> {
+        es.fold(self.0, row, i, t)
+    }
+    fn row_store(&self, row: &[Vals<'a>], r0: usize, nr: usize) -> Result<(), InterpError> {
+        tile::row_store(self.0, row, r0, nr)
+    }
+    fn elem_store(
+        &self,
+        es: &mut ElemState<'a>,
+        row: &[Vals<'a>],
+        t: Tile,
+    ) -> Result<(), InterpError> {
+        es.store(self.0, row, t)
+    }
+}
+
+/// Runs every row block of the kernel through `passes`.
+pub(crate) fn execute<'a, P: Passes<'a>>(passes: &P) -> Result<(), InterpError> {
+    let k = passes.ctx().k;
     let (rows, row_len) = (k.rows(), k.row_len());
     let (tile_rows, chunk) = if row_len == 0 {
         (TILE, 0)
@@ -89,11 +149,11 @@ fn execute<'a>(ctx: &Ctx<'a>) -> Result<(), InterpError> {
     let blocks = rows.div_ceil(tile_rows);
     let points = rows.saturating_mul(row_len.max(1));
     let threads = rayon::current_num_threads();
-    let block = |rs: &mut RowState<'a>, es: &mut ElemState<'a>, b: usize, split: bool| {
+    let block = |rs: &mut RowState<'a>, es: &mut P::Elem, b: usize, split: bool| {
         let r0 = b * tile_rows;
-        run_block(ctx, rs, es, r0, tile_rows.min(rows - r0), chunk, split)
+        run_block(passes, rs, es, r0, tile_rows.min(rows - r0), chunk, split)
     };
-    let states = || (RowState::new(k), ElemState::new(k));
+    let states = || (RowState::new(k), passes.elem());
     if points < PARALLEL_MIN {
         let (mut rs, mut es) = states();
         (0..blocks).try_for_each(|b| block(&mut rs, &mut es, b, false))
@@ -118,15 +178,16 @@ const GROUP: usize = 16;
 /// row-level instructions in order (each `Reduce` folding its operand over
 /// the chunks), the row-level stores, then the element-level stores. With
 /// `split`, groups of [`GROUP`] chunks run in parallel.
-fn run_block<'a>(
-    ctx: &Ctx<'a>,
+fn run_block<'a, P: Passes<'a>>(
+    passes: &P,
     rs: &mut RowState<'a>,
-    es: &mut ElemState<'a>,
+    es: &mut P::Elem,
     r0: usize,
     nr: usize,
     chunk: usize,
     split: bool,
 ) -> Result<(), InterpError> {
+    let ctx = passes.ctx();
     let k = ctx.k;
     let row_len = k.row_len();
     let tiles = row_len.div_ceil(chunk.max(1));
@@ -143,22 +204,22 @@ fn run_block<'a>(
             continue;
         }
         let Inst::Reduce(op, _) = n.inst else {
-            rs.compute(ctx, i, r0, nr)?;
+            passes.row(rs, i, r0, nr)?;
             continue;
         };
         let row = &rs.row;
         // The chunks' partial results folded in order.
-        let fold = |es: &mut ElemState<'a>, cs: std::ops::Range<usize>| {
+        let fold = |es: &mut P::Elem, cs: std::ops::Range<usize>| {
             let mut part = reduce::identity(op, n.dtype, nr);
             for c in cs {
-                reduce::combine(op, n.dtype, &mut part, &es.fold(ctx, row, i, tile(c))?);
+                reduce::combine(op, n.dtype, &mut part, &passes.fold(es, row, i, tile(c))?);
             }
             Ok::<_, InterpError>(part)
         };
         let parts: Vec<Result<vals::Vals<'a>, InterpError>> = if split {
             (0..groups)
                 .into_par_iter()
-                .map_init(|| ElemState::new(k), |es, g| fold(es, group(g)))
+                .map_init(|| passes.elem(), |es, g| fold(es, group(g)))
                 .collect()
         } else {
             vec![fold(es, 0..tiles)]
@@ -169,18 +230,19 @@ fn run_block<'a>(
         }
         rs.row[i] = acc;
     }
-    rs.store(ctx, r0, nr)?;
+    passes.row_store(&rs.row, r0, nr)?;
     if ctx.plan.elem_stores.is_empty() {
         return Ok(());
     }
     let row = &rs.row;
-    let store = |es: &mut ElemState<'a>, cs: std::ops::Range<usize>| {
-        cs.into_iter().try_for_each(|c| es.store(ctx, row, tile(c)))
+    let store = |es: &mut P::Elem, cs: std::ops::Range<usize>| {
+        cs.into_iter()
+            .try_for_each(|c| passes.elem_store(es, row, tile(c)))
     };
     if split {
         (0..groups)
             .into_par_iter()
-            .try_for_each_init(|| ElemState::new(k), |es, g| store(es, group(g)))
+            .try_for_each_init(|| passes.elem(), |es, g| store(es, group(g)))
     } else {
         store(es, 0..tiles)
     }

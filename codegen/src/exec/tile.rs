@@ -32,6 +32,32 @@ pub struct Ctx<'a> {
     pub uni: Vec<Vals<'a>>,
 }
 
+impl<'a> Ctx<'a> {
+    /// The context of one run, with its uniform values computed.
+    ///
+    /// # Errors
+    /// A uniform instruction that fails (none read memory, so none do
+    /// today).
+    pub fn new(
+        k: &'a Kernel,
+        plan: &'a Plan,
+        inputs: &'a [&'a [u8]],
+        scalars: &'a [f64],
+        outs: &'a Outs<'a>,
+    ) -> Result<Ctx<'a>, InterpError> {
+        let mut ctx = Ctx {
+            k,
+            plan,
+            inputs,
+            scalars,
+            outs,
+            uni: Vec::new(),
+        };
+        ctx.uni = uniforms(&ctx)?;
+        Ok(ctx)
+    }
+}
+
 /// A tile: rows `r0..r0 + nr`, reduced positions `c0..c0 + nc` of each
 /// (`nr == 1` or `nc` the whole row, so its points are consecutive).
 #[derive(Clone, Copy, Debug)]
@@ -182,7 +208,7 @@ fn random<'a>(draw: Draw, ops: &[Val], fr: &Frame<'_, 'a>, dt: DType) -> Vals<'a
 }
 
 /// The uniform instructions' values, computed once per run.
-pub fn uniforms<'a>(ctx: &Ctx<'a>) -> Result<Vec<Vals<'a>>, InterpError> {
+fn uniforms<'a>(ctx: &Ctx<'a>) -> Result<Vec<Vals<'a>>, InterpError> {
     let mut uni = vec![Vals::default(); ctx.k.insts.len()];
     for i in 0..ctx.k.insts.len() {
         if ctx.plan.level[i] != Level::Uniform {
@@ -233,36 +259,47 @@ impl<'a> RowState<'a> {
         nr: usize,
     ) -> Result<(), InterpError> {
         let mut out = std::mem::take(&mut self.row[i]);
-        let (fr, sp) = self.rows(ctx, r0, nr);
+        let (fr, sp) = rows(ctx, &self.row, r0, nr);
         let res = compute(ctx, i, &fr, sp, &mut out);
         self.row[i] = out;
         res
     }
+}
 
-    /// The frame and space of row-level work at rows `r0..r0 + nr`.
-    fn rows<'f>(&'f self, ctx: &'f Ctx<'a>, r0: usize, nr: usize) -> (Frame<'f, 'a>, Space<'f>) {
-        let fr = Frame {
-            uni: &ctx.uni,
-            row: &self.row,
-            elem: &[],
-            plan: ctx.plan,
-            at: Level::Row,
-            segs: 1,
-            len: nr,
-        };
-        let sp = Space {
-            ranges: &ctx.k.ranges[..ctx.k.n_kept],
-            p0: r0,
-            n: nr,
-        };
-        (fr, sp)
-    }
+/// Runs the row-level stores at rows `r0..r0 + nr`, reading the rows'
+/// values from `row`.
+pub fn row_store<'a>(
+    ctx: &Ctx<'a>,
+    row: &[Vals<'a>],
+    r0: usize,
+    nr: usize,
+) -> Result<(), InterpError> {
+    let (fr, sp) = rows(ctx, row, r0, nr);
+    run_stores(ctx, &fr, &ctx.plan.row_stores, sp)
+}
 
-    /// Runs the row-level stores at rows `r0..r0 + nr`.
-    pub fn store(&self, ctx: &Ctx<'a>, r0: usize, nr: usize) -> Result<(), InterpError> {
-        let (fr, sp) = self.rows(ctx, r0, nr);
-        run_stores(ctx, &fr, &ctx.plan.row_stores, sp)
-    }
+/// The frame and space of row-level work at rows `r0..r0 + nr`.
+fn rows<'f, 'a>(
+    ctx: &'f Ctx<'a>,
+    row: &'f [Vals<'a>],
+    r0: usize,
+    nr: usize,
+) -> (Frame<'f, 'a>, Space<'f>) {
+    let fr = Frame {
+        uni: &ctx.uni,
+        row,
+        elem: &[],
+        plan: ctx.plan,
+        at: Level::Row,
+        segs: 1,
+        len: nr,
+    };
+    let sp = Space {
+        ranges: &ctx.k.ranges[..ctx.k.n_kept],
+        p0: r0,
+        n: nr,
+    };
+    (fr, sp)
 }
 
 /// Element-level values of one tile, reused by later passes over the same

@@ -1,0 +1,1097 @@
+//! A kernel's passes as LLVM IR text. Each pass is one function over a
+//! range of consecutive points of a space (the whole domain, or the kept
+//! variables' rows): an outer loop over runs along the innermost variable
+//! and an inner loop over the run, whose body evaluates every instruction
+//! the pass needs at one point without branches (selects only), so LLVM
+//! vectorises it. Values are held as the executor holds them (`float` for
+//! `F32` and the halves, `double` for `F64`, `i64` for integers and
+//! `Bool`), and every op computes exactly the executor's value (see
+//! [`Emitter::unary`]); the executor's planning ([`Plan`]: levels, which
+//! stores run per row) decides what each pass computes.
+//!
+//! Pass functions have the signature `i32 (ptr ctx, i64 p0, i64 n, ptr
+//! scratch)`; `ctx` points at [`super::Args`]. They return 1 when a load
+//! or gather touched an index outside its buffer (reading element 0
+//! instead, so nothing faults), else 0.
+
+use std::fmt::Write;
+
+use crate::exec::plan::{Level, Plan};
+use crate::exec::vals::{class, Class};
+use crate::expr::{Atom, Cond, Expr};
+use crate::ir::{Inst, Kernel, Val};
+use crate::ops::{BinaryOp, UnaryOp};
+use crate::DType;
+
+use super::shims::{self, binary_id, dtype_id, unary_id};
+
+/// What one pass function computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pass {
+    /// The operand of `Reduce` instruction `i`, converted to its dtype,
+    /// written to `scratch[p - p0]` at every point of the domain.
+    Fill(Val),
+    /// The element-level stores, over points of the domain.
+    ElemStores,
+    /// The row-level stores, over rows (points of the kept variables).
+    RowStores,
+}
+
+impl Pass {
+    /// The function's symbol.
+    pub fn symbol(self) -> String {
+        match self {
+            Pass::Fill(i) => format!("fill{i}"),
+            Pass::ElemStores => "elem_stores".to_string(),
+            Pass::RowStores => "row_stores".to_string(),
+        }
+    }
+}
+
+/// Why the JIT declines a kernel (the executor then runs it).
+pub type Decline = &'static str;
+
+/// The LLVM type holding a dtype's values.
+fn ty(dt: DType) -> &'static str {
+    match class(dt) {
+        Class::F32 => "float",
+        Class::F64 => "double",
+        Class::I64 => "i64",
+    }
+}
+
+/// The LLVM type of a dtype's elements in memory.
+fn mem_ty(dt: DType) -> &'static str {
+    match dt {
+        DType::F32 => "float",
+        DType::F64 => "double",
+        DType::F16 | DType::BF16 | DType::I16 => "i16",
+        DType::Bool | DType::U8 | DType::I8 | DType::F8E4M3 | DType::F8E5M2 => "i8",
+        DType::I32 => "i32",
+        DType::I64 => "i64",
+    }
+}
+
+/// A float literal in LLVM's hexadecimal form (exact for any `f64`; an
+/// `f32` constant must be exact in `f32`, as LLVM requires).
+fn flit(x: f64) -> String {
+    format!("0x{:016X}", x.to_bits())
+}
+
+/// The module text of `k`'s passes: shim declarations, intrinsics, every
+/// pass function, with `attrs` (the host's `target-cpu` and
+/// `target-features`) on each.
+///
+/// # Errors
+/// Why the JIT declines the kernel.
+pub fn module(k: &Kernel, plan: &Plan, passes: &[Pass], attrs: &str) -> Result<String, Decline> {
+    check(k, plan)?;
+    let mut m = String::new();
+    for s in shims::all() {
+        m.push_str(s.decl);
+        m.push('\n');
+    }
+    for f in [
+        "sqrt",
+        "fabs",
+        "floor",
+        "ceil",
+        "trunc",
+        "roundeven",
+        "maxnum",
+        "minnum",
+    ] {
+        for t in ["f64", "f32"] {
+            let ll = if t == "f64" { "double" } else { "float" };
+            let args = if f == "maxnum" || f == "minnum" {
+                format!("{ll}, {ll}")
+            } else {
+                ll.to_string()
+            };
+            writeln!(m, "declare {ll} @llvm.{f}.{t}({args})").expect("to a string");
+        }
+    }
+    m.push_str("declare i64 @llvm.fptosi.sat.i64.f64(double)\n");
+    m.push_str("declare i64 @llvm.smax.i64(i64, i64)\ndeclare i64 @llvm.smin.i64(i64, i64)\n");
+    writeln!(m, "attributes #0 = {{ nounwind {attrs} }}").expect("to a string");
+    writeln!(m, "attributes #1 = {{ nounwind alwaysinline {attrs} }}").expect("to a string");
+    for p in passes {
+        m.push_str(&function(k, plan, *p));
+    }
+    Ok(m)
+}
+
+/// Kernels and instructions the JIT leaves to the executor (each a
+/// documented decline, never a wrong result).
+fn check(k: &Kernel, plan: &Plan) -> Result<(), Decline> {
+    let fp8 = |dt: DType| dt.is_fp8();
+    if k.insts.iter().any(|n| fp8(n.dtype))
+        || k.inputs.iter().chain(&k.outputs).any(|a| fp8(a.dtype))
+    {
+        // No shim converts FP8 yet; the executor does.
+        return Err("FP8 values run on the executor");
+    }
+    for n in &k.insts {
+        match &n.inst {
+            Inst::Random(..) => return Err("Philox draws run on the executor"),
+            Inst::Gather(_) => return Err("gathers run on the executor"),
+            Inst::Unary(op, _)
+                if class(n.dtype) == Class::I64 && !op.keeps_integers() && *op != UnaryOp::Not =>
+            {
+                return Err("a unary op without an integer result on integers")
+            }
+            _ => {}
+        }
+    }
+    // Stores are not checked per point: every index a store can reach
+    // must lie in its output (else the executor reports the bad index).
+    for (s, st) in k.stores.iter().enumerate() {
+        let space = if plan.elem_stores.contains(&s) {
+            &k.ranges[..]
+        } else {
+            &k.ranges[..k.n_kept]
+        };
+        if space.contains(&0) {
+            continue;
+        }
+        let (lo, hi) = st.index.bounds(space);
+        if lo < 0 || hi >= k.outputs[st.output].len as i64 {
+            return Err("a store index may leave its output");
+        }
+    }
+    Ok(())
+}
+
+/// The pass function `p` (a wrapper reading [`super::Args`], and its
+/// body with `noalias` buffer parameters, inlined into it).
+fn function(k: &Kernel, plan: &Plan, p: Pass) -> String {
+    let name = p.symbol();
+    let ni = k.inputs.len();
+    let no = k.outputs.len();
+    let reduces: Vec<Val> = (0..k.insts.len())
+        .filter(|i| matches!(k.insts[*i].inst, Inst::Reduce(..)))
+        .collect();
+    let mut params = vec![
+        "i64 %p0".to_string(),
+        "i64 %n".to_string(),
+        "ptr noalias %scratch".to_string(),
+        "ptr noalias readonly %uni".to_string(),
+        "i64 %r0".to_string(),
+    ];
+    params.extend((0..ni).map(|i| format!("ptr noalias readonly %in{i}")));
+    params.extend((0..no).map(|o| format!("ptr noalias %out{o}")));
+    params.extend(
+        reduces
+            .iter()
+            .map(|r| format!("ptr noalias readonly %row{r}")),
+    );
+    let mut w = String::new();
+    // The wrapper: loads the pointers once and calls the body.
+    writeln!(
+        w,
+        "define i32 @{name}(ptr %ctx, i64 %p0, i64 %n, ptr %scratch) #0 {{"
+    )
+    .expect("to a string");
+    let field = |w: &mut String, f: usize, t: &str, to: &str| {
+        writeln!(w, "  %{to}.a = getelementptr i8, ptr %ctx, i64 {}", 8 * f).expect("s");
+        writeln!(w, "  %{to} = load {t}, ptr %{to}.a").expect("s");
+    };
+    field(&mut w, 0, "ptr", "ins");
+    field(&mut w, 1, "ptr", "outs");
+    field(&mut w, 2, "ptr", "uni");
+    field(&mut w, 3, "ptr", "rows");
+    field(&mut w, 4, "i64", "r0");
+    let mut args = vec![
+        "i64 %p0".to_string(),
+        "i64 %n".to_string(),
+        "ptr %scratch".to_string(),
+        "ptr %uni".to_string(),
+        "i64 %r0".to_string(),
+    ];
+    let mut elem = |w: &mut String, table: &str, i: usize, to: String| {
+        writeln!(w, "  %{to}.a = getelementptr ptr, ptr %{table}, i64 {i}").expect("s");
+        writeln!(w, "  %{to} = load ptr, ptr %{to}.a").expect("s");
+        args.push(format!("ptr %{to}"));
+    };
+    for i in 0..ni {
+        elem(&mut w, "ins", i, format!("in{i}"));
+    }
+    for o in 0..no {
+        elem(&mut w, "outs", o, format!("out{o}"));
+    }
+    for r in &reduces {
+        elem(&mut w, "rows", *r, format!("row{r}"));
+    }
+    writeln!(
+        w,
+        "  %e = call i32 @{name}.body({})\n  ret i32 %e\n}}",
+        args.join(", ")
+    )
+    .expect("s");
+    writeln!(
+        w,
+        "define internal i32 @{name}.body({}) #1 {{",
+        params.join(", ")
+    )
+    .expect("s");
+    w.push_str(&Emitter::body(k, plan, p));
+    w.push_str("}\n");
+    w
+}
+
+/// Emits one pass body.
+struct Emitter<'k> {
+    k: &'k Kernel,
+    plan: &'k Plan,
+    /// Instructions of the body, appended.
+    out: String,
+    /// Next fresh name.
+    next: usize,
+    /// Per instruction, its value at the current point.
+    memo: Vec<Option<String>>,
+    /// The variables of the space, by kernel variable.
+    coords: Vec<String>,
+    /// Whether `F32` `exp` takes the polynomial path (which flags
+    /// out-of-range inputs) or the reference (the redo of a flagged run).
+    fast: bool,
+    /// Whether the body computes an `F32` `exp` (so runs may need a redo).
+    has_exp: bool,
+}
+
+impl Emitter<'_> {
+    /// The body of pass `p`: loops over points `p0..p0 + n`.
+    fn body(k: &Kernel, plan: &Plan, p: Pass) -> String {
+        let space: Vec<i64> = match p {
+            Pass::RowStores => k.ranges[..k.n_kept].to_vec(),
+            _ => k.ranges.to_vec(),
+        };
+        // A space without variables has one point; a variable of size 1
+        // stands for it.
+        let ranges = if space.is_empty() { vec![1] } else { space };
+        let d = ranges.len();
+        let inner = ranges[d - 1];
+        let mut e = Emitter {
+            k,
+            plan,
+            out: String::new(),
+            next: 0,
+            memo: vec![None; k.insts.len()],
+            coords: vec![String::new(); d],
+            fast: true,
+            has_exp: false,
+        };
+        let mut head = String::new();
+        head.push_str("entry:\n  %err = alloca i8\n  store i8 0, ptr %err\n");
+        head.push_str("  %flag = alloca i8\n");
+        // Uniform values, loaded once.
+        for (i, n) in k.insts.iter().enumerate() {
+            if plan.level[i] == Level::Uniform {
+                writeln!(
+                    head,
+                    "  %u{i}.a = getelementptr i8, ptr %uni, i64 {}\n  %u{i} = load {}, ptr %u{i}.a",
+                    8 * i,
+                    ty(n.dtype)
+                )
+                .expect("s");
+            }
+        }
+        writeln!(
+            head,
+            "  %end = add i64 %p0, %n\n  br label %outer\nouter:\n  %p = phi i64 [ %p0, %entry ], [ %pnext, %latch ]\n  %more = icmp slt i64 %p, %end\n  br i1 %more, label %ohead, label %exit\nohead:\n  %o = udiv i64 %p, {inner}\n  %j0 = urem i64 %p, {inner}\n  %rest = sub i64 %end, %p\n  %lim = sub i64 {inner}, %j0\n  %lt = icmp ult i64 %lim, %rest\n  %cnt = select i1 %lt, i64 %lim, i64 %rest\n  %j1 = add i64 %j0, %cnt\n  %sp = sub i64 %p, %p0\n  %sbase = sub i64 %sp, %j0"
+        )
+        .expect("s");
+        // The outer variables from the run's outer index.
+        let mut rest = "%o".to_string();
+        for v in (0..d - 1).rev() {
+            writeln!(
+                head,
+                "  %c{v} = urem i64 {rest}, {r}\n  %q{v} = udiv i64 {rest}, {r}",
+                r = ranges[v]
+            )
+            .expect("s");
+            e.coords[v] = format!("%c{v}");
+            rest = format!("%q{v}");
+        }
+        head.push_str("  store i8 0, ptr %flag\n  br label %inner\n");
+        // The fast loop, then (when an exp flagged an input outside the
+        // polynomial's range) the same run again with the reference.
+        let fast = e.run_loop(p, "inner", "ohead", d);
+        let has_exp = e.has_exp;
+        let mut s = head;
+        s.push_str(&fast);
+        if has_exp {
+            s.push_str(
+                "  %fl = load i8, ptr %flag\n  %redo = icmp ne i8 %fl, 0\n  br i1 %redo, label %slow, label %latch\n",
+            );
+            e.fast = false;
+            e.out.clear();
+            s.push_str(&e.run_loop(p, "slow", "after_inner", d));
+            s.push_str("  br label %latch\n");
+        } else {
+            s.push_str("  br label %latch\n");
+        }
+        s.push_str(
+            "latch:\n  %pnext = add i64 %p, %cnt\n  br label %outer\nexit:\n  %ev = load i8, ptr %err\n  %ret = zext i8 %ev to i32\n  ret i32 %ret\n",
+        );
+        s
+    }
+
+    /// One loop over the run `j0..j1` of the innermost variable, its
+    /// block named `label` (entered from `from`); ends in a block named
+    /// `after_{label}` without a terminator.
+    fn run_loop(&mut self, p: Pass, label: &str, from: &str, d: usize) -> String {
+        self.memo.iter_mut().for_each(|m| *m = None);
+        self.out.clear();
+        let j = format!("%j.{label}");
+        self.coords[d - 1] = j.clone();
+        match p {
+            Pass::Fill(i) => {
+                let Inst::Reduce(_, a) = self.k.insts[i].inst else {
+                    unreachable!("fills are of reductions")
+                };
+                let v = self.val(a);
+                let (from_dt, to) = (self.k.insts[a].dtype, self.k.insts[i].dtype);
+                let v = self.convert(&v, from_dt, to);
+                let at = self.tmp();
+                let ptr = self.tmp();
+                self.line(format!("{at} = add i64 %sbase, {j}"));
+                self.line(format!(
+                    "{ptr} = getelementptr {}, ptr %scratch, i64 {at}",
+                    ty(to)
+                ));
+                self.line(format!("store {} {v}, ptr {ptr}", ty(to)));
+            }
+            Pass::ElemStores => {
+                let stores = self.plan.elem_stores.clone();
+                stores.iter().for_each(|s| self.store(*s));
+            }
+            Pass::RowStores => {
+                let stores = self.plan.row_stores.clone();
+                stores.iter().for_each(|s| self.store(*s));
+            }
+        }
+        let body = std::mem::take(&mut self.out);
+        format!(
+            "{label}:\n  {j} = phi i64 [ %j0, %{from} ], [ {j}.n, %{label} ]\n{body}  {j}.n = add i64 {j}, 1\n  {j}.c = icmp ult i64 {j}.n, %j1\n  br i1 {j}.c, label %{label}, label %after_{label}\nafter_{label}:\n"
+        )
+    }
+
+    fn tmp(&mut self) -> String {
+        self.next += 1;
+        format!("%t{}", self.next)
+    }
+
+    fn line(&mut self, s: String) {
+        self.out.push_str("  ");
+        self.out.push_str(&s);
+        self.out.push('\n');
+    }
+
+    /// `{op} {ty} {a}, {b}` into a fresh value.
+    fn op2(&mut self, op: &str, t: &str, a: &str, b: &str) -> String {
+        let r = self.tmp();
+        self.line(format!("{r} = {op} {t} {a}, {b}"));
+        r
+    }
+
+    /// A call of `f` returning `t`.
+    fn call(&mut self, t: &str, f: &str, args: &[String]) -> String {
+        let r = self.tmp();
+        self.line(format!("{r} = call {t} @{f}({})", args.join(", ")));
+        r
+    }
+
+    fn select(&mut self, c: &str, t: &str, a: &str, b: &str) -> String {
+        let r = self.tmp();
+        self.line(format!("{r} = select i1 {c}, {t} {a}, {t} {b}"));
+        r
+    }
+
+    /// An `i1` widened to the `i64` 0 or 1 of a `Bool`.
+    fn bool64(&mut self, c: &str) -> String {
+        let r = self.tmp();
+        self.line(format!("{r} = zext i1 {c} to i64"));
+        r
+    }
+
+    /// The value of index expression `e` at the point (`i64`).
+    fn expr(&mut self, e: &Expr) -> String {
+        let (terms, konst) = e.parts();
+        let mut acc = konst.to_string();
+        for (a, c) in terms {
+            let v = match a {
+                Atom::Var(v) => self.coords[*v].clone(),
+                Atom::Div(x, dv) | Atom::Mod(x, dv) => {
+                    let x = self.expr(x);
+                    // Floor division and Euclidean remainder by a positive
+                    // constant: truncating ones corrected for negatives.
+                    let q = self.op2("sdiv", "i64", &x, &dv.to_string());
+                    let r = self.op2("srem", "i64", &x, &dv.to_string());
+                    let neg = self.op2("icmp slt", "i64", &r, "0");
+                    if matches!(a, Atom::Div(..)) {
+                        let q1 = self.op2("sub", "i64", &q, "1");
+                        self.select(&neg, "i64", &q1, &q)
+                    } else {
+                        let r1 = self.op2("add", "i64", &r, &dv.to_string());
+                        self.select(&neg, "i64", &r1, &r)
+                    }
+                }
+            };
+            let t = self.op2("mul", "i64", &v, &c.to_string());
+            acc = self.op2("add", "i64", &acc, &t);
+        }
+        acc
+    }
+
+    /// Whether `c` holds at the point (`i1`).
+    fn cond(&mut self, c: &Cond) -> String {
+        if c.is_never() {
+            return "false".to_string();
+        }
+        let mut acc = "true".to_string();
+        for (e, lo, hi) in c.checks() {
+            let v = self.expr(e);
+            let a = self.op2("icmp sge", "i64", &v, &lo.to_string());
+            let b = self.op2("icmp slt", "i64", &v, &hi.to_string());
+            let ab = self.op2("and", "i1", &a, &b);
+            acc = self.op2("and", "i1", &acc, &ab);
+        }
+        acc
+    }
+
+    /// The index of the current row among the block's rows (the rows
+    /// arrays hold the block's rows from `r0`).
+    fn row_index(&mut self) -> String {
+        let kept = &self.k.ranges[..self.k.n_kept];
+        let mut acc = "0".to_string();
+        let mut stride = 1i64;
+        for v in (0..kept.len()).rev() {
+            let c = self.coords[v].clone();
+            let t = self.op2("mul", "i64", &c, &stride.to_string());
+            acc = self.op2("add", "i64", &acc, &t);
+            stride *= kept[v];
+        }
+        self.op2("sub", "i64", &acc, "%r0")
+    }
+
+    /// The value of instruction `i` at the point.
+    fn val(&mut self, i: Val) -> String {
+        if let Some(v) = &self.memo[i] {
+            return v.clone();
+        }
+        let v = self.compute(i);
+        self.memo[i] = Some(v.clone());
+        v
+    }
+
+    fn compute(&mut self, i: Val) -> String {
+        let k = self.k;
+        let dt = k.insts[i].dtype;
+        let dtype = |v: Val| k.insts[v].dtype;
+        if self.plan.level[i] == Level::Uniform {
+            return format!("%u{i}");
+        }
+        match &k.insts[i].inst {
+            Inst::Reduce(..) => {
+                let r = self.row_index();
+                let ptr = self.tmp();
+                self.line(format!(
+                    "{ptr} = getelementptr {}, ptr %row{i}, i64 {r}",
+                    ty(dt)
+                ));
+                let v = self.tmp();
+                self.line(format!("{v} = load {}, ptr {ptr}", ty(dt)));
+                v
+            }
+            Inst::Load {
+                input,
+                index,
+                valid,
+            } => self.load(*input, index, valid, dt),
+            Inst::Valid(c) => {
+                let b = self.cond(c);
+                let b = self.bool64(&b);
+                self.convert(&b, DType::Bool, dt)
+            }
+            Inst::Index(e) => {
+                let x = self.expr(e);
+                self.convert(&x, DType::I64, dt)
+            }
+            Inst::Cast(a) => {
+                let x = self.val(*a);
+                self.convert(&x, dtype(*a), dt)
+            }
+            Inst::Unary(op, a) => {
+                let x = self.val(*a);
+                self.unary(*op, &x, dtype(*a), dt)
+            }
+            Inst::Binary(op, a, b) => {
+                let (x, y) = (self.val(*a), self.val(*b));
+                self.binary(*op, (&x, dtype(*a)), (&y, dtype(*b)), dt)
+            }
+            Inst::Where(c, a, b) => {
+                let cv = self.val(*c);
+                let t = self.truthy(&cv, dtype(*c));
+                let x = self.val(*a);
+                let x = self.convert(&x, dtype(*a), dt);
+                let y = self.val(*b);
+                let y = self.convert(&y, dtype(*b), dt);
+                self.select(&t, ty(dt), &x, &y)
+            }
+            Inst::Const(_) | Inst::Scalar(_) => unreachable!("uniform"),
+            Inst::Gather(_) | Inst::Random(..) => unreachable!("declined by check"),
+            Inst::Scan(..) | Inst::Sort(..) | Inst::Dot(..) | Inst::Attend(..) => {
+                unreachable!("the plan declines these kernels")
+            }
+        }
+    }
+
+    /// Whether a value of `dt` is true as a condition (`!= 0`; NaN is).
+    fn truthy(&mut self, v: &str, dt: DType) -> String {
+        match class(dt) {
+            Class::I64 => self.op2("icmp ne", "i64", v, "0"),
+            _ => self.op2("fcmp une", ty(dt), v, "0.0"),
+        }
+    }
+
+    /// `Load { input, index, valid }` of dtype `dt`: 0 where `valid`
+    /// fails; an index outside the buffer (where valid) sets the error
+    /// flag and reads element 0, unless bounds prove it inside.
+    fn load(&mut self, input: usize, index: &Expr, valid: &Cond, dt: DType) -> String {
+        let arg = self.k.inputs[input];
+        let at = arg.dtype;
+        if valid.is_never() || arg.len == 0 {
+            if !valid.is_never() {
+                // Every valid point reads outside an empty buffer.
+                let ok = self.cond(valid);
+                self.flag_error(&ok);
+            }
+            return self.convert(&zero(at), at, dt);
+        }
+        let idx = self.expr(index);
+        let ranges = &self.k.ranges;
+        let (lo, hi) = index.bounds(ranges);
+        let safe = valid.is_always() && lo >= 0 && hi < arg.len as i64;
+        let (idx, ok) = if safe {
+            (idx, None)
+        } else {
+            let ok = self.cond(valid);
+            let a = self.op2("icmp sge", "i64", &idx, "0");
+            let b = self.op2("icmp slt", "i64", &idx, &arg.len.to_string());
+            let inside = self.op2("and", "i1", &a, &b);
+            let out = self.op2("xor", "i1", &inside, "true");
+            let bad = self.op2("and", "i1", &ok, &out);
+            self.flag_error(&bad);
+            let read = self.op2("and", "i1", &ok, &inside);
+            (self.select(&read, "i64", &idx, "0"), Some(ok))
+        };
+        let ptr = self.tmp();
+        self.line(format!(
+            "{ptr} = getelementptr {}, ptr %in{input}, i64 {idx}",
+            mem_ty(at)
+        ));
+        let raw = self.tmp();
+        self.line(format!("{raw} = load {}, ptr {ptr}", mem_ty(at)));
+        let v = self.decode(&raw, at);
+        let v = match ok {
+            Some(ok) => self.select(&ok, ty(at), &v, &zero(at)),
+            None => v,
+        };
+        self.convert(&v, at, dt)
+    }
+
+    /// Sets the error flag where `bad` holds.
+    fn flag_error(&mut self, bad: &str) {
+        let b = self.tmp();
+        self.line(format!("{b} = zext i1 {bad} to i8"));
+        let e = self.tmp();
+        self.line(format!("{e} = load i8, ptr %err"));
+        let e2 = self.op2("or", "i8", &e, &b);
+        self.line(format!("store i8 {e2}, ptr %err"));
+    }
+
+    /// A loaded element of `dt` as its class' value.
+    fn decode(&mut self, raw: &str, dt: DType) -> String {
+        match dt {
+            DType::F32 | DType::F64 | DType::I64 => raw.to_string(),
+            DType::F16 | DType::BF16 => self.call(
+                "float",
+                "smelt_half_to_f32",
+                &[format!("i32 {}", dtype_id(dt)), format!("i16 {raw}")],
+            ),
+            DType::Bool => {
+                let c = self.op2("icmp ne", "i8", raw, "0");
+                self.bool64(&c)
+            }
+            DType::U8 => self.ext("zext", raw, "i8"),
+            DType::I8 => self.ext("sext", raw, "i8"),
+            DType::I16 => self.ext("sext", raw, "i16"),
+            DType::I32 => self.ext("sext", raw, "i32"),
+            DType::F8E4M3 | DType::F8E5M2 => unreachable!("`check` declines FP8"),
+        }
+    }
+
+    fn ext(&mut self, how: &str, v: &str, from: &str) -> String {
+        let r = self.tmp();
+        self.line(format!("{r} = {how} {from} {v} to i64"));
+        r
+    }
+
+    /// Store `s`: its value converted to the output's dtype, written at
+    /// its index (proved inside the output by [`check`]).
+    fn store(&mut self, s: usize) {
+        let st = &self.k.stores[s];
+        let (output, index, value) = (st.output, st.index.clone(), st.value);
+        let out = self.k.outputs[output].dtype;
+        let v = self.val(value);
+        let v = self.convert(&v, self.k.insts[value].dtype, out);
+        let idx = self.expr(&index);
+        let bits = match out {
+            DType::F32 | DType::F64 | DType::I64 => v,
+            DType::F16 | DType::BF16 => self.call(
+                "i16",
+                "smelt_f32_to_half",
+                &[format!("i32 {}", dtype_id(out)), format!("float {v}")],
+            ),
+            _ => {
+                let r = self.tmp();
+                self.line(format!("{r} = trunc i64 {v} to {}", mem_ty(out)));
+                r
+            }
+        };
+        let ptr = self.tmp();
+        self.line(format!(
+            "{ptr} = getelementptr {}, ptr %out{output}, i64 {idx}",
+            mem_ty(out)
+        ));
+        self.line(format!("store {} {bits}, ptr {ptr}", mem_ty(out)));
+    }
+
+    /// `v` (of dtype `from`) converted to `to` by the one conversion rule,
+    /// as [`crate::exec::vals::convert`] does.
+    fn convert(&mut self, v: &str, from: DType, to: DType) -> String {
+        if from == to {
+            return v.to_string();
+        }
+        match class(from) {
+            Class::F32 | Class::F64 => {
+                let x = self.widen(v, from);
+                match class(to) {
+                    Class::F32 if to == DType::F32 => self.trunc32(&x),
+                    Class::F32 => {
+                        let r = self.round(&x, to);
+                        self.trunc32(&r)
+                    }
+                    Class::F64 => x,
+                    Class::I64 => self.saturate(&x, to),
+                }
+            }
+            Class::I64 => match class(to) {
+                Class::F32 if to == DType::F32 => {
+                    let r = self.tmp();
+                    self.line(format!("{r} = sitofp i64 {v} to float"));
+                    r
+                }
+                Class::F32 => {
+                    let r = self.call(
+                        "double",
+                        "smelt_from_int",
+                        &[format!("i32 {}", dtype_id(to)), format!("i64 {v}")],
+                    );
+                    self.trunc32(&r)
+                }
+                Class::F64 => {
+                    let r = self.tmp();
+                    self.line(format!("{r} = sitofp i64 {v} to double"));
+                    r
+                }
+                Class::I64 => self.wrap(v, to),
+            },
+        }
+    }
+
+    /// A float class value as `double` (exact).
+    fn widen(&mut self, v: &str, dt: DType) -> String {
+        if class(dt) == Class::F64 {
+            return v.to_string();
+        }
+        let r = self.tmp();
+        self.line(format!("{r} = fpext float {v} to double"));
+        r
+    }
+
+    /// `x as f32`.
+    fn trunc32(&mut self, x: &str) -> String {
+        let r = self.tmp();
+        self.line(format!("{r} = fptrunc double {x} to float"));
+        r
+    }
+
+    /// [`DType::round`] of a `double` to a half type.
+    fn round(&mut self, x: &str, dt: DType) -> String {
+        self.call(
+            "double",
+            "smelt_round",
+            &[format!("i32 {}", dtype_id(dt)), format!("double {x}")],
+        )
+    }
+
+    /// [`DType::saturate`]: a `double` to an integer dtype.
+    fn saturate(&mut self, x: &str, dt: DType) -> String {
+        match dt {
+            DType::Bool => {
+                let c = self.op2("fcmp une", "double", x, "0.0");
+                self.bool64(&c)
+            }
+            _ => {
+                let r = self.call("i64", "llvm.fptosi.sat.i64.f64", &[format!("double {x}")]);
+                if dt == DType::I64 {
+                    return r;
+                }
+                let a = self.call(
+                    "i64",
+                    "llvm.smax.i64",
+                    &[format!("i64 {r}"), format!("i64 {}", dt.int_min())],
+                );
+                self.call(
+                    "i64",
+                    "llvm.smin.i64",
+                    &[format!("i64 {a}"), format!("i64 {}", dt.int_max())],
+                )
+            }
+        }
+    }
+
+    /// [`DType::wrap`]: an `i64` to an integer dtype's value.
+    fn wrap(&mut self, v: &str, dt: DType) -> String {
+        match dt {
+            DType::I64 => v.to_string(),
+            DType::Bool => {
+                let c = self.op2("icmp ne", "i64", v, "0");
+                self.bool64(&c)
+            }
+            DType::U8 => self.op2("and", "i64", v, "255"),
+            _ => {
+                let t = self.tmp();
+                self.line(format!("{t} = trunc i64 {v} to {}", mem_ty(dt)));
+                self.ext("sext", &t, mem_ty(dt))
+            }
+        }
+    }
+
+    /// `op` of `x` (dtype `from`) with result dtype `dt`, as
+    /// `exec::arith::unary`: in `f64` rounded once for `F32` (the
+    /// polynomial [`crate::exec::arith::exp_f32`] for `exp`), rounded by
+    /// [`DType::round`] for the halves, `eval_int` for integers.
+    fn unary(&mut self, op: UnaryOp, x: &str, from: DType, dt: DType) -> String {
+        let cd = if op == UnaryOp::Not { DType::Bool } else { dt };
+        let a = self.convert(x, from, cd);
+        match class(cd) {
+            Class::F32 if dt == DType::F32 && op == UnaryOp::Exp => self.exp_f32(&a),
+            Class::F32 => {
+                let x = self.widen(&a, cd);
+                let r = self.unary_f64(op, &x);
+                if dt == DType::F32 {
+                    self.trunc32(&r)
+                } else {
+                    let r = self.round(&r, dt);
+                    self.trunc32(&r)
+                }
+            }
+            Class::F64 => self.unary_f64(op, &a),
+            Class::I64 => self.unary_int(op, &a, dt),
+        }
+    }
+
+    /// `UnaryOp::eval` on a `double`: inline where the reference is one
+    /// IEEE operation or selection, else the reference through its shim.
+    fn unary_f64(&mut self, op: UnaryOp, x: &str) -> String {
+        let intr = |f: &str| format!("llvm.{f}.f64");
+        match op {
+            UnaryOp::Neg => {
+                let r = self.tmp();
+                self.line(format!("{r} = fneg double {x}"));
+                r
+            }
+            UnaryOp::Abs => self.call("double", &intr("fabs"), &[format!("double {x}")]),
+            UnaryOp::Sqrt => self.call("double", &intr("sqrt"), &[format!("double {x}")]),
+            UnaryOp::Floor => self.call("double", &intr("floor"), &[format!("double {x}")]),
+            UnaryOp::Ceil => self.call("double", &intr("ceil"), &[format!("double {x}")]),
+            UnaryOp::Trunc => self.call("double", &intr("trunc"), &[format!("double {x}")]),
+            UnaryOp::Round => self.call("double", &intr("roundeven"), &[format!("double {x}")]),
+            UnaryOp::Rsqrt => {
+                let s = self.call("double", &intr("sqrt"), &[format!("double {x}")]);
+                self.op2("fdiv", "double", "1.0", &s)
+            }
+            UnaryOp::Recip => self.op2("fdiv", "double", "1.0", x),
+            UnaryOp::Square => self.op2("fmul", "double", x, x),
+            UnaryOp::Relu => {
+                // `x > 0 || x is NaN`.
+                let c = self.op2("fcmp ugt", "double", x, "0.0");
+                self.select(&c, "double", x, "0.0")
+            }
+            UnaryOp::Not => {
+                let c = self.op2("fcmp oeq", "double", x, "0.0");
+                let r = self.tmp();
+                self.line(format!("{r} = uitofp i1 {c} to double"));
+                r
+            }
+            UnaryOp::Sign => {
+                let gt = self.op2("fcmp ogt", "double", x, "0.0");
+                let lt = self.op2("fcmp olt", "double", x, "0.0");
+                let eq = self.op2("fcmp oeq", "double", x, "0.0");
+                let z = self.select(&eq, "double", "0.0", x);
+                let n = self.select(&lt, "double", "-1.0", &z);
+                self.select(&gt, "double", "1.0", &n)
+            }
+            UnaryOp::BitNot => {
+                let n = self.tmp();
+                self.line(format!("{n} = fneg double {x}"));
+                self.op2("fsub", "double", &n, "1.0")
+            }
+            _ => self.call(
+                "double",
+                "smelt_unary",
+                &[format!("i32 {}", unary_id(op)), format!("double {x}")],
+            ),
+        }
+    }
+
+    /// `UnaryOp::eval_int(dt, x)`.
+    fn unary_int(&mut self, op: UnaryOp, x: &str, dt: DType) -> String {
+        let r = match op {
+            UnaryOp::Neg => self.op2("sub", "i64", "0", x),
+            UnaryOp::Abs => {
+                let n = self.op2("sub", "i64", "0", x);
+                let neg = self.op2("icmp slt", "i64", x, "0");
+                self.select(&neg, "i64", &n, x)
+            }
+            UnaryOp::Relu => self.call(
+                "i64",
+                "llvm.smax.i64",
+                &[format!("i64 {x}"), "i64 0".into()],
+            ),
+            UnaryOp::Square => self.op2("mul", "i64", x, x),
+            UnaryOp::Not => {
+                let c = self.op2("icmp eq", "i64", x, "0");
+                self.bool64(&c)
+            }
+            UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Trunc => x.to_string(),
+            UnaryOp::Sign => {
+                let gt = self.op2("icmp sgt", "i64", x, "0");
+                let lt = self.op2("icmp slt", "i64", x, "0");
+                let g = self.bool64(&gt);
+                let l = self.bool64(&lt);
+                self.op2("sub", "i64", &g, &l)
+            }
+            UnaryOp::BitNot => self.op2("xor", "i64", x, "-1"),
+            _ => unreachable!("declined by check"),
+        };
+        self.wrap(&r, dt)
+    }
+
+    /// `op(a, b)` as `exec::arith::binary`: operands converted to
+    /// [`BinaryOp::compute_dtype`], the op, the result converted to `dt`.
+    fn binary(&mut self, op: BinaryOp, a: (&str, DType), b: (&str, DType), dt: DType) -> String {
+        let cd = op.compute_dtype(a.1, b.1, dt);
+        let x = self.convert(a.0, a.1, cd);
+        let y = self.convert(b.0, b.1, cd);
+        let rd = if op.is_comparison() { DType::Bool } else { cd };
+        let r = match class(cd) {
+            Class::F32 | Class::F64 => {
+                let x = self.widen(&x, cd);
+                let y = self.widen(&y, cd);
+                let r = self.binary_f64(op, &x, &y);
+                if op.is_comparison() || cd == DType::F64 {
+                    r
+                } else if cd == DType::F32 {
+                    self.trunc32(&r)
+                } else {
+                    let r = self.round(&r, cd);
+                    self.trunc32(&r)
+                }
+            }
+            Class::I64 => self.binary_int(op, &x, &y, cd),
+        };
+        self.convert(&r, rd, dt)
+    }
+
+    /// `BinaryOp::eval` on `double`s; comparisons give the `i64` 0 or 1.
+    fn binary_f64(&mut self, op: BinaryOp, x: &str, y: &str) -> String {
+        let cmp = |e: &mut Self, pred: &str| {
+            let c = e.op2(&format!("fcmp {pred}"), "double", x, y);
+            e.bool64(&c)
+        };
+        match op {
+            BinaryOp::Add => self.op2("fadd", "double", x, y),
+            BinaryOp::Sub => self.op2("fsub", "double", x, y),
+            BinaryOp::Mul => self.op2("fmul", "double", x, y),
+            BinaryOp::Div => self.op2("fdiv", "double", x, y),
+            BinaryOp::Max | BinaryOp::Min => {
+                let f = if op == BinaryOp::Max {
+                    "maxnum"
+                } else {
+                    "minnum"
+                };
+                let m = self.call(
+                    "double",
+                    &format!("llvm.{f}.f64"),
+                    &[format!("double {x}"), format!("double {y}")],
+                );
+                let nan = self.op2("fcmp uno", "double", x, y);
+                self.select(&nan, "double", &flit(f64::NAN), &m)
+            }
+            BinaryOp::Lt => cmp(self, "olt"),
+            BinaryOp::Le => cmp(self, "ole"),
+            BinaryOp::Gt => cmp(self, "ogt"),
+            BinaryOp::Ge => cmp(self, "oge"),
+            BinaryOp::Eq => cmp(self, "oeq"),
+            BinaryOp::Ne => cmp(self, "une"),
+            BinaryOp::And | BinaryOp::Or => {
+                let a = self.op2("fcmp une", "double", x, "0.0");
+                let b = self.op2("fcmp une", "double", y, "0.0");
+                let how = if op == BinaryOp::And { "and" } else { "or" };
+                let c = self.op2(how, "i1", &a, &b);
+                self.bool64(&c)
+            }
+            _ => self.call(
+                "double",
+                "smelt_binary",
+                &[
+                    format!("i32 {}", binary_id(op)),
+                    format!("double {x}"),
+                    format!("double {y}"),
+                ],
+            ),
+        }
+    }
+
+    /// `BinaryOp::eval_int(cd, x, y)`.
+    fn binary_int(&mut self, op: BinaryOp, x: &str, y: &str, cd: DType) -> String {
+        let cmp = |e: &mut Self, pred: &str| {
+            let c = e.op2(&format!("icmp {pred}"), "i64", x, y);
+            e.bool64(&c)
+        };
+        let r = match op {
+            BinaryOp::Add => self.op2("add", "i64", x, y),
+            BinaryOp::Sub => self.op2("sub", "i64", x, y),
+            BinaryOp::Mul => self.op2("mul", "i64", x, y),
+            BinaryOp::Max => self.call(
+                "i64",
+                "llvm.smax.i64",
+                &[format!("i64 {x}"), format!("i64 {y}")],
+            ),
+            BinaryOp::Min => self.call(
+                "i64",
+                "llvm.smin.i64",
+                &[format!("i64 {x}"), format!("i64 {y}")],
+            ),
+            BinaryOp::BitAnd => self.op2("and", "i64", x, y),
+            BinaryOp::BitOr => self.op2("or", "i64", x, y),
+            BinaryOp::BitXor => self.op2("xor", "i64", x, y),
+            BinaryOp::Lt => return cmp(self, "slt"),
+            BinaryOp::Le => return cmp(self, "sle"),
+            BinaryOp::Gt => return cmp(self, "sgt"),
+            BinaryOp::Ge => return cmp(self, "sge"),
+            BinaryOp::Eq => return cmp(self, "eq"),
+            BinaryOp::Ne => return cmp(self, "ne"),
+            BinaryOp::And | BinaryOp::Or => {
+                let a = self.op2("icmp ne", "i64", x, "0");
+                let b = self.op2("icmp ne", "i64", y, "0");
+                let how = if op == BinaryOp::And { "and" } else { "or" };
+                let c = self.op2(how, "i1", &a, &b);
+                return self.bool64(&c);
+            }
+            // The rest already wrap to `cd`.
+            _ => {
+                return self.call(
+                    "i64",
+                    "smelt_binary_int",
+                    &[
+                        format!("i32 {}", binary_id(op)),
+                        format!("i32 {}", dtype_id(cd)),
+                        format!("i64 {x}"),
+                        format!("i64 {y}"),
+                    ],
+                )
+            }
+        };
+        self.wrap(&r, cd)
+    }
+
+    /// `F32` `exp` as [`crate::exec::arith::exp_f32`] computes it: on the
+    /// fast pass the same branch-free `f32` operations (no fused
+    /// multiply-adds, so the same roundings), flagging inputs outside
+    /// its range; on the redo the reference for those inputs.
+    fn exp_f32(&mut self, x: &str) -> String {
+        self.has_exp = true;
+        let ax = self.call("float", "llvm.fabs.f32", &[format!("float {x}")]);
+        let inr = self.op2("fcmp ole", "float", &ax, &flit(87.0));
+        if !self.fast {
+            let xd = self.widen(x, DType::F32);
+            let r = self.call(
+                "double",
+                "smelt_unary",
+                &[
+                    format!("i32 {}", unary_id(UnaryOp::Exp)),
+                    format!("double {xd}"),
+                ],
+            );
+            let slow = self.trunc32(&r);
+            let fast = self.exp_poly(x, &inr);
+            return self.select(&inr, "float", &fast, &slow);
+        }
+        let out = self.op2("xor", "i1", &inr, "true");
+        let b = self.tmp();
+        self.line(format!("{b} = zext i1 {out} to i8"));
+        let f = self.tmp();
+        self.line(format!("{f} = load i8, ptr %flag"));
+        let f2 = self.op2("or", "i8", &f, &b);
+        self.line(format!("store i8 {f2}, ptr %flag"));
+        self.exp_poly(x, &inr)
+    }
+
+    /// The polynomial of [`crate::exec::arith::exp_f32`] (its constants,
+    /// its order of operations).
+    fn exp_poly(&mut self, x: &str, inr: &str) -> String {
+        let f = |v: f32| flit(v as f64);
+        let c = self.select(inr, "float", x, "0.0");
+        let t0 = self.op2("fmul", "float", &c, &f(std::f32::consts::LOG2_E));
+        let t = self.op2("fadd", "float", &t0, &f(12_582_912.0));
+        let n = self.op2("fsub", "float", &t, &f(12_582_912.0));
+        let a = self.op2("fmul", "float", &n, &f(0.693_359_4));
+        let r0 = self.op2("fsub", "float", &c, &a);
+        let b = self.op2("fmul", "float", &n, &f(-2.121_944_4e-4));
+        let r = self.op2("fsub", "float", &r0, &b);
+        let mut p = f(1.987_569_1e-4);
+        for k in [
+            1.398_199_9e-3f32,
+            8.333_452e-3,
+            4.166_579_6e-2,
+            1.666_666_5e-1,
+            0.5,
+        ] {
+            let m = self.op2("fmul", "float", &p, &r);
+            p = self.op2("fadd", "float", &m, &f(k));
+        }
+        let rr = self.op2("fmul", "float", &r, &r);
+        let e0 = self.op2("fmul", "float", &p, &rr);
+        let e1 = self.op2("fadd", "float", &e0, &r);
+        let e = self.op2("fadd", "float", &e1, &f(1.0));
+        let tb = self.tmp();
+        self.line(format!("{tb} = bitcast float {t} to i32"));
+        let sb = self.op2("sub", "i32", &tb, &(0x4B40_0000u32 - 127).to_string());
+        let sh = self.op2("shl", "i32", &sb, "23");
+        let scale = self.tmp();
+        self.line(format!("{scale} = bitcast i32 {sh} to float"));
+        self.op2("fmul", "float", &e, &scale)
+    }
+}
+
+/// The zero of `dt`'s class, as a literal.
+fn zero(dt: DType) -> String {
+    match class(dt) {
+        Class::I64 => "0".to_string(),
+        _ => "0.0".to_string(),
+    }
+}

@@ -1,0 +1,164 @@
+//! The LLVM JIT (`smelt_codegen::llvm`, feature `llvm`) against the
+//! executor, bit for bit (it computes the executor's values: same ops,
+//! same roundings, same fold order), and against the interpreter, the
+//! oracle, within the executor's tolerances (`exp` within 2 ulp, sums in
+//! another order). Inputs hold NaN, infinities, signed zeros and extremes;
+//! kernels cover every dtype, op and cast, views (flips, transposes,
+//! broadcasts, padding, div/mod), reductions and multi-reductions at sizes
+//! 0, 1 and primes across the tile and parallel thresholds, and the
+//! declines, each named.
+#![cfg(feature = "llvm")]
+
+#[path = "engines/mod.rs"]
+mod engines;
+#[path = "ptx_cases/mod.rs"]
+mod ptx_cases;
+
+use engines::{inputs, small};
+use ptx_cases::{contiguous, Kb};
+use smelt_codegen::{exec, llvm, BinaryOp, DType, Kernel, KernelKind, ReduceOp, UnaryOp};
+
+/// Runs `k` through the JIT, asserting it agrees with the executor bit
+/// for bit and with the interpreter within rounding. Returns whether the
+/// JIT covered it.
+fn check(k: &Kernel, seed: u64) -> bool {
+    if !engines::bit_equal(k, seed, llvm::run, exec::run) {
+        return false;
+    }
+    assert!(engines::compare(k, seed, llvm::run));
+    true
+}
+
+/// `check`, for a kernel the JIT must cover.
+fn covered(k: &Kernel, seed: u64) {
+    assert!(check(k, seed), "declined: {:?}\n{k}", llvm::decline(k));
+}
+
+#[test]
+fn every_representative_kernel_matches_or_is_declined_by_name() {
+    let (mut n_covered, mut declined) = (0, Vec::new());
+    for (i, k) in ptx_cases::all().iter().filter(|k| small(k)).enumerate() {
+        if check(k, i as u64) {
+            n_covered += 1;
+        } else {
+            declined.push((k.name.clone(), llvm::decline(k)));
+        }
+    }
+    // Scans are the interpreter's (the executor's plan declines them);
+    // nothing else is declined.
+    for (name, why) in &declined {
+        assert!(
+            name.contains("scan") || name.contains("cum"),
+            "{name} declined: {why:?}"
+        );
+        assert!(why.is_some());
+    }
+    assert!(n_covered > 450, "covered {n_covered}");
+}
+
+/// Sizes for the op-by-op test: each size is a new kernel to compile.
+const OP_SIZES: [i64; 4] = [0, 1, 7, 70001];
+
+#[test]
+fn every_dtype_op_and_cast() {
+    for (s, n) in OP_SIZES.into_iter().enumerate() {
+        let seed = 1000 * s as u64;
+        for dt in DType::ALL {
+            for op in UnaryOp::ALL {
+                let ok = if dt.is_float() {
+                    op != UnaryOp::BitNot
+                } else {
+                    op.keeps_integers() || op == UnaryOp::Not
+                };
+                if ok {
+                    covered(&ptx_cases::unary(op, dt, n), seed);
+                }
+            }
+            for op in BinaryOp::ALL {
+                let ok = op.operand_dtype(dt, dt) == dt && (!op.is_bitwise() || !dt.is_float());
+                if ok {
+                    covered(&ptx_cases::binary(op, dt, n), seed + 1);
+                }
+            }
+            for to in DType::ALL {
+                covered(&ptx_cases::cast(dt, to, n), seed + 2);
+            }
+        }
+    }
+}
+
+#[test]
+fn views_reductions_and_multi_reductions_at_edge_sizes() {
+    for (s, n) in [0i64, 1, 7, 4099, 16411, 70001].into_iter().enumerate() {
+        let seed = 7000 + s as u64;
+        for rows in [0, 1, 3, 4099] {
+            let n = n.min(300_000 / rows.max(1));
+            for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::Prod] {
+                for dt in [DType::F32, DType::F64, DType::I64, DType::I32, DType::BF16] {
+                    let k = ptx_cases::reduce_last(op, dt, rows, n);
+                    // A half accumulator rounded at every step makes the
+                    // fold order visible far beyond a few ulp: against
+                    // the executor only (same order).
+                    if dt == DType::BF16 && matches!(op, ReduceOp::Sum | ReduceOp::Prod) {
+                        assert!(engines::bit_equal(&k, seed, llvm::run, exec::run));
+                    } else {
+                        covered(&k, seed);
+                    }
+                }
+            }
+            covered(&ptx_cases::softmax(rows, n, DType::F32), seed);
+            covered(&ptx_cases::softmax(rows, n, DType::F16), seed);
+            covered(&ptx_cases::layernorm(rows, n, DType::BF16), seed);
+            covered(&ptx_cases::layernorm(rows, n, DType::F32), seed);
+            covered(&ptx_cases::logsumexp_mixed(rows, n), seed);
+        }
+        covered(&ptx_cases::reduce_first(n, 5), seed);
+        covered(&ptx_cases::sum_all(n * 7), seed);
+        covered(&ptx_cases::pad(n), seed);
+        covered(&ptx_cases::div_mod(n), seed);
+        covered(&ptx_cases::flip_transpose(n.min(300), 37), seed);
+        covered(&ptx_cases::broadcast_add(n.min(300), 65, DType::F16), seed);
+        covered(&ptx_cases::softmax_axis0(n.min(3000), 13), seed);
+        covered(&ptx_cases::scalars(DType::F32, n), seed);
+        covered(&ptx_cases::scalars(DType::I8, n), seed);
+    }
+}
+
+#[test]
+fn new_scalar_values_reuse_the_compiled_kernel() {
+    let k = ptx_cases::softmax_temperature(5, 33);
+    for seed in 0..4 {
+        covered(&k, seed);
+    }
+}
+
+#[test]
+fn out_of_bounds_loads_are_the_executors_errors() {
+    let r = [5i64, 9];
+    let mut kb = Kb::new("elementwise_oob", KernelKind::Elementwise, &r, 2);
+    // One element short of the index's reach.
+    let x = kb.load(DType::F32, 44, contiguous(&r));
+    kb.store(45, contiguous(&r), x, None);
+    let k = kb.done();
+    assert_eq!(llvm::decline(&k), None);
+    let (bufs, scalars) = inputs(&k, 1);
+    let ins: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
+    let mut out = vec![0u8; 45 * 4];
+    let e = llvm::run(&k, &ins, &scalars, &mut [&mut out]).expect("covered");
+    assert!(e.unwrap_err().0.contains("outside in0"));
+}
+
+#[test]
+fn declines_are_named() {
+    // A scan: the executor's plan declines it.
+    let k = ptx_cases::scan(smelt_codegen::ScanOp::Sum, DType::F32, 3, 10, false);
+    assert!(llvm::decline(&k).expect("declined").contains("plan"));
+    // A store whose index may leave its output.
+    let r = [4i64, 6];
+    let mut kb = Kb::new("elementwise_short_out", KernelKind::Elementwise, &r, 2);
+    let x = kb.load(DType::F32, 24, contiguous(&r));
+    kb.store(23, contiguous(&r), x, None);
+    let k = kb.done();
+    assert!(llvm::decline(&k).expect("declined").contains("store"));
+    assert!(llvm::run(&k, &[&[0u8; 96]], &[], &mut [&mut [0u8; 92]]).is_none());
+}
