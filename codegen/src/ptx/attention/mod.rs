@@ -50,8 +50,8 @@ pub fn env_key() -> u64 {
 /// The tile for `k` when the environment names none, from the sweep of
 /// 2026-11-27 on an H200 (BENCHMARKS.md, "Attention"): 4 warps of 32 rows
 /// (128-row CTAs sharing each `k`/`v` fragment between two row blocks)
-/// were 7-15% faster than 4 x 16 on every prefill shape but causal
-/// `d = 64` (7-11% slower there); one-row decode was 40% slower with
+/// were 5-20% faster than 4 x 16 on every prefill shape but causal
+/// `d = 64` (6-11% slower there); one-row decode was 40% slower with
 /// 128-row CTAs, so short queries keep 64 rows.
 fn measured_tile(k: &Kernel, a: &Attention) -> AttentionTile {
     let r = |v: usize| k.ranges[v];
