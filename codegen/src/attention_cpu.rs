@@ -13,8 +13,11 @@
 //! 4. the epilogue (the stores, the `Attend` replaced by a load of the
 //!    outputs) runs through the interpreter.
 //!
-//! Memory stays `O(rows_per_block * keys)` beyond the packed operands: the
-//! score matrix of a whole head is never held.
+//! Heads and blocks of query rows run on all cores (rayon); each block's
+//! values are computed as one thread would, so results do not depend on
+//! the thread count. Memory stays `O(threads * rows_per_block * keys)`
+//! beyond the packed operands: the score matrix of a whole head is never
+//! held.
 
 use crate::attention::Attention;
 use crate::dense::{self, Acc};
@@ -24,6 +27,7 @@ use crate::host_alloc::filled;
 use crate::interp::{self, InterpError};
 use crate::ir::{Arg, Inst, Kernel, KernelKind, Node, Store};
 use crate::DType;
+use rayon::prelude::*;
 
 /// Logits computed per interpreter call: enough to amortise building the
 /// block's kernel, few enough to stay in cache.
@@ -51,7 +55,7 @@ fn malformed(k: &Kernel, what: &str) -> InterpError {
     InterpError(format!("attention kernel {}: {what}", k.name))
 }
 
-fn run_in<A: Acc>(
+fn run_in<A: Acc + Send + Sync>(
     k: &Kernel,
     a: &Attention,
     inputs: &[&[u8]],
@@ -80,52 +84,58 @@ fn run_in<A: Acc>(
         Some(c) => (i as i64 + c.offset + 1).clamp(0, lk as i64) as usize,
         None => lk,
     };
-    let mut coords = vec![0i64; batch.len()];
-    for b in 0..nb {
-        // The batch coordinates of head `b` (row-major).
-        let mut rest = b;
-        for (c, v) in coords.iter_mut().zip(&batch).rev() {
-            *c = (rest % size(*v)) as i64;
-            rest /= size(*v);
-        }
-        let (qb, kb, vb) = (
-            &q[b * lq * dd..][..lq * dd],
-            &kk[b * lk * dd..][..lk * dd],
-            &v[b * lk * dv..][..lk * dv],
-        );
-        for i0 in (0..lq).step_by(rows) {
-            let r = rows.min(lq - i0);
-            // Keys the block's last row sees: no row of it sees more.
-            let w = visible(i0 + r - 1);
-            let mut scores = filled(r * w, A::ZERO)?;
-            for (ii, srow) in scores.chunks_exact_mut(w.max(1)).enumerate() {
-                let qrow = &qb[(i0 + ii) * dd..][..dd];
-                let srow = &mut srow[..visible(i0 + ii)];
-                for (s, krow) in srow.iter_mut().zip(kb.chunks_exact(dd.max(1))) {
-                    *s = qrow
-                        .iter()
-                        .zip(krow)
-                        .fold(A::ZERO, |acc, (x, y)| acc + *x * *y);
-                }
+    // Heads, and blocks of rows within a head, go to threads: each block
+    // writes only its own rows of `out`.
+    out.par_chunks_mut((lq * dv).max(1))
+        .enumerate()
+        .try_for_each(|(b, head)| {
+            // The batch coordinates of head `b` (row-major).
+            let mut coords = vec![0i64; batch.len()];
+            let mut rest = b;
+            for (c, v) in coords.iter_mut().zip(&batch).rev() {
+                *c = (rest % size(*v)) as i64;
+                rest /= size(*v);
             }
-            let logits = if w == 0 {
-                // No row of the block sees a key.
-                Vec::new()
-            } else {
-                let lk_kernel = logit_kernel::<A>(k, a, &coords, (i0, r), w)?;
-                let bytes = dense::to_bytes(&scores)?;
-                let mut ins = inputs.to_vec();
-                ins.push(&bytes);
-                dense::eval::<A>(&lk_kernel, &ins, scalars)?
-            };
-            for ii in 0..r {
-                let orow = &mut out[(b * lq + i0 + ii) * dv..][..dv];
-                let n = visible(i0 + ii);
-                let l = logits.get(ii * w..ii * w + n).unwrap_or(&[]);
-                softmax_rows(l, &vb[..n * dv], orow);
-            }
-        }
-    }
+            let (qb, kb, vb) = (
+                &q[b * lq * dd..][..lq * dd],
+                &kk[b * lk * dd..][..lk * dd],
+                &v[b * lk * dv..][..lk * dv],
+            );
+            head.par_chunks_mut(rows * dv)
+                .enumerate()
+                .try_for_each(|(blk, orows)| {
+                    let (i0, r) = (blk * rows, orows.len() / dv);
+                    // Keys the block's last row sees: no row of it sees more.
+                    let w = visible(i0 + r - 1);
+                    let mut scores = filled(r * w, A::ZERO)?;
+                    for (ii, srow) in scores.chunks_exact_mut(w.max(1)).enumerate() {
+                        let qrow = &qb[(i0 + ii) * dd..][..dd];
+                        let srow = &mut srow[..visible(i0 + ii)];
+                        for (s, krow) in srow.iter_mut().zip(kb.chunks_exact(dd.max(1))) {
+                            *s = qrow
+                                .iter()
+                                .zip(krow)
+                                .fold(A::ZERO, |acc, (x, y)| acc + *x * *y);
+                        }
+                    }
+                    let logits = if w == 0 {
+                        // No row of the block sees a key.
+                        Vec::new()
+                    } else {
+                        let lk_kernel = logit_kernel::<A>(k, a, &coords, (i0, r), w)?;
+                        let bytes = dense::to_bytes(&scores)?;
+                        let mut ins = inputs.to_vec();
+                        ins.push(&bytes);
+                        dense::eval::<A>(&lk_kernel, &ins, scalars)?
+                    };
+                    for (ii, orow) in orows.chunks_exact_mut(dv).enumerate() {
+                        let n = visible(i0 + ii);
+                        let l = logits.get(ii * w..ii * w + n).unwrap_or(&[]);
+                        softmax_rows(l, &vb[..n * dv], orow);
+                    }
+                    Ok::<(), InterpError>(())
+                })
+        })?;
     let row = RowInput {
         val: a.attend,
         dtype: A::DTYPE,

@@ -60,11 +60,15 @@ const MAX_SCORES: usize = 1 << 31;
 /// else the program holds.
 const GPU_MEMORY_SHARE: u64 = 4;
 
-/// Keys per query row from which the CPU plans attention fused by
-/// default: measured faster there from 256 keys up, within about 20% of
-/// the 3-kernel plan either way below (BENCHMARKS.md, "Attention on the
-/// CPU").
-const CPU_MIN_KEYS: usize = 256;
+/// Scores (query rows times keys, all heads) past which the CPU plans
+/// attention fused by default: below, the 3-kernel plan's matmuls (the
+/// `gemm` crate, all cores) and softmax (the executor) are faster than
+/// the fused path's per-row dot products (8 heads of 512x512, d = 64, on
+/// 2 cores: 13.8 ms against 41; on 16 cores 6.5 against 150 before the
+/// fused path ran its blocks in parallel; BENCHMARKS.md, "CPU"); above,
+/// the two score-sized buffers (256 MiB each in `f32`) cost more memory
+/// than the plan is worth.
+const CPU_MAX_SCORES: usize = 1 << 26;
 
 /// Whether the planner with `options` fuses the recognised attention `a`.
 pub fn fuse(a: &Attention, options: &Planning) -> bool {
@@ -89,13 +93,12 @@ pub fn fuse(a: &Attention, options: &Planning) -> bool {
 /// score-sized buffers (the logits and the probabilities) above a
 /// [`GPU_MEMORY_SHARE`]th of the device's memory.
 ///
-/// On the CPU, from [`CPU_MIN_KEYS`] keys per row (or more than
-/// [`MAX_SCORES`] scores).
+/// On the CPU, past [`CPU_MAX_SCORES`] scores.
 pub fn prefer_fused(a: &Attention, target: Target) -> bool {
     let scores = a.logit.numel();
     let too_big = scores > MAX_SCORES;
     match target {
-        Target::Cpu => too_big || a.logit.shape().last().is_some_and(|n| *n >= CPU_MIN_KEYS),
+        Target::Cpu => scores > CPU_MAX_SCORES,
         Target::Gpu { memory } => {
             let bytes = (scores as u64)
                 .saturating_mul((a.logit.dtype().size() + a.probs.dtype().size()) as u64);
