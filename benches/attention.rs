@@ -20,7 +20,9 @@
 //! `benches/reference/torch_attention.py` measures torch's plans on the
 //! same cases into `torch_attention.json`; `cargo bench --bench attention
 //! -- --compare attention.json torch_attention.json` prints both as one
-//! table. `-- --smoke` runs tiny cases on the default device.
+//! table; `-- --replot FILE` redraws `attention.svg` from a saved
+//! `attention.json` without a GPU. `-- --smoke` runs tiny cases on the
+//! default device.
 //!
 //! Tile sweeps: `SMELT_ATTENTION_TILE=<warps>x<rows>x<bn>[x<stages>][r]`
 //! picks the tensor-core kernel's tile (printed, and named in the
@@ -183,6 +185,15 @@ fn main() -> Result<()> {
         print!("{}", compare(&ours?, &theirs?));
         return Ok(());
     }
+    if let Some(i) = args.iter().position(|a| a == "--replot") {
+        let Some(file) = args.get(i + 1) else {
+            return Err(smelt::Error::Runtime("--replot needs a file".into()));
+        };
+        let report = read_json::<BandwidthReport>(std::path::Path::new(file))?;
+        let path = write_report("attention.svg", &plot(&report)?)?;
+        println!("wrote {}", path.display());
+        return Ok(());
+    }
     let smoke = args.iter().any(|a| a == "--smoke");
     let fused_only = args.iter().any(|a| a == "--fused-only");
     let tile = std::env::var("SMELT_ATTENTION_TILE").unwrap_or_else(|_| "default".into());
@@ -255,7 +266,14 @@ fn main() -> Result<()> {
         points,
     };
     write_report("attention.json", &to_json(&report)?)?;
-    let plot = svg(
+    write_report("attention.svg", &plot(&report)?)?;
+    println!("\nreport in {}", out_dir().display());
+    Ok(())
+}
+
+/// The report's TFLOP/s per case and series as an SVG line chart.
+fn plot(report: &BandwidthReport) -> Result<String> {
+    svg(
         &report.points,
         &format!(
             "attention, TFLOP/s per case; {}, {}",
@@ -263,10 +281,7 @@ fn main() -> Result<()> {
         ),
         "case (see benches/attention.rs)",
         "TFLOP/s",
-    )?;
-    write_report("attention.svg", &plot)?;
-    println!("\nreport in {}", out_dir().display());
-    Ok(())
+    )
 }
 
 /// Both reports' plans side by side, a markdown row per case and dtype:
