@@ -52,12 +52,7 @@ fn every_dtype_op_and_cast_at_edge_sizes() {
         let seed = 1000 * s as u64;
         for dt in DType::ALL {
             for op in UnaryOp::ALL {
-                let ok = if dt.is_float() {
-                    op != UnaryOp::BitNot
-                } else {
-                    op.keeps_integers() || op == UnaryOp::Not
-                };
-                if ok {
+                if engines::unary_applies(op, dt) {
                     assert!(compare(&ptx_cases::unary(op, dt, n), seed));
                 }
             }
@@ -236,20 +231,13 @@ fn stores_that_may_write_an_element_twice_go_to_the_interpreter() {
 fn parallel_interpreter_rows_match_one_thread() {
     use smelt_codegen::ScanOp;
     let run = |k: &Kernel, parallel: bool| {
-        let (bufs, scalars) = inputs(k, 7);
-        let ins: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
-        let mut outs: Vec<Vec<u8>> = k
-            .outputs
-            .iter()
-            .map(|a| vec![0u8; a.len * a.dtype.size()])
-            .collect();
-        let mut refs: Vec<&mut [u8]> = outs.iter_mut().map(|b| b.as_mut_slice()).collect();
         let f = if parallel {
             interp::run_parallel
         } else {
             interp::run
         };
-        f(k, &ins, &scalars, &mut refs).expect("runs");
+        let (r, outs) = engines::run_on_inputs(k, 7, f);
+        r.expect("runs");
         outs
     };
     for (op, dt, rows, len, axis0) in [

@@ -78,12 +78,7 @@ fn every_dtype_op_and_cast() {
         let seed = 1000 * s as u64;
         for dt in DType::ALL {
             for op in UnaryOp::ALL {
-                let ok = if dt.is_float() {
-                    op != UnaryOp::BitNot
-                } else {
-                    op.keeps_integers() || op == UnaryOp::Not
-                };
-                if ok {
+                if engines::unary_applies(op, dt) {
                     covered(&ptx_cases::unary(op, dt, n), seed);
                 }
             }

@@ -5,7 +5,7 @@
 
 use smelt_codegen::interp::{self, InterpError};
 use smelt_codegen::rng::SplitMix64;
-use smelt_codegen::{DType, Kernel};
+use smelt_codegen::{DType, Kernel, UnaryOp};
 
 /// A value for an input of `dt`: mostly ordinary, sometimes special.
 pub fn value(rng: &mut SplitMix64, dt: DType) -> f64 {
@@ -77,6 +77,35 @@ pub fn close(dt: DType, a: f64, b: f64) -> bool {
     a.is_finite() && b.is_finite() && (a - b).abs() <= rel * a.abs().max(b.abs()) + abs
 }
 
+/// Runs `run` (an engine, or [`interp::run`]) on `k` with the inputs of
+/// `seed` ([`inputs`]) and zeroed outputs; its result and the outputs.
+pub fn run_on_inputs<R>(
+    k: &Kernel,
+    seed: u64,
+    run: impl FnOnce(&Kernel, &[&[u8]], &[f64], &mut [&mut [u8]]) -> R,
+) -> (R, Vec<Vec<u8>>) {
+    let (bufs, scalars) = inputs(k, seed);
+    let ins: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
+    let mut outs: Vec<Vec<u8>> = k
+        .outputs
+        .iter()
+        .map(|a| vec![0u8; a.len * a.dtype.size()])
+        .collect();
+    let mut refs: Vec<&mut [u8]> = outs.iter_mut().map(|b| b.as_mut_slice()).collect();
+    let r = run(k, &ins, &scalars, &mut refs);
+    (r, outs)
+}
+
+/// Whether the op-by-op tests run unary `op` on `dt`: floats take every
+/// op but `BitNot`, integers the ops that keep them and `Not`.
+pub fn unary_applies(op: UnaryOp, dt: DType) -> bool {
+    if dt.is_float() {
+        op != UnaryOp::BitNot
+    } else {
+        op.keeps_integers() || op == UnaryOp::Not
+    }
+}
+
 /// An engine with [`interp::run`]'s arguments that may decline a kernel
 /// (`exec::run`, `llvm::run`).
 pub type Engine =
@@ -85,19 +114,8 @@ pub type Engine =
 /// Runs `k` through `engine` and the interpreter on the same inputs and
 /// asserts that they agree. Returns whether `engine` covered it.
 pub fn compare(k: &Kernel, seed: u64, engine: Engine) -> bool {
-    let (bufs, scalars) = inputs(k, seed);
-    let ins: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
-    let fresh = || -> Vec<Vec<u8>> {
-        k.outputs
-            .iter()
-            .map(|a| vec![0u8; a.len * a.dtype.size()])
-            .collect()
-    };
-    let (mut want, mut got) = (fresh(), fresh());
-    let mut want_refs: Vec<&mut [u8]> = want.iter_mut().map(|b| b.as_mut_slice()).collect();
-    let mut got_refs: Vec<&mut [u8]> = got.iter_mut().map(|b| b.as_mut_slice()).collect();
-    let reference = interp::run(k, &ins, &scalars, &mut want_refs);
-    let Some(result) = engine(k, &ins, &scalars, &mut got_refs) else {
+    let (reference, want) = run_on_inputs(k, seed, interp::run);
+    let (Some(result), got) = run_on_inputs(k, seed, engine) else {
         return false;
     };
     match (reference, result) {
@@ -145,21 +163,11 @@ pub const SIZES: [i64; 8] = [0, 1, 7, 4099, 16381, 16411, 32771, 70001];
 /// both. Returns whether `a` covered the kernel; `b` must cover what `a`
 /// does.
 pub fn bit_equal(k: &Kernel, seed: u64, a: Engine, b: Engine) -> bool {
-    let (bufs, scalars) = inputs(k, seed);
-    let ins: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
-    let fresh = || -> Vec<Vec<u8>> {
-        k.outputs
-            .iter()
-            .map(|a| vec![0u8; a.len * a.dtype.size()])
-            .collect()
-    };
-    let (mut x, mut y) = (fresh(), fresh());
-    let mut x_refs: Vec<&mut [u8]> = x.iter_mut().map(|b| b.as_mut_slice()).collect();
-    let mut y_refs: Vec<&mut [u8]> = y.iter_mut().map(|b| b.as_mut_slice()).collect();
-    let Some(ra) = a(k, &ins, &scalars, &mut x_refs) else {
+    let (Some(ra), x) = run_on_inputs(k, seed, a) else {
         return false;
     };
-    let rb = b(k, &ins, &scalars, &mut y_refs).expect("the second engine covers it");
+    let (rb, y) = run_on_inputs(k, seed, b);
+    let rb = rb.expect("the second engine covers it");
     match (ra, rb) {
         (Ok(()), Ok(())) => {}
         (Err(_), Err(_)) => return true,

@@ -733,32 +733,7 @@ pub fn all() -> Vec<Kernel> {
     }
     ks.push(unary(UnaryOp::Not, DType::Bool, 1024));
     for dt in ALL {
-        for op in [
-            BinaryOp::Add,
-            BinaryOp::Sub,
-            BinaryOp::Mul,
-            BinaryOp::Div,
-            BinaryOp::Pow,
-            BinaryOp::Max,
-            BinaryOp::Min,
-            BinaryOp::Lt,
-            BinaryOp::Le,
-            BinaryOp::Gt,
-            BinaryOp::Ge,
-            BinaryOp::Eq,
-            BinaryOp::Ne,
-            BinaryOp::And,
-            BinaryOp::Or,
-            BinaryOp::Atan2,
-            BinaryOp::Fmod,
-            BinaryOp::Remainder,
-            BinaryOp::FloorDiv,
-            BinaryOp::BitAnd,
-            BinaryOp::BitOr,
-            BinaryOp::BitXor,
-            BinaryOp::Shl,
-            BinaryOp::Shr,
-        ] {
+        for op in BinaryOp::ALL {
             let operand = op.operand_dtype(dt, dt);
             let f64_refused = dt == DType::F64 && matches!(op, BinaryOp::Pow | BinaryOp::Atan2);
             if operand == dt && !f64_refused && !(op.is_bitwise() && dt.is_float()) {
