@@ -535,15 +535,17 @@ fn half_attention_takes_the_tensor_core_kernel() {
     if !smelt_codegen::env::flag("SMELT_ATTENTION_MMA", true) {
         return;
     }
-    // Half operands: mma.sync for both products (ldmatrix.trans for v);
-    // f32 and f64 stay on the exact FMA kernel.
+    // Half operands: mma.sync for both products (ldmatrix.trans for v),
+    // or on sm_90 warpgroup MMAs where the tile asks for them; f32 and
+    // f64 stay on the exact FMA kernel.
     for dtype in [DType::F16, DType::BF16, DType::F32, DType::F64] {
         let mut c = Case::new(&[2], 9, 12, 40, dtype);
         c.mask = Mask::Causal;
         let o = attention(&c, &inputs(&c, 1, &[]));
         for ptx in attention_ptx(&o) {
-            let mma = ptx.contains("mma.sync.aligned.m16n8k16")
-                && ptx.contains("ldmatrix.sync.aligned.m8n8.x4.trans");
+            let mma = (ptx.contains("mma.sync.aligned.m16n8k16")
+                && ptx.contains("ldmatrix.sync.aligned.m8n8.x4.trans"))
+                || ptx.contains("wgmma.mma_async.sync.aligned.m64n");
             assert_eq!(mma, dtype.size() == 2, "{dtype:?}");
             // Realized half operands with 16-byte aligned rows are copied
             // with cp.async.
@@ -608,6 +610,7 @@ fn tensor_core_tiles_assemble_without_spills() {
                         bn,
                         stages,
                         reverse: stages == 3,
+                        wgmma: false,
                     });
                 }
             }
@@ -708,6 +711,82 @@ fn tensor_core_tiles_assemble_without_spills() {
         // 40 on sm_90 with the default tile), which is reported.
         if name.starts_with("d64 ") || name.starts_with("d128 ") {
             assert_eq!(spilled, 0, "{name} sm_{sm}: {info}");
+        }
+    }
+}
+
+/// The `wgmma` tiles (`SMELT_ATTENTION_TILE=<warps>x16x<bn>w`: one or
+/// two warpgroups, key tiles of 64 or 128) emit
+/// warpgroup MMAs for sm_90a where both head dims round up to at most 128
+/// and `mma.sync` elsewhere (sm_80, head dim 256), with swizzled tiles in
+/// 1024-byte aligned shared memory, and assemble without spills at head
+/// dims 64 and 128. (A GPU run checks the values: `SMELT_ATTENTION_TILE=
+/// 8x16x128x2w` runs every test of this file with that tile.)
+#[test]
+fn wgmma_tiles_assemble_without_spills() {
+    use smelt_codegen::env::parse_attention_tile;
+    use smelt_codegen::ptx::{emit_attention, ptxas, Target};
+    let cases = [
+        (2, 127, 40, DType::F16, false),
+        (3, 200, 64, DType::BF16, true),
+        (2, 129, 128, DType::F16, false),
+        (2, 1000, 128, DType::BF16, true),
+        (1, 65, 256, DType::F16, true),
+    ];
+    let mut jobs = Vec::new();
+    for (batch, l, d, dtype, causal) in cases {
+        let mut c = Case::new(&[batch], l, l, d, dtype);
+        if causal {
+            c.mask = Mask::Causal;
+        }
+        let o = attention(&c, &inputs(&c, 1, &[]));
+        let fused = Planning::from(Fusion::On).attention(AttentionFusion::On);
+        let s = o.schedule(fused);
+        let kernel = s
+            .items
+            .iter()
+            .find(|it| it.kernel.kind.name() == "attention")
+            .expect("an attention kernel")
+            .kernel
+            .clone();
+        for name in ["4x16x64w", "4x16x128w", "8x16x64w", "8x16x128w"] {
+            let t = parse_attention_tile(name).unwrap();
+            for target in Target::CHECKED {
+                let p = emit_attention(&kernel, &target, &t).expect("emits");
+                let wgmma = target.sm >= 90 && d <= 128;
+                let has = p.ptx.contains("wgmma.mma_async");
+                assert_eq!(has, wgmma, "{name} d{d} sm_{}", target.sm);
+                if !wgmma {
+                    continue;
+                }
+                assert!(p.ptx.contains(".target sm_90a") && p.ptx.contains(".align 1024"));
+                let [launch] = &p.launches[..] else {
+                    panic!("one launch")
+                };
+                let dp = (d as u32).next_multiple_of(64);
+                let bm = 16 * t.warps;
+                assert_eq!(launch.block, (32 * t.warps, 1, 1));
+                // Always 3 buffers (the pipelined loop's).
+                let shared = bm * 2 * dp + 3 * t.bn * 4 * dp;
+                assert_eq!(launch.shared_bytes, shared, "{name} d{d}");
+                jobs.push((format!("d{d} causal {causal} {name}"), p.ptx));
+            }
+        }
+    }
+    for (name, ptx) in &jobs {
+        let Some(info) = ptxas::assemble(ptx, 90).unwrap_or_else(|e| panic!("{name}: {e}")) else {
+            println!("skipped: ptxas not found");
+            assert!(!smelt_codegen::env::flag("SMELT_REQUIRE_PTXAS", false));
+            return;
+        };
+        let used = info
+            .lines()
+            .find(|l| l.contains("registers"))
+            .unwrap_or_default();
+        let spilled = spill_stores(&info);
+        println!("{name}: {}, {spilled} bytes spilled", used.trim());
+        if name.starts_with("d64 ") || name.starts_with("d128 ") {
+            assert_eq!(spilled, 0, "{name}: {info}");
         }
     }
 }

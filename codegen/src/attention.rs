@@ -86,6 +86,56 @@ pub struct Causal {
     pub visible: Val,
 }
 
+/// The instructions `roots` depend on, not looking below `stops` (whose
+/// values a backend provides), in SSA order.
+pub(crate) fn part(k: &Kernel, roots: &[Val], stops: &[Val]) -> Vec<Val> {
+    let mut want = vec![false; k.insts.len()];
+    let mut stack = roots.to_vec();
+    while let Some(v) = stack.pop() {
+        if stops.contains(&v) || std::mem::replace(&mut want[v], true) {
+            continue;
+        }
+        stack.extend(k.insts[v].inst.operands());
+    }
+    (0..k.insts.len()).filter(|v| want[*v]).collect()
+}
+
+impl Attention {
+    /// `k` (this attention's kernel) with the half-typed arithmetic of its
+    /// logit part (casts, element ops, selections, constants of `f16` or
+    /// `bf16` that no other part reads) in the accumulation type: the
+    /// fused kernel keeps scores, scales and masks unrounded between the
+    /// `Dot` and the softmax, as FlashAttention never materializes half
+    /// scores and torch.compile's generated kernels keep intermediates
+    /// in `f32`. Loads and scalar parameters keep their half values
+    /// (exact in the accumulation type). The unfused graph rounds the
+    /// scores its matmul stores; the fused result differs from it by that
+    /// rounding and is the nearer of the two to the exact value.
+    pub fn f32_logits(&self, k: &Kernel) -> Kernel {
+        let logit = part(k, &[self.logit], &[self.dot]);
+        let mut others: Vec<Val> = k.stores.iter().map(|s| s.value).collect();
+        others.extend([self.q, self.k, self.v]);
+        let others = part(k, &others, &[self.attend]);
+        let mut out = k.clone();
+        for v in logit {
+            let node = &mut out.insts[v];
+            let arithmetic = matches!(
+                node.inst,
+                Inst::Cast(_)
+                    | Inst::Unary(..)
+                    | Inst::Binary(..)
+                    | Inst::Where(..)
+                    | Inst::Const(_)
+            );
+            if arithmetic && node.dtype.is_float() && node.dtype.size() == 2 && !others.contains(&v)
+            {
+                node.dtype = self.acc;
+            }
+        }
+        out
+    }
+}
+
 impl Kernel {
     /// The parts of an attention kernel, checked: one `Dot` and one
     /// `Attend` of one float accumulation dtype, each part reading only

@@ -45,6 +45,8 @@ pub fn run(
     outputs: &mut [&mut [u8]],
 ) -> Result<(), InterpError> {
     let a = kernel.attention().map_err(InterpError)?;
+    // As the GPU's tensor-core kernel evaluates it (`Attention::f32_logits`).
+    let kernel = &a.f32_logits(kernel);
     match a.acc {
         DType::F64 => run_in::<f64>(kernel, &a, inputs, scalars, outputs),
         _ => run_in::<f32>(kernel, &a, inputs, scalars, outputs),

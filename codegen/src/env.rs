@@ -118,9 +118,10 @@ pub fn parse_device(value: &str) -> Result<DeviceVar, String> {
 
 /// `SMELT_ATTENTION_TILE`: the tensor-core attention kernel's CTA shape
 /// and pipeline (see `ptx/attention/mma.rs`), spelt
-/// `<warps>x<rows>x<bn>[x<stages>][r]`: `4x16x64` is the default,
+/// `<warps>x<rows>x<bn>[x<stages>][r][w]`: `4x16x64` is the default,
 /// `8x16x64x3r` 8 warps of 16 query rows, key tiles of up to 64, a
-/// 3-stage copy pipeline and reversed row-block order.
+/// 3-stage copy pipeline and reversed row-block order; `8x16x128w` two
+/// warpgroups of `wgmma` (sm_90) with key tiles of 128.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct AttentionTile {
     /// Warps per CTA: 4 or 8.
@@ -137,6 +138,9 @@ pub struct AttentionTile {
     /// Causal kernels take their row blocks last first (the ones with
     /// the most key tiles start in the first wave).
     pub reverse: bool,
+    /// Warpgroup MMAs (`wgmma`, sm_90 only; 16-row warps, a warpgroup
+    /// per 64 query rows) instead of `mma.sync`.
+    pub wgmma: bool,
 }
 
 impl AttentionTile {
@@ -148,14 +152,16 @@ impl AttentionTile {
         bn: 64,
         stages: 2,
         reverse: false,
+        wgmma: false,
     };
 
     /// The spelling [`parse_attention_tile`] reads (`4x16x64x2`, `r`
-    /// appended when reversed).
+    /// appended when reversed, then `w` for warpgroup MMAs).
     pub fn name(&self) -> String {
         let r = if self.reverse { "r" } else { "" };
+        let g = if self.wgmma { "w" } else { "" };
         let (w, m, n, s) = (self.warps, self.rows, self.bn, self.stages);
-        format!("{w}x{m}x{n}x{s}{r}")
+        format!("{w}x{m}x{n}x{s}{r}{g}")
     }
 }
 
@@ -171,14 +177,18 @@ impl Default for AttentionTile {
 /// The accepted values, for anything else.
 pub fn parse_attention_tile(value: &str) -> Result<AttentionTile, String> {
     let bad = || {
-        "<warps>x<rows>x<bn>[x<stages>][r]: warps 4|8, rows 16|32, bn 32|64|128, \
-         stages 2|3, r to reverse the row blocks"
+        "<warps>x<rows>x<bn>[x<stages>][r][w]: warps 4|8, rows 16|32, bn 32|64|128, \
+         stages 2|3, r to reverse the row blocks, w for wgmma (rows 16)"
             .to_string()
     };
     let v = value.trim().to_ascii_lowercase();
-    let (v, reverse) = match v.strip_suffix('r') {
+    let (v, wgmma) = match v.strip_suffix('w') {
         Some(rest) => (rest, true),
         None => (v.as_str(), false),
+    };
+    let (v, reverse) = match v.strip_suffix('r') {
+        Some(rest) => (rest, true),
+        None => (v, false),
     };
     let nums = v
         .split('x')
@@ -192,13 +202,15 @@ pub fn parse_attention_tile(value: &str) -> Result<AttentionTile, String> {
     let ok = matches!(warps, 4 | 8)
         && matches!(rows, 16 | 32)
         && matches!(bn, 32 | 64 | 128)
-        && matches!(stages, 2 | 3);
+        && matches!(stages, 2 | 3)
+        && !(wgmma && rows != 16);
     ok.then_some(AttentionTile {
         warps,
         rows,
         bn,
         stages,
         reverse,
+        wgmma,
     })
     .ok_or_else(bad)
 }
@@ -297,6 +309,9 @@ mod tests {
         );
         assert_eq!(parse_attention_tile(&t.name()), Ok(t));
         assert_eq!(AttentionTile::DEFAULT.name(), "4x16x64x2");
+        let w = parse_attention_tile("8x16x128x3rw").unwrap();
+        assert!(w.wgmma && w.reverse && w.warps == 8);
+        assert_eq!(parse_attention_tile(&w.name()), Ok(w));
         for v in [
             "",
             "4x16",
@@ -306,6 +321,8 @@ mod tests {
             "4x16x48",
             "4x16x64x4",
             "4x16x64rr",
+            "4x16x64wr",
+            "4x32x64w",
             "r",
             "4x-16x64",
         ] {

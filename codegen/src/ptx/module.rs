@@ -148,7 +148,8 @@ pub(super) fn module(
 /// declared by [`prologue`], at most `block` threads per CTA, its body
 /// written by `body` (given the builder, the lowering context and the
 /// name of its shared memory; returns that memory's size in bytes, 0 for
-/// none). The shared memory is dynamic (sized at launch, so it may pass
+/// none, and its alignment: 16, or 1024 where the 128-byte swizzle of
+/// `wgmma` operands must line up). The shared memory is dynamic (sized at launch, so it may pass
 /// the 48 KiB a CTA may declare statically): returns the entry's text and
 /// the bytes to launch it with.
 pub(super) fn entry(
@@ -156,15 +157,15 @@ pub(super) fn entry(
     target: &Target,
     entry: &str,
     block: u32,
-    body: impl FnOnce(&mut Builder, &Cx, &str) -> u32,
+    body: impl FnOnce(&mut Builder, &Cx, &str) -> (u32, u32),
 ) -> (String, u32) {
     let mut b = Builder::default();
     let (params, cx) = prologue(kernel, target, entry, &mut b);
     let smem = format!("{entry}_smem");
-    let shared = body(&mut b, &cx, &smem);
+    let (shared, align) = body(&mut b, &cx, &smem);
     ins!(b, "ret");
     let decls = if shared > 0 {
-        format!(".extern .shared .align 16 .b8 {smem}[];\n\n")
+        format!(".extern .shared .align {align} .b8 {smem}[];\n\n")
     } else {
         String::new()
     };

@@ -82,7 +82,7 @@ pub(super) fn launch(
     let (text, shared) = module::entry(kernel, target, &name, block, |b, cx, smem| {
         let (shared, g) = body(b, cx, smem);
         grid = g;
-        shared
+        (shared, 16)
     });
     assert!(
         shared <= MAX_SHARED,

@@ -98,7 +98,7 @@ pub fn emit(k: &Kernel, target: &Target, a: &Attention) -> Result<PtxKernel, Str
     let threads = t.bm * TPR;
     let (text, shared) = entry(k, target, &name, threads, |b, cx, smem| {
         Emitter::new(cx, a, t, smem).body(b);
-        t.shared(d, dv, size) as u32
+        (t.shared(d, dv, size) as u32, 16)
     });
     Ok(PtxKernel::single(
         header(target) + &text,
@@ -217,6 +217,7 @@ impl<'a> Emitter<'a> {
             from,
             dst,
             row_bytes: stride * self.size,
+            swizzled: false,
             half: None,
         };
         let q_insts = part(k, &[self.a.q], &[]);

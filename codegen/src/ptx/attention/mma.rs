@@ -95,6 +95,8 @@
 //! normalizing). `exp` is `ex2.approx(x * log2 e)` (about 2^-17
 //! relative, below the half rounding of `p`).
 
+mod wgmma;
+
 use super::stage::{plain, Stager, Tile};
 use super::{epilogue_part, key_end, logit, part, store, Coords, LogitInsts, LogitSplit};
 use crate::attention::Attention;
@@ -102,7 +104,6 @@ use crate::env::AttentionTile;
 use crate::ir::{Inst, Kernel};
 use crate::ptx::builder::{f32_imm, ins, Builder, Reg, RegKind};
 use crate::ptx::eval::{Cx, Vals};
-use crate::ptx::math;
 use crate::ptx::matmul::{ldmatrix, mma, mma_op, Elem};
 use crate::ptx::module::{entry, entry_name, header, PtxKernel};
 use crate::ptx::ops::{self, Value};
@@ -154,10 +155,27 @@ struct Cta {
     stages: u32,
     /// Row blocks last first (causal kernels only).
     reverse: bool,
+    /// Warpgroup MMAs (`wgmma.rs`): the tile asks for them, the target
+    /// is sm_90 and both head dims, rounded up to 64, are at most 128.
+    wgmma: bool,
 }
 
 impl Cta {
-    fn new(t: &AttentionTile, wide: u32, causal: bool) -> Cta {
+    fn new(t: &AttentionTile, wide: u32, causal: bool, target: &Target) -> Cta {
+        let wgmma = t.wgmma && target.sm >= 90 && wide.next_multiple_of(64) <= 128;
+        if wgmma {
+            // Score, `O` and packed `p` registers: `bn / 2 + 64 + bn / 4`
+            // at most, 160 at key tiles of 128. The pipelined loop reads
+            // two tiles while a third lands: always 3 buffers.
+            return Cta {
+                warps: t.warps,
+                mt: 1,
+                bn: t.bn,
+                stages: 3,
+                reverse: t.reverse && causal,
+                wgmma,
+            };
+        }
         let mt = if t.rows == 32 && wide <= 128 { 2 } else { 1 };
         // Score plus `O` accumulators at most about 160 registers a lane
         // (`mt (bn + dvp) / 2`; more spilled in the key loop on sm_90).
@@ -172,6 +190,7 @@ impl Cta {
             bn: t.bn.min(cap),
             stages: t.stages,
             reverse: t.reverse && causal,
+            wgmma,
         }
     }
 
@@ -216,17 +235,28 @@ struct Geom {
 }
 
 impl Geom {
-    fn new(k: &Kernel, a: &Attention, t: &AttentionTile) -> Geom {
+    fn new(k: &Kernel, a: &Attention, t: &AttentionTile, target: &Target) -> Geom {
         let r = |v: usize| k.ranges[v] as u32;
         let (lq, lk, d, dv) = (r(a.vars.i), r(a.vars.j), r(a.vars.d), r(a.vars.e));
         let (dp, dvp) = (d.next_multiple_of(16), dv.next_multiple_of(16));
-        let cta = Cta::new(t, dp.max(dvp), a.causal.is_some());
+        let cta = Cta::new(t, dp.max(dvp), a.causal.is_some(), target);
         let (bn, bm) = (cta.bn, cta.bm());
-        // 2-byte elements plus 16 bytes: an odd multiple of 16 bytes.
-        let (qk_row, v_row) = (2 * dp + 16, 2 * dvp + 16);
-        let k_off = bm * qk_row;
-        let v_off = k_off + bn * qk_row;
-        let kv_bytes = bn * (qk_row + v_row);
+        let (dp, dvp, qk_row, v_row) = if cta.wgmma {
+            // Swizzled 128-byte rows of 64 halves (`Tile::swizzled`).
+            (d.next_multiple_of(64), dv.next_multiple_of(64), 128, 128)
+        } else {
+            // 2-byte elements plus 16 bytes: an odd multiple of 16 bytes.
+            (dp, dvp, 2 * dp + 16, 2 * dvp + 16)
+        };
+        // Swizzled tiles are `rows x 2 d` bytes, 1024-byte multiples.
+        let (q_bytes, k_bytes, v_bytes) = if cta.wgmma {
+            (bm * 2 * dp, bn * 2 * dp, bn * 2 * dvp)
+        } else {
+            (bm * qk_row, bn * qk_row, bn * v_row)
+        };
+        let k_off = q_bytes;
+        let v_off = k_off + k_bytes;
+        let kv_bytes = k_bytes + v_bytes;
         Geom {
             cta,
             lq,
@@ -265,7 +295,7 @@ pub fn emit(
     h: DType,
     tile: &AttentionTile,
 ) -> Result<PtxKernel, String> {
-    let g = Geom::new(k, a, tile);
+    let g = Geom::new(k, a, tile, target);
     if g.shared > MAX_SHARED {
         return Err(format!(
             "attention kernel {}: tile {} needs {} bytes of shared memory",
@@ -281,10 +311,16 @@ pub fn emit(
     let threads = g.cta.threads();
     let (text, shared) = entry(k, target, &name, threads, |b, cx, smem| {
         Emitter { cx, a, g, h }.body(b, smem);
-        g.shared
+        // The 128-byte swizzle repeats every 1024 bytes.
+        (g.shared, if g.cta.wgmma { 1024 } else { 16 })
     });
+    let mut head = header(target);
+    if g.cta.wgmma {
+        // wgmma exists only on the architecture-specific target.
+        head = head.replacen(".target sm_90\n", ".target sm_90a\n", 1);
+    }
     Ok(PtxKernel::single(
-        header(target) + &text,
+        head + &text,
         name,
         grid.max(1),
         threads,
@@ -304,6 +340,33 @@ struct Emitter<'a> {
 /// A warp's `m16n8` accumulators of one `m16` row block, `[n8
 /// tile][c0..c3]`.
 type Acc = Vec<[Reg; 4]>;
+
+/// What the logits of a key tile are evaluated from ([`Emitter::tile_logits`]).
+struct LogitCx<'a> {
+    coords: &'a Coords,
+    split: &'a LogitSplit,
+    /// The logit part's per-row values, per lane row.
+    rows: &'a [Vals],
+    ln: &'a Lane,
+    /// Under a causal mask, the end of the tiles whole for the warp.
+    visible: Option<Reg>,
+}
+
+/// Starts key tile `j` into the buffer at shared address `buf` where `j <
+/// keys` and commits a copy group either way: `(b, buf, j, keys)`.
+type LoadKv<'a> = dyn Fn(&mut Builder, Reg, Reg, Reg) + 'a;
+
+/// The key tiles of the pipelined `wgmma` loop: shared memory, the end of
+/// the keys, the first key (a register the loop advances), the `k` and
+/// `v` tiles of buffer 0, and the copies.
+struct KeyTiles<'a> {
+    base: Reg,
+    keys: Reg,
+    j0: Reg,
+    k: Reg,
+    v: Reg,
+    load: &'a LoadKv<'a>,
+}
 
 /// One lane's place: its query rows (`16r + g`, `16r + g + 8` of the
 /// warp's, at `2r` and `2r + 1` for row block `r`) and their existence,
@@ -361,6 +424,7 @@ impl Emitter<'_> {
             from,
             dst,
             row_bytes,
+            swizzled: g.cta.wgmma,
             half: Some(self.h),
         };
         b.comment("the q tile, as halves, zero past the last row and column");
@@ -428,14 +492,17 @@ impl Emitter<'_> {
             ins!(b, "add.u32 {buf}, {base}, {}", st * g.kv_bytes);
             load_kv_if(b, buf, j, keys);
         }
-        ins!(b, "cp.async.wait_group {}", stages - 2);
-        ins!(b, "bar.sync 0");
+        self.tiles_landed(b, stages);
         let (lane, warp) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
         ins!(b, "and.b32 {lane}, {tid}, 31");
         ins!(b, "shr.u32 {warp}, {tid}, 5");
-        let (q_addr, k_addr, v_addr) = self.ldmatrix_addresses(b, lane, warp, base);
+        let (q_addr, k_addr, v_addr) = if g.cta.wgmma {
+            wgmma::tile_addresses(b, &g, warp, base)
+        } else {
+            self.ldmatrix_addresses(b, lane, warp, base)
+        };
         let ln = self.lane(b, lane, warp, q0);
-        let resident: Option<Vec<Vec<[Reg; 4]>>> = g.q_resident().then(|| {
+        let resident: Option<Vec<Vec<[Reg; 4]>>> = (g.q_resident() && !g.cta.wgmma).then(|| {
             b.comment("the warp's q rows as A fragments, one per row block and k-step of 16");
             (0..g.cta.mt)
                 .map(|r| {
@@ -457,6 +524,56 @@ impl Emitter<'_> {
         let split = LogitSplit::new(k, a);
         let row_vals = self.row_logits(b, &coords, &split, &ln);
         let visible = self.all_visible_end(b, q0, warp);
+        let lx = LogitCx {
+            coords: &coords,
+            split: &split,
+            rows: &row_vals,
+            ln: &ln,
+            visible,
+        };
+        if g.cta.wgmma {
+            let kv = KeyTiles {
+                base,
+                keys,
+                j0,
+                k: k_addr,
+                v: v_addr,
+                load: &load_kv_if,
+            };
+            self.pipelined_loop(b, &lx, &kv, q_addr, (&m, &l, &o[0]));
+        } else {
+            self.key_loop(
+                b,
+                &lx,
+                (base, keys, j0),
+                (q_addr, k_addr, v_addr),
+                &load_kv_if,
+                resident.as_deref(),
+                (&m, &l, &o),
+            );
+        }
+        // Recomputed rather than held across the key loop, whose
+        // accumulators want every register (at 32 rows a warp, ptxas
+        // spilled the rows kept from before the loop).
+        let ln = self.lane_again(b);
+        self.finish(b, &coords, &ln, &l, &o);
+    }
+
+    /// The `mma.sync` key loop: per key tile, start the copies of tile
+    /// `t + stages - 1`, compute `S`, the logits and the online softmax,
+    /// `O += P V`, then wait for tile `t + 1` and every warp.
+    #[allow(clippy::too_many_arguments)]
+    fn key_loop(
+        &self,
+        b: &mut Builder,
+        lx: &LogitCx,
+        (base, keys, j0): (Reg, Reg, Reg),
+        (q_addr, k_addr, v_addr): (Reg, Reg, Reg),
+        load_kv_if: &LoadKv,
+        resident: Option<&[Vec<[Reg; 4]>]>,
+        (m, l, o): (&[Reg], &[Reg], &[Acc]),
+    ) {
+        let (g, stages) = (self.g, self.g.cta.stages);
         // The current tile's buffer and the one the loop fills next (byte
         // offsets; buffer `t % stages` holds tile `t`).
         let cur = b.mov(RegKind::B32, "u32", 0);
@@ -475,47 +592,61 @@ impl Emitter<'_> {
         let (ka, va) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
         ins!(b, "add.u32 {ka}, {k_addr}, {cur}");
         ins!(b, "add.u32 {va}, {v_addr}, {cur}");
-        let s = self.scores(b, q_addr, ka, resident.as_deref());
-        let x = match (&split.unmasked, visible) {
-            (Some(u), Some(visible)) => {
-                b.comment("a tile the causal mask keeps whole for the warp's rows skips it");
-                let (whole, masked, done) = (b.reg(RegKind::Pred), b.label(), b.label());
-                ins!(b, "setp.le.s32 {whole}, {next}, {visible}");
-                ins!(b, "@!{whole} bra.uni {masked}");
-                let unmasked = LogitInsts::Unmasked(u);
-                let x = self.logits(b, &coords, (&split, &row_vals, unmasked), &ln, j0, &s);
-                ins!(b, "bra.uni {done}");
-                b.place(&masked);
-                let all = LogitInsts::All(&split.rest);
-                let y = self.logits(b, &coords, (&split, &row_vals, all), &ln, j0, &s);
-                for (xt, yt) in x.iter().flatten().zip(y.iter().flatten()) {
-                    for (xr, yr) in xt.iter().zip(yt) {
-                        ins!(b, "mov.f32 {xr}, {yr}");
-                    }
-                }
-                b.place(&done);
-                x
-            }
-            _ => {
-                let all = LogitInsts::All(&split.rest);
-                self.logits(b, &coords, (&split, &row_vals, all), &ln, j0, &s)
-            }
-        };
-        let p = self.softmax(b, &x, &m, &l, &o);
-        self.accumulate(b, va, &p, &o);
+        let s = self.scores(b, q_addr, ka, resident);
+        let x = self.tile_logits(b, lx, (j0, next), &s);
+        let (p, alpha) = self.softmax(b, &x, m, l);
+        for (or, r) in o.iter().zip(alpha.chunks(2)) {
+            rescale(b, or, r);
+        }
+        self.accumulate(b, va, &p, o);
         b.comment("the next tile has landed and every warp is done with this one");
-        ins!(b, "cp.async.wait_group {}", stages - 2);
-        ins!(b, "bar.sync 0");
+        self.tiles_landed(b, stages);
         for r in [cur, fill] {
             Self::next_buffer(b, r, g.kv_bytes, stages);
         }
         ins!(b, "mov.u32 {j0}, {next}");
         ins!(b, "@{more} bra.uni {top}");
-        // Recomputed rather than held across the key loop, whose
-        // accumulators want every register (at 32 rows a warp, ptxas
-        // spilled the rows kept from before the loop).
-        let ln = self.lane_again(b);
-        self.finish(b, &coords, &ln, &l, &o);
+    }
+
+    /// The logits of the key tile `j0 .. next` from its scores `s`, in
+    /// two versions: for a tile whole for every row of the warp (under a
+    /// causal mask, the mask kept, evaluated without it; else every key
+    /// existing), and for the others.
+    fn tile_logits(
+        &self,
+        b: &mut Builder,
+        lx: &LogitCx,
+        (j0, next): (Reg, Reg),
+        s: &[Acc],
+    ) -> Vec<Acc> {
+        let (coords, split, rows, ln) = (lx.coords, lx.split, lx.rows, lx.ln);
+        let all = LogitInsts::All(&split.rest);
+        let (whole, fast) = (b.reg(RegKind::Pred), b.label());
+        let fast_insts = match (&split.unmasked, lx.visible) {
+            (Some(u), Some(visible)) => {
+                b.comment("a tile the causal mask keeps whole for the warp's rows skips it");
+                ins!(b, "setp.le.s32 {whole}, {next}, {visible}");
+                LogitInsts::Unmasked(u)
+            }
+            _ => {
+                b.comment("a tile of existing keys only skips their test");
+                ins!(b, "setp.le.u32 {whole}, {next}, {}", self.g.lk);
+                all
+            }
+        };
+        let done = b.label();
+        ins!(b, "@{whole} bra.uni {fast}");
+        let x = self.logits(b, coords, (split, rows, all), ln, (j0, false), s);
+        ins!(b, "bra.uni {done}");
+        b.place(&fast);
+        let y = self.logits(b, coords, (split, rows, fast_insts), ln, (j0, true), s);
+        for (xt, yt) in x.iter().flatten().zip(y.iter().flatten()) {
+            for (xr, yr) in xt.iter().zip(yt) {
+                ins!(b, "mov.f32 {xr}, {yr}");
+            }
+        }
+        b.place(&done);
+        x
     }
 
     /// The first query row of CTA `cta`'s row block (u32; the row block
@@ -544,6 +675,17 @@ impl Emitter<'_> {
         ins!(b, "and.b32 {lane}, {tid}, 31");
         ins!(b, "shr.u32 {warp}, {tid}, 5");
         self.lane(b, lane, warp, q0)
+    }
+
+    /// Waits for all copies but the newest `stages - 2` groups and for
+    /// every thread (after a proxy fence where `wgmma`, which reads shared
+    /// memory through the async proxy, reads what the copies wrote).
+    fn tiles_landed(&self, b: &mut Builder, stages: u32) {
+        ins!(b, "cp.async.wait_group {}", stages - 2);
+        if self.g.cta.wgmma {
+            ins!(b, "fence.proxy.async.shared::cta");
+        }
+        ins!(b, "bar.sync 0");
     }
 
     /// Advances the buffer offset `r` to the next of `stages` buffers of
@@ -726,7 +868,8 @@ impl Emitter<'_> {
     /// 2`. The part's per-key values (`split.col`) are computed once per
     /// key for all the rows, the rest per element (`rest`: `split.rest`,
     /// or without the causal mask) on top of them and of the per-row
-    /// values `rows`.
+    /// values `rows`. In a `full` tile every key exists (no `-inf` past
+    /// the last).
     #[allow(clippy::too_many_arguments)]
     fn logits(
         &self,
@@ -734,7 +877,7 @@ impl Emitter<'_> {
         coords: &Coords,
         (split, rows, rest): (&LogitSplit, &[Vals], LogitInsts),
         ln: &Lane,
-        j0: Reg,
+        (j0, full): (Reg, bool),
         s: &[Acc],
     ) -> Vec<Acc> {
         b.comment("logits at each score's (i, j)");
@@ -747,7 +890,12 @@ impl Emitter<'_> {
                 let j = b.reg(RegKind::B32);
                 ins!(b, "add.u32 {j}, {jt}, {}", 8 * n + odd);
                 let key_ok = b.reg(RegKind::Pred);
-                ins!(b, "setp.lt.u32 {key_ok}, {j}, {}", self.g.lk);
+                if full {
+                    // A constant ptxas folds into the selections.
+                    ins!(b, "setp.eq.u32 {key_ok}, 0, 0");
+                } else {
+                    ins!(b, "setp.lt.u32 {key_ok}, {j}, {}", self.g.lk);
+                }
                 // Reads neither `i` nor the row values that read it.
                 let p = coords.point(b, self.cx, [(a.vars.i, ln.rows[0]), (a.vars.j, j)], key_ok);
                 let mut vals = rows[0].clone();
@@ -783,8 +931,9 @@ impl Emitter<'_> {
     /// The online softmax of one tile's logits `x` for the lane's rows
     /// (row `2r + h` of row block `r`: elements c0, c1 for `h` = 0, c2, c3
     /// for `h` = 1): updates the running maxima `m` and partial sums `l`,
-    /// rescales `o`, returns `p`.
-    fn softmax(&self, b: &mut Builder, x: &[Acc], m: &[Reg], l: &[Reg], o: &[Acc]) -> Vec<Acc> {
+    /// returns `p` and each row's factor `exp(m_old - m')` for the `O`
+    /// accumulators ([`rescale`]).
+    fn softmax(&self, b: &mut Builder, x: &[Acc], m: &[Reg], l: &[Reg]) -> (Vec<Acc>, Vec<Reg>) {
         b.comment("online softmax: row maxima over the quad, p = exp(x - m'), rescale");
         let p: Vec<Acc> = x
             .iter()
@@ -794,7 +943,8 @@ impl Emitter<'_> {
                     .collect()
             })
             .collect();
-        for (r, ((xr, pr), or)) in x.iter().zip(&p).zip(o).enumerate() {
+        let mut alphas = Vec::new();
+        for (r, (xr, pr)) in x.iter().zip(&p).enumerate() {
             for h in 0..2 {
                 let row = 2 * r + h;
                 let tmax = b.mov(RegKind::F32, "f32", f32_imm(f32::NEG_INFINITY));
@@ -814,10 +964,21 @@ impl Emitter<'_> {
                     f32_imm(f32::NEG_INFINITY)
                 );
                 ins!(b, "selp.f32 {m_use}, {}, {tmax}, {masked}", f32_imm(0.0));
+                // exp(v - m') = 2^(v log2 e - m' log2 e): one FMA and the
+                // flushing ex2 per element (results below 2^-126 are 0, far
+                // below the half rounding of `p`).
+                let log2e = f32_imm(std::f32::consts::LOG2_E);
+                let nml = b.reg(RegKind::F32);
+                ins!(
+                    b,
+                    "mul.f32 {nml}, {m_use}, {}",
+                    f32_imm(-std::f32::consts::LOG2_E)
+                );
                 let exp_minus = |b: &mut Builder, v: Reg| {
-                    let d = b.reg(RegKind::F32);
-                    ins!(b, "sub.f32 {d}, {v}, {m_use}");
-                    math::exp_fast(b, d)
+                    let (t, e) = (b.reg(RegKind::F32), b.reg(RegKind::F32));
+                    ins!(b, "fma.rn.f32 {t}, {v}, {log2e}, {nml}");
+                    ins!(b, "ex2.approx.ftz.f32 {e}, {t}");
+                    e
                 };
                 let alpha = exp_minus(b, m[row]);
                 let sum = b.mov(RegKind::F32, "f32", f32_imm(0.0));
@@ -830,14 +991,10 @@ impl Emitter<'_> {
                 }
                 ins!(b, "fma.rn.f32 {}, {}, {alpha}, {sum}", l[row], l[row]);
                 ins!(b, "mov.f32 {}, {tmax}", m[row]);
-                for tile in or {
-                    for c in [2 * h, 2 * h + 1] {
-                        ins!(b, "mul.f32 {}, {}, {alpha}", tile[c], tile[c]);
-                    }
-                }
+                alphas.push(alpha);
             }
         }
-        p
+        (p, alphas)
     }
 
     /// `O += P V`: per k-step `c` of 16 keys, each row block's `p` C
@@ -847,27 +1004,9 @@ impl Emitter<'_> {
     fn accumulate(&self, b: &mut Builder, v_addr: Reg, p: &[Acc], o: &[Acc]) {
         let g = self.g;
         let op = mma_op(self.elem());
-        let cvt = if self.h == DType::F16 {
-            "cvt.rn.f16x2.f32"
-        } else {
-            "cvt.rn.bf16x2.f32"
-        };
         b.comment("O += P V");
         for c in 0..(g.bn / 16) as usize {
-            // (tile, first element): a0 = S[2c].c0,c1; a1 = S[2c].c2,c3;
-            // a2 = S[2c+1].c0,c1; a3 = S[2c+1].c2,c3. The first operand of
-            // the cvt goes to the upper half.
-            let pa: Vec<[Reg; 4]> = p
-                .iter()
-                .map(|pr| {
-                    [(0, 0), (0, 2), (1, 0), (1, 2)].map(|(t, e)| {
-                        let r = b.reg(RegKind::B32);
-                        let pt = &pr[2 * c + t];
-                        ins!(b, "{cvt} {r}, {}, {}", pt[e + 1], pt[e]);
-                        r
-                    })
-                })
-                .collect();
+            let pa: Vec<[Reg; 4]> = p.iter().map(|pr| pack_p(b, self.h, pr, c)).collect();
             for nb in 0..g.dvp / 16 {
                 let vb = ldmatrix(b, v_addr, c as u32 * 16 * g.v_row + 32 * nb, true);
                 let n = 2 * nb as usize;
@@ -920,6 +1059,36 @@ impl Emitter<'_> {
             }
         }
     }
+}
+
+/// Scales a row block's `O` accumulators by its rows' factors `alpha`
+/// (row `g` in elements c0, c1, row `g + 8` in c2, c3).
+fn rescale(b: &mut Builder, o: &Acc, alpha: &[Reg]) {
+    for tile in o {
+        for (c, acc) in tile.iter().enumerate() {
+            ins!(b, "mul.f32 {acc}, {acc}, {}", alpha[c / 2]);
+        }
+    }
+}
+
+/// The A fragment of k-step `c` (keys `16c ..`) of `O += P V` from the
+/// row block's `p` (C fragments), rounded to the half type `h`: (tile,
+/// first element) `a0` = `p[2c]` c0, c1; `a1` = `p[2c]` c2, c3; `a2` =
+/// `p[2c+1]` c0, c1; `a3` = `p[2c+1]` c2, c3 (the fragment layout of
+/// `mma.m16n8k16` and of `wgmma`'s A in registers alike).
+fn pack_p(b: &mut Builder, h: DType, p: &Acc, c: usize) -> [Reg; 4] {
+    let cvt = if h == DType::F16 {
+        "cvt.rn.f16x2.f32"
+    } else {
+        "cvt.rn.bf16x2.f32"
+    };
+    [(0, 0), (0, 2), (1, 0), (1, 2)].map(|(t, e)| {
+        let r = b.reg(RegKind::B32);
+        let pt = &p[2 * c + t];
+        // The first operand of the cvt goes to the upper half.
+        ins!(b, "{cvt} {r}, {}, {}", pt[e + 1], pt[e]);
+        r
+    })
 }
 
 /// `x = op` over the 4 lanes of `x`'s quad (lanes `4g .. 4g + 3`, which

@@ -24,7 +24,7 @@ use super::eval::{uses_var, Cx, Point, Vals};
 use super::module::PtxKernel;
 use super::ops::{self, Value};
 use super::target::Target;
-use crate::attention::Attention;
+use crate::attention::{part, Attention};
 use crate::env::{self, AttentionTile};
 use crate::ir::{Kernel, Val};
 
@@ -96,24 +96,12 @@ pub fn emit_tile(
     if k.ranges.iter().any(|n| *n > i32::MAX as i64 / 2) {
         return Err(format!("attention kernel {}: a size exceeds 2^30", k.name));
     }
+    // Unrounded logits, as the CPU's fused attention computes them.
+    let k = &a.f32_logits(k);
     match (mma::elem(k, &a), tile) {
         (Some(elem), Some(t)) => mma::emit(k, target, &a, elem, t),
         _ => fma::emit(k, target, &a),
     }
-}
-
-/// The instructions `roots` depend on, not looking below `stops` (whose
-/// values the emitter provides), in SSA order.
-fn part(k: &Kernel, roots: &[Val], stops: &[Val]) -> Vec<Val> {
-    let mut want = vec![false; k.insts.len()];
-    let mut stack = roots.to_vec();
-    while let Some(v) = stack.pop() {
-        if stops.contains(&v) || std::mem::replace(&mut want[v], true) {
-            continue;
-        }
-        stack.extend(k.insts[v].inst.operands());
-    }
-    (0..k.insts.len()).filter(|v| want[*v]).collect()
 }
 
 /// The end of the keys that query rows `q0 .. q0 + rows` (a u32

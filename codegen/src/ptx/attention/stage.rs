@@ -37,9 +37,15 @@ pub(super) struct Tile<'p> {
     pub padded: u32,
     pub vars: (usize, usize),
     pub from: (Reg, u32),
-    /// Byte offset of the tile in shared memory and bytes between rows.
+    /// Byte offset of the tile in shared memory and bytes between rows
+    /// (unless swizzled).
     pub dst: u32,
     pub row_bytes: u32,
+    /// The `wgmma` operand layout instead of padded rows: the tile (of
+    /// halves, `padded` a multiple of 64) as blocks of 64 columns, each
+    /// `rows` rows of 128 bytes whose 16-byte chunk `c` sits at `c ^ (row
+    /// & 7)` (the hardware's 128-byte swizzle); `row_bytes` is unused.
+    pub swizzled: bool,
     /// Stored as this half type (`.b16`, exact for a part that is a cast
     /// of a half value) instead of the accumulation type.
     pub half: Option<DType>,
@@ -82,7 +88,11 @@ impl Stager<'_> {
         let size = t.half.map_or(self.a.acc.size(), DType::size) as u32;
         let addr = b.reg(RegKind::B32);
         ins!(b, "mul.lo.u32 {addr}, {cc}, {size}");
-        ins!(b, "mad.lo.u32 {addr}, {rr}, {}, {addr}", t.row_bytes);
+        if t.swizzled {
+            swizzle(b, addr, rr, t.rows);
+        } else {
+            ins!(b, "mad.lo.u32 {addr}, {rr}, {}, {addr}", t.row_bytes);
+        }
         ins!(b, "add.u32 {addr}, {addr}, {}", self.base);
         match t.half {
             Some(h) => {
@@ -95,6 +105,25 @@ impl Stager<'_> {
         ins!(b, "bra {top}");
         b.place(&end);
     }
+}
+
+/// Turns `x`, the byte column of a row `r` of a swizzled tile of `rows`
+/// rows ([`Tile::swizzled`]), into the byte's offset in the tile.
+fn swizzle(b: &mut Builder, x: Reg, r: Reg, rows: u32) {
+    let (block, chunk, r7) = (
+        b.reg(RegKind::B32),
+        b.reg(RegKind::B32),
+        b.reg(RegKind::B32),
+    );
+    ins!(b, "shr.u32 {block}, {x}, 7");
+    ins!(b, "bfe.u32 {chunk}, {x}, 4, 3");
+    ins!(b, "and.b32 {r7}, {r}, 7");
+    ins!(b, "xor.b32 {chunk}, {chunk}, {r7}");
+    // block * rows * 128 + r * 128 + chunk * 16 + (x & 15)
+    ins!(b, "and.b32 {x}, {x}, 15");
+    ins!(b, "mad.lo.u32 {x}, {chunk}, 16, {x}");
+    ins!(b, "mad.lo.u32 {x}, {r}, 128, {x}");
+    ins!(b, "mad.lo.u32 {x}, {block}, {}, {x}", rows * 128);
 }
 
 /// The `.b16` bits of the `f32` register `x` rounded to the half type `h`.
@@ -194,7 +223,10 @@ impl Stager<'_> {
         let stride = (2 * i64::from(step))
             .checked_mul(p.row)
             .filter(|s| s.checked_mul(i64::from(t.rows)).is_some());
-        let Some(stride) = stride.filter(|_| self.threads.is_multiple_of(lanes)) else {
+        // A swizzled tile's rows keep their swizzle across a thread's
+        // rows only when those are 8 apart (`step % 8 == 0`).
+        let fits = self.threads.is_multiple_of(lanes) && (!t.swizzled || step.is_multiple_of(8));
+        let Some(stride) = stride.filter(|_| fits) else {
             return self.stage(b, t);
         };
         // The batch's element offset, s64 (a multiple of 8).
@@ -234,8 +266,16 @@ impl Stager<'_> {
         ins!(b, "mad.lo.s64 {a0}, {x}, 8, {a0}");
         ins!(b, "mad.lo.s64 {a0}, {a0}, 2, {src}");
         let d0 = b.reg(RegKind::B32);
-        ins!(b, "mad.lo.u32 {d0}, {row0}, {}, {}", t.row_bytes, self.base);
-        ins!(b, "mad.lo.u32 {d0}, {ch}, 16, {d0}");
+        let row_bytes = if t.swizzled {
+            ins!(b, "shl.b32 {d0}, {ch}, 4");
+            swizzle(b, d0, row0, t.rows);
+            ins!(b, "add.u32 {d0}, {d0}, {}", self.base);
+            128
+        } else {
+            ins!(b, "mad.lo.u32 {d0}, {row0}, {}, {}", t.row_bytes, self.base);
+            ins!(b, "mad.lo.u32 {d0}, {ch}, 16, {d0}");
+            t.row_bytes
+        };
         for n in 0..t.rows.div_ceil(step) {
             let r = n * step;
             let (g, ok) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
@@ -265,7 +305,7 @@ impl Stager<'_> {
             ins!(
                 b,
                 "{guard}cp.async.cg.shared.global [{d0}+{}], [{addr}], 16, {size}",
-                t.dst + r * t.row_bytes
+                t.dst + r * row_bytes
             );
         }
     }

@@ -37,8 +37,10 @@ mod start;
 mod wgmma;
 
 pub use config::{candidates, wgmma_candidates, Tile};
+pub(crate) use load::Layout;
 pub(crate) use mma::{ldmatrix, mma, mma_op};
 pub use shape::{recognise, Elem, Operand, Shape};
+pub(crate) use wgmma::{descriptor, descriptor_bits};
 
 use super::module::PtxKernel;
 use super::target::Target;

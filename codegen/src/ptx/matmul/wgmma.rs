@@ -45,8 +45,8 @@ use crate::ptx::target::Target;
 /// Descriptor bits of a tile that do not depend on its address (strides
 /// in 16-byte units, 128-byte swizzle), the descriptor step per k16, and
 /// the transpose flag, for an operand laid out as `layout` with `bk` `k`
-/// per stage.
-fn descriptor_bits(layout: Layout, bk: u32) -> (u64, u32, u32) {
+/// per stage (the attention kernel's tiles are laid out the same way).
+pub(crate) fn descriptor_bits(layout: Layout, bk: u32) -> (u64, u32, u32) {
     let swizzle = 1 << 62;
     let sbo = (1024 >> 4) << 32;
     match layout {
@@ -162,7 +162,7 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel 
 
 /// The shared-memory matrix descriptor of a tile at shared address `addr`
 /// (u32, 1024-byte aligned) with the constant `bits`.
-fn descriptor(b: &mut Builder, addr: Reg, bits: u64) -> Reg {
+pub(crate) fn descriptor(b: &mut Builder, addr: Reg, bits: u64) -> Reg {
     let (x, d) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
     ins!(b, "cvt.u64.u32 {x}, {addr}");
     ins!(b, "shr.u64 {x}, {x}, 4");
