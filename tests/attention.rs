@@ -1152,9 +1152,11 @@ fn long_sequences_run_as_one_kernel_in_linear_memory() {
 }
 
 /// Without `SMELT_ATTENTION_TILE`, the tensor-core kernel's tile follows
-/// the measured sweep (`ptx::attention::measured_tile`): 128-row CTAs (4
-/// warps of 32 rows) for prefill, 64-row CTAs for short queries and for
-/// causal attention at head dims up to 64.
+/// the measured sweeps (`ptx::attention::measured_tile`): on sm_90,
+/// `wgmma` for prefill up to head dim 128 (two warpgroups past 64, one
+/// up to 64); on sm_80 (and sm_90 otherwise) `mma.sync` with 128-row CTAs
+/// (4 warps of 32 rows) for prefill, 64-row CTAs for short queries and
+/// for causal attention at head dims up to 64.
 #[test]
 fn default_tile_follows_the_measured_sweep() {
     use smelt_codegen::ptx::{emit, Target};
@@ -1162,15 +1164,16 @@ fn default_tile_follows_the_measured_sweep() {
         println!("skipped: SMELT_ATTENTION_TILE names a tile");
         return;
     }
-    // (query rows, key rows, head dim, causal, rows per CTA)
-    for (lq, lk, d, causal, bm) in [
-        (200, 200, 128, false, 128),
-        (200, 200, 128, true, 128),
-        (200, 200, 64, false, 128),
-        (200, 200, 64, true, 64),
-        (64, 300, 128, false, 64),
-        (1, 300, 128, false, 64),
-        (100, 100, 256, false, 64),
+    // (query rows, key rows, head dim, causal, rows per CTA and threads
+    // on sm_80, on sm_90)
+    for (lq, lk, d, causal, sm80, sm90) in [
+        (200, 200, 128, false, (128, 128), (128, 256)),
+        (200, 200, 128, true, (128, 128), (128, 256)),
+        (200, 200, 64, false, (128, 128), (64, 128)),
+        (200, 200, 64, true, (64, 128), (64, 128)),
+        (64, 300, 128, false, (64, 128), (64, 128)),
+        (1, 300, 128, false, (64, 128), (64, 128)),
+        (100, 100, 256, false, (64, 128), (64, 128)),
     ] {
         let mut c = Case::new(&[2], lq, lk, d, DType::F16);
         if causal {
@@ -1183,9 +1186,15 @@ fn default_tile_follows_the_measured_sweep() {
             .iter()
             .find(|it| it.kernel.kind.name() == "attention")
             .expect("an attention kernel");
-        let p = emit(&it.kernel, &Target::CHECKED[1]).expect("emits");
-        let ctas = 2 * (lq as u32).div_ceil(bm);
-        assert_eq!(p.launches[0].block, (128, 1, 1), "{c:?}");
-        assert_eq!(p.launches[0].grid, (ctas, 1, 1), "{c:?}: {bm} rows a CTA");
+        for (target, (bm, threads)) in Target::CHECKED.iter().zip([sm80, sm90]) {
+            let p = emit(&it.kernel, target).expect("emits");
+            let ctas = 2 * (lq as u32).div_ceil(bm);
+            let l = &p.launches[0];
+            assert_eq!(l.block, (threads, 1, 1), "{c:?} sm_{}", target.sm);
+            assert_eq!(l.grid, (ctas, 1, 1), "{c:?}: {bm} rows a CTA");
+            // Warpgroup MMAs for prefill on sm_90 up to head dim 128.
+            let wgmma = target.sm >= 90 && lq > 64 && d <= 128;
+            assert_eq!(p.ptx.contains("wgmma.mma_async"), wgmma, "{c:?}");
+        }
     }
 }

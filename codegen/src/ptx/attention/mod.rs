@@ -47,16 +47,34 @@ pub fn env_key() -> u64 {
     h.finish()
 }
 
-/// The tile for `k` when the environment names none, from the sweep of
-/// 2026-11-27 on an H200 (BENCHMARKS.md, "Attention"): 4 warps of 32 rows
-/// (128-row CTAs sharing each `k`/`v` fragment between two row blocks)
-/// were 5-20% faster than 4 x 16 on every prefill shape but causal
-/// `d = 64` (6-11% slower there); one-row decode was 40% slower with
-/// 128-row CTAs, so short queries keep 64 rows.
-fn measured_tile(k: &Kernel, a: &Attention) -> AttentionTile {
+/// The tile for `k` when the environment names none, from the sweeps on
+/// an H200 (BENCHMARKS.md, "Attention"):
+/// - sm_90, more than 64 query rows, head dims up to 128 (2026-11-27, the
+///   pipelined `wgmma` loop): two warpgroups with key tiles of 128
+///   (`8x16x128w`) past head dim 64, 373-444 TFLOP/s at d = 128 where one
+///   warpgroup of 64-key tiles made 351-383; at d = 64 one warpgroup with
+///   64-key tiles (`4x16x64w`, two CTAs an SM) made 325 / 271 (causal)
+///   where `8x16x128w` made 291 / 236.
+/// - else `mma.sync` (2026-11-27, before `wgmma`): 4 warps of 32 rows
+///   (128-row CTAs sharing each `k`/`v` fragment between two row blocks)
+///   were 5-20% faster than 4 x 16 on every prefill shape but causal `d =
+///   64` (6-11% slower there); one-row decode was 40% slower with 128-row
+///   CTAs, so short queries keep 64 rows (and `mma.sync`: a warpgroup's
+///   64-row MMAs would idle 63 of them).
+fn measured_tile(k: &Kernel, a: &Attention, target: &Target) -> AttentionTile {
     let r = |v: usize| k.ranges[v];
     let wide = r(a.vars.d).max(r(a.vars.e));
-    if r(a.vars.i) > 64 && !(a.causal.is_some() && wide <= 64) {
+    let prefill = r(a.vars.i) > 64;
+    if target.sm >= 90 && prefill && wide <= 128 {
+        let (warps, bn) = if wide > 64 { (8, 128) } else { (4, 64) };
+        return AttentionTile {
+            warps,
+            bn,
+            wgmma: true,
+            ..AttentionTile::DEFAULT
+        };
+    }
+    if prefill && !(a.causal.is_some() && wide <= 64) {
         AttentionTile {
             rows: 32,
             ..AttentionTile::DEFAULT
@@ -77,7 +95,7 @@ pub fn emit(k: &Kernel, target: &Target) -> Result<PtxKernel, String> {
     let tile = match env_tile() {
         None => None,
         Some(Some(t)) => Some(t),
-        Some(None) => Some(measured_tile(k, &k.attention()?)),
+        Some(None) => Some(measured_tile(k, &k.attention()?, target)),
     };
     emit_tile(k, target, tile.as_ref())
 }
