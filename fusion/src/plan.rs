@@ -211,6 +211,17 @@ pub fn lower_plans(
                 len: status,
             });
         }
+        // A split-KV attention kernel (GPU, too few CTAs) writes its
+        // splits' partial softmaxes to a scratch buffer, its last output,
+        // which its second launch merges.
+        if let Some(arg) = smelt_codegen::ptx::attention_scratch(&kernel) {
+            kernel.outputs.push(arg);
+            outputs.push(buffers.len());
+            buffers.push(BufferSpec::New {
+                dtype: arg.dtype,
+                len: arg.len,
+            });
+        }
         items.push(ScheduleItem {
             ops,
             kernel,
