@@ -534,7 +534,11 @@ impl Emitter<'_> {
     /// The head (u32) of CTA `cta`: the CTA index's slower part.
     fn head(&self, b: &mut Builder, cta: Reg) -> Reg {
         let head = b.reg(RegKind::B32);
-        ins!(b, "div.u32 {head}, {cta}, {}", self.g.lq.div_ceil(self.g.bm));
+        ins!(
+            b,
+            "div.u32 {head}, {cta}, {}",
+            self.g.lq.div_ceil(self.g.bm)
+        );
         head
     }
 

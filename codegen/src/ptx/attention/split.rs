@@ -433,11 +433,7 @@ fn combine(b: &mut Builder, cx: &crate::ptx::eval::Cx, a: &Attention, sp: Split,
         "setp.eq.{ty} {masked}, {mx}, {}",
         acc_imm(a, f64::NEG_INFINITY)
     );
-    ins!(
-        b,
-        "selp.{ty} {m_use}, {}, {mx}, {masked}",
-        acc_imm(a, 0.0)
-    );
+    ins!(b, "selp.{ty} {m_use}, {}, {mx}, {masked}", acc_imm(a, 0.0));
     b.comment("the weighted sums: w = exp(m_s - M'), L += l_s w, O += O_s w");
     let l_sum = b.mov(kind, ty, acc_imm(a, 0.0));
     let o_sum = b.mov(kind, ty, acc_imm(a, 0.0));
