@@ -906,6 +906,7 @@ impl Emitter<'_> {
     /// `O / l` (the quad's partial sums combined) through the epilogue to
     /// the stores: element `c` of n8 tile `n` of row block `r` is row
     /// `rows[2r + c / 2]`, column `8n + 2t + c % 2`.
+    ///
     /// Under split-KV, `m`, `l` and `O` unnormalized to the rows' partial
     /// records instead ([`split::record`]).
     fn finish(
@@ -956,9 +957,7 @@ impl Emitter<'_> {
             }
         }
     }
-}
 
-impl Emitter<'_> {
     /// Split-KV: each of the lane's rows' `m` and `l` (the quad's, stored
     /// by its first lane) and its `O` elements, unnormalized, to the row's
     /// record for this CTA's split.
