@@ -1298,3 +1298,36 @@ fn split_kv_launches_and_assemble() {
         }
     }
 }
+
+/// Split-KV keeps `causal_skips_masked_values`' decision: top-left causal
+/// decode rows (16 rows over 4097 keys, 8 heads: split by the rule) see
+/// keys `0..=i` only, and an infinite `v` at every key from 128 on (past
+/// any CTA's first key tile) leaves them finite fused, though every
+/// split but the first has no key they see (the tensor-core kernel still
+/// computes one masked tile of each: the combine skips such splits).
+#[test]
+fn split_kv_skips_masked_values() {
+    for dtype in [DType::F16, DType::F32] {
+        let mut c = Case::new(&[2, 4], 16, 4097, 64, dtype);
+        c.mask = Mask::Causal;
+        let mut i = inputs(&c, 2, &[]);
+        let want = reference(&c, &i);
+        let mut v = i.v.1.clone();
+        for (n, x) in v.iter_mut().enumerate() {
+            if n / c.dv % c.lk >= 128 {
+                *x = f64::INFINITY;
+            }
+        }
+        let (t, h) = make(&v, &c.shape(c.lk, c.dv, true), dtype);
+        i.v = (t, h.data);
+        let fused = Planning::from(Fusion::On).attention(AttentionFusion::On);
+        let got = values(attention(&c, &i).realize_with(fused).unwrap());
+        assert_eq!(got.len(), want.len());
+        for (n, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (g - w).abs() <= tolerance(dtype) * (1.0 + w.abs()),
+                "{dtype:?} element {n}: {g}, want {w}"
+            );
+        }
+    }
+}

@@ -16,7 +16,8 @@
 //!   adds nothing). Record `(head lq + i) count + s`.
 //! - Launch 2, `<entry>_combine`, a thread per (row, output column): `M =
 //!   max_s m_s`, `w_s = exp(m_s - M')` (`M' = M`, or 0 where `M = -inf`),
-//!   `L = sum_s l_s w_s`, `O = sum_s O_s w_s`, then `O / L` through the
+//!   `L = sum_s l_s w_s`, `O = sum_s O_s w_s` over the splits with `m_s >
+//!   -inf` (the others hold no visible key), then `O / L` through the
 //!   epilogue part to the real outputs.
 //!
 //! Soundness (the exp-sum algebra): with `m_s' = m_s` finite, `O_s exp(m_s)
@@ -24,8 +25,11 @@
 //! exp(x_j)`, so `sum_s O_s w_s / sum_s l_s w_s` is the row's `sum_j
 //! exp(x_j) v_j / sum_j exp(x_j)` (the common factor `exp(M)` cancels),
 //! the unsplit kernel's value up to rounding. Splits with `m_s = -inf`
-//! contribute `0 * exp(-inf - M') = 0`. A row no split sees gets `M =
-//! -inf`, every `w_s = 0`, `0 / 0` = NaN, as unsplit. A NaN logit makes
+//! have no visible key (their sums are 0, or NaN from `0 * inf` where a
+//! masked `v` is infinite): skipping them is exact, and keeps a causal
+//! row finite where the unsplit kernel, which never reaches those keys,
+//! is. A row no split sees gets `M = -inf`, `L = O = 0`, `0 / 0` = NaN,
+//! as unsplit. A NaN logit makes
 //! its split's `m_s` or `l_s` NaN and the row NaN through its weight; an
 //! infinite maximum gives `exp(inf - inf)` = NaN in its split's sums.
 //!
@@ -437,17 +441,24 @@ fn combine(b: &mut Builder, cx: &crate::ptx::eval::Cx, a: &Attention, sp: Split,
     b.comment("the weighted sums: w = exp(m_s - M'), L += l_s w, O += O_s w");
     let l_sum = b.mov(kind, ty, acc_imm(a, 0.0));
     let o_sum = b.mov(kind, ty, acc_imm(a, 0.0));
+    let neg_inf = acc_imm(a, f64::NEG_INFINITY);
     each(b, &mut |b, at| {
         let (m, l, o, oa) = (b.reg(kind), b.reg(kind), b.reg(kind), b.reg(RegKind::B64));
         ins!(b, "ld.global.{ty} {m}, [{at}]");
+        // A split with no visible key (m_s = -inf) is skipped rather
+        // than weighted by 0: the tensor-core kernel computes its first
+        // key tile even when the causal mask hides it all, and a
+        // non-finite `v` there leaves `0 * inf` = NaN in its `O_s`.
+        let live = b.reg(RegKind::Pred);
+        ins!(b, "setp.neu.{ty} {live}, {m}, {neg_inf}");
         ins!(b, "ld.global.{ty} {l}, [{at}+{size}]");
         ins!(b, "add.u64 {oa}, {at}, {col}");
         ins!(b, "mov.{ty} {o}, {}", acc_imm(a, 0.0));
         ins!(b, "@{ok} ld.global.{ty} {o}, [{oa}]");
         let d = ops::binary(b, BinaryOp::Sub, value(m), value(m_use), a.acc);
         let w = ops::unary(b, UnaryOp::Exp, d, a.acc).reg;
-        ins!(b, "fma.rn.{ty} {l_sum}, {l}, {w}, {l_sum}");
-        ins!(b, "fma.rn.{ty} {o_sum}, {o}, {w}, {o_sum}");
+        ins!(b, "@{live} fma.rn.{ty} {l_sum}, {l}, {w}, {l_sum}");
+        ins!(b, "@{live} fma.rn.{ty} {o_sum}, {o}, {w}, {o_sum}");
     });
     let out = ops::binary(b, BinaryOp::Div, value(o_sum), value(l_sum), a.acc);
     let insts = epilogue_part(k, a);
