@@ -27,7 +27,9 @@
 //! Tile sweeps: `SMELT_ATTENTION_TILE=<warps>x<rows>x<bn>[x<stages>][r]`
 //! picks the tensor-core kernel's tile (printed, and named in the
 //! report's device line); `-- --fused-only` times only the fused plan,
-//! so each tile's run is short.
+//! so each tile's run is short. `SMELT_ATTENTION_SPLITS=<n>` forces
+//! split-KV's count (1: unsplit, the baseline for the decode cases),
+//! also named in the device line.
 
 mod common;
 
@@ -198,6 +200,8 @@ fn main() -> Result<()> {
     let fused_only = args.iter().any(|a| a == "--fused-only");
     let tile = std::env::var("SMELT_ATTENTION_TILE").unwrap_or_else(|_| "default".into());
     println!("attention tile: {tile} (SMELT_ATTENTION_TILE)");
+    let splits = std::env::var("SMELT_ATTENTION_SPLITS").unwrap_or_else(|_| "rule".into());
+    println!("attention splits: {splits} (SMELT_ATTENTION_SPLITS)");
     let (dev, cases, device): (Device, &[Case], String) = if smoke {
         let dev = Device::default_device();
         println!("smoke run on {dev}: tiny cases, figures mean nothing");
@@ -209,7 +213,7 @@ fn main() -> Result<()> {
         let device = format!("{} (sm_{})", props.name, props.target_sm);
         (dev, &CASES, device)
     };
-    let device = format!("{device}, tile {tile}");
+    let device = format!("{device}, tile {tile}, splits {splits}");
     let mut points = Vec::new();
     for dt in [DType::F16, DType::BF16] {
         println!("\n{dt}: case, plan, ms, TFLOP/s, GB/s (decode)");

@@ -258,15 +258,19 @@ fn values(t: &Tensor) -> Vec<f64> {
 /// Runs `c` with each of [`plans`], compares them with the reference and
 /// asserts that the fused plan is one kernel and the 3-kernel plan three.
 fn check_with(c: &Case, seed: u64, special: &[(usize, f64)]) {
-    let i = inputs(c, seed, special);
-    let want = reference(c, &i);
+    check_inputs(c, &inputs(c, seed, special));
+}
+
+/// [`check_with`] on given inputs.
+fn check_inputs(c: &Case, i: &Inputs) {
+    let want = reference(c, i);
     // The f32 softmax of an f64 graph keeps f32's precision.
     let tol = match c.form {
         Form::CastF32 => tolerance(c.dtype).max(tolerance(DType::F32)),
         _ => tolerance(c.dtype),
     };
     for mode in plans() {
-        let o = attention(c, &i);
+        let o = attention(c, i);
         let k0 = smelt::stats::kernels_run();
         o.realize_with(mode).unwrap();
         let kernels = smelt::stats::kernels_run() - k0;
@@ -591,7 +595,7 @@ fn half_attention_takes_the_tensor_core_kernel() {
 #[test]
 fn tensor_core_tiles_assemble_without_spills() {
     use smelt_codegen::env::{parse_attention_tile, AttentionTile};
-    use smelt_codegen::ptx::{emit_attention, ptxas, Target};
+    use smelt_codegen::ptx::{emit_attention_split, ptxas, Target};
     // Key tiles of 32 are what larger ones come to past head dim 64 (at
     // 32 rows a warp) or 128, so one tile asks for them; reversal changes
     // one instruction, so the 3-stage tiles carry it (each distinct kernel
@@ -652,7 +656,9 @@ fn tensor_core_tiles_assemble_without_spills() {
             let reverse = t.reverse && causal;
             let bm = t.warps * rows;
             for target in Target::CHECKED {
-                let p = emit_attention(&kernel, &target, t).expect("emits");
+                // Unsplit (split-KV has its own test), whatever
+                // SMELT_ATTENTION_SPLITS says.
+                let p = emit_attention_split(&kernel, &target, Some(t), 0).expect("emits");
                 let [launch] = &p.launches[..] else {
                     panic!("one launch")
                 };
@@ -1164,6 +1170,10 @@ fn default_tile_follows_the_measured_sweep() {
         println!("skipped: SMELT_ATTENTION_TILE names a tile");
         return;
     }
+    if !smelt_codegen::env::flag("SMELT_ATTENTION_MMA", true) {
+        println!("skipped: SMELT_ATTENTION_MMA=0");
+        return;
+    }
     // (query rows, key rows, head dim, causal, rows per CTA and threads
     // on sm_80, on sm_90)
     for (lq, lk, d, causal, sm80, sm90) in [
@@ -1191,10 +1201,221 @@ fn default_tile_follows_the_measured_sweep() {
             let ctas = 2 * (lq as u32).div_ceil(bm);
             let l = &p.launches[0];
             assert_eq!(l.block, (threads, 1, 1), "{c:?} sm_{}", target.sm);
-            assert_eq!(l.grid, (ctas, 1, 1), "{c:?}: {bm} rows a CTA");
+            // (The grid's y is the split count under SMELT_ATTENTION_SPLITS.)
+            assert_eq!(l.grid.0, ctas, "{c:?}: {bm} rows a CTA");
             // Warpgroup MMAs for prefill on sm_90 up to head dim 128.
             let wgmma = target.sm >= 90 && lq > 64 && d <= 128;
             assert_eq!(p.ptx.contains("wgmma.mma_async"), wgmma, "{c:?}");
+        }
+    }
+}
+
+/// `SMELT_ATTENTION_SPLITS` as the emitter reads it (a GPU run of this
+/// file with it set checks the values of every kernel split that way).
+fn forced_splits() -> Option<usize> {
+    smelt_codegen::env::var("SMELT_ATTENTION_SPLITS", smelt_codegen::env::parse_splits)
+}
+
+/// The fused kernel of `o` as the fused plan schedules it (with its
+/// split-KV scratch buffer where it may be split).
+fn fused_kernel(o: &Tensor) -> smelt_codegen::Kernel {
+    let s = o.schedule(Planning::from(Fusion::On).attention(AttentionFusion::On));
+    s.items
+        .iter()
+        .find(|it| it.kernel.kind.name() == "attention")
+        .expect("an attention kernel")
+        .kernel
+        .clone()
+}
+
+/// Split-KV (issue 13): decode-shaped attention (1 to 16 query rows over
+/// 4097 or 20000 keys, 8 heads: 8 CTAs unsplit) splits its keys by the
+/// default rule into one kernel of two launches (the split key loops,
+/// then the combine); fused, the 3-kernel plan and unfused agree with the
+/// f64 reference (on the CPU the interpreter runs them and
+/// `SMELT_CHECK_PTX=1` assembles the split kernels; on a GPU they run).
+/// Top-left causal rows see a few keys only, so most of their splits
+/// have none; a row whose additive mask is all `-inf` is NaN.
+#[test]
+fn split_kv_decode() {
+    use smelt_codegen::ptx::{emit, Target};
+    // (query rows, keys, head dim, mask, GQA group, dtype)
+    let cases = [
+        (1, 4097, 64, Mask::None, 1, DType::F16),
+        (1, 20000, 128, Mask::CausalShifted, 2, DType::BF16),
+        (5, 20000, 64, Mask::CausalShifted, 1, DType::F32),
+        (16, 4097, 64, Mask::Causal, 1, DType::F16),
+        (16, 4097, 128, Mask::Causal, 1, DType::F32),
+        (3, 4097, 80, Mask::None, 4, DType::BF16),
+    ];
+    for (lq, lk, d, mask, group, dtype) in cases {
+        let mut c = Case::new(&[2, 4], lq, lk, d, dtype);
+        c.mask = mask;
+        c.group = group;
+        eprintln!("{c:?}");
+        let i = inputs(&c, 3, &[]);
+        if forced_splits().is_none() {
+            let kernel = fused_kernel(&attention(&c, &i));
+            for t in Target::CHECKED {
+                let p = emit(&kernel, &t).expect("emits");
+                let [main, combine] = &p.launches[..] else {
+                    panic!("{c:?}: split into two launches, got {:?}", p.launches)
+                };
+                assert!(main.grid.1 >= 2, "{c:?}: {main:?}");
+                assert!(combine.entry.ends_with("_combine"), "{combine:?}");
+                assert_eq!(combine.grid.0, 8 * lq as u32, "{c:?}");
+            }
+        }
+        check_inputs(&c, &i);
+    }
+    // An additive mask that hides every key from row 1.
+    let mut c = Case::new(&[2, 4], 2, 4097, 64, DType::F16);
+    c.mask = Mask::Additive;
+    let mut i = inputs(&c, 4, &[]);
+    let mut bias = i.bias.1.clone();
+    bias[c.lk..2 * c.lk].fill(f64::NEG_INFINITY);
+    let (t, h) = make(&bias, &[c.lq, c.lk], c.dtype);
+    i.bias = (t, h.data);
+    let want = reference(&c, &i);
+    assert!(want[c.dv].is_nan() && !want[0].is_nan());
+    check_inputs(&c, &i);
+}
+
+/// Split-KV at the emitter's level, for both emitters (the tensor-core
+/// kernel with the default tile, the FMA one for `tile` `None`), f16,
+/// bf16, f32 and f64, causal and not: `n` splits asked become at most
+/// what the planned scratch buffer holds, in key ranges of whole key
+/// tiles (`count = ceil(lk / chunk)`, `chunk = ceil(lk / n)` rounded up
+/// to the key tile); the first launch's grid has the count as its `y`,
+/// the second is the combine (a CTA per row); 0 or 1 split, or a kernel
+/// without a scratch buffer (keys too few for the rule), is one launch.
+/// Every kernel assembles for sm_80 and sm_90, and the tensor-core
+/// kernels spill nothing at head dims 64 and 128.
+#[test]
+fn split_kv_launches_and_assemble() {
+    use smelt_codegen::env::AttentionTile;
+    use smelt_codegen::ptx::{emit_attention_split, ptxas, Target};
+    // (query rows, keys, head dim, dtype, causal)
+    let cases = [
+        (1, 20000, 64, DType::F16, false),
+        (16, 20000, 128, DType::BF16, true),
+        (7, 9000, 40, DType::F16, true),
+        (3, 20000, 64, DType::F32, true),
+        (2, 9000, 32, DType::F64, false),
+    ];
+    let mut jobs = Vec::new();
+    for (lq, lk, d, dtype, causal) in cases {
+        let mut c = Case::new(&[2, 4], lq, lk, d, dtype);
+        if causal {
+            c.mask = Mask::CausalShifted;
+        }
+        let kernel = fused_kernel(&attention(&c, &inputs(&c, 1, &[])));
+        let scratch = *kernel.outputs.last().expect("outputs");
+        let acc = if dtype == DType::F64 {
+            DType::F64
+        } else {
+            DType::F32
+        };
+        assert_eq!(scratch.dtype, acc, "{c:?}");
+        let rows = 8 * lq;
+        assert_eq!(scratch.len % (rows * (d + 2)), 0, "{c:?}");
+        let capacity = scratch.len / (rows * (d + 2));
+        // (SMELT_ATTENTION_SPLITS=<n> sizes it for n.)
+        if forced_splits().is_none() {
+            assert!(capacity >= 7, "{c:?}: scratch for {capacity} splits");
+        }
+        let half = dtype.size() == 2;
+        let tiles: Vec<(Option<AttentionTile>, usize)> = if half {
+            // The default tile's key tiles: 64 up to head dim 128.
+            vec![(Some(AttentionTile::DEFAULT), 64), (None, 32)]
+        } else {
+            vec![(None, 32)]
+        };
+        for (tile, bn) in tiles {
+            for want in [0, 1, 2, 3, 7, 1000] {
+                for target in Target::CHECKED {
+                    let p =
+                        emit_attention_split(&kernel, &target, tile.as_ref(), want).expect("emits");
+                    let n = want.min(capacity);
+                    if n < 2 {
+                        assert_eq!(p.launches.len(), 1, "{c:?} {want}");
+                        continue;
+                    }
+                    let chunk = lk.div_ceil(n).next_multiple_of(bn);
+                    let count = lk.div_ceil(chunk) as u32;
+                    let [main, combine] = &p.launches[..] else {
+                        panic!("{c:?} {want}: two launches, got {:?}", p.launches)
+                    };
+                    assert_eq!(main.grid.1, count, "{c:?} {want} {tile:?}");
+                    assert!(count >= 2 && count as usize <= n, "{count} of {n}");
+                    let threads = (d as u32).next_multiple_of(32).min(256);
+                    assert_eq!(combine.block, (threads, 1, 1));
+                    let cols = (d as u32).div_ceil(threads);
+                    assert_eq!(combine.grid, (rows as u32, cols, 1), "{c:?}");
+                    assert!(p.ptx.contains(&format!(".entry {}(", combine.entry)));
+                    let kind = if tile.is_some() { "mma" } else { "fma" };
+                    let name = format!("d{d} {dtype:?} {kind} {count} splits");
+                    jobs.push((name, target.sm, p.ptx));
+                }
+            }
+        }
+    }
+    // Keys too few for the rule: no scratch buffer, no split.
+    if forced_splits().is_none() {
+        let c = Case::new(&[2, 4], 1, 1000, 64, DType::F16);
+        let kernel = fused_kernel(&attention(&c, &inputs(&c, 1, &[])));
+        assert!(smelt_codegen::ptx::attention_scratch(&kernel).is_none());
+        let p = emit_attention_split(&kernel, &Target::CHECKED[1], None, 4).expect("emits");
+        assert_eq!(p.launches.len(), 1);
+    }
+    jobs.sort_by(|a, b| (&a.2, a.1).cmp(&(&b.2, b.1)));
+    jobs.dedup_by(|a, b| a.2 == b.2 && a.1 == b.1);
+    for (name, sm, ptx) in &jobs {
+        let Some(info) = ptxas::assemble(ptx, *sm).unwrap_or_else(|e| panic!("{name}: {e}")) else {
+            println!("skipped: ptxas not found");
+            assert!(
+                !smelt_codegen::env::flag("SMELT_REQUIRE_PTXAS", false),
+                "SMELT_REQUIRE_PTXAS=1 but ptxas was not found"
+            );
+            return;
+        };
+        let spilled = spill_stores(&info);
+        println!("{name} sm_{sm}: {spilled} bytes spilled");
+        if name.contains(" mma ") && (name.starts_with("d64 ") || name.starts_with("d128 ")) {
+            assert_eq!(spilled, 0, "{name} sm_{sm}: {info}");
+        }
+    }
+}
+
+/// Split-KV keeps `causal_skips_masked_values`' decision: top-left causal
+/// decode rows (16 rows over 4097 keys, 8 heads: split by the rule) see
+/// keys `0..=i` only, and an infinite `v` at every key from 128 on (past
+/// any CTA's first key tile) leaves them finite fused, though every
+/// split but the first has no key they see (the tensor-core kernel still
+/// computes one masked tile of each: the combine skips such splits).
+#[test]
+fn split_kv_skips_masked_values() {
+    for dtype in [DType::F16, DType::F32] {
+        let mut c = Case::new(&[2, 4], 16, 4097, 64, dtype);
+        c.mask = Mask::Causal;
+        let mut i = inputs(&c, 2, &[]);
+        let want = reference(&c, &i);
+        let mut v = i.v.1.clone();
+        for (n, x) in v.iter_mut().enumerate() {
+            if n / c.dv % c.lk >= 128 {
+                *x = f64::INFINITY;
+            }
+        }
+        let (t, h) = make(&v, &c.shape(c.lk, c.dv, true), dtype);
+        i.v = (t, h.data);
+        let fused = Planning::from(Fusion::On).attention(AttentionFusion::On);
+        let got = values(attention(&c, &i).realize_with(fused).unwrap());
+        assert_eq!(got.len(), want.len());
+        for (n, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                (g - w).abs() <= tolerance(dtype) * (1.0 + w.abs()),
+                "{dtype:?} element {n}: {g}, want {w}"
+            );
         }
     }
 }

@@ -80,6 +80,18 @@ pub fn parse_count(value: &str) -> Result<usize, String> {
     }
 }
 
+/// `SMELT_ATTENTION_SPLITS`: a split count, `0` or `1` for none (see
+/// `ptx::attention::split`).
+///
+/// # Errors
+/// The accepted values, for anything else.
+pub fn parse_splits(value: &str) -> Result<usize, String> {
+    value
+        .trim()
+        .parse::<usize>()
+        .map_err(|_| "a split count (0 or 1: off)".to_string())
+}
+
 /// `SMELT_CPU`: `exec` or `interp`, and `llvm` in builds with feature
 /// `llvm`.
 ///
@@ -280,6 +292,9 @@ mod tests {
 
     #[test]
     fn counts() {
+        assert_eq!(parse_splits("0"), Ok(0));
+        assert_eq!(parse_splits(" 16 "), Ok(16));
+        assert!(parse_splits("-1").unwrap_err().contains("split count"));
         assert_eq!(parse_count("1"), Ok(1));
         assert_eq!(parse_count(" 256 "), Ok(256));
         for v in ["0", "-3", "1.5", "many", ""] {

@@ -42,7 +42,10 @@
 //! exactly one [`Inst::Dot`] (the score, a sum over `d`) and one
 //! [`Inst::Attend`] (the softmax-weighted sum over `j`); every other
 //! instruction belongs to one of the parts that [`Kernel::attention`]
-//! names, each depending on its own variables only.
+//! names, each depending on its own variables only. One that the GPU may
+//! split along `j` (split-KV) has one more output that no store writes:
+//! the scratch buffer of [`crate::ptx::attention_scratch`] for the
+//! splits' partial softmaxes.
 
 use crate::dims::Ranges;
 use crate::expr::{Cond, Expr};

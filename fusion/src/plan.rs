@@ -211,6 +211,20 @@ pub fn lower_plans(
                 len: status,
             });
         }
+        // A split-KV attention kernel (GPU, too few CTAs) writes its
+        // splits' partial softmaxes to a scratch buffer, its last output,
+        // which its second launch merges; where its pointer would pass
+        // the parameter space, the kernel is not split.
+        let room =
+            kernel.param_bytes() + smelt_codegen::PARAM_BYTES <= smelt_codegen::PARAM_BYTES_LIMIT;
+        if let Some(arg) = smelt_codegen::ptx::attention_scratch(&kernel).filter(|_| room) {
+            kernel.outputs.push(arg);
+            outputs.push(buffers.len());
+            buffers.push(BufferSpec::New {
+                dtype: arg.dtype,
+                len: arg.len,
+            });
+        }
         items.push(ScheduleItem {
             ops,
             kernel,

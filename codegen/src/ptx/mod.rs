@@ -23,8 +23,10 @@
 //!   a checked data-dependent position (the `scatter` module).
 //! - Attention kernels: a CTA per batch and tile of query rows, an online
 //!   softmax over key tiles staged in shared memory; `mma.sync` tensor
-//!   cores for half operands, FMA arithmetic otherwise (the `attention`
-//!   module).
+//!   cores for half operands, FMA arithmetic otherwise; too few CTAs also
+//!   split the keys (split-KV: a second launch merges the splits'
+//!   partial softmaxes from a scratch buffer). See the `attention`
+//!   module.
 //!
 //! Buffers must be at least 16-byte aligned (as device allocations are):
 //! vector accesses rely on it.
@@ -129,6 +131,7 @@ mod target;
 
 use crate::ir::{Gather, Inst, Kernel, KernelKind};
 pub use attention::mma::MAX_DIM as ATTENTION_MMA_MAX_DIM;
+pub use attention::split::scratch as attention_scratch;
 use builder::{ins, Builder};
 pub use launch::Plan;
 use module::{entry_name, module, prologue};
@@ -164,7 +167,25 @@ pub fn emit_attention(
     tile: &crate::env::AttentionTile,
 ) -> Result<PtxKernel, String> {
     validate(kernel, target)?;
-    attention::emit_tile(kernel, target, Some(tile))
+    attention::emit_tile(kernel, target, Some(tile), attention::split::env_splits())
+}
+
+/// `kernel`, an attention kernel, lowered as [`emit_attention`] does
+/// (`tile` `None`: the FMA emitter) with its keys split `splits` ways
+/// (0 or 1: none), as [`emit`] does with `SMELT_ATTENTION_SPLITS` set to
+/// `splits`: at most what the kernel's scratch buffer holds
+/// ([`attention_scratch`]), into key ranges that are whole key tiles.
+///
+/// # Errors
+/// As [`emit`].
+pub fn emit_attention_split(
+    kernel: &Kernel,
+    target: &Target,
+    tile: Option<&crate::env::AttentionTile>,
+    splits: usize,
+) -> Result<PtxKernel, String> {
+    validate(kernel, target)?;
+    attention::emit_tile(kernel, target, tile, Some(splits))
 }
 
 /// Lowers `kernel` for `target`: half-precision matmuls through the

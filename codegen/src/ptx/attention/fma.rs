@@ -20,12 +20,15 @@
 //!    `c` holds columns `c, c + 8, ..`);
 //! 4. at the end `o / s` (NaN for a row with no finite logit: `0 / 0`, as
 //!    the unfused graph gives) goes through the epilogue part to the
-//!    stores.
+//!    stores; under split-KV (`split.rs`) the CTA walks its split's keys
+//!    only and stores `m`, `s` and `o` to the scratch buffer instead, for
+//!    the combine entry.
 //!
 //! Every load of a part runs under the point's bounds (rows past the last
 //! query or key are predicated off), and stores only for existing rows and
 //! columns.
 
+use super::split::{self, Split};
 use super::stage::{Stager, Tile};
 use super::{
     acc_imm, acc_ty, epilogue_part, key_end, logit, logit_part, part, store, Coords, LogitInsts,
@@ -34,7 +37,7 @@ use crate::attention::Attention;
 use crate::ir::Kernel;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
 use crate::ptx::eval::Cx;
-use crate::ptx::module::{entry, entry_name, header, PtxKernel};
+use crate::ptx::module::{entry, entry_name, Launch, PtxKernel};
 use crate::ptx::ops::{self, Value};
 use crate::ptx::target::Target;
 use crate::{BinaryOp, DType, ReduceOp, UnaryOp};
@@ -81,11 +84,17 @@ pub fn tiles(d: usize, dv: usize, size: usize) -> Option<Tiles> {
     .find(|t| t.shared(d, dv, size) <= SHARED_LIMIT)
 }
 
-/// Lowers the attention kernel `k` (parts `a`) with FMAs.
+/// Lowers the attention kernel `k` (parts `a`) with FMAs, its keys split
+/// as [`split::plan`] says for `splits`.
 ///
 /// # Errors
 /// Head dims too large for its tiles, or too many CTAs.
-pub fn emit(k: &Kernel, target: &Target, a: &Attention) -> Result<PtxKernel, String> {
+pub fn emit(
+    k: &Kernel,
+    target: &Target,
+    a: &Attention,
+    splits: Option<usize>,
+) -> Result<PtxKernel, String> {
     let size = a.acc.size();
     let r = |v: usize| k.ranges[v] as usize;
     let (lq, dv, d) = (r(a.vars.i), r(a.vars.e), r(a.vars.d));
@@ -94,19 +103,21 @@ pub fn emit(k: &Kernel, target: &Target, a: &Attention) -> Result<PtxKernel, Str
     let heads: u64 = a.vars.batch.clone().map(|v| k.ranges[v] as u64).product();
     let grid = u32::try_from(heads * lq.div_ceil(t.bm as usize) as u64)
         .map_err(|_| format!("attention kernel {}: too many CTAs", k.name))?;
+    let shared = t.shared(d, dv, size) as u32;
+    let sp = split::plan(k, a, target, (t.bm, t.bn, shared), splits);
     let name = entry_name(k);
     let threads = t.bm * TPR;
     let (text, shared) = entry(k, target, &name, threads, |b, cx, smem| {
-        Emitter::new(cx, a, t, smem).body(b);
-        (t.shared(d, dv, size) as u32, 16)
+        Emitter::new(cx, a, t, smem, sp).body(b);
+        (shared, 16)
     });
-    Ok(PtxKernel::single(
-        header(target) + &text,
-        name,
-        grid.max(1),
-        threads,
-        shared,
-    ))
+    let launch = Launch {
+        entry: name,
+        grid: (grid.max(1), 1, 1),
+        block: (threads, 1, 1),
+        shared_bytes: shared,
+    };
+    split::kernel(k, target, a, sp, text, launch)
 }
 
 /// What one kernel's body needs.
@@ -115,6 +126,8 @@ struct Emitter<'a> {
     a: &'a Attention,
     t: Tiles,
     smem: &'a str,
+    /// The keys' split among CTAs.
+    sp: Split,
     acc: DType,
     /// `f32` or `f64`.
     ty: &'static str,
@@ -131,9 +144,10 @@ struct Emitter<'a> {
 }
 
 /// A thread's position: its row of the tile and lane within the row, the
-/// query row `i`, the batch variables.
+/// query row `i`, the head and its batch variables.
 struct Thread {
     tid: Reg,
+    head: Reg,
     r: Reg,
     c: Reg,
     i: Reg,
@@ -143,7 +157,7 @@ struct Thread {
 }
 
 impl<'a> Emitter<'a> {
-    fn new(cx: &'a Cx<'a>, a: &'a Attention, t: Tiles, smem: &'a str) -> Self {
+    fn new(cx: &'a Cx<'a>, a: &'a Attention, t: Tiles, smem: &'a str, sp: Split) -> Self {
         let k = cx.k;
         let r = |v: usize| k.ranges[v] as u32;
         let (lq, dv, lk, d) = (r(a.vars.i), r(a.vars.e), r(a.vars.j), r(a.vars.d));
@@ -157,6 +171,7 @@ impl<'a> Emitter<'a> {
             a,
             t,
             smem,
+            sp,
             acc: a.acc,
             ty,
             kind,
@@ -234,7 +249,14 @@ impl<'a> Emitter<'a> {
         stager.stage(b, &q_tile);
         let k_insts = part(k, &[self.a.k], &[]);
         let v_insts = part(k, &[self.a.v], &[]);
-        let j0 = b.mov(RegKind::B32, "b32", 0);
+        let keys = key_end(b, k, self.a, q0, self.t.bm);
+        let j0 = if self.sp.is_split() {
+            let (start, end) = split::keys(b, self.sp, self.lk);
+            ins!(b, "min.u32 {keys}, {keys}, {end}");
+            start
+        } else {
+            b.mov(RegKind::B32, "b32", 0)
+        };
         let k_tile = tile(
             &k_insts,
             self.a.k,
@@ -255,7 +277,6 @@ impl<'a> Emitter<'a> {
             self.v_off,
             self.dv,
         );
-        let keys = key_end(b, k, self.a, q0, self.t.bm);
         let (top, end) = (b.label(), b.label());
         b.place(&top);
         let done = b.reg(RegKind::Pred);
@@ -271,7 +292,7 @@ impl<'a> Emitter<'a> {
         ins!(b, "add.u32 {j0}, {j0}, {}", self.t.bn);
         ins!(b, "bra {top}");
         b.place(&end);
-        self.finish(b, &th, s, &o);
+        self.finish(b, &th, (m, s), &o);
     }
 
     /// The thread's ids, its query row and batch variables, and the
@@ -299,6 +320,7 @@ impl<'a> Emitter<'a> {
         let coords = Coords::new(b, self.cx, self.a, head);
         Thread {
             tid,
+            head,
             r,
             c,
             i,
@@ -503,10 +525,19 @@ impl<'a> Emitter<'a> {
     }
 
     /// `o / s` through the epilogue part to the stores, for existing rows
-    /// and columns.
-    fn finish(&self, b: &mut Builder, th: &Thread, s: Reg, o: &[Reg]) {
+    /// and columns; under split-KV `m`, `s` (by the row's first thread)
+    /// and `o` to the row's partial record ([`split::record`]) instead.
+    fn finish(&self, b: &mut Builder, th: &Thread, (m, s): (Reg, Reg), o: &[Reg]) {
         let insts = epilogue_part(self.cx.k, self.a);
         let col_ok = self.column_predicates(b, th, o.len());
+        let rec = self.sp.is_split().then(|| {
+            b.comment("split-KV: m, s and o (unnormalized) to the scratch buffer");
+            let rec = split::record(b, self.cx, self.a, self.sp, th.head, th.i);
+            let lead = b.reg(RegKind::Pred);
+            ins!(b, "setp.eq.and.u32 {lead}, {}, 0, {}", th.c, th.row_ok);
+            split::store_stats(b, self.a, rec, (m, s), lead);
+            rec
+        });
         for (t, acc) in o.iter().enumerate() {
             let e = b.reg(RegKind::B32);
             ins!(b, "add.u32 {e}, {}, {}", th.c, t as u32 * TPR);
@@ -514,6 +545,10 @@ impl<'a> Emitter<'a> {
             match col_ok[t] {
                 Some(c) => ins!(b, "and.pred {ok}, {c}, {}", th.row_ok),
                 None => ins!(b, "mov.pred {ok}, {}", th.row_ok),
+            }
+            if let Some(rec) = rec {
+                split::store_column(b, self.a, rec, e, *acc, ok);
+                continue;
             }
             let out = ops::binary(b, BinaryOp::Div, self.value(*acc), self.value(s), self.acc);
             store(b, self.cx, self.a, &th.coords, &insts, (th.i, e), out, ok);

@@ -48,7 +48,9 @@
 //!   with `ldmatrix.trans`.
 //! - At the end `O / l` (NaN for a row with no finite logit: `0 / 0`, as
 //!   the unfused graph gives) goes through the epilogue part to the
-//!   stores, for existing rows and columns only.
+//!   stores, for existing rows and columns only; under split-KV
+//!   (`split.rs`) the CTA walks its split's keys only and stores `m`, `l`
+//!   and `O` to the scratch buffer instead, for the combine entry.
 //!
 //! # Fragments (PTX ISA, "mma.m16n8k16"; `g = lane >> 2`, `t = lane & 3`)
 //! - A (16 x 16, row): `a0` = (row g, cols 2t, 2t+1), `a1` = (row g+8,
@@ -97,6 +99,7 @@
 
 mod wgmma;
 
+use super::split::{self, Split};
 use super::stage::{plain, Stager, Tile};
 use super::{epilogue_part, key_end, logit, part, store, Coords, LogitInsts, LogitSplit};
 use crate::attention::Attention;
@@ -105,7 +108,7 @@ use crate::ir::{Inst, Kernel};
 use crate::ptx::builder::{f32_imm, ins, Builder, Reg, RegKind};
 use crate::ptx::eval::{Cx, Vals};
 use crate::ptx::matmul::{ldmatrix, mma, mma_op, Elem};
-use crate::ptx::module::{entry, entry_name, header, PtxKernel};
+use crate::ptx::module::{entry, entry_name, Launch, PtxKernel};
 use crate::ptx::ops::{self, Value};
 use crate::ptx::target::Target;
 use crate::{BinaryOp, DType, ReduceOp};
@@ -284,7 +287,8 @@ impl Geom {
 }
 
 /// Lowers the attention kernel `k` (parts `a`, operands of half type `h`
-/// from [`elem`]) with CTA tile `tile`.
+/// from [`elem`]) with CTA tile `tile`, its keys split as
+/// [`split::plan`] says for `splits`.
 ///
 /// # Errors
 /// Too many CTAs for one grid.
@@ -294,6 +298,7 @@ pub fn emit(
     a: &Attention,
     h: DType,
     tile: &AttentionTile,
+    splits: Option<usize>,
 ) -> Result<PtxKernel, String> {
     let g = Geom::new(k, a, tile, target);
     if g.shared > MAX_SHARED {
@@ -307,25 +312,28 @@ pub fn emit(
     let heads: u64 = a.vars.batch.clone().map(|v| k.ranges[v] as u64).product();
     let grid = u32::try_from(heads * u64::from(g.lq.div_ceil(g.bm)))
         .map_err(|_| format!("attention kernel {}: too many CTAs", k.name))?;
+    let sp = split::plan(k, a, target, (g.bm, g.bn, g.shared), splits);
     let name = entry_name(k);
     let threads = g.cta.threads();
     let (text, shared) = entry(k, target, &name, threads, |b, cx, smem| {
-        Emitter { cx, a, g, h }.body(b, smem);
+        Emitter { cx, a, g, h, sp }.body(b, smem);
         // The 128-byte swizzle repeats every 1024 bytes.
         (g.shared, if g.cta.wgmma { 1024 } else { 16 })
     });
-    let mut head = header(target);
+    let launch = Launch {
+        entry: name,
+        grid: (grid.max(1), 1, 1),
+        block: (threads, 1, 1),
+        shared_bytes: shared,
+    };
+    let mut kernel = split::kernel(k, target, a, sp, text, launch)?;
     if g.cta.wgmma {
         // wgmma exists only on the architecture-specific target.
-        head = head.replacen(".target sm_90\n", ".target sm_90a\n", 1);
+        kernel.ptx = kernel
+            .ptx
+            .replacen(".target sm_90\n", ".target sm_90a\n", 1);
     }
-    Ok(PtxKernel::single(
-        head + &text,
-        name,
-        grid.max(1),
-        threads,
-        shared,
-    ))
+    Ok(kernel)
 }
 
 /// What one kernel's body needs.
@@ -335,6 +343,8 @@ struct Emitter<'a> {
     g: Geom,
     /// The operands' half type.
     h: DType,
+    /// The keys' split among CTAs.
+    sp: Split,
 }
 
 /// A warp's `m16n8` accumulators of one `m16` row block, `[n8
@@ -395,8 +405,7 @@ impl Emitter<'_> {
         let (tid, cta) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
         ins!(b, "mov.u32 {tid}, %tid.x");
         ins!(b, "mov.u32 {cta}, %ctaid.x");
-        let head = b.reg(RegKind::B32);
-        ins!(b, "div.u32 {head}, {cta}, {}", g.lq.div_ceil(g.bm));
+        let head = self.head(b, cta);
         let q0 = self.first_row(b, cta);
         let base = b.reg(RegKind::B32);
         ins!(b, "mov.u32 {base}, {smem}");
@@ -480,15 +489,21 @@ impl Emitter<'_> {
             ins!(b, "cp.async.commit_group");
         };
         let keys = key_end(b, k, a, q0, g.bm);
-        let j0 = b.mov(RegKind::B32, "u32", 0);
-        b.comment("key tile 0 into buffer 0 (with the q tile's copies)");
+        let j0 = if self.sp.is_split() {
+            let (start, end) = split::keys(b, self.sp, g.lk);
+            ins!(b, "min.u32 {keys}, {keys}, {end}");
+            start
+        } else {
+            b.mov(RegKind::B32, "u32", 0)
+        };
+        b.comment("key tile j0 into buffer 0 (with the q tile's copies)");
         load_kv(b, base, j0);
         ins!(b, "cp.async.commit_group");
         let stages = g.cta.stages;
         for st in 1..stages - 1 {
-            b.comment(&format!("key tile {st} into buffer {st}"));
+            b.comment(&format!("key tile j0 + {st} bn into buffer {st}"));
             let (j, buf) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-            ins!(b, "mov.u32 {j}, {}", st * g.bn);
+            ins!(b, "add.u32 {j}, {j0}, {}", st * g.bn);
             ins!(b, "add.u32 {buf}, {base}, {}", st * g.kv_bytes);
             load_kv_if(b, buf, j, keys);
         }
@@ -556,7 +571,18 @@ impl Emitter<'_> {
         // accumulators want every register (at 32 rows a warp, ptxas
         // spilled the rows kept from before the loop).
         let ln = self.lane_again(b);
-        self.finish(b, &coords, &ln, &l, &o);
+        self.finish(b, &coords, &ln, (&m, &l), &o);
+    }
+
+    /// The head (u32) of CTA `cta`: the CTA index's slower part.
+    fn head(&self, b: &mut Builder, cta: Reg) -> Reg {
+        let head = b.reg(RegKind::B32);
+        ins!(
+            b,
+            "div.u32 {head}, {cta}, {}",
+            self.g.lq.div_ceil(self.g.bm)
+        );
+        head
     }
 
     /// The `mma.sync` key loop: per key tile, start the copies of tile
@@ -1021,11 +1047,24 @@ impl Emitter<'_> {
     /// `O / l` (the quad's partial sums combined) through the epilogue to
     /// the stores: element `c` of n8 tile `n` of row block `r` is row
     /// `rows[2r + c / 2]`, column `8n + 2t + c % 2`.
-    fn finish(&self, b: &mut Builder, coords: &Coords, ln: &Lane, l: &[Reg], o: &[Acc]) {
-        b.comment("epilogue: O / l to the stores");
+    ///
+    /// Under split-KV, `m`, `l` and `O` unnormalized to the rows' partial
+    /// records instead ([`split::record`]).
+    fn finish(
+        &self,
+        b: &mut Builder,
+        coords: &Coords,
+        ln: &Lane,
+        (m, l): (&[Reg], &[Reg]),
+        o: &[Acc],
+    ) {
         for s in l {
             quad_reduce(b, ReduceOp::Sum, *s);
         }
+        if self.sp.is_split() {
+            return self.partials(b, ln, (m, l), o);
+        }
+        b.comment("epilogue: O / l to the stores");
         let insts = epilogue_part(self.cx.k, self.a);
         let f32v = |reg| Value {
             reg,
@@ -1055,6 +1094,44 @@ impl Emitter<'_> {
                         out,
                         ok,
                     );
+                }
+            }
+        }
+    }
+
+    /// Split-KV: each of the lane's rows' `m` and `l` (the quad's, stored
+    /// by its first lane) and its `O` elements, unnormalized, to the row's
+    /// record for this CTA's split.
+    fn partials(&self, b: &mut Builder, ln: &Lane, (m, l): (&[Reg], &[Reg]), o: &[Acc]) {
+        b.comment("split-KV: m, l and O (unnormalized) to the scratch buffer");
+        let cta = b.reg(RegKind::B32);
+        ins!(b, "mov.u32 {cta}, %ctaid.x");
+        let head = self.head(b, cta);
+        let lead = b.reg(RegKind::Pred);
+        ins!(b, "setp.eq.u32 {lead}, {}, 0", ln.t2);
+        let recs: Vec<Reg> = (0..ln.rows.len())
+            .map(|row| {
+                let rec = split::record(b, self.cx, self.a, self.sp, head, ln.rows[row]);
+                let ok = b.reg(RegKind::Pred);
+                ins!(b, "and.pred {ok}, {lead}, {}", ln.row_ok[row]);
+                split::store_stats(b, self.a, rec, (m[row], l[row]), ok);
+                rec
+            })
+            .collect();
+        for (r, or) in o.iter().enumerate() {
+            for (n, tile) in or.iter().enumerate() {
+                for (c, acc) in tile.iter().enumerate() {
+                    let row = 2 * r + c / 2;
+                    let e = b.reg(RegKind::B32);
+                    ins!(b, "add.u32 {e}, {}, {}", ln.t2, 8 * n + c % 2);
+                    let ok = b.reg(RegKind::Pred);
+                    ins!(
+                        b,
+                        "setp.lt.and.u32 {ok}, {e}, {}, {}",
+                        self.g.dv,
+                        ln.row_ok[row]
+                    );
+                    split::store_column(b, self.a, recs[row], e, *acc, ok);
                 }
             }
         }

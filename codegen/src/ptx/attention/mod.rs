@@ -11,12 +11,15 @@
 //! `SMELT_ATTENTION_MMA=0` sends every attention kernel to the FMA
 //! emitter (for bisecting and for testing that kernel on half inputs);
 //! `SMELT_ATTENTION_TILE` picks the tensor-core kernel's CTA shape
-//! ([`AttentionTile`]). Both are read at each emission, and [`env_key`]
-//! folds them into the module caches' keys, so each setting is a kernel
-//! of its own.
+//! ([`AttentionTile`]); `SMELT_ATTENTION_SPLITS` the split-KV count
+//! (`split.rs`: CTAs over ranges of keys and a second entry that merges
+//! them, for kernels with too few CTAs). All are read at each emission,
+//! and [`env_key`] folds them into the module caches' keys, so each
+//! setting is a kernel of its own.
 
 mod fma;
 pub(super) mod mma;
+pub(super) mod split;
 mod stage;
 
 use super::builder::{ins, Builder, Reg, RegKind};
@@ -38,12 +41,14 @@ fn env_tile() -> Option<Option<AttentionTile>> {
 }
 
 /// A hash of what the environment decides about attention kernels'
-/// code ([`env_tile`]), fixed in algorithm like `Kernel::code_hash`
-/// (it joins that hash in the on-disk PTX cache's keys).
+/// code ([`env_tile`], [`split::env_splits`]), fixed in algorithm like
+/// `Kernel::code_hash` (it joins that hash in the on-disk PTX cache's
+/// keys).
 pub fn env_key() -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = crate::fnv::Fnv1a::default();
     env_tile().hash(&mut h);
+    split::env_splits().hash(&mut h);
     h.finish()
 }
 
@@ -86,7 +91,8 @@ fn measured_tile(k: &Kernel, a: &Attention, target: &Target) -> AttentionTile {
 
 /// Lowers an attention kernel with the tensor-core emitter where it
 /// applies ([`mma::elem`]), with the environment's tile or
-/// [`measured_tile`], else the FMA one.
+/// [`measured_tile`], else the FMA one; split as `SMELT_ATTENTION_SPLITS`
+/// says, else by the rule ([`split::plan`]).
 ///
 /// # Errors
 /// A kernel that is not a well-formed attention kernel, sizes beyond the
@@ -97,11 +103,13 @@ pub fn emit(k: &Kernel, target: &Target) -> Result<PtxKernel, String> {
         Some(Some(t)) => Some(t),
         Some(None) => Some(measured_tile(k, &k.attention()?, target)),
     };
-    emit_tile(k, target, tile.as_ref())
+    emit_tile(k, target, tile.as_ref(), split::env_splits())
 }
 
 /// Lowers an attention kernel with the tensor-core emitter and `tile`
-/// where it applies, else (or for `tile` `None`) the FMA one.
+/// where it applies, else (or for `tile` `None`) the FMA one, into
+/// `splits` key ranges (0 or 1: none; at most what the kernel's scratch
+/// holds, see [`split::plan`]) or, for `None`, as the rule says.
 ///
 /// # Errors
 /// As [`emit`].
@@ -109,6 +117,7 @@ pub fn emit_tile(
     k: &Kernel,
     target: &Target,
     tile: Option<&AttentionTile>,
+    splits: Option<usize>,
 ) -> Result<PtxKernel, String> {
     let a = k.attention()?;
     if k.ranges.iter().any(|n| *n > i32::MAX as i64 / 2) {
@@ -117,8 +126,8 @@ pub fn emit_tile(
     // Unrounded logits, as the CPU's fused attention computes them.
     let k = &a.f32_logits(k);
     match (mma::elem(k, &a), tile) {
-        (Some(elem), Some(t)) => mma::emit(k, target, &a, elem, t),
-        _ => fma::emit(k, target, &a),
+        (Some(elem), Some(t)) => mma::emit(k, target, &a, elem, t, splits),
+        _ => fma::emit(k, target, &a, splits),
     }
 }
 
