@@ -302,4 +302,17 @@ fn declines_are_named() {
     let k = kb.done();
     assert!(llvm::decline(&k).expect("declined").contains("store"));
     assert!(llvm::run(&k, &[&[0u8; 96]], &[], &mut [&mut [0u8; 92]]).is_none());
+    // An op the JIT does not emit, computed by a pass and needed by a
+    // later one: declined before the passes are planned.
+    let r = [3i64, 7];
+    let mut kb = Kb::new("multireduce_int_exp", KernelKind::MultiReduce, &r, 1);
+    let x = kb.load(DType::I32, 21, contiguous(&r));
+    let w = kb.push(Inst::Unary(UnaryOp::Exp, x), DType::I32);
+    let v = kb.bin(BinaryOp::Add, w, x);
+    let s = kb.reduce(ReduceOp::Sum, v);
+    let y = kb.bin(BinaryOp::Mul, w, s);
+    kb.store(21, contiguous(&r), y, None);
+    let k = kb.done();
+    assert!(llvm::decline(&k).expect("declined").contains("integer"));
+    assert!(llvm::kept(&k).is_empty());
 }

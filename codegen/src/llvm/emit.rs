@@ -82,19 +82,10 @@ fn flit(x: f64) -> String {
     format!("0x{:016X}", x.to_bits())
 }
 
-/// The module text of `k`'s passes: shim declarations, intrinsics, every
-/// pass function, with `attrs` (the host's `target-cpu` and
-/// `target-features`) on each.
-///
-/// # Errors
-/// Why the JIT declines the kernel.
-pub fn module(
-    k: &Kernel,
-    plan: &Plan,
-    passes: &[&PassKeep],
-    attrs: &str,
-) -> Result<String, Decline> {
-    check(k, plan)?;
+/// The module text of `k`'s passes (of a kernel [`check`] admits): shim
+/// declarations, intrinsics, every pass function, with `attrs` (the
+/// host's `target-cpu` and `target-features`) on each.
+pub fn module(k: &Kernel, plan: &Plan, passes: &[&PassKeep], attrs: &str) -> String {
     let mut m = String::new();
     for s in shims::all() {
         m.push_str(s.decl);
@@ -127,12 +118,15 @@ pub fn module(
     for p in passes {
         m.push_str(&function(k, plan, p));
     }
-    Ok(m)
+    m
 }
 
 /// Kernels and instructions the JIT leaves to the executor (each a
 /// documented decline, never a wrong result).
-fn check(k: &Kernel, plan: &Plan) -> Result<(), Decline> {
+///
+/// # Errors
+/// Why the JIT declines the kernel.
+pub fn check(k: &Kernel, plan: &Plan) -> Result<(), Decline> {
     let fp8 = |dt: DType| dt.is_fp8();
     if k.insts.iter().any(|n| fp8(n.dtype))
         || k.inputs.iter().chain(&k.outputs).any(|a| fp8(a.dtype))
@@ -1155,7 +1149,8 @@ fn checked(k: &Kernel, input: usize, index: &Expr, valid: &Cond) -> bool {
     !valid.is_always() || lo < 0 || hi >= k.inputs[input].len as i64
 }
 
-/// Whether computing element-level instruction `v` at a point, given its
+/// Whether computing element-level instruction `v` (of a kernel [`check`]
+/// admits) at a point, given its
 /// operands, costs more than storing it and loading it back: it calls a
 /// Rust function ([`shims`]: transcendentals, half roundings and
 /// conversions), is `F32` `exp`'s polynomial, or loads through a view (a

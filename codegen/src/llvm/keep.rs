@@ -76,7 +76,8 @@ pub struct Keep {
 }
 
 impl Keep {
-    /// The passes of `k` and what each keeps.
+    /// The passes of `k` (a kernel [`emit::check`] admits) and what each
+    /// keeps.
     pub fn new(k: &Kernel, plan: &Plan) -> Keep {
         let n = k.insts.len();
         let across = tiles_hold_rows(k);

@@ -168,9 +168,9 @@ pub fn decline(kernel: &Kernel) -> Option<String> {
 /// The element values of `kernel` that a pass of the JIT reads from a
 /// buffer that an earlier pass over the same tile filled, instead of
 /// computing them again ([`keep`]), in SSA order; empty where tiles do not
-/// hold whole rows or the executor's plan declines the kernel.
+/// hold whole rows or the JIT declines the kernel before compiling it.
 pub fn kept(kernel: &Kernel) -> Vec<Val> {
-    let Some(plan) = Plan::new(kernel) else {
+    let Some(plan) = Plan::new(kernel).filter(|p| emit::check(kernel, p).is_ok()) else {
         return Vec::new();
     };
     let keep = Keep::new(kernel, &plan);
@@ -202,13 +202,14 @@ fn compiled(k: &Kernel, plan: &Plan) -> Arc<Result<Compiled, String>> {
 
 /// Emits and compiles every pass `k` runs.
 fn compile(k: &Kernel, plan: &Plan) -> Result<Compiled, String> {
+    emit::check(k, plan)?;
     let keep = Keep::new(k, plan);
     let row_pass = PassKeep::plain(Pass::RowStores);
     let mut passes: Vec<&PassKeep> = keep.passes.iter().filter(|p| p.has_code()).collect();
     if !plan.row_stores.is_empty() {
         passes.push(&row_pass);
     }
-    let ir = emit::module(k, plan, &passes, &jit::host_attrs()?)?;
+    let ir = emit::module(k, plan, &passes, &jit::host_attrs()?);
     if crate::env::var("SMELT_DEBUG", crate::env::parse_debug).unwrap_or(0) >= 4 {
         eprintln!("{ir}");
     }
