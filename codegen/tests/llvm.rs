@@ -15,8 +15,10 @@ mod engines;
 mod ptx_cases;
 
 use engines::{inputs, small};
-use ptx_cases::{contiguous, Kb};
-use smelt_codegen::{exec, llvm, BinaryOp, DType, Kernel, KernelKind, ReduceOp, UnaryOp};
+use ptx_cases::{contiguous, lin, Kb};
+use smelt_codegen::{
+    exec, llvm, BinaryOp, Cond, DType, Expr, Inst, Kernel, KernelKind, ReduceOp, UnaryOp, Val,
+};
 
 /// Runs `k` through the JIT, asserting it agrees with the executor bit
 /// for bit and with the interpreter within rounding. Returns whether the
@@ -132,6 +134,137 @@ fn views_reductions_and_multi_reductions_at_edge_sizes() {
     }
 }
 
+/// Row lengths of the kept-values tests: one, odd lengths, and one past
+/// a power of two; all within one of the executor's tiles (16384 points),
+/// the case in which later passes read what earlier ones kept.
+const ROW_LENS: [i64; 5] = [1, 7, 127, 1000, 4097];
+
+/// `x` read through a transposed, flipped view of a `[len, rows]` buffer
+/// of `dt` (`x[r, j] = buf[(len - 1 - j) * rows + r]`), zero in the last
+/// column when `padded`.
+fn view_load(kb: &mut Kb, rows: i64, len: i64, dt: DType, padded: bool) -> Val {
+    let r = [rows, len];
+    let idx = lin(&[(0, 1), (1, -rows)], (len - 1) * rows);
+    let valid = if padded {
+        Cond::always().and_range(Expr::var(1), 0, len - 1, &r)
+    } else {
+        Cond::always()
+    };
+    kb.load_if(dt, (len * rows) as usize, idx, valid)
+}
+
+/// Layer norm of `exp(x / 8)`, plus `x`, with `x` a padded view
+/// ([`view_load`]) of `dt`, computed in `F64` for `F64` and `F32`
+/// otherwise: the view, the exponential and the half conversions are
+/// what a later pass reads from buffers.
+fn view_norm(rows: i64, len: i64, dt: DType) -> Kernel {
+    let r = [rows, len];
+    let mut kb = Kb::new("multireduce_view_norm", KernelKind::MultiReduce, &r, 1);
+    let x = view_load(&mut kb, rows, len, dt, true);
+    let cd = if dt == DType::F64 {
+        DType::F64
+    } else {
+        DType::F32
+    };
+    let xf = if dt == cd { x } else { kb.cast(x, cd) };
+    let eighth = kb.c(0.125, cd);
+    let xs = kb.bin(BinaryOp::Mul, xf, eighth);
+    let e = kb.un(UnaryOp::Exp, xs);
+    let s = kb.reduce(ReduceOp::Sum, e);
+    let n = kb.c(len as f64, cd);
+    let mean = kb.bin(BinaryOp::Div, s, n);
+    let c = kb.bin(BinaryOp::Sub, e, mean);
+    let sq = kb.un(UnaryOp::Square, c);
+    let ss = kb.reduce(ReduceOp::Sum, sq);
+    let var = kb.bin(BinaryOp::Div, ss, n);
+    let eps = kb.c(1e-5, cd);
+    let ve = kb.bin(BinaryOp::Add, var, eps);
+    let rs = kb.un(UnaryOp::Rsqrt, ve);
+    let y = kb.bin(BinaryOp::Mul, c, rs);
+    let y = kb.bin(BinaryOp::Add, y, xf);
+    kb.store((rows * len) as usize, contiguous(&r), y, Some(dt));
+    kb.done()
+}
+
+/// `q * sum(q) + x` with `q = x % 7` (a Rust function per point) and `x`
+/// an `I32` view ([`view_load`]): integer values kept between passes.
+fn int_view(rows: i64, len: i64) -> Kernel {
+    let r = [rows, len];
+    let mut kb = Kb::new("multireduce_int_view", KernelKind::MultiReduce, &r, 1);
+    let x = view_load(&mut kb, rows, len, DType::I32, false);
+    let seven = kb.c(7.0, DType::I32);
+    let q = kb.bin(BinaryOp::Remainder, x, seven);
+    let s = kb.reduce(ReduceOp::Sum, q);
+    let y = kb.bin(BinaryOp::Mul, q, s);
+    let y = kb.bin(BinaryOp::Add, y, x);
+    kb.store((rows * len) as usize, contiguous(&r), y, None);
+    kb.done()
+}
+
+/// Multi-pass kernels (softmax, layer norm, logsumexp, views, halves,
+/// integers) at odd row lengths, on one row, a few, and enough for the
+/// driver's threads, with NaN and infinities among the inputs: the JIT,
+/// reading kept values in later passes, is the executor bit for bit.
+#[test]
+fn multi_pass_kernels_with_kept_values_match_the_executor() {
+    for (s, len) in ROW_LENS.into_iter().enumerate() {
+        for rows in [1, 3, (1 << 15) / len + 5] {
+            let seed = 9000 + 100 * s as u64 + rows as u64;
+            let kernels = [
+                ptx_cases::softmax(rows, len, DType::F32),
+                ptx_cases::softmax(rows, len, DType::BF16),
+                ptx_cases::softmax_temperature(rows, len),
+                ptx_cases::layernorm(rows, len, DType::F32),
+                ptx_cases::layernorm(rows, len, DType::F16),
+                ptx_cases::logsumexp_mixed(rows, len),
+                ptx_cases::softmax_axis0(len, rows),
+                view_norm(rows, len, DType::F32),
+                view_norm(rows, len, DType::BF16),
+                view_norm(rows, len, DType::F64),
+                int_view(rows, len),
+            ];
+            for k in &kernels {
+                covered(k, seed);
+            }
+        }
+    }
+}
+
+/// The first instruction of `k` that `is` picks.
+fn find(k: &Kernel, is: impl Fn(&Inst) -> bool) -> Val {
+    k.insts.iter().position(|n| is(&n.inst)).expect("present")
+}
+
+#[test]
+fn later_passes_read_the_costly_values_earlier_passes_kept() {
+    let exp = |i: &Inst| matches!(i, Inst::Unary(UnaryOp::Exp, _));
+    let load = |i: &Inst| matches!(i, Inst::Load { .. });
+    let sub = |i: &Inst| matches!(i, Inst::Binary(BinaryOp::Sub, ..));
+    // Softmax: the stores read `exp(x - max)`, which the sum's pass kept.
+    let k = ptx_cases::softmax(3, 1000, DType::F32);
+    assert!(llvm::kept(&k).contains(&find(&k, exp)));
+    // Layer norm: `x - mean` is one subtraction of a contiguous load,
+    // computed again rather than stored and loaded.
+    let k = ptx_cases::layernorm(3, 1000, DType::F32);
+    assert!(!llvm::kept(&k).contains(&find(&k, sub)));
+    // Softmax over axis 0: the transposed load the executor folded for
+    // the max, read from its element state.
+    let k = ptx_cases::softmax_axis0(1000, 3);
+    assert!(llvm::kept(&k).contains(&find(&k, load)));
+    // Views and exponentials, integers through a Rust function.
+    let k = view_norm(3, 1000, DType::BF16);
+    assert!(llvm::kept(&k).contains(&find(&k, load)));
+    assert!(llvm::kept(&k).contains(&find(&k, exp)));
+    let k = int_view(3, 1000);
+    let rem = find(&k, |i| matches!(i, Inst::Binary(BinaryOp::Remainder, ..)));
+    assert_eq!(llvm::kept(&k), vec![find(&k, load), rem]);
+    // Rows longer than a tile: each pass runs over every chunk of a row
+    // before the next, so nothing is kept (and the kernel still matches).
+    let k = ptx_cases::softmax(2, 16411, DType::F32);
+    assert!(llvm::kept(&k).is_empty());
+    covered(&k, 5);
+}
+
 #[test]
 fn new_scalar_values_reuse_the_compiled_kernel() {
     let k = ptx_cases::softmax_temperature(5, 33);
@@ -169,4 +302,17 @@ fn declines_are_named() {
     let k = kb.done();
     assert!(llvm::decline(&k).expect("declined").contains("store"));
     assert!(llvm::run(&k, &[&[0u8; 96]], &[], &mut [&mut [0u8; 92]]).is_none());
+    // An op the JIT does not emit, computed by a pass and needed by a
+    // later one: declined before the passes are planned.
+    let r = [3i64, 7];
+    let mut kb = Kb::new("multireduce_int_exp", KernelKind::MultiReduce, &r, 1);
+    let x = kb.load(DType::I32, 21, contiguous(&r));
+    let w = kb.push(Inst::Unary(UnaryOp::Exp, x), DType::I32);
+    let v = kb.bin(BinaryOp::Add, w, x);
+    let s = kb.reduce(ReduceOp::Sum, v);
+    let y = kb.bin(BinaryOp::Mul, w, s);
+    kb.store(21, contiguous(&r), y, None);
+    let k = kb.done();
+    assert!(llvm::decline(&k).expect("declined").contains("integer"));
+    assert!(llvm::kept(&k).is_empty());
 }

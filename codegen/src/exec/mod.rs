@@ -139,13 +139,7 @@ impl<'a> Passes<'a> for Typed<'_, 'a> {
 pub(crate) fn execute<'a, P: Passes<'a>>(passes: &P) -> Result<(), InterpError> {
     let k = passes.ctx().k;
     let (rows, row_len) = (k.rows(), k.row_len());
-    let (tile_rows, chunk) = if row_len == 0 {
-        (TILE, 0)
-    } else if row_len <= TILE {
-        ((TILE / row_len).max(1), row_len)
-    } else {
-        (1, TILE)
-    };
+    let (tile_rows, chunk) = tiling(row_len);
     let blocks = rows.div_ceil(tile_rows);
     let points = rows.saturating_mul(row_len.max(1));
     let threads = rayon::current_num_threads();
@@ -167,6 +161,29 @@ pub(crate) fn execute<'a, P: Passes<'a>>(passes: &P) -> Result<(), InterpError> 
         let (mut rs, mut es) = states();
         (0..blocks).try_for_each(|b| block(&mut rs, &mut es, b, true))
     }
+}
+
+/// Rows per tile and reduced positions per chunk for rows of `row_len`:
+/// several whole rows per tile, or one chunk of `TILE` of a longer row.
+fn tiling(row_len: usize) -> (usize, usize) {
+    if row_len == 0 {
+        (TILE, 0)
+    } else if row_len <= TILE {
+        ((TILE / row_len).max(1), row_len)
+    } else {
+        (1, TILE)
+    }
+}
+
+/// Whether every tile of `k` holds whole rows, so that [`execute`] runs
+/// all of a row block's passes over one tile, one after the other, with
+/// one per-thread state: element values a pass computed are then still
+/// that tile's in the passes after it (the executor's [`ElemState`] reuses
+/// them; the JIT keeps some in buffers).
+#[cfg(feature = "llvm")]
+pub(crate) fn tiles_hold_rows(k: &Kernel) -> bool {
+    let row_len = k.row_len();
+    tiling(row_len).1 == row_len
 }
 
 /// Chunks per task when a row's chunks are spread over the threads: a

@@ -72,6 +72,14 @@ pub struct Tile {
     pub nc: usize,
 }
 
+impl Tile {
+    /// The tile's points of the domain, `(first, count)` (rows of
+    /// `row_len` reduced positions).
+    pub fn points(&self, row_len: usize) -> (usize, usize) {
+        (self.r0 * row_len + self.c0, self.nr * self.nc)
+    }
+}
+
 /// The values an instruction of some level reads.
 struct Frame<'f, 'a> {
     uni: &'f [Vals<'a>],
@@ -327,9 +335,7 @@ impl<'a> ElemState<'a> {
         needs: &[Val],
         t: Tile,
     ) -> Result<Space<'c>, InterpError> {
-        let k = ctx.k;
-        let row_len = k.row_len();
-        let key = (t.r0 * row_len + t.c0, t.nr * t.nc);
+        let key = t.points(ctx.k.row_len());
         let sp = Space {
             ranges: &ctx.k.ranges,
             p0: key.0,
@@ -355,6 +361,14 @@ impl<'a> ElemState<'a> {
             self.at[i] = Some(key);
         }
         Ok(sp)
+    }
+
+    /// Element-level instruction `i`'s values over the points `at` (as
+    /// [`Tile::points`] gives them), if this state computed them there
+    /// last.
+    #[cfg(feature = "llvm")]
+    pub fn kept(&self, i: Val, at: (usize, usize)) -> Option<&Vals<'a>> {
+        (self.at[i] == Some(at)).then(|| &self.elem[i])
     }
 
     /// The frame of tile `t`'s element values.

@@ -12,7 +12,9 @@
 //! Pass functions have the signature `i32 (ptr ctx, i64 p0, i64 n, ptr
 //! scratch)`; `ctx` points at [`super::Args`]. They return 1 when a load
 //! or gather touched an index outside its buffer (reading element 0
-//! instead, so nothing faults), else 0.
+//! instead, so nothing faults), else 0. A pass reads some element values
+//! from buffers of the tile's values, and writes some for later passes
+//! ([`super::keep`] decides which).
 
 use std::fmt::Write;
 
@@ -23,13 +25,15 @@ use crate::ir::{Inst, Kernel, Val};
 use crate::ops::{BinaryOp, UnaryOp};
 use crate::DType;
 
+use super::keep::PassKeep;
 use super::shims::{self, binary_id, dtype_id, unary_id};
 
 /// What one pass function computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pass {
-    /// The operand of `Reduce` instruction `i`, converted to its dtype,
-    /// written to `scratch[p - p0]` at every point of the domain.
+    /// The operand of `Reduce` instruction `i` at every point `p` of the
+    /// domain: written to its buffer at `p - p0`, or converted to the
+    /// reduction's dtype and written to `scratch[p - p0]`.
     Fill(Val),
     /// The element-level stores, over points of the domain.
     ElemStores,
@@ -78,14 +82,10 @@ fn flit(x: f64) -> String {
     format!("0x{:016X}", x.to_bits())
 }
 
-/// The module text of `k`'s passes: shim declarations, intrinsics, every
-/// pass function, with `attrs` (the host's `target-cpu` and
-/// `target-features`) on each.
-///
-/// # Errors
-/// Why the JIT declines the kernel.
-pub fn module(k: &Kernel, plan: &Plan, passes: &[Pass], attrs: &str) -> Result<String, Decline> {
-    check(k, plan)?;
+/// The module text of `k`'s passes (of a kernel [`check`] admits): shim
+/// declarations, intrinsics, every pass function, with `attrs` (the
+/// host's `target-cpu` and `target-features`) on each.
+pub fn module(k: &Kernel, plan: &Plan, passes: &[&PassKeep], attrs: &str) -> String {
     let mut m = String::new();
     for s in shims::all() {
         m.push_str(s.decl);
@@ -116,14 +116,17 @@ pub fn module(k: &Kernel, plan: &Plan, passes: &[Pass], attrs: &str) -> Result<S
     writeln!(m, "attributes #0 = {{ nounwind {attrs} }}").expect("to a string");
     writeln!(m, "attributes #1 = {{ nounwind alwaysinline {attrs} }}").expect("to a string");
     for p in passes {
-        m.push_str(&function(k, plan, *p));
+        m.push_str(&function(k, plan, p));
     }
-    Ok(m)
+    m
 }
 
 /// Kernels and instructions the JIT leaves to the executor (each a
 /// documented decline, never a wrong result).
-fn check(k: &Kernel, plan: &Plan) -> Result<(), Decline> {
+///
+/// # Errors
+/// Why the JIT declines the kernel.
+pub fn check(k: &Kernel, plan: &Plan) -> Result<(), Decline> {
     let fp8 = |dt: DType| dt.is_fp8();
     if k.insts.iter().any(|n| fp8(n.dtype))
         || k.inputs.iter().chain(&k.outputs).any(|a| fp8(a.dtype))
@@ -162,10 +165,13 @@ fn check(k: &Kernel, plan: &Plan) -> Result<(), Decline> {
     Ok(())
 }
 
-/// The pass function `p` (a wrapper reading [`super::Args`], and its
+/// The pass function of `pk` (a wrapper reading [`super::Args`], and its
 /// body with `noalias` buffer parameters, inlined into it).
-fn function(k: &Kernel, plan: &Plan, p: Pass) -> String {
-    let name = p.symbol();
+fn function(k: &Kernel, plan: &Plan, pk: &PassKeep) -> String {
+    let name = pk.pass.symbol();
+    let kept: Vec<(Val, bool)> = (pk.writes.iter().map(|v| (*v, true)))
+        .chain(pk.reads.iter().map(|v| (*v, false)))
+        .collect();
     let ni = k.inputs.len();
     let no = k.outputs.len();
     let reduces: Vec<Val> = (0..k.insts.len())
@@ -185,6 +191,10 @@ fn function(k: &Kernel, plan: &Plan, p: Pass) -> String {
             .iter()
             .map(|r| format!("ptr noalias readonly %row{r}")),
     );
+    params.extend(kept.iter().map(|(v, written)| {
+        let ro = if *written { "" } else { " readonly" };
+        format!("ptr noalias{ro} %keep{v}")
+    }));
     let mut w = String::new();
     // The wrapper: loads the pointers once and calls the body.
     writeln!(
@@ -200,7 +210,8 @@ fn function(k: &Kernel, plan: &Plan, p: Pass) -> String {
     field(&mut w, 1, "ptr", "outs");
     field(&mut w, 2, "ptr", "uni");
     field(&mut w, 3, "ptr", "rows");
-    field(&mut w, 4, "i64", "r0");
+    field(&mut w, 4, "ptr", "keep");
+    field(&mut w, 5, "i64", "r0");
     let mut args = vec![
         "i64 %p0".to_string(),
         "i64 %n".to_string(),
@@ -222,6 +233,9 @@ fn function(k: &Kernel, plan: &Plan, p: Pass) -> String {
     for r in &reduces {
         elem(&mut w, "rows", *r, format!("row{r}"));
     }
+    for (v, _) in &kept {
+        elem(&mut w, "keep", *v, format!("keep{v}"));
+    }
     writeln!(
         w,
         "  %e = call i32 @{name}.body({})\n  ret i32 %e\n}}",
@@ -234,7 +248,7 @@ fn function(k: &Kernel, plan: &Plan, p: Pass) -> String {
         params.join(", ")
     )
     .expect("s");
-    w.push_str(&Emitter::body(k, plan, p));
+    w.push_str(&Emitter::body(k, plan, pk));
     w.push_str("}\n");
     w
 }
@@ -243,6 +257,8 @@ fn function(k: &Kernel, plan: &Plan, p: Pass) -> String {
 struct Emitter<'k> {
     k: &'k Kernel,
     plan: &'k Plan,
+    /// Per instruction, whether the pass reads it from its buffer.
+    reads: Vec<bool>,
     /// Instructions of the body, appended.
     out: String,
     /// Next fresh name.
@@ -256,11 +272,33 @@ struct Emitter<'k> {
     fast: bool,
     /// Whether the body computes an `F32` `exp` (so runs may need a redo).
     has_exp: bool,
+    /// Calls of Rust functions ([`shims`]) emitted.
+    shim_calls: usize,
+    /// The current point's offset in the pass's points (`p - p0`).
+    at: String,
 }
 
-impl Emitter<'_> {
-    /// The body of pass `p`: loops over points `p0..p0 + n`.
-    fn body(k: &Kernel, plan: &Plan, p: Pass) -> String {
+impl<'k> Emitter<'k> {
+    /// An emitter over a space of `d` variables, reading no buffers.
+    fn new(k: &'k Kernel, plan: &'k Plan, d: usize) -> Emitter<'k> {
+        Emitter {
+            k,
+            plan,
+            reads: vec![false; k.insts.len()],
+            out: String::new(),
+            next: 0,
+            memo: vec![None; k.insts.len()],
+            coords: vec![String::new(); d],
+            fast: true,
+            has_exp: false,
+            shim_calls: 0,
+            at: String::new(),
+        }
+    }
+
+    /// The body of pass `pk`: loops over points `p0..p0 + n`.
+    fn body(k: &Kernel, plan: &Plan, pk: &PassKeep) -> String {
+        let p = pk.pass;
         let space: Vec<i64> = match p {
             Pass::RowStores => k.ranges[..k.n_kept].to_vec(),
             _ => k.ranges.to_vec(),
@@ -270,16 +308,10 @@ impl Emitter<'_> {
         let ranges = if space.is_empty() { vec![1] } else { space };
         let d = ranges.len();
         let inner = ranges[d - 1];
-        let mut e = Emitter {
-            k,
-            plan,
-            out: String::new(),
-            next: 0,
-            memo: vec![None; k.insts.len()],
-            coords: vec![String::new(); d],
-            fast: true,
-            has_exp: false,
-        };
+        let mut e = Emitter::new(k, plan, d);
+        for v in &pk.reads {
+            e.reads[*v] = true;
+        }
         let mut head = String::new();
         head.push_str("entry:\n  %err = alloca i8\n  store i8 0, ptr %err\n");
         head.push_str("  %flag = alloca i8\n");
@@ -315,7 +347,7 @@ impl Emitter<'_> {
         head.push_str("  store i8 0, ptr %flag\n  br label %inner\n");
         // The fast loop, then (when an exp flagged an input outside the
         // polynomial's range) the same run again with the reference.
-        let fast = e.run_loop(p, "inner", "ohead", d);
+        let fast = e.run_loop(pk, "inner", "ohead", d);
         let has_exp = e.has_exp;
         let mut s = head;
         s.push_str(&fast);
@@ -325,7 +357,7 @@ impl Emitter<'_> {
             );
             e.fast = false;
             e.out.clear();
-            s.push_str(&e.run_loop(p, "slow", "after_inner", d));
+            s.push_str(&e.run_loop(pk, "slow", "after_inner", d));
             s.push_str("  br label %latch\n");
         } else {
             s.push_str("  br label %latch\n");
@@ -339,28 +371,30 @@ impl Emitter<'_> {
     /// One loop over the run `j0..j1` of the innermost variable, its
     /// block named `label` (entered from `from`); ends in a block named
     /// `after_{label}` without a terminator.
-    fn run_loop(&mut self, p: Pass, label: &str, from: &str, d: usize) -> String {
+    fn run_loop(&mut self, pk: &PassKeep, label: &str, from: &str, d: usize) -> String {
         self.memo.iter_mut().for_each(|m| *m = None);
         self.out.clear();
         let j = format!("%j.{label}");
         self.coords[d - 1] = j.clone();
-        match p {
-            Pass::Fill(i) => {
+        self.at = format!("%at.{label}");
+        self.line(format!("{} = add i64 %sbase, {j}", self.at));
+        for v in &pk.writes {
+            let x = self.val(*v);
+            let t = ty(self.k.insts[*v].dtype);
+            self.put(&format!("%keep{v}"), t, &x);
+        }
+        match pk.pass {
+            Pass::Fill(i) if pk.scratch => {
                 let Inst::Reduce(_, a) = self.k.insts[i].inst else {
                     unreachable!("fills are of reductions")
                 };
                 let v = self.val(a);
                 let (from_dt, to) = (self.k.insts[a].dtype, self.k.insts[i].dtype);
                 let v = self.convert(&v, from_dt, to);
-                let at = self.tmp();
-                let ptr = self.tmp();
-                self.line(format!("{at} = add i64 %sbase, {j}"));
-                self.line(format!(
-                    "{ptr} = getelementptr {}, ptr %scratch, i64 {at}",
-                    ty(to)
-                ));
-                self.line(format!("store {} {v}, ptr {ptr}", ty(to)));
+                self.put("%scratch", ty(to), &v);
             }
+            // The operand is among the writes.
+            Pass::Fill(_) => {}
             Pass::ElemStores => {
                 let stores = self.plan.elem_stores.clone();
                 stores.iter().for_each(|s| self.store(*s));
@@ -374,6 +408,15 @@ impl Emitter<'_> {
         format!(
             "{label}:\n  {j} = phi i64 [ %j0, %{from} ], [ {j}.n, %{label} ]\n{body}  {j}.n = add i64 {j}, 1\n  {j}.c = icmp ult i64 {j}.n, %j1\n  br i1 {j}.c, label %{label}, label %after_{label}\nafter_{label}:\n"
         )
+    }
+
+    /// Stores `v` (of LLVM type `t`) at the current point's offset of
+    /// the tile buffer `buf`.
+    fn put(&mut self, buf: &str, t: &str, v: &str) {
+        let ptr = self.tmp();
+        let at = &self.at;
+        self.line(format!("{ptr} = getelementptr {t}, ptr {buf}, i64 {at}"));
+        self.line(format!("store {t} {v}, ptr {ptr}"));
     }
 
     fn tmp(&mut self) -> String {
@@ -396,6 +439,9 @@ impl Emitter<'_> {
 
     /// A call of `f` returning `t`.
     fn call(&mut self, t: &str, f: &str, args: &[String]) -> String {
+        if f.starts_with("smelt_") {
+            self.shim_calls += 1;
+        }
         let r = self.tmp();
         self.line(format!("{r} = call {t} @{f}({})", args.join(", ")));
         r
@@ -479,7 +525,17 @@ impl Emitter<'_> {
         if let Some(v) = &self.memo[i] {
             return v.clone();
         }
-        let v = self.compute(i);
+        let v = if self.reads[i] {
+            // Computed by an earlier pass over this tile.
+            let t = ty(self.k.insts[i].dtype);
+            let (ptr, v) = (self.tmp(), self.tmp());
+            let at = &self.at;
+            self.line(format!("{ptr} = getelementptr {t}, ptr %keep{i}, i64 {at}"));
+            self.line(format!("{v} = load {t}, ptr {ptr}"));
+            v
+        } else {
+            self.compute(i)
+        };
         self.memo[i] = Some(v.clone());
         v
     }
@@ -569,10 +625,7 @@ impl Emitter<'_> {
             return self.convert(&zero(at), at, dt);
         }
         let idx = self.expr(index);
-        let ranges = &self.k.ranges;
-        let (lo, hi) = index.bounds(ranges);
-        let safe = valid.is_always() && lo >= 0 && hi < arg.len as i64;
-        let (idx, ok) = if safe {
+        let (idx, ok) = if !checked(self.k, input, index, valid) {
             (idx, None)
         } else {
             let ok = self.cond(valid);
@@ -1086,6 +1139,47 @@ impl Emitter<'_> {
         self.line(format!("{scale} = bitcast i32 {sh} to float"));
         self.op2("fmul", "float", &e, &scale)
     }
+}
+
+/// Whether a load of `input` at `index` where `valid` is checked at each
+/// point (its bounds do not prove it inside the buffer, or it has a
+/// condition).
+fn checked(k: &Kernel, input: usize, index: &Expr, valid: &Cond) -> bool {
+    let (lo, hi) = index.bounds(&k.ranges);
+    !valid.is_always() || lo < 0 || hi >= k.inputs[input].len as i64
+}
+
+/// Whether computing element-level instruction `v` (of a kernel [`check`]
+/// admits) at a point, given its
+/// operands, costs more than storing it and loading it back: it calls a
+/// Rust function ([`shims`]: transcendentals, half roundings and
+/// conversions), is `F32` `exp`'s polynomial, or loads through a view (a
+/// step other than 0 or 1 along the innermost variable, a division of
+/// it, or checks).
+pub fn costly(k: &Kernel, plan: &Plan, v: Val) -> bool {
+    if let Inst::Load {
+        input,
+        index,
+        valid,
+    } = &k.insts[v].inst
+    {
+        let runs = &plan.runs[v];
+        let inner = k.ranges.last().map_or(1, |r| (*r).max(1) as usize);
+        if checked(k, *input, index, valid) || !matches!(runs.index, 0 | 1) || runs.span < inner {
+            return true;
+        }
+    }
+    // What the pass would emit, with the operands as placeholders.
+    let mut e = Emitter::new(k, plan, k.ranges.len().max(1));
+    for (c, name) in e.coords.iter_mut().enumerate() {
+        *name = format!("%c{c}");
+    }
+    e.at = "%at".to_string();
+    for o in k.insts[v].inst.operands() {
+        e.memo[o] = Some(format!("%v{o}"));
+    }
+    e.val(v);
+    e.shim_calls > 0 || e.has_exp
 }
 
 /// The zero of `dt`'s class, as a literal.

@@ -6,10 +6,14 @@
 //! the same tiles, threads and fold order) and plan ([`Plan`]: levels,
 //! which stores run per row). Each pass is one compiled loop over a range
 //! of points that evaluates every instruction it needs at each point
-//! ([`emit`]): the operand of a `Reduce` into a scratch tile (folded by the
+//! ([`emit`]): the operand of a `Reduce` into a tile buffer (folded by the
 //! executor's blocked, pairwise [`crate::exec::reduce`]; a `Reduce` of a
 //! bare load is the executor's own fold, which reads in place), the
-//! element-level stores, the row-level stores. Values are the executor's bit for bit:
+//! element-level stores, the row-level stores. Where tiles hold whole
+//! rows, element values that an earlier pass computed over the tile and
+//! that are costly to compute again are read from buffers ([`keep`]), as
+//! the executor keeps a tile's values between its passes. Values are the
+//! executor's bit for bit:
 //! the same dtype classes and roundings, the ops that are not one IEEE
 //! operation through the same Rust functions ([`shims`]), `F32` `exp` as
 //! the executor's polynomial.
@@ -28,12 +32,13 @@
 
 mod emit;
 mod jit;
+mod keep;
 mod shims;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::exec::plan::{Level, Plan};
+use crate::exec::plan::Plan;
 use crate::exec::reduce;
 use crate::exec::tile::{Ctx, ElemState, RowState, Tile};
 use crate::exec::vals::{class, Class, Vals};
@@ -41,15 +46,20 @@ use crate::exec::{self, Passes};
 use crate::interp::{check_args, InterpError};
 use crate::ir::{Inst, Kernel, Val};
 use crate::outs::Outs;
+use crate::DType;
 use emit::Pass;
+use keep::{Keep, PassKeep};
 
-/// What a pass function reads: pointer tables and the block's first row.
+/// What a pass function reads: pointer tables (per input, output, and
+/// per instruction for the rows' values and the tile buffers) and the
+/// block's first row.
 #[repr(C)]
 struct Args {
     ins: *const *const u8,
     outs: *const *mut u8,
     uni: *const u64,
     rows: *const *const u8,
+    keep: *const *mut u8,
     r0: i64,
 }
 
@@ -58,9 +68,10 @@ type PassFn = unsafe extern "C" fn(*const Args, i64, i64, *mut u8) -> i32;
 
 /// A kernel's compiled passes.
 struct Compiled {
-    /// Per instruction, the fill of a `Reduce`'s operand.
-    fills: Vec<Option<PassFn>>,
-    elem: Option<PassFn>,
+    /// The element passes and the values each keeps.
+    keep: Keep,
+    /// Per pass of `keep`, its function (none for those without code).
+    passes: Vec<Option<PassFn>>,
     row: Option<PassFn>,
     /// Owns the machine code the pointers above point into.
     _code: jit::Loaded,
@@ -154,6 +165,23 @@ pub fn decline(kernel: &Kernel) -> Option<String> {
     compiled(kernel, &plan).as_ref().as_ref().err().cloned()
 }
 
+/// The element values of `kernel` that a pass of the JIT reads from a
+/// buffer that an earlier pass over the same tile filled, instead of
+/// computing them again ([`keep`]), in SSA order; empty where tiles do not
+/// hold whole rows or the JIT declines the kernel before compiling it.
+pub fn kept(kernel: &Kernel) -> Vec<Val> {
+    let Some(plan) = Plan::new(kernel).filter(|p| emit::check(kernel, p).is_ok()) else {
+        return Vec::new();
+    };
+    let keep = Keep::new(kernel, &plan);
+    let mut read: Vec<Val> = (keep.passes.iter())
+        .flat_map(|p| p.reads.iter().copied())
+        .collect();
+    read.sort_unstable();
+    read.dedup();
+    read
+}
+
 /// The compiled passes of `k` (made once per distinct kernel while it
 /// stays cached).
 fn compiled(k: &Kernel, plan: &Plan) -> Arc<Result<Compiled, String>> {
@@ -174,17 +202,14 @@ fn compiled(k: &Kernel, plan: &Plan) -> Arc<Result<Compiled, String>> {
 
 /// Emits and compiles every pass `k` runs.
 fn compile(k: &Kernel, plan: &Plan) -> Result<Compiled, String> {
-    let reduces: Vec<Val> = (0..k.insts.len())
-        .filter(|i| plan.level[*i] == Level::Row && matches!(k.insts[*i].inst, Inst::Reduce(..)))
-        .collect();
-    let mut passes: Vec<Pass> = reduces.iter().map(|i| Pass::Fill(*i)).collect();
-    if !plan.elem_stores.is_empty() {
-        passes.push(Pass::ElemStores);
-    }
+    emit::check(k, plan)?;
+    let keep = Keep::new(k, plan);
+    let row_pass = PassKeep::plain(Pass::RowStores);
+    let mut passes: Vec<&PassKeep> = keep.passes.iter().filter(|p| p.has_code()).collect();
     if !plan.row_stores.is_empty() {
-        passes.push(Pass::RowStores);
+        passes.push(&row_pass);
     }
-    let ir = emit::module(k, plan, &passes, &jit::host_attrs()?)?;
+    let ir = emit::module(k, plan, &passes, &jit::host_attrs()?);
     if crate::env::var("SMELT_DEBUG", crate::env::parse_debug).unwrap_or(0) >= 4 {
         eprintln!("{ir}");
     }
@@ -195,19 +220,15 @@ fn compile(k: &Kernel, plan: &Plan) -> Result<Compiled, String> {
         // (emit::function), alive as long as `code`.
         Ok(unsafe { std::mem::transmute::<usize, PassFn>(a) })
     };
-    let mut fills = vec![None; k.insts.len()];
-    for i in &reduces {
-        fills[*i] = Some(addr(Pass::Fill(*i))?);
-    }
-    let elem = (!plan.elem_stores.is_empty())
-        .then(|| addr(Pass::ElemStores))
-        .transpose()?;
+    let fns = (keep.passes.iter())
+        .map(|p| p.has_code().then(|| addr(p.pass)).transpose())
+        .collect::<Result<_, _>>()?;
     let row = (!plan.row_stores.is_empty())
         .then(|| addr(Pass::RowStores))
         .transpose()?;
     Ok(Compiled {
-        fills,
-        elem,
+        keep,
+        passes: fns,
         row,
         _code: code,
     })
@@ -285,7 +306,9 @@ fn flagged() -> InterpError {
 }
 
 impl Jit<'_, '_> {
-    /// Calls pass `f` over points `p0..p0 + n` of the block from row `r0`.
+    /// Calls pass `f` over points `p0..p0 + n` of the block from row `r0`,
+    /// with `keep` the tile buffers by instruction (null where unused).
+    #[allow(clippy::too_many_arguments)]
     fn call(
         &self,
         f: PassFn,
@@ -293,38 +316,119 @@ impl Jit<'_, '_> {
         r0: usize,
         p0: usize,
         n: usize,
+        keep: &[*mut u8],
         scratch: *mut u8,
     ) -> Result<(), InterpError> {
-        let rows: Vec<*const u8> = row
-            .iter()
-            .map(|v| match v {
-                Vals::F32(_) | Vals::F32In(_) => v.f32s().as_ptr().cast(),
-                Vals::F64(x) => x.as_ptr().cast(),
-                Vals::I64(x) => x.as_ptr().cast(),
-            })
-            .collect();
+        let rows: Vec<*const u8> = row.iter().map(data).collect();
         let args = Args {
             ins: self.ins.as_ptr(),
             outs: self.outs.as_ptr(),
             uni: self.uni.as_ptr(),
             rows: rows.as_ptr(),
+            keep: keep.as_ptr(),
             r0: r0 as i64,
         };
         // SAFETY: the pass reads the kernel's inputs at indices it checks
-        // (or bounds prove), the rows' values of this block, writes the
-        // outputs at indices `emit::check` proved inside them and
-        // `scratch[0..n]`.
+        // (or bounds prove), the rows' values of this block, the buffers
+        // it reads at `0..n` (each holds the tile's `n` values), writes
+        // the outputs at indices `emit::check` proved inside them, and
+        // `scratch` and the buffers it writes at `0..n`.
         let bad = unsafe { f(&args, p0 as i64, n as i64, scratch) };
         if bad != 0 {
             return Err(flagged());
         }
         Ok(())
     }
+
+    /// The buffer holding kept value `v` over the tile at `at` (the
+    /// executor's element state for a load it folded in place, else the
+    /// JIT's own buffer).
+    fn buffer<'s, 'a>(&self, st: &'s Elem<'a>, v: Val, at: (usize, usize)) -> &'s Vals<'a> {
+        let keep = &self.code.keep;
+        let home = keep.home[v].expect("a kept value has a home pass");
+        let held = if keep.passes[home].in_place {
+            st.es.kept(v, at)
+        } else {
+            (st.at[v] == Some(at)).then(|| &st.bufs[v])
+        };
+        // `keep` keeps values only where tiles hold whole rows, whose
+        // passes the driver runs in order over one tile and state.
+        held.expect("an earlier pass computed the value over this tile")
+    }
+
+    /// Runs element pass `p` of `self.code.keep` over tile `t`.
+    fn run_pass<'a>(
+        &self,
+        st: &mut Elem<'a>,
+        row: &[Vals<'a>],
+        p: usize,
+        t: Tile,
+    ) -> Result<(), InterpError> {
+        let Some(f) = self.code.passes[p] else {
+            return Ok(());
+        };
+        let k = self.ctx.k;
+        let pk = &self.code.keep.passes[p];
+        let at = t.points(k.row_len());
+        let mut table = vec![std::ptr::null_mut(); k.insts.len()];
+        for v in &pk.writes {
+            table[*v] = sized(&mut st.bufs[*v], k.insts[*v].dtype, at.1);
+        }
+        for v in &pk.reads {
+            // The pass only reads through it (`readonly`).
+            table[*v] = data(self.buffer(st, *v, at)).cast_mut();
+        }
+        let scratch = match pk.pass {
+            Pass::Fill(i) if pk.scratch => sized(&mut st.scratch, k.insts[i].dtype, at.1),
+            _ => std::ptr::null_mut(),
+        };
+        self.call(f, row, t.r0, at.0, at.1, &table, scratch)?;
+        for v in &pk.writes {
+            st.at[*v] = Some(at);
+        }
+        Ok(())
+    }
 }
 
-/// A thread's state: the JIT's scratch tile, and the executor's state for
-/// the folds it does itself.
-type Elem<'a> = (Vals<'a>, ElemState<'a>);
+/// The first of `v`'s values.
+fn data(v: &Vals<'_>) -> *const u8 {
+    match v {
+        Vals::F32(_) | Vals::F32In(_) => v.f32s().as_ptr().cast(),
+        Vals::F64(x) => x.as_ptr().cast(),
+        Vals::I64(x) => x.as_ptr().cast(),
+    }
+}
+
+/// A pointer to `n` values of `dt`'s class held by `v`, which is resized
+/// when it holds another count or class (its values are overwritten by
+/// the pass it is handed to, so they are not refilled).
+fn sized(v: &mut Vals<'_>, dt: DType, n: usize) -> *mut u8 {
+    fn fit<T: Copy + Default>(x: &mut Vec<T>, n: usize) -> *mut u8 {
+        x.resize(n, T::default());
+        x.as_mut_ptr().cast()
+    }
+    match (class(dt), v) {
+        (Class::F32, Vals::F32(x)) => fit(x, n),
+        (Class::F64, Vals::F64(x)) => fit(x, n),
+        (Class::I64, Vals::I64(x)) => fit(x, n),
+        (Class::F32, v) => fit(v.f32(), n),
+        (Class::F64, v) => fit(v.f64(), n),
+        (Class::I64, v) => fit(v.i64(), n),
+    }
+}
+
+/// A thread's state.
+struct Elem<'a> {
+    /// The executor's element state, for the folds it does itself (whose
+    /// loads later passes may read).
+    es: ElemState<'a>,
+    /// Per instruction, the values a pass keeps for later ones.
+    bufs: Vec<Vals<'a>>,
+    /// Per instruction, the tile ([`Tile::points`]) its buffer holds.
+    at: Vec<Option<(usize, usize)>>,
+    /// A fill's operand converted to the reduction's dtype.
+    scratch: Vals<'a>,
+}
 
 impl<'a> Passes<'a> for Jit<'_, 'a> {
     type Elem = Elem<'a>;
@@ -332,7 +436,13 @@ impl<'a> Passes<'a> for Jit<'_, 'a> {
         self.ctx
     }
     fn elem(&self) -> Elem<'a> {
-        (Vals::default(), ElemState::new(self.ctx.k))
+        let n = self.ctx.k.insts.len();
+        Elem {
+            es: ElemState::new(self.ctx.k),
+            bufs: vec![Vals::default(); n],
+            at: vec![None; n],
+            scratch: Vals::default(),
+        }
     }
     fn row(&self, _: &mut RowState<'a>, _: Val, _: usize, _: usize) -> Result<(), InterpError> {
         // Row-level values are computed inside the passes that read them.
@@ -340,7 +450,7 @@ impl<'a> Passes<'a> for Jit<'_, 'a> {
     }
     fn fold(
         &self,
-        (scratch, es): &mut Elem<'a>,
+        st: &mut Elem<'a>,
         row: &[Vals<'a>],
         i: Val,
         t: Tile,
@@ -349,48 +459,30 @@ impl<'a> Passes<'a> for Jit<'_, 'a> {
         let Inst::Reduce(op, a) = k.insts[i].inst else {
             unreachable!("folds are of reductions")
         };
-        if matches!(k.insts[a].inst, Inst::Load { .. }) && self.ctx.plan.level[a] == Level::Elem {
-            // Nothing to fuse: the executor folds a contiguous `F32` load
-            // in place, where the JIT would copy it to its scratch first.
-            // The load reads no row-level value, which only the executor
-            // would have computed.
-            return es.fold(self.ctx, row, i, t);
+        let p = self.code.keep.index(Pass::Fill(i));
+        let pk = &self.code.keep.passes[p];
+        if pk.in_place {
+            return st.es.fold(self.ctx, row, i, t);
         }
+        self.run_pass(st, row, p, t)?;
         let dt = k.insts[i].dtype;
-        let n = t.nr * t.nc;
-        let ptr: *mut u8 = match class(dt) {
-            Class::F32 => {
-                let v = scratch.f32();
-                v.resize(n, 0.0);
-                v.as_mut_ptr().cast()
-            }
-            Class::F64 => {
-                let v = scratch.f64();
-                v.resize(n, 0.0);
-                v.as_mut_ptr().cast()
-            }
-            Class::I64 => {
-                let v = scratch.i64();
-                v.resize(n, 0);
-                v.as_mut_ptr().cast()
-            }
+        let vals = if pk.scratch {
+            &st.scratch
+        } else {
+            self.buffer(st, a, t.points(k.row_len()))
         };
-        let f = self.code.fills[i].expect("a fill per reduction");
-        let p0 = t.r0 * k.row_len() + t.c0;
-        self.call(f, row, t.r0, p0, n, ptr)?;
         let mut part = reduce::identity(op, dt, t.nr);
-        reduce::fold_segments(op, dt, scratch, t.nr, t.nc, &mut part);
+        reduce::fold_segments(op, dt, vals, t.nr, t.nc, &mut part);
         Ok(part)
     }
     fn row_store(&self, row: &[Vals<'a>], r0: usize, nr: usize) -> Result<(), InterpError> {
         match self.code.row {
-            Some(f) => self.call(f, row, r0, r0, nr, std::ptr::null_mut()),
+            Some(f) => self.call(f, row, r0, r0, nr, &[], std::ptr::null_mut()),
             None => Ok(()),
         }
     }
-    fn elem_store(&self, _: &mut Elem<'a>, row: &[Vals<'a>], t: Tile) -> Result<(), InterpError> {
-        let f = self.code.elem.expect("element stores compiled");
-        let p0 = t.r0 * self.ctx.k.row_len() + t.c0;
-        self.call(f, row, t.r0, p0, t.nr * t.nc, std::ptr::null_mut())
+    fn elem_store(&self, st: &mut Elem<'a>, row: &[Vals<'a>], t: Tile) -> Result<(), InterpError> {
+        let p = self.code.keep.index(Pass::ElemStores);
+        self.run_pass(st, row, p, t)
     }
 }

@@ -1,0 +1,173 @@
+//! Which element values the JIT's passes keep in tile buffers for later
+//! passes, instead of computing them again (layer norm reads its row in
+//! three passes, softmax in two after the max).
+//!
+//! When tiles hold whole rows ([`crate::exec::tiles_hold_rows`]) the
+//! driver runs a row block's passes one after the other over one tile
+//! with one per-thread state, which the executor's element state relies
+//! on too. A later pass then reads a value that an earlier pass computed
+//! from a buffer of the tile's values when one holds it anyway (the
+//! operand a `Reduce` folds, or a load the executor folded in place) or
+//! when computing it again costs more than storing and loading it
+//! ([`emit::costly`]: a shim call per point, `F32` `exp`'s polynomial, a
+//! load through a view or with checks); IEEE arithmetic over contiguous
+//! loads is computed again, which costs less than a store and a load.
+//! With longer rows each pass runs over all of a row's chunks before the
+//! next starts, so nothing is kept across passes.
+//!
+//! Which values each pass needs is the executor's plan
+//! ([`Plan::reduce_needs`], [`Plan::store_needs`]); this only decides
+//! where each comes from.
+
+use crate::exec::plan::{Level, Plan};
+use crate::exec::tiles_hold_rows;
+use crate::ir::{Inst, Kernel, Val};
+
+use super::emit::{self, Pass};
+
+/// One element pass and the buffers it writes and reads.
+#[derive(Clone, Debug)]
+pub struct PassKeep {
+    /// The pass.
+    pub pass: Pass,
+    /// A `Reduce` of a bare load, folded by the executor in place
+    /// ([`folds_in_place`]): no code of its own, and its element state
+    /// holds the load's values.
+    pub in_place: bool,
+    /// Element values this pass computes and writes to their buffers.
+    pub writes: Vec<Val>,
+    /// Element values this pass reads from their buffers.
+    pub reads: Vec<Val>,
+    /// A fill whose operand must be converted to the reduction's dtype:
+    /// it writes the converted values to the scratch tile, which is
+    /// folded (otherwise the operand's own buffer is).
+    pub scratch: bool,
+}
+
+impl PassKeep {
+    /// A pass that keeps nothing.
+    pub fn plain(pass: Pass) -> PassKeep {
+        PassKeep {
+            pass,
+            in_place: false,
+            writes: Vec::new(),
+            reads: Vec::new(),
+            scratch: false,
+        }
+    }
+
+    /// Whether the pass has a compiled function: not an in-place fold,
+    /// nor a fill of an operand that a buffer holds already.
+    pub fn has_code(&self) -> bool {
+        !self.in_place
+            && (!matches!(self.pass, Pass::Fill(_)) || self.scratch || !self.writes.is_empty())
+    }
+}
+
+/// A kernel's element passes, in the order the driver runs them (each
+/// `Reduce`'s fill in SSA order, then the element-level stores).
+#[derive(Clone, Debug)]
+pub struct Keep {
+    /// The passes.
+    pub passes: Vec<PassKeep>,
+    /// Per instruction, the pass whose buffer holds its values (`None`
+    /// for those that no buffer holds).
+    pub home: Vec<Option<usize>>,
+}
+
+impl Keep {
+    /// The passes of `k` (a kernel [`emit::check`] admits) and what each
+    /// keeps.
+    pub fn new(k: &Kernel, plan: &Plan) -> Keep {
+        let n = k.insts.len();
+        let across = tiles_hold_rows(k);
+        let mut passes: Vec<PassKeep> = (0..n)
+            .filter(|i| {
+                plan.level[*i] == Level::Row && matches!(k.insts[*i].inst, Inst::Reduce(..))
+            })
+            .map(|i| PassKeep::plain(Pass::Fill(i)))
+            .collect();
+        if !plan.elem_stores.is_empty() {
+            passes.push(PassKeep::plain(Pass::ElemStores));
+        }
+        let mut home: Vec<Option<usize>> = vec![None; n];
+        // Per instruction, the first pass that computed it.
+        let mut first: Vec<Option<usize>> = vec![None; n];
+        for p in 0..passes.len() {
+            let (roots, operand) = match passes[p].pass {
+                Pass::Fill(i) => {
+                    let Inst::Reduce(_, a) = k.insts[i].inst else {
+                        unreachable!("fills are of reductions")
+                    };
+                    if folds_in_place(k, plan, i) {
+                        passes[p].in_place = true;
+                        first[a].get_or_insert(p);
+                        home[a].get_or_insert(p);
+                        continue;
+                    }
+                    let elem = plan.level[a] == Level::Elem;
+                    passes[p].scratch = !elem || k.insts[a].dtype != k.insts[i].dtype;
+                    (if elem { vec![a] } else { Vec::new() }, Some(a))
+                }
+                _ => {
+                    let roots = plan.elem_stores.iter().map(|s| k.stores[*s].value);
+                    (
+                        roots.filter(|v| plan.level[*v] == Level::Elem).collect(),
+                        None,
+                    )
+                }
+            };
+            // From the roots down: a value an earlier pass computed is
+            // read where a buffer holds it or should; the rest computed.
+            let mut seen = vec![false; n];
+            let mut stack = roots;
+            let mut computed = Vec::new();
+            while let Some(v) = stack.pop() {
+                if std::mem::replace(&mut seen[v], true) {
+                    continue;
+                }
+                if let Some(f) = first[v].filter(|_| across) {
+                    if home[v].is_some() || emit::costly(k, plan, v) {
+                        let h = *home[v].get_or_insert(f);
+                        if !passes[h].in_place && !passes[h].writes.contains(&v) {
+                            passes[h].writes.push(v);
+                        }
+                        passes[p].reads.push(v);
+                        continue;
+                    }
+                }
+                computed.push(v);
+                let ops = k.insts[v].inst.operands();
+                stack.extend(ops.into_iter().filter(|o| plan.level[*o] == Level::Elem));
+            }
+            for v in computed {
+                first[v].get_or_insert(p);
+            }
+            // A fill's operand in the reduction's dtype is folded from
+            // its buffer.
+            if let Some(a) = operand.filter(|_| !passes[p].scratch) {
+                if !passes[p].reads.contains(&a) {
+                    passes[p].writes.push(a);
+                    home[a].get_or_insert(p);
+                }
+            }
+        }
+        Keep { passes, home }
+    }
+
+    /// The index of element pass `p` in [`Keep::passes`].
+    pub fn index(&self, p: Pass) -> usize {
+        (self.passes.iter().position(|pk| pk.pass == p)).expect("an element pass of the kernel")
+    }
+}
+
+/// Whether `Reduce` instruction `i` is folded by the executor itself: its
+/// operand is a bare element-level load, which the executor folds in
+/// place (a contiguous `F32` load read from the input itself, where the
+/// JIT would copy it to a tile first).
+pub fn folds_in_place(k: &Kernel, plan: &Plan, i: Val) -> bool {
+    let Inst::Reduce(_, a) = k.insts[i].inst else {
+        return false;
+    };
+    matches!(k.insts[a].inst, Inst::Load { .. }) && plan.level[a] == Level::Elem
+}
