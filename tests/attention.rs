@@ -731,7 +731,7 @@ fn tensor_core_tiles_assemble_without_spills() {
 #[test]
 fn wgmma_tiles_assemble_without_spills() {
     use smelt_codegen::env::parse_attention_tile;
-    use smelt_codegen::ptx::{emit_attention, ptxas, Target};
+    use smelt_codegen::ptx::{emit_attention_split, ptxas, Target};
     let cases = [
         (2, 127, 40, DType::F16, false),
         (3, 200, 64, DType::BF16, true),
@@ -758,7 +758,7 @@ fn wgmma_tiles_assemble_without_spills() {
         for name in ["4x16x64w", "4x16x128w", "8x16x64w", "8x16x128w"] {
             let t = parse_attention_tile(name).unwrap();
             for target in Target::CHECKED {
-                let p = emit_attention(&kernel, &target, &t).expect("emits");
+                let p = emit_attention_split(&kernel, &target, Some(&t), 0).expect("emits");
                 let wgmma = target.sm >= 90 && d <= 128;
                 let has = p.ptx.contains("wgmma.mma_async");
                 assert_eq!(has, wgmma, "{name} d{d} sm_{}", target.sm);

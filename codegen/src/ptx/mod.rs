@@ -156,22 +156,9 @@ pub fn env_key(kernel: &Kernel) -> u64 {
 }
 
 /// `kernel`, an attention kernel, lowered with the tensor-core emitter
-/// and CTA tile `tile` where that emitter takes it (else the FMA one), as
-/// [`emit`] does with `SMELT_ATTENTION_TILE` set to `tile`.
-///
-/// # Errors
-/// As [`emit`].
-pub fn emit_attention(
-    kernel: &Kernel,
-    target: &Target,
-    tile: &crate::env::AttentionTile,
-) -> Result<PtxKernel, String> {
-    validate(kernel, target)?;
-    attention::emit_tile(kernel, target, Some(tile), attention::split::env_splits())
-}
-
-/// `kernel`, an attention kernel, lowered as [`emit_attention`] does
-/// (`tile` `None`: the FMA emitter) with its keys split `splits` ways
+/// and CTA tile `tile` where that emitter takes it (else, or for `tile`
+/// `None`, the FMA one), as [`emit`] does with `SMELT_ATTENTION_TILE` set
+/// to `tile`, with its keys split `splits` ways
 /// (0 or 1: none), as [`emit`] does with `SMELT_ATTENTION_SPLITS` set to
 /// `splits`: at most what the kernel's scratch buffer holds
 /// ([`attention_scratch`]), into key ranges that are whole key tiles.
