@@ -1206,6 +1206,10 @@ fn default_tile_follows_the_measured_sweep() {
             // Warpgroup MMAs for prefill on sm_90 up to head dim 128.
             let wgmma = target.sm >= 90 && lq > 64 && d <= 128;
             assert_eq!(p.ptx.contains("wgmma.mma_async"), wgmma, "{c:?}");
+            // `mma.sync` warps without rows (a CTA's last, where `bm`
+            // does not divide the rows) skip the compute.
+            let skips = p.ptx.contains("only copies tiles");
+            assert_eq!(skips, !wgmma && lq as u32 % bm != 0, "{c:?}");
         }
     }
 }

@@ -557,10 +557,18 @@ impl Emitter<'_> {
             };
             self.pipelined_loop(b, &lx, &kv, q_addr, (&m, &l, &o[0]));
         } else {
+            // Some CTA's last warps hold no row when `bm` does not divide
+            // the rows.
+            let idle = (g.lq % g.bm != 0).then(|| {
+                let (first, idle) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
+                ins!(b, "mad.lo.u32 {first}, {warp}, {}, {q0}", g.cta.warp_rows());
+                ins!(b, "setp.ge.u32 {idle}, {first}, {}", g.lq);
+                idle
+            });
             self.key_loop(
                 b,
                 &lx,
-                (base, keys, j0),
+                (base, keys, j0, idle),
                 (q_addr, k_addr, v_addr),
                 &load_kv_if,
                 resident.as_deref(),
@@ -587,13 +595,14 @@ impl Emitter<'_> {
 
     /// The `mma.sync` key loop: per key tile, start the copies of tile
     /// `t + stages - 1`, compute `S`, the logits and the online softmax,
-    /// `O += P V`, then wait for tile `t + 1` and every warp.
+    /// `O += P V` (not in a warp whose rows are all past the last, where
+    /// `idle` holds), then wait for tile `t + 1` and every warp.
     #[allow(clippy::too_many_arguments)]
     fn key_loop(
         &self,
         b: &mut Builder,
         lx: &LogitCx,
-        (base, keys, j0): (Reg, Reg, Reg),
+        (base, keys, j0, idle): (Reg, Reg, Reg, Option<Reg>),
         (q_addr, k_addr, v_addr): (Reg, Reg, Reg),
         load_kv_if: &LoadKv,
         resident: Option<&[Vec<[Reg; 4]>]>,
@@ -618,6 +627,12 @@ impl Emitter<'_> {
         let (ka, va) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
         ins!(b, "add.u32 {ka}, {k_addr}, {cur}");
         ins!(b, "add.u32 {va}, {v_addr}, {cur}");
+        let skip = b.label();
+        if let Some(idle) = idle {
+            // (Decode: 3 warps of 4.)
+            b.comment("a warp whose rows are all past the last only copies tiles");
+            ins!(b, "@{idle} bra.uni {skip}");
+        }
         let s = self.scores(b, q_addr, ka, resident);
         let x = self.tile_logits(b, lx, (j0, next), &s);
         let (p, alpha) = self.softmax(b, &x, m, l);
@@ -625,6 +640,7 @@ impl Emitter<'_> {
             rescale(b, or, r);
         }
         self.accumulate(b, va, &p, o);
+        b.place(&skip);
         b.comment("the next tile has landed and every warp is done with this one");
         self.tiles_landed(b, stages);
         for r in [cur, fill] {
