@@ -94,8 +94,10 @@
 //! The products are exact in `f32` (half operands); sums are in `f32`
 //! in the tensor cores' order. `p` is rounded to the half type, as the
 //! unfused graph rounds the softmax before its matmul (there after
-//! normalizing). `exp` is `ex2.approx(x * log2 e)` (about 2^-17
-//! relative, below the half rounding of `p`).
+//! normalizing). `exp(x - m)` is `ex2.approx.ftz(x log2 e - m log2 e)`,
+//! one FMA (about 2^-17 relative; results below 2^-126 flush to 0, both
+//! far below the half rounding of `p`). The logit part runs in `f32`
+//! without half roundings (`Attention::f32_logits`).
 
 mod wgmma;
 
