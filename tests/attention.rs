@@ -1209,7 +1209,7 @@ fn default_tile_follows_the_measured_sweep() {
             // `mma.sync` warps without rows (a CTA's last, where `bm`
             // does not divide the rows) skip the compute.
             let skips = p.ptx.contains("only copies tiles");
-            assert_eq!(skips, !wgmma && lq as u32 % bm != 0, "{c:?}");
+            assert_eq!(skips, !wgmma && !(lq as u32).is_multiple_of(bm), "{c:?}");
         }
     }
 }
