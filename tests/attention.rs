@@ -583,6 +583,29 @@ fn half_attention_takes_the_tensor_core_kernel() {
     }
 }
 
+/// The fused attention kernels the tile tests emit, with (batch, length,
+/// head dim, causal): every head-dim class of the tile rules (up to 64,
+/// up to 128, above), padded and not, f16 and bf16.
+fn tile_cases() -> Vec<(usize, usize, usize, bool, smelt_codegen::Kernel)> {
+    [
+        (2, 127, 40, DType::F16, false),
+        (3, 200, 64, DType::BF16, true),
+        (2, 129, 128, DType::F16, false),
+        (2, 1000, 128, DType::BF16, true),
+        (1, 65, 256, DType::F16, true),
+    ]
+    .into_iter()
+    .map(|(batch, l, d, dtype, causal)| {
+        let mut c = Case::new(&[batch], l, l, d, dtype);
+        if causal {
+            c.mask = Mask::Causal;
+        }
+        let kernel = fused_kernel(&attention(&c, &inputs(&c, 1, &[])));
+        (batch, l, d, causal, kernel)
+    })
+    .collect()
+}
+
 /// The `SMELT_ATTENTION_TILE` shapes of the tensor-core kernel (4 or 8
 /// warps of 16 or 32 rows, key tiles up to 32, 64 or 128, 2 or 3 buffers,
 /// causal row blocks reversed or not) emit and assemble for sm_80 and
@@ -621,31 +644,8 @@ fn tensor_core_tiles_assemble_without_spills() {
         }
     }
     assert!(tiles.contains(&AttentionTile::DEFAULT));
-    // (batch, length, head dim, dtype, causal): every head-dim class of
-    // the tile rules (up to 64, up to 128, above), padded and not.
-    let cases = [
-        (2, 127, 40, DType::F16, false),
-        (3, 200, 64, DType::BF16, true),
-        (2, 129, 128, DType::F16, false),
-        (2, 1000, 128, DType::BF16, true),
-        (1, 65, 256, DType::F16, true),
-    ];
     let mut jobs = Vec::new();
-    for (batch, l, d, dtype, causal) in cases {
-        let mut c = Case::new(&[batch], l, l, d, dtype);
-        if causal {
-            c.mask = Mask::Causal;
-        }
-        let o = attention(&c, &inputs(&c, 1, &[]));
-        let fused = Planning::from(Fusion::On).attention(AttentionFusion::On);
-        let s = o.schedule(fused);
-        let kernel = s
-            .items
-            .iter()
-            .find(|it| it.kernel.kind.name() == "attention")
-            .expect("an attention kernel")
-            .kernel
-            .clone();
+    for (batch, l, d, causal, kernel) in tile_cases() {
         for t in &tiles {
             assert_eq!(parse_attention_tile(&t.name()), Ok(*t));
             // The tile as this kernel resolves it (32-row warps and key
@@ -732,29 +732,8 @@ fn tensor_core_tiles_assemble_without_spills() {
 fn wgmma_tiles_assemble_without_spills() {
     use smelt_codegen::env::parse_attention_tile;
     use smelt_codegen::ptx::{emit_attention_split, ptxas, Target};
-    let cases = [
-        (2, 127, 40, DType::F16, false),
-        (3, 200, 64, DType::BF16, true),
-        (2, 129, 128, DType::F16, false),
-        (2, 1000, 128, DType::BF16, true),
-        (1, 65, 256, DType::F16, true),
-    ];
     let mut jobs = Vec::new();
-    for (batch, l, d, dtype, causal) in cases {
-        let mut c = Case::new(&[batch], l, l, d, dtype);
-        if causal {
-            c.mask = Mask::Causal;
-        }
-        let o = attention(&c, &inputs(&c, 1, &[]));
-        let fused = Planning::from(Fusion::On).attention(AttentionFusion::On);
-        let s = o.schedule(fused);
-        let kernel = s
-            .items
-            .iter()
-            .find(|it| it.kernel.kind.name() == "attention")
-            .expect("an attention kernel")
-            .kernel
-            .clone();
+    for (_, _, d, causal, kernel) in tile_cases() {
         for name in ["4x16x64w", "4x16x128w", "8x16x64w", "8x16x128w"] {
             let t = parse_attention_tile(name).unwrap();
             for target in Target::CHECKED {

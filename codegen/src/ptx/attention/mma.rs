@@ -1088,6 +1088,31 @@ impl Emitter<'_> {
             reg,
             dtype: DType::F32,
         };
+        self.for_each_out(b, ln, o, |b, row, e, acc, ok| {
+            let out = ops::binary(b, BinaryOp::Div, f32v(acc), f32v(l[row]), DType::F32);
+            store(
+                b,
+                self.cx,
+                self.a,
+                coords,
+                &insts,
+                (ln.rows[row], e),
+                out,
+                ok,
+            );
+        });
+    }
+
+    /// `f(b, row, e, acc, ok)` for each `O` accumulator `acc`: element `c`
+    /// of n8 tile `n` of row block `r` is the lane's row `row = 2r + c /
+    /// 2`, column `e = 8n + 2t + c % 2` (a register), existing where `ok`.
+    fn for_each_out(
+        &self,
+        b: &mut Builder,
+        ln: &Lane,
+        o: &[Acc],
+        mut f: impl FnMut(&mut Builder, usize, Reg, Reg, Reg),
+    ) {
         for (r, or) in o.iter().enumerate() {
             for (n, tile) in or.iter().enumerate() {
                 for (c, acc) in tile.iter().enumerate() {
@@ -1101,17 +1126,7 @@ impl Emitter<'_> {
                         self.g.dv,
                         ln.row_ok[row]
                     );
-                    let out = ops::binary(b, BinaryOp::Div, f32v(*acc), f32v(l[row]), DType::F32);
-                    store(
-                        b,
-                        self.cx,
-                        self.a,
-                        coords,
-                        &insts,
-                        (ln.rows[row], e),
-                        out,
-                        ok,
-                    );
+                    f(b, row, e, *acc, ok);
                 }
             }
         }
@@ -1136,23 +1151,9 @@ impl Emitter<'_> {
                 rec
             })
             .collect();
-        for (r, or) in o.iter().enumerate() {
-            for (n, tile) in or.iter().enumerate() {
-                for (c, acc) in tile.iter().enumerate() {
-                    let row = 2 * r + c / 2;
-                    let e = b.reg(RegKind::B32);
-                    ins!(b, "add.u32 {e}, {}, {}", ln.t2, 8 * n + c % 2);
-                    let ok = b.reg(RegKind::Pred);
-                    ins!(
-                        b,
-                        "setp.lt.and.u32 {ok}, {e}, {}, {}",
-                        self.g.dv,
-                        ln.row_ok[row]
-                    );
-                    split::store_column(b, self.a, recs[row], e, *acc, ok);
-                }
-            }
-        }
+        self.for_each_out(b, ln, o, |b, row, e, acc, ok| {
+            split::store_column(b, self.a, recs[row], e, acc, ok);
+        });
     }
 }
 
