@@ -135,7 +135,7 @@ pub use attention::split::scratch as attention_scratch;
 use builder::{ins, Builder};
 pub use launch::Plan;
 use module::{entry_name, module, prologue};
-pub use module::{scalar_param, Launch, PtxKernel};
+pub use module::{scalar_param, Launch, PtxKernel, TensorMap};
 pub use scan::{status_len as scan_status_len, status_zeroed_len as scan_status_zeroed_len};
 pub use target::Target;
 

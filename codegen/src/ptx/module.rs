@@ -20,6 +20,35 @@ pub struct PtxKernel {
     pub ptx: String,
     /// The launches, in order (at least one).
     pub launches: Vec<Launch>,
+    /// The tensor maps the launcher encodes and passes by value after
+    /// the other parameters, in order (entries that declare them: see
+    /// [`map_param`]).
+    pub maps: Vec<TensorMap>,
+}
+
+/// A tensor map (`CUtensorMap`) of the copy engine's bulk tensor copies
+/// (`cp.async.bulk.tensor`, sm_90) over input `input`: 2-byte elements,
+/// three dimensions (element 0 fastest, its stride 2 bytes), boxes of
+/// `boxes` elements stored with the 128-byte swizzle, zeros read past
+/// each dimension's end. Its address is the input's device pointer:
+/// encoded at each launch, so it follows whatever buffer the launch binds.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TensorMap {
+    /// The input's position in [`Kernel::inputs`].
+    pub input: usize,
+    /// Elements per dimension.
+    pub dims: [u64; 3],
+    /// Bytes between consecutive elements of dimensions 1 and 2
+    /// (multiples of 16).
+    pub strides: [u64; 2],
+    /// Elements per dimension of one copy's box (dimension 0's 128 bytes).
+    pub boxes: [u32; 3],
+}
+
+/// The name of tensor map `i`'s parameter in entry `entry` (declared
+/// `.param .align 64 .b8 NAME[128]` after the others by [`entry_with_maps`]).
+pub(super) fn map_param(entry: &str, i: usize) -> String {
+    format!("{entry}_map_{i}")
 }
 
 /// One launch of a [`PtxKernel`]: an entry of its module and its shape.
@@ -50,6 +79,7 @@ impl PtxKernel {
                 block: (block, 1, 1),
                 shared_bytes,
             }],
+            maps: Vec::new(),
         }
     }
 }
@@ -159,8 +189,21 @@ pub(super) fn entry(
     block: u32,
     body: impl FnOnce(&mut Builder, &Cx, &str) -> (u32, u32),
 ) -> (String, u32) {
+    entry_with_maps(kernel, target, (entry, 0), block, body)
+}
+
+/// [`entry`] with `maps` tensor-map parameters ([`map_param`]) after the
+/// others.
+pub(super) fn entry_with_maps(
+    kernel: &Kernel,
+    target: &Target,
+    (entry, maps): (&str, usize),
+    block: u32,
+    body: impl FnOnce(&mut Builder, &Cx, &str) -> (u32, u32),
+) -> (String, u32) {
     let mut b = Builder::default();
-    let (params, cx) = prologue(kernel, target, entry, &mut b);
+    let (mut params, cx) = prologue(kernel, target, entry, &mut b);
+    params.extend((0..maps).map(|i| format!("\t.param .align 64 .b8 {}[128]", map_param(entry, i))));
     let smem = format!("{entry}_smem");
     let (shared, align) = body(&mut b, &cx, &smem);
     ins!(b, "ret");

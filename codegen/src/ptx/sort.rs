@@ -60,7 +60,11 @@ pub fn emit(kernel: &Kernel, target: &Target, plan: &Sort) -> PtxKernel {
         ptx += &text;
         launches.push(l);
     }
-    PtxKernel { ptx, launches }
+    PtxKernel {
+        ptx,
+        launches,
+        maps: Vec::new(),
+    }
 }
 
 /// The one launch of an on-chip sort: 32-bit pairs where the key packs

@@ -5,7 +5,7 @@
 //! line and the PTX. Best effort: an unreadable or unwritable cache is
 //! skipped, and a file that does not validate is removed.
 
-use smelt_codegen::ptx::{Launch, PtxKernel};
+use smelt_codegen::ptx::{Launch, PtxKernel, TensorMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -79,6 +79,13 @@ impl DiskCache {
                 l.entry, g.0, g.1, g.2, b.0, b.1, b.2, l.shared_bytes
             );
         }
+        for m in &k.maps {
+            let (d, s, x) = (m.dims, m.strides, m.boxes);
+            head += &format!(
+                " map {} {} {} {} {} {} {} {} {}",
+                m.input, d[0], d[1], d[2], s[0], s[1], x[0], x[1], x[2]
+            );
+        }
         // Write then rename, so a concurrent reader never sees half a file.
         // The temporary name is unique per store, not just per process:
         // two threads storing one key through one file could rename it
@@ -95,12 +102,18 @@ impl DiskCache {
 }
 
 /// Parses a cache file: the magic, the launch line (per launch its entry,
-/// grid, block and shared memory: 8 fields), then PTX that declares every
-/// entry it names.
+/// grid, block and shared memory: 8 fields; then per tensor map `map` and
+/// its input, dims, strides and box: 10 fields), then PTX that declares
+/// every entry it names.
 fn parse(text: &str) -> Option<PtxKernel> {
     let (head, ptx) = text.split_once('\n')?;
     let f: Vec<&str> = head.split(' ').collect();
+    let split = f.iter().position(|t| *t == "map").unwrap_or(f.len());
+    let (f, m) = f.split_at(split);
     if f.len() < 9 || !(f.len() - 1).is_multiple_of(8) || f[0] != MAGIC {
+        return None;
+    }
+    if !m.len().is_multiple_of(10) {
         return None;
     }
     let launches = f[1..]
@@ -119,9 +132,24 @@ fn parse(text: &str) -> Option<PtxKernel> {
             })
         })
         .collect::<Option<Vec<_>>>()?;
+    let maps = m
+        .chunks(10)
+        .map(|t| {
+            let n = |i: usize| t[i].parse::<u64>().ok();
+            let w = |i: usize| t[i].parse::<u32>().ok();
+            (t[0] == "map").then_some(())?;
+            Some(TensorMap {
+                input: t[1].parse().ok()?,
+                dims: [n(2)?, n(3)?, n(4)?],
+                strides: [n(5)?, n(6)?],
+                boxes: [w(7)?, w(8)?, w(9)?],
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
     Some(PtxKernel {
         ptx: ptx.to_string(),
         launches,
+        maps,
     })
 }
 
@@ -169,6 +197,12 @@ mod tests {
         assert_eq!(k.launches.len(), 2);
         assert_eq!((k.launches[1].grid, k.launches[1].block.0), ((9, 1, 1), 32));
         assert!(parse(&format!("{head} 7\n{two}")).is_none());
+        // Tensor maps after the launches: 10 fields each.
+        let maps = format!("{head} map 1 128 4096 64 256 1048576 64 128 1\n{two}");
+        let k = parse(&maps).expect("a tensor map");
+        assert_eq!(k.maps[0].dims, [128, 4096, 64]);
+        assert_eq!((k.maps[0].input, k.maps[0].boxes), (1, [64, 128, 1]));
+        assert!(parse(&format!("{head} map 1 128\n{two}")).is_none());
     }
 
     /// What is stored loads back, in a directory created on demand.
@@ -182,6 +216,15 @@ mod tests {
         let files: Vec<_> = std::fs::read_dir(c.dir()).unwrap().flatten().collect();
         assert_eq!(files.len(), 1, "no temporary file is left behind");
         assert_eq!(files[0].file_name(), "0000000000000007.ptx");
+        let mut mapped = kernel();
+        mapped.maps.push(smelt_codegen::ptx::TensorMap {
+            input: 2,
+            dims: [64, 7, 1],
+            strides: [128, 16],
+            boxes: [64, 64, 1],
+        });
+        c.store(9, &mapped);
+        assert_eq!(c.load(9), Some(mapped), "tensor maps load back");
         std::fs::remove_dir_all(c.dir()).unwrap();
     }
 

@@ -6,9 +6,10 @@
 use super::device::CudaDevice;
 use super::modules::Loaded;
 use super::probe::driver_err;
-use crate::Result;
+use crate::{Error, Result};
+use cudarc::driver::sys::CUtensorMap;
 use cudarc::driver::result as cu;
-use smelt_codegen::ptx::{self, PtxKernel};
+use smelt_codegen::ptx::{self, PtxKernel, TensorMap};
 use smelt_codegen::Kernel;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
@@ -21,9 +22,16 @@ impl CudaDevice {
     /// 8 bytes each (see [`launch_args`] for an IR kernel's).
     pub(super) fn launch_loaded(&self, l: &Loaded, args: &[u64], name: &str) -> Result<()> {
         let mut vals: Vec<u64> = args.to_vec();
+        let mut maps = l
+            .launch
+            .maps
+            .iter()
+            .map(|m| encode(m, args, name))
+            .collect::<Result<Vec<_>>>()?;
         let mut params: Vec<*mut c_void> = vals
             .iter_mut()
             .map(|p| p as *mut u64 as *mut c_void)
+            .chain(maps.iter_mut().map(|m| m as *mut CUtensorMap as *mut c_void))
             .collect();
         self.bind()?;
         l.launched.store(true, Ordering::Relaxed);
@@ -34,7 +42,10 @@ impl CudaDevice {
             // parameter's declared size from its pointer): for an IR
             // kernel the device pointers it was emitted for, each backing
             // the lengths in its IR, then its scalars; for the spin kernel
-            // a duration.
+            // a duration. Then the 128-byte tensor maps, which only the
+            // entries that read them declare (the driver reads as many
+            // parameters as an entry declares), each over a device pointer
+            // of the launch backing its dims and strides (`encode`).
             unsafe {
                 cu::launch_kernel(
                     *func,
@@ -64,6 +75,46 @@ impl CudaDevice {
         };
         self.launch_loaded(&l, &[u64::from(micros) * 1000], "smelt_spin")
     }
+}
+
+/// Encodes tensor map `m` over its input's device pointer in `args` (the
+/// inputs' pointers come first).
+fn encode(m: &TensorMap, args: &[u64], name: &str) -> Result<CUtensorMap> {
+    use cudarc::driver::sys::{
+        CUtensorMapDataType, CUtensorMapFloatOOBfill, CUtensorMapInterleave,
+        CUtensorMapL2promotion, CUtensorMapSwizzle,
+    };
+    let ptr = *args
+        .get(m.input)
+        .ok_or_else(|| Error::Launch(format!("{name}: a tensor map's input has no pointer")))?;
+    let mut map = CUtensorMap { opaque: [0; 16] };
+    let (dims, strides, boxes, unit) = (m.dims, m.strides, m.boxes, [1u32; 3]);
+    // SAFETY: the arrays hold `rank` dims, boxes and element strides and
+    // `rank - 1` strides; the map is written in place; `ptr` is a device
+    // address the copies read only inside `dims` at `strides` (the kernel
+    // was emitted so that those are in the buffer).
+    let r = unsafe {
+        cudarc::driver::sys::cuTensorMapEncodeTiled(
+            &mut map,
+            CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT16,
+            3,
+            ptr as *mut c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            unit.as_ptr(),
+            CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+            CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    };
+    r.result().map_err(|e| {
+        Error::Launch(format!(
+            "{name}: encoding a tensor map (dims {dims:?}, strides {strides:?}, box {boxes:?}): {e:?}"
+        ))
+    })?;
+    Ok(map)
 }
 
 /// One warp that waits until `%globaltimer` has advanced by its parameter

@@ -99,6 +99,7 @@
 //! far below the half rounding of `p`). The logit part runs in `f32`
 //! without half roundings (`Attention::f32_logits`).
 
+mod tma;
 mod wgmma;
 
 use super::split::{self, Split};
@@ -110,7 +111,7 @@ use crate::ir::{Inst, Kernel};
 use crate::ptx::builder::{f32_imm, ins, Builder, Reg, RegKind};
 use crate::ptx::eval::{Cx, Vals};
 use crate::ptx::matmul::{ldmatrix, mma, mma_op, Elem};
-use crate::ptx::module::{entry, entry_name, Launch, PtxKernel};
+use crate::ptx::module::{entry_with_maps, entry_name, Launch, PtxKernel};
 use crate::ptx::ops::{self, Value};
 use crate::ptx::target::Target;
 use crate::{BinaryOp, DType, ReduceOp};
@@ -144,6 +145,16 @@ pub fn elem(k: &Kernel, a: &Attention) -> Option<DType> {
 /// Shared memory one CTA may use on sm_80 and sm_90 (227 KiB; the
 /// launcher raises the default 48 KiB limit).
 const MAX_SHARED: u32 = 227 * 1024;
+
+/// Whether `wgmma` kernels take their key tiles through the copy engine
+/// (`SMELT_ATTENTION_TMA`, default on) and, with two warpgroups, order
+/// their MMAs in ping-pong (`SMELT_ATTENTION_PINGPONG`, default on).
+pub(super) fn env_tma() -> (bool, bool) {
+    (
+        crate::env::flag("SMELT_ATTENTION_TMA", true),
+        crate::env::flag("SMELT_ATTENTION_PINGPONG", true),
+    )
+}
 
 /// An [`AttentionTile`] resolved for one kernel's head dims.
 #[derive(Clone, Copy)]
@@ -314,13 +325,20 @@ pub fn emit(
     let heads: u64 = a.vars.batch.clone().map(|v| k.ranges[v] as u64).product();
     let grid = u32::try_from(heads * u64::from(g.lq.div_ceil(g.bm)))
         .map_err(|_| format!("attention kernel {}: too many CTAs", k.name))?;
-    let sp = split::plan(k, a, target, (g.bm, g.bn, g.shared), splits);
     let name = entry_name(k);
+    let (copy, pingpong) = env_tma();
+    let tma = (g.cta.wgmma && copy && g.shared + tma::BARRIER_BYTES <= MAX_SHARED)
+        .then(|| tma::plan(k, a, &g, (&name, pingpong)))
+        .flatten();
+    let shared = g.shared + if tma.is_some() { tma::BARRIER_BYTES } else { 0 };
+    let sp = split::plan(k, a, target, (g.bm, g.bn, shared), splits);
     let threads = g.cta.threads();
-    let (text, shared) = entry(k, target, &name, threads, |b, cx, smem| {
-        Emitter { cx, a, g, h, sp }.body(b, smem);
+    let (tma, maps) = tma.unzip();
+    let maps = maps.unwrap_or_default();
+    let (text, shared) = entry_with_maps(k, target, (&name, maps.len()), threads, |b, cx, smem| {
+        Emitter { cx, a, g, h, sp, tma }.body(b, smem);
         // The 128-byte swizzle repeats every 1024 bytes.
-        (g.shared, if g.cta.wgmma { 1024 } else { 16 })
+        (shared, if g.cta.wgmma { 1024 } else { 16 })
     });
     let launch = Launch {
         entry: name,
@@ -329,6 +347,7 @@ pub fn emit(
         shared_bytes: shared,
     };
     let mut kernel = split::kernel(k, target, a, sp, text, launch)?;
+    kernel.maps = maps;
     if g.cta.wgmma {
         // wgmma exists only on the architecture-specific target.
         kernel.ptx = kernel
@@ -347,6 +366,8 @@ struct Emitter<'a> {
     h: DType,
     /// The keys' split among CTAs.
     sp: Split,
+    /// `wgmma` key tiles through the copy engine (`tma.rs`).
+    tma: Option<tma::Tma>,
 }
 
 /// A warp's `m16n8` accumulators of one `m16` row block, `[n8
@@ -498,18 +519,34 @@ impl Emitter<'_> {
         } else {
             b.mov(RegKind::B32, "u32", 0)
         };
-        b.comment("key tile j0 into buffer 0 (with the q tile's copies)");
-        load_kv(b, base, j0);
-        ins!(b, "cp.async.commit_group");
-        let stages = g.cta.stages;
-        for st in 1..stages - 1 {
-            b.comment(&format!("key tile j0 + {st} bn into buffer {st}"));
-            let (j, buf) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-            ins!(b, "add.u32 {j}, {j0}, {}", st * g.bn);
-            ins!(b, "add.u32 {buf}, {base}, {}", st * g.kv_bytes);
-            load_kv_if(b, buf, j, keys);
-        }
-        self.tiles_landed(b, stages);
+        let live = match &self.tma {
+            Some(t) => {
+                ins!(b, "cp.async.commit_group");
+                let warp = b.reg(RegKind::B32);
+                ins!(b, "shr.u32 {warp}, {tid}, 5");
+                let live = self.tma_start(b, t, (base, tid, warp), &coords, (j0, keys));
+                b.comment("the q tile has landed; every thread sees the barriers");
+                ins!(b, "cp.async.wait_group 0");
+                ins!(b, "fence.proxy.async.shared::cta");
+                ins!(b, "bar.sync 0");
+                Some(live)
+            }
+            None => {
+                b.comment("key tile j0 into buffer 0 (with the q tile's copies)");
+                load_kv(b, base, j0);
+                ins!(b, "cp.async.commit_group");
+                let stages = g.cta.stages;
+                for st in 1..stages - 1 {
+                    b.comment(&format!("key tile j0 + {st} bn into buffer {st}"));
+                    let (j, buf) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+                    ins!(b, "add.u32 {j}, {j0}, {}", st * g.bn);
+                    ins!(b, "add.u32 {buf}, {base}, {}", st * g.kv_bytes);
+                    load_kv_if(b, buf, j, keys);
+                }
+                self.tiles_landed(b, stages);
+                None
+            }
+        };
         let (lane, warp) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
         ins!(b, "and.b32 {lane}, {tid}, 31");
         ins!(b, "shr.u32 {warp}, {tid}, 5");
@@ -548,7 +585,9 @@ impl Emitter<'_> {
             ln: &ln,
             visible,
         };
-        if g.cta.wgmma {
+        if let (Some(t), Some(live)) = (&self.tma, &live) {
+            self.tma_loop(b, &lx, t, live, (keys, j0), q_addr, (&m, &l, &o[0]));
+        } else if g.cta.wgmma {
             let kv = KeyTiles {
                 base,
                 keys,
@@ -744,7 +783,7 @@ impl Emitter<'_> {
     /// Fills tile `t` with `cp.async` where its part is a plain load
     /// ([`plain`]), else by evaluating it.
     fn fill(&self, b: &mut Builder, st: &Stager, t: &Tile) {
-        match plain(self.cx, t.root, t.vars, t.cols) {
+        match plain(self.cx.k, t.root, t.vars, t.cols) {
             Some(p) => st.copy(b, t, &p),
             None => st.stage(b, t),
         }

@@ -13,14 +13,16 @@
 //! `SMELT_ATTENTION_TILE` picks the tensor-core kernel's CTA shape
 //! ([`AttentionTile`]); `SMELT_ATTENTION_SPLITS` the split-KV count
 //! (`split.rs`: CTAs over ranges of keys and a second entry that merges
-//! them, for kernels with too few CTAs). All are read at each emission,
+//! them, for kernels with too few CTAs); `SMELT_ATTENTION_TMA=0` keeps the
+//! `wgmma` kernel's key tiles on `cp.async` and `SMELT_ATTENTION_PINGPONG=0`
+//! its warpgroups unordered (`mma/tma.rs`). All are read at each emission,
 //! and [`env_key`] folds them into the module caches' keys, so each
 //! setting is a kernel of its own.
 
 mod fma;
 pub(super) mod mma;
 pub(super) mod split;
-mod stage;
+pub(super) mod stage;
 
 use super::builder::{ins, Builder, Reg, RegKind};
 use super::eval::{uses_var, Cx, Point, Vals};
@@ -49,6 +51,7 @@ pub fn env_key() -> u64 {
     let mut h = crate::fnv::Fnv1a::default();
     env_tile().hash(&mut h);
     split::env_splits().hash(&mut h);
+    mma::env_tma().hash(&mut h);
     h.finish()
 }
 

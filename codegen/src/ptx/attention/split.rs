@@ -368,7 +368,11 @@ pub(super) fn kernel(
     } else {
         launches.push(launch);
     }
-    Ok(PtxKernel { ptx, launches })
+    Ok(PtxKernel {
+        ptx,
+        launches,
+        maps: Vec::new(),
+    })
 }
 
 /// The combine entry's body: the thread of row `%ctaid.x` (`head lq +

@@ -6,7 +6,7 @@
 use super::{acc_imm, acc_ty, Coords};
 use crate::attention::Attention;
 use crate::expr::Expr;
-use crate::ir::{Inst, Val};
+use crate::ir::{Inst, Kernel, Val};
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
 use crate::ptx::eval::{Cx, Vals};
 use crate::ptx::{expr, ops};
@@ -138,12 +138,12 @@ fn half_bits(b: &mut Builder, x: Reg, h: DType) -> Reg {
 /// in 16-byte chunks (8 halves along the contiguous column axis) with
 /// `cp.async`.
 pub(super) struct Plain {
-    input: usize,
+    pub input: usize,
     /// The element index at row and column 0: a function of the batch
     /// variables (any, a grouped-query head's division included).
-    batch: Expr,
+    pub batch: Expr,
     /// Coefficient of the row variable.
-    row: i64,
+    pub row: i64,
 }
 
 /// `root`'s load when [`Stager::copy`] can fill its tiles: a cast of a
@@ -153,12 +153,11 @@ pub(super) struct Plain {
 /// multiples of 8 (16-byte aligned chunks, buffers being 16-byte
 /// aligned).
 pub(super) fn plain(
-    cx: &Cx,
+    k: &Kernel,
     root: Val,
     (row_var, col_var): (usize, usize),
     cols: u32,
 ) -> Option<Plain> {
-    let k = cx.k;
     let Inst::Cast(l) = k.insts[root].inst else {
         return None;
     };

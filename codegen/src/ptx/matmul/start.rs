@@ -129,6 +129,7 @@ impl Start<'_> {
                 block: (t.threads(), 1, 1),
                 shared_bytes: shared,
             }],
+            maps: Vec::new(),
         }
     }
 }

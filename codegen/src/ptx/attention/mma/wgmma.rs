@@ -66,7 +66,7 @@ fn operand(acc: &Acc) -> String {
 /// Issues `s = Q K^T` for the warpgroup's rows (`q` at `q_tile`) and the
 /// key tile at `k_tile` (`bn / 8` n8 tiles of accumulators, overwritten)
 /// as one commit group.
-fn issue_scores(b: &mut Builder, g: &Geom, h: DType, (q_tile, k_tile): (Reg, Reg), s: &Acc) {
+pub(super) fn issue_scores(b: &mut Builder, g: &Geom, h: DType, (q_tile, k_tile): (Reg, Reg), s: &Acc) {
     b.comment("S = Q K^T (wgmma)");
     let (bits, _, _) = descriptor_bits(Layout::KMajor, 0);
     let (dq, dk) = (descriptor(b, q_tile, bits), descriptor(b, k_tile, bits));
@@ -101,7 +101,7 @@ fn issue_scores(b: &mut Builder, g: &Geom, h: DType, (q_tile, k_tile): (Reg, Reg
 
 /// Issues `o += p V` for the `v` tile at `v_tile`, `pa` the packed A
 /// fragments of `p` per 16 keys, as one commit group.
-fn issue_pv(b: &mut Builder, g: &Geom, h: DType, v_tile: Reg, pa: &[[Reg; 4]], o: &Acc) {
+pub(super) fn issue_pv(b: &mut Builder, g: &Geom, h: DType, v_tile: Reg, pa: &[[Reg; 4]], o: &Acc) {
     b.comment("O += P V (wgmma)");
     let (bits, step, trans) = descriptor_bits(Layout::RowMajor, g.bn);
     let dv = descriptor(b, v_tile, bits);

@@ -1,0 +1,478 @@
+//! Key and value tiles through the copy engine (`cp.async.bulk.tensor`,
+//! sm_90) for the `wgmma` kernel, and the two warpgroups' ping-pong
+//! (FlashAttention-3's schedule, without a producer warp).
+//!
+//! # Copies
+//! Where `k` and `v` are plain loads ([`plain`]) with a positive key
+//! stride, each is a 3-d tensor map ([`TensorMap`], encoded by the
+//! launcher from the input's pointer): dimension 0 the head dim, 1 the
+//! keys, 2 the batch offset in units of the greatest common divisor of its
+//! coefficients (so a grouped-query head's division, any batch strides
+//! and a view's offset are one coordinate). A box is 64 head-dim columns
+//! by `bn` keys: exactly one column block of a swizzled tile, which the
+//! copy engine writes in the same 128-byte swizzle, with zeros past the
+//! last key and column. Thread 0 issues every copy.
+//!
+//! # Barriers
+//! Per buffer (3, as the pipelined loop): `k` and `v` "full" barriers
+//! (the copy's bytes, `expect_tx`) and "empty" barriers (one arrival per
+//! warp once its warpgroup's MMAs that read the tile are done). `k` and
+//! `v` are separate because a tile's `k` is done with half an iteration
+//! after it lands (`S`), its `v` only in the next iteration (`P V`).
+//! Tile `n` lives in buffer `n % 3` with phase parity `(n / 3) % 2`.
+//! Thread 0 starts tile `t + 1`'s `k` at the top of iteration `t`
+//! (waiting for tile `t - 2`'s `k` to be free, long since) and its `v`
+//! after the softmax (waiting for tile `t - 2`'s `P V` in every warpgroup,
+//! which a warpgroup half an iteration behind has finished by then).
+//!
+//! # Ping-pong
+//! With two warpgroups, named barriers 1 and 2 order their MMA issues:
+//! warpgroup `w` waits on barrier `1 + w` before issuing and arrives on
+//! the other's after, and warpgroup 1 arrives once first, so the tensor
+//! cores run one warpgroup's products while the other computes its
+//! softmax. Warpgroup 0 waits once more at the end for warpgroup 1's last
+//! arrival, so both barriers end complete.
+
+use super::wgmma::{issue_pv, issue_scores};
+use super::{pack_p, rescale, Acc, Emitter, Geom, LogitCx};
+use crate::attention::Attention;
+use crate::expr::Expr;
+use crate::ir::Kernel;
+use crate::ptx::builder::{ins, Builder, Reg, RegKind};
+use crate::ptx::module::{map_param, TensorMap};
+use crate::ptx::{attention::stage::plain, expr};
+
+/// Bytes of the barriers after the buffers: 4 kinds of 3.
+pub(super) const BARRIER_BYTES: u32 = 4 * 3 * 8;
+
+/// One part (`k` or `v`) read through tensor map `map`.
+#[derive(Clone)]
+pub(super) struct MapPart {
+    map: usize,
+    /// The element offset of the batch's key 0, column 0.
+    batch: Expr,
+    /// Elements per unit of dimension 2 (a multiple of 8).
+    unit: i64,
+    /// Column blocks of 64 and the tile's byte offset in buffer 0.
+    blocks: u32,
+    dst: u32,
+}
+
+/// The copy engine's plan for one kernel.
+#[derive(Clone)]
+pub(super) struct Tma {
+    k: MapPart,
+    v: MapPart,
+    /// Two warpgroups take turns at the tensor cores.
+    pingpong: bool,
+    /// The entry whose map parameters the copies read.
+    entry: String,
+}
+
+/// The tensor maps of `k` and `v` and their plan, where both are plain
+/// loads the copy engine can take: a positive key stride, and sizes the
+/// map's fields hold.
+pub(super) fn plan(
+    k: &Kernel,
+    a: &Attention,
+    g: &Geom,
+    (entry, pingpong): (&str, bool),
+) -> Option<(Tma, Vec<TensorMap>)> {
+    let v = &a.vars;
+    let part = |root, col, cols: u32, dst, map| -> Option<(MapPart, TensorMap)> {
+        let p = plain(k, root, (v.j, col), cols)?;
+        let (terms, konst) = p.batch.parts();
+        let unit = terms
+            .iter()
+            .map(|(_, c)| *c)
+            .chain([konst])
+            .fold(0, |u, c| gcd(u, c.unsigned_abs() as i64));
+        // One batch: dimension 2 has one unit, of any multiple of 8.
+        let unit = if unit == 0 { 8 } else { unit };
+        let len = k.inputs[p.input].len as u64;
+        let units = (len.max(1) - 1) / unit as u64 + 1;
+        let fits = p.row > 0
+            && units <= i32::MAX as u64
+            && (2 * p.row.max(unit)) < (1 << 40)
+            && g.lk > 0;
+        let m = TensorMap {
+            input: p.input,
+            dims: [u64::from(cols), u64::from(g.lk), units],
+            strides: [2 * p.row as u64, 2 * unit as u64],
+            boxes: [64, g.bn, 1],
+        };
+        fits.then_some((
+            MapPart {
+                map,
+                batch: p.batch,
+                unit,
+                blocks: cols.div_ceil(64),
+                dst,
+            },
+            m,
+        ))
+    };
+    let (kp, km) = part(a.k, v.d, g.d, g.k_off, 0)?;
+    let (vp, vm) = part(a.v, v.e, g.dv, g.v_off, 1)?;
+    let tma = Tma {
+        k: kp,
+        v: vp,
+        pingpong: pingpong && g.cta.warps == 8,
+        entry: entry.to_string(),
+    };
+    Some((tma, vec![km, vm]))
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// The barrier kinds, in their order after the buffers.
+#[derive(Clone, Copy)]
+enum Bar {
+    KFull = 0,
+    VFull = 1,
+    KEmpty = 2,
+    VEmpty = 3,
+}
+
+/// The registers the copies and barriers use through the kernel.
+pub(super) struct Live {
+    /// Shared address of the buffers (buffer 0) and of the barriers.
+    base: Reg,
+    bars: Reg,
+    /// Thread 0 (issues the copies), lane 0 (arrives for its warp).
+    producer: Reg,
+    lane0: Reg,
+    /// Per part (`k`, `v`): the map's generic address and the batch's
+    /// dimension-2 coordinate.
+    map: [Reg; 2],
+    unit: [Reg; 2],
+    /// This warpgroup's named barrier and the other's (ping-pong only).
+    turns: Option<(Reg, Reg)>,
+}
+
+/// Tile `n`'s buffer index and phase parity (u32 registers).
+#[derive(Clone, Copy)]
+struct Slot {
+    n: Reg,
+    buf: Reg,
+    ph: Reg,
+}
+
+impl Slot {
+    fn of(b: &mut Builder, n: Reg) -> Slot {
+        let (buf, ph) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+        ins!(b, "rem.u32 {buf}, {n}, 3");
+        ins!(b, "div.u32 {ph}, {n}, 3");
+        ins!(b, "and.b32 {ph}, {ph}, 1");
+        Slot { n, buf, ph }
+    }
+}
+
+impl Live {
+    /// The shared address of barrier `kind` of buffer `buf` (a register).
+    fn bar(&self, b: &mut Builder, kind: Bar, buf: Reg) -> Reg {
+        let r = b.reg(RegKind::B32);
+        ins!(b, "mad.lo.u32 {r}, {buf}, 8, {}", self.bars);
+        ins!(b, "add.u32 {r}, {r}, {}", kind as u32 * 24);
+        r
+    }
+
+    /// Every thread waits for the phase of parity `ph` of `bar` to end.
+    fn wait(b: &mut Builder, bar: Reg, ph: Reg) {
+        let (top, done) = (b.label(), b.reg(RegKind::Pred));
+        b.place(&top);
+        ins!(b, "mbarrier.try_wait.parity.shared::cta.b64 {done}, [{bar}], {ph}");
+        ins!(b, "@!{done} bra {top}");
+    }
+
+    /// Lane 0 of every warp arrives on `kind` of tile `at`'s buffer.
+    fn release(&self, b: &mut Builder, kind: Bar, at: Slot) {
+        let bar = self.bar(b, kind, at.buf);
+        ins!(b, "@{} mbarrier.arrive.shared::cta.b64 _, [{bar}]", self.lane0);
+    }
+
+    /// Every thread waits until `kind` (full) of tile `at` has landed.
+    fn landed(&self, b: &mut Builder, kind: Bar, at: Slot) {
+        let bar = self.bar(b, kind, at.buf);
+        Self::wait(b, bar, at.ph);
+    }
+
+    /// The shared address of tile `at`'s `k` or `v` (`off`, buffer 0's).
+    fn tile(&self, b: &mut Builder, g: &Geom, at: Slot, off: u32) -> Reg {
+        let r = b.reg(RegKind::B32);
+        ins!(b, "mad.lo.u32 {r}, {}, {}, {}", at.buf, g.kv_bytes, self.base);
+        ins!(b, "add.u32 {r}, {r}, {off}");
+        r
+    }
+
+    /// Waits for this warpgroup's turn at the tensor cores (ping-pong).
+    fn my_turn(&self, b: &mut Builder) {
+        if let Some((own, _)) = self.turns {
+            ins!(b, "bar.sync {own}, 256");
+        }
+    }
+
+    /// Hands the tensor cores to the other warpgroup (ping-pong).
+    fn your_turn(&self, b: &mut Builder) {
+        if let Some((_, other)) = self.turns {
+            ins!(b, "bar.arrive {other}, 256");
+        }
+    }
+}
+
+impl Emitter<'_> {
+    /// Thread 0 sets up the barriers and starts key tiles 0 and 1 (tile
+    /// 1 where `j0 + bn < keys`); the caller's barrier then shows every
+    /// thread the initialised barriers. Returns the live registers.
+    pub(super) fn tma_start(
+        &self,
+        b: &mut Builder,
+        t: &Tma,
+        (base, tid, warp): (Reg, Reg, Reg),
+        coords: &super::super::Coords,
+        (j0, keys): (Reg, Reg),
+    ) -> Live {
+        let g = self.g;
+        let (producer, lane0) = (b.reg(RegKind::Pred), b.reg(RegKind::Pred));
+        ins!(b, "setp.eq.u32 {producer}, {tid}, 0");
+        let lane = b.reg(RegKind::B32);
+        ins!(b, "and.b32 {lane}, {tid}, 31");
+        ins!(b, "setp.eq.u32 {lane0}, {lane}, 0");
+        let bars = b.reg(RegKind::B32);
+        ins!(b, "add.u32 {bars}, {base}, {}", g.shared);
+        let entry = &t.entry;
+        let mut part = |p: &MapPart| {
+            let (m, gm) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
+            ins!(b, "mov.b64 {m}, {}", map_param(entry, p.map));
+            ins!(b, "cvta.param.u64 {gm}, {m}");
+            let w = self.cx.width;
+            let x = expr::eval(b, &p.batch, &coords.vars, &self.cx.k.ranges, w);
+            let u = b.reg(RegKind::B32);
+            if w.wide {
+                let q = b.reg(RegKind::B64);
+                ins!(b, "div.u64 {q}, {x}, {}", p.unit);
+                ins!(b, "cvt.u32.u64 {u}, {q}");
+            } else {
+                ins!(b, "div.u32 {u}, {x}, {}", p.unit);
+            }
+            (gm, u)
+        };
+        let (km, ku) = part(&t.k);
+        let (vm, vu) = part(&t.v);
+        let turns = t.pingpong.then(|| {
+            let (wg, own, other) = (
+                b.reg(RegKind::B32),
+                b.reg(RegKind::B32),
+                b.reg(RegKind::B32),
+            );
+            ins!(b, "shr.u32 {wg}, {warp}, 2");
+            ins!(b, "add.u32 {own}, {wg}, 1");
+            ins!(b, "sub.u32 {other}, 2, {wg}");
+            (own, other)
+        });
+        let live = Live {
+            base,
+            bars,
+            producer,
+            lane0,
+            map: [km, vm],
+            unit: [ku, vu],
+            turns,
+        };
+        b.comment("thread 0: the barriers, then key tiles 0 and 1");
+        let skip = b.label();
+        ins!(b, "@!{producer} bra {skip}");
+        for i in 0..3 {
+            for (kind, count) in [
+                (Bar::KFull, 1),
+                (Bar::VFull, 1),
+                (Bar::KEmpty, g.cta.warps),
+                (Bar::VEmpty, g.cta.warps),
+            ] {
+                ins!(
+                    b,
+                    "mbarrier.init.shared::cta.b64 [{bars}+{}], {count}",
+                    kind as u32 * 24 + 8 * i
+                );
+            }
+        }
+        ins!(b, "fence.mbarrier_init.release.cluster");
+        let zero = b.mov(RegKind::B32, "u32", 0);
+        let at = Slot::of(b, zero);
+        self.copy(b, &live, t, (at, j0), Bar::KFull);
+        self.copy(b, &live, t, (at, j0), Bar::VFull);
+        let (one, j1, some) = (
+            b.reg(RegKind::B32),
+            b.reg(RegKind::B32),
+            b.reg(RegKind::Pred),
+        );
+        ins!(b, "mov.u32 {one}, 1");
+        ins!(b, "add.u32 {j1}, {j0}, {}", g.bn);
+        ins!(b, "setp.lt.u32 {some}, {j1}, {keys}");
+        ins!(b, "@!{some} bra {skip}");
+        let at = Slot::of(b, one);
+        self.copy(b, &live, t, (at, j1), Bar::KFull);
+        self.copy(b, &live, t, (at, j1), Bar::VFull);
+        b.place(&skip);
+        ins!(b, "bar.warp.sync 0xffffffff");
+        live
+    }
+
+    /// (Thread 0 only, in a branch.) Starts the copy of tile `at`'s `k`
+    /// (`kind` `KFull`) or `v` (`VFull`), keys from `j`, into its buffer.
+    fn copy(&self, b: &mut Builder, live: &Live, t: &Tma, (at, j): (Slot, Reg), kind: Bar) {
+        let g = self.g;
+        let (p, i) = match kind {
+            Bar::KFull => (&t.k, 0),
+            _ => (&t.v, 1),
+        };
+        let full = live.bar(b, kind, at.buf);
+        let bytes = p.blocks * g.bn * 128;
+        ins!(b, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [{full}], {bytes}");
+        let dst = live.tile(b, &g, at, p.dst);
+        for c in 0..p.blocks {
+            let col = b.mov(RegKind::B32, "u32", 64 * c);
+            ins!(
+                b,
+                "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{dst}+{}], [{}, {{{col}, {j}, {}}}], [{full}]",
+                c * g.bn * 128,
+                live.map[i],
+                live.unit[i]
+            );
+        }
+    }
+
+    /// Thread 0 starts tile `at`'s `k` or `v` where its keys `j` exist,
+    /// first waiting (for tile `n >= 3`) until every warp is done with
+    /// tile `n - 3`'s in that buffer; the warp's other lanes wait for it.
+    fn refill(&self, b: &mut Builder, live: &Live, t: &Tma, (at, j, keys): (Slot, Reg, Reg), full: Bar) {
+        let empty = match full {
+            Bar::KFull => Bar::KEmpty,
+            _ => Bar::VEmpty,
+        };
+        let skip = b.label();
+        let go = b.reg(RegKind::Pred);
+        ins!(b, "setp.lt.and.u32 {go}, {j}, {keys}, {}", live.producer);
+        ins!(b, "@!{go} bra {skip}");
+        let (reuse, fresh) = (b.reg(RegKind::Pred), b.label());
+        ins!(b, "setp.lt.u32 {reuse}, {}, 3", at.n);
+        ins!(b, "@{reuse} bra {fresh}");
+        // Tile n - 3's phase: the other parity.
+        let ph = b.reg(RegKind::B32);
+        ins!(b, "xor.b32 {ph}, {}, 1", at.ph);
+        let bar = live.bar(b, empty, at.buf);
+        Live::wait(b, bar, ph);
+        b.place(&fresh);
+        self.copy(b, live, t, (at, j), full);
+        b.place(&skip);
+        ins!(b, "bar.warp.sync 0xffffffff");
+    }
+
+    /// The pipelined key loop ([`Emitter::pipelined_loop`]'s schedule) on
+    /// the copy engine's tiles: barriers instead of `cp.async` groups and
+    /// a CTA barrier, and with two warpgroups the ping-pong.
+    pub(super) fn tma_loop(
+        &self,
+        b: &mut Builder,
+        lx: &LogitCx,
+        t: &Tma,
+        live: &Live,
+        (keys, j0): (Reg, Reg),
+        q: Reg,
+        (m, l, o): (&[Reg], &[Reg], &Acc),
+    ) {
+        let (g, h) = (self.g, self.h);
+        if let Some((own, _)) = live.turns {
+            b.comment("ping-pong: warpgroup 0 issues first");
+            let wg1 = b.reg(RegKind::Pred);
+            ins!(b, "setp.eq.u32 {wg1}, {own}, 2");
+            ins!(b, "@{wg1} bar.arrive 1, 256");
+        }
+        let s = Emitter::zeros(b, g.bn / 8);
+        let (n, next) = (b.mov(RegKind::B32, "u32", 0), b.reg(RegKind::B32));
+        b.comment("tile 0: scores and softmax");
+        let at = Slot::of(b, n);
+        live.landed(b, Bar::KFull, at);
+        let ka = live.tile(b, &g, at, g.k_off);
+        live.my_turn(b);
+        ins!(b, "wgmma.fence.sync.aligned");
+        issue_scores(b, &g, h, (q, ka), &s);
+        live.your_turn(b);
+        ins!(b, "wgmma.wait_group.sync.aligned 0");
+        live.release(b, Bar::KEmpty, at);
+        ins!(b, "add.u32 {next}, {j0}, {}", g.bn);
+        let x = self.tile_logits(b, lx, (j0, next), std::slice::from_ref(&s));
+        let (p, _) = self.softmax(b, &x, m, l);
+        let pa: Vec<[Reg; 4]> = (0..(g.bn / 16) as usize)
+            .map(|c| pack_p(b, h, &p[0], c))
+            .collect();
+        ins!(b, "mov.u32 {j0}, {next}");
+        ins!(b, "add.u32 {n}, {n}, 1");
+        let (top, end) = (b.label(), b.label());
+        b.place(&top);
+        let more = b.reg(RegKind::Pred);
+        ins!(b, "setp.lt.u32 {more}, {j0}, {keys}");
+        ins!(b, "@!{more} bra.uni {end}");
+        let (prev, ahead) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+        ins!(b, "sub.u32 {prev}, {n}, 1");
+        ins!(b, "add.u32 {ahead}, {n}, 1");
+        ins!(b, "add.u32 {next}, {j0}, {}", g.bn);
+        let (cur, prev, ahead) = (Slot::of(b, n), Slot::of(b, prev), Slot::of(b, ahead));
+        b.comment("tile n's k and tile n - 1's v have landed");
+        live.landed(b, Bar::KFull, cur);
+        live.landed(b, Bar::VFull, prev);
+        let (ka, va) = (
+            live.tile(b, &g, cur, g.k_off),
+            live.tile(b, &g, prev, g.v_off),
+        );
+        live.my_turn(b);
+        // The scores were read and `pa` written since the last MMAs.
+        ins!(b, "wgmma.fence.sync.aligned");
+        issue_scores(b, &g, h, (q, ka), &s);
+        issue_pv(b, &g, h, va, &pa, o);
+        live.your_turn(b);
+        b.comment("thread 0: tile n + 1's k");
+        self.refill(b, live, t, (ahead, next, keys), Bar::KFull);
+        ins!(b, "wgmma.wait_group.sync.aligned 1");
+        live.release(b, Bar::KEmpty, cur);
+        let x = self.tile_logits(b, lx, (j0, next), std::slice::from_ref(&s));
+        let (p, alpha) = self.softmax(b, &x, m, l);
+        b.comment("thread 0: tile n + 1's v");
+        self.refill(b, live, t, (ahead, next, keys), Bar::VFull);
+        ins!(b, "wgmma.wait_group.sync.aligned 0");
+        live.release(b, Bar::VEmpty, prev);
+        rescale(b, o, &alpha);
+        for (c, dst) in pa.iter().enumerate() {
+            for (d, src) in dst.iter().zip(pack_p(b, h, &p[0], c)) {
+                ins!(b, "mov.b32 {d}, {src}");
+            }
+        }
+        ins!(b, "mov.u32 {j0}, {next}");
+        ins!(b, "add.u32 {n}, {n}, 1");
+        ins!(b, "bra.uni {top}");
+        b.place(&end);
+        b.comment("the last tile's O += P V");
+        let last = b.reg(RegKind::B32);
+        ins!(b, "sub.u32 {last}, {n}, 1");
+        let last = Slot::of(b, last);
+        live.landed(b, Bar::VFull, last);
+        let va = live.tile(b, &g, last, g.v_off);
+        live.my_turn(b);
+        ins!(b, "wgmma.fence.sync.aligned");
+        issue_pv(b, &g, h, va, &pa, o);
+        live.your_turn(b);
+        ins!(b, "wgmma.wait_group.sync.aligned 0");
+        if let Some((own, _)) = live.turns {
+            b.comment("ping-pong: warpgroup 0 takes warpgroup 1's last hand-over");
+            let wg0 = b.reg(RegKind::Pred);
+            ins!(b, "setp.eq.u32 {wg0}, {own}, 1");
+            ins!(b, "@{wg0} bar.sync 1, 256");
+        }
+    }
+}
