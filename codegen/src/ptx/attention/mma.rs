@@ -146,13 +146,14 @@ pub fn elem(k: &Kernel, a: &Attention) -> Option<DType> {
 /// launcher raises the default 48 KiB limit).
 const MAX_SHARED: u32 = 227 * 1024;
 
-/// Whether `wgmma` kernels take their key tiles through the copy engine
-/// (`SMELT_ATTENTION_TMA`, default on) and, with two warpgroups, order
-/// their MMAs in ping-pong (`SMELT_ATTENTION_PINGPONG`, default on).
+/// Whether two-warpgroup `wgmma` kernels take their key tiles through
+/// the copy engine (`SMELT_ATTENTION_TMA`, default on) and order their
+/// MMAs in ping-pong (`SMELT_ATTENTION_PINGPONG`, default off): see
+/// `mma/tma.rs`.
 pub(super) fn env_tma() -> (bool, bool) {
     (
         crate::env::flag("SMELT_ATTENTION_TMA", true),
-        crate::env::flag("SMELT_ATTENTION_PINGPONG", true),
+        crate::env::flag("SMELT_ATTENTION_PINGPONG", false),
     )
 }
 

@@ -1,6 +1,7 @@
 //! Key and value tiles through the copy engine (`cp.async.bulk.tensor`,
-//! sm_90) for the `wgmma` kernel, and the two warpgroups' ping-pong
-//! (FlashAttention-3's schedule, without a producer warp).
+//! sm_90) for the `wgmma` kernel's two-warpgroup tiles, and optionally
+//! the warpgroups' ping-pong (FlashAttention-3's schedule, without a
+//! producer warp).
 //!
 //! # Copies
 //! Where `k` and `v` are plain loads ([`plain`]) with a positive key
@@ -11,27 +12,31 @@
 //! and a view's offset are one coordinate). A box is 64 head-dim columns
 //! by `bn` keys: exactly one column block of a swizzled tile, which the
 //! copy engine writes in the same 128-byte swizzle, with zeros past the
-//! last key and column. Thread 0 issues every copy.
+//! last key and column. Thread 0 issues every copy. (One-warpgroup tiles
+//! keep `cp.async`: with the copy engine they measured 11-15% slower,
+//! H200, 2026-11-27.)
 //!
 //! # Barriers
-//! Per buffer (3, as the pipelined loop): `k` and `v` "full" barriers
-//! (the copy's bytes, `expect_tx`) and "empty" barriers (one arrival per
-//! warp once its warpgroup's MMAs that read the tile are done). `k` and
-//! `v` are separate because a tile's `k` is done with half an iteration
-//! after it lands (`S`), its `v` only in the next iteration (`P V`).
-//! Tile `n` lives in buffer `n % 3` with phase parity `(n / 3) % 2`.
-//! Thread 0 starts tile `t + 1`'s `k` at the top of iteration `t`
-//! (waiting for tile `t - 2`'s `k` to be free, long since) and its `v`
-//! after the softmax (waiting for tile `t - 2`'s `P V` in every warpgroup,
-//! which a warpgroup half an iteration behind has finished by then).
+//! Per buffer (3): `k` and `v` "full" barriers (the copy's bytes,
+//! `expect_tx`) and "empty" barriers (one arrival per warp once its
+//! warpgroup's MMAs that read the tile are done). `k` and `v` are separate
+//! because a tile's `k` is done with half an iteration after it lands
+//! (`S`), its `v` only in the next iteration (`P V`), so the `k` copies
+//! run two tiles ahead and the `v` copies one. Tile `n` lives in buffer `n
+//! % 3` with phase parity `(n / 3) % 2`. In iteration `t` thread 0 starts
+//! tile `t + 2`'s `k` once the MMAs are issued (into tile `t - 1`'s
+//! buffer, whose `S` every warpgroup has finished) and tile `t + 1`'s `v`
+//! after the softmax (into tile `t - 2`'s, whose `P V` ended iteration `t
+//! - 1`).
 //!
-//! # Ping-pong
-//! With two warpgroups, named barriers 1 and 2 order their MMA issues:
-//! warpgroup `w` waits on barrier `1 + w` before issuing and arrives on
-//! the other's after, and warpgroup 1 arrives once first, so the tensor
-//! cores run one warpgroup's products while the other computes its
-//! softmax. Warpgroup 0 waits once more at the end for warpgroup 1's last
-//! arrival, so both barriers end complete.
+//! # Ping-pong (`SMELT_ATTENTION_PINGPONG=1`; off by default: 3-5%
+//! slower than free-running warpgroups, H200, 2026-11-27)
+//! Named barriers 1 and 2 order the warpgroups' MMA issues: warpgroup `w`
+//! waits on barrier `1 + w` before issuing and arrives on the other's
+//! after, and warpgroup 1 arrives once first, so the tensor cores run one
+//! warpgroup's products while the other computes its softmax. Warpgroup 0
+//! waits once more at the end for warpgroup 1's last arrival, so both
+//! barriers end complete.
 
 use super::wgmma::{issue_pv, issue_scores};
 use super::{pack_p, rescale, Acc, Emitter, Geom, LogitCx};
@@ -69,15 +74,18 @@ pub(super) struct Tma {
     entry: String,
 }
 
-/// The tensor maps of `k` and `v` and their plan, where both are plain
-/// loads the copy engine can take: a positive key stride, and sizes the
-/// map's fields hold.
+/// The tensor maps of `k` and `v` and their plan, for a two-warpgroup
+/// tile whose `k` and `v` are plain loads the copy engine can take: a
+/// positive key stride, and sizes the map's fields hold.
 pub(super) fn plan(
     k: &Kernel,
     a: &Attention,
     g: &Geom,
     (entry, pingpong): (&str, bool),
 ) -> Option<(Tma, Vec<TensorMap>)> {
+    if g.cta.warps != 8 {
+        return None;
+    }
     let v = &a.vars;
     let part = |root, col, cols: u32, dst, map| -> Option<(MapPart, TensorMap)> {
         let p = plain(k, root, (v.j, col), cols)?;
@@ -117,7 +125,7 @@ pub(super) fn plan(
     let tma = Tma {
         k: kp,
         v: vp,
-        pingpong: pingpong && g.cta.warps == 8,
+        pingpong,
         entry: entry.to_string(),
     };
     Some((tma, vec![km, vm]))
@@ -165,12 +173,37 @@ struct Slot {
 }
 
 impl Slot {
-    fn of(b: &mut Builder, n: Reg) -> Slot {
-        let (buf, ph) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-        ins!(b, "rem.u32 {buf}, {n}, 3");
-        ins!(b, "div.u32 {ph}, {n}, 3");
-        ins!(b, "and.b32 {ph}, {ph}, 1");
+    /// Tile 0's.
+    fn first(b: &mut Builder) -> Slot {
+        Slot {
+            n: b.mov(RegKind::B32, "u32", 0),
+            buf: b.mov(RegKind::B32, "u32", 0),
+            ph: b.mov(RegKind::B32, "u32", 0),
+        }
+    }
+
+    /// The next tile's (no division: the buffer wraps, the parity flips).
+    fn next(self, b: &mut Builder) -> Slot {
+        let (n, buf, ph, wrap) = (
+            b.reg(RegKind::B32),
+            b.reg(RegKind::B32),
+            b.reg(RegKind::B32),
+            b.reg(RegKind::Pred),
+        );
+        ins!(b, "add.u32 {n}, {}, 1", self.n);
+        ins!(b, "add.u32 {buf}, {}, 1", self.buf);
+        ins!(b, "setp.eq.u32 {wrap}, {buf}, 3");
+        ins!(b, "selp.u32 {buf}, 0, {buf}, {wrap}");
+        ins!(b, "xor.b32 {ph}, {}, 1", self.ph);
+        ins!(b, "selp.u32 {ph}, {ph}, {}, {wrap}", self.ph);
         Slot { n, buf, ph }
+    }
+
+    /// Makes `self` hold `other` (loop-carried registers).
+    fn assign(self, b: &mut Builder, other: Slot) {
+        for (d, s) in [(self.n, other.n), (self.buf, other.buf), (self.ph, other.ph)] {
+            ins!(b, "mov.u32 {d}, {s}");
+        }
     }
 }
 
@@ -303,20 +336,14 @@ impl Emitter<'_> {
             }
         }
         ins!(b, "fence.mbarrier_init.release.cluster");
-        let zero = b.mov(RegKind::B32, "u32", 0);
-        let at = Slot::of(b, zero);
+        let at = Slot::first(b);
         self.copy(b, &live, t, (at, j0), Bar::KFull);
         self.copy(b, &live, t, (at, j0), Bar::VFull);
-        let (one, j1, some) = (
-            b.reg(RegKind::B32),
-            b.reg(RegKind::B32),
-            b.reg(RegKind::Pred),
-        );
-        ins!(b, "mov.u32 {one}, 1");
+        let (j1, some) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
         ins!(b, "add.u32 {j1}, {j0}, {}", g.bn);
         ins!(b, "setp.lt.u32 {some}, {j1}, {keys}");
         ins!(b, "@!{some} bra {skip}");
-        let at = Slot::of(b, one);
+        let at = at.next(b);
         self.copy(b, &live, t, (at, j1), Bar::KFull);
         self.copy(b, &live, t, (at, j1), Bar::VFull);
         b.place(&skip);
@@ -395,35 +422,46 @@ impl Emitter<'_> {
             ins!(b, "@{wg1} bar.arrive 1, 256");
         }
         let s = Emitter::zeros(b, g.bn / 8);
-        let (n, next) = (b.mov(RegKind::B32, "u32", 0), b.reg(RegKind::B32));
+        let (next, far) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
         b.comment("tile 0: scores and softmax");
-        let at = Slot::of(b, n);
-        live.landed(b, Bar::KFull, at);
-        let ka = live.tile(b, &g, at, g.k_off);
+        let cur = Slot::first(b);
+        live.landed(b, Bar::KFull, cur);
+        let ka = live.tile(b, &g, cur, g.k_off);
         live.my_turn(b);
         ins!(b, "wgmma.fence.sync.aligned");
         issue_scores(b, &g, h, (q, ka), &s);
         live.your_turn(b);
-        ins!(b, "wgmma.wait_group.sync.aligned 0");
-        live.release(b, Bar::KEmpty, at);
+        b.comment("thread 0: tile 2's k");
         ins!(b, "add.u32 {next}, {j0}, {}", g.bn);
+        ins!(b, "add.u32 {far}, {next}, {}", g.bn);
+        let two = cur.next(b).next(b);
+        self.refill(b, live, t, (two, far, keys), Bar::KFull);
+        ins!(b, "wgmma.wait_group.sync.aligned 0");
+        live.release(b, Bar::KEmpty, cur);
         let x = self.tile_logits(b, lx, (j0, next), std::slice::from_ref(&s));
         let (p, _) = self.softmax(b, &x, m, l);
         let pa: Vec<[Reg; 4]> = (0..(g.bn / 16) as usize)
             .map(|c| pack_p(b, h, &p[0], c))
             .collect();
         ins!(b, "mov.u32 {j0}, {next}");
-        ins!(b, "add.u32 {n}, {n}, 1");
+        // Loop-carried: tile n's slot and tile n - 1's.
+        let prev = Slot::first(b);
+        prev.assign(b, cur);
+        let cur = {
+            let one = cur.next(b);
+            let c = Slot::first(b);
+            c.assign(b, one);
+            c
+        };
         let (top, end) = (b.label(), b.label());
         b.place(&top);
         let more = b.reg(RegKind::Pred);
         ins!(b, "setp.lt.u32 {more}, {j0}, {keys}");
         ins!(b, "@!{more} bra.uni {end}");
-        let (prev, ahead) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-        ins!(b, "sub.u32 {prev}, {n}, 1");
-        ins!(b, "add.u32 {ahead}, {n}, 1");
         ins!(b, "add.u32 {next}, {j0}, {}", g.bn);
-        let (cur, prev, ahead) = (Slot::of(b, n), Slot::of(b, prev), Slot::of(b, ahead));
+        ins!(b, "add.u32 {far}, {next}, {}", g.bn);
+        let ahead = cur.next(b);
+        let two = ahead.next(b);
         b.comment("tile n's k and tile n - 1's v have landed");
         live.landed(b, Bar::KFull, cur);
         live.landed(b, Bar::VFull, prev);
@@ -437,13 +475,13 @@ impl Emitter<'_> {
         issue_scores(b, &g, h, (q, ka), &s);
         issue_pv(b, &g, h, va, &pa, o);
         live.your_turn(b);
-        b.comment("thread 0: tile n + 1's k");
-        self.refill(b, live, t, (ahead, next, keys), Bar::KFull);
+        b.comment("thread 0: tile n + 2's k (tile n - 1's buffer)");
+        self.refill(b, live, t, (two, far, keys), Bar::KFull);
         ins!(b, "wgmma.wait_group.sync.aligned 1");
         live.release(b, Bar::KEmpty, cur);
         let x = self.tile_logits(b, lx, (j0, next), std::slice::from_ref(&s));
         let (p, alpha) = self.softmax(b, &x, m, l);
-        b.comment("thread 0: tile n + 1's v");
+        b.comment("thread 0: tile n + 1's v (tile n - 2's buffer)");
         self.refill(b, live, t, (ahead, next, keys), Bar::VFull);
         ins!(b, "wgmma.wait_group.sync.aligned 0");
         live.release(b, Bar::VEmpty, prev);
@@ -454,15 +492,13 @@ impl Emitter<'_> {
             }
         }
         ins!(b, "mov.u32 {j0}, {next}");
-        ins!(b, "add.u32 {n}, {n}, 1");
+        prev.assign(b, cur);
+        cur.assign(b, ahead);
         ins!(b, "bra.uni {top}");
         b.place(&end);
         b.comment("the last tile's O += P V");
-        let last = b.reg(RegKind::B32);
-        ins!(b, "sub.u32 {last}, {n}, 1");
-        let last = Slot::of(b, last);
-        live.landed(b, Bar::VFull, last);
-        let va = live.tile(b, &g, last, g.v_off);
+        live.landed(b, Bar::VFull, prev);
+        let va = live.tile(b, &g, prev, g.v_off);
         live.my_turn(b);
         ins!(b, "wgmma.fence.sync.aligned");
         issue_pv(b, &g, h, va, &pa, o);
