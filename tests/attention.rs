@@ -760,7 +760,7 @@ fn wgmma_tiles_assemble_without_spills() {
                 assert_eq!(launch.shared_bytes, shared, "{name} d{d}");
                 assert_eq!(p.maps.len(), if tma { 2 } else { 0 }, "{name} d{d}");
                 assert_eq!(p.ptx.contains("cp.async.bulk.tensor.3d"), tma);
-                let pingpong = smelt_codegen::env::flag("SMELT_ATTENTION_PINGPONG", false);
+                let pingpong = smelt_codegen::env::flag("SMELT_ATTENTION_PINGPONG", true);
                 let turns = tma && pingpong;
                 assert_eq!(p.ptx.contains("bar.arrive"), turns, "{name} d{d}");
                 jobs.push((format!("d{d} causal {causal} {name}"), p.ptx));

@@ -147,13 +147,13 @@ pub fn elem(k: &Kernel, a: &Attention) -> Option<DType> {
 const MAX_SHARED: u32 = 227 * 1024;
 
 /// Whether two-warpgroup `wgmma` kernels take their key tiles through
-/// the copy engine (`SMELT_ATTENTION_TMA`, default on) and order their
-/// MMAs in ping-pong (`SMELT_ATTENTION_PINGPONG`, default off): see
+/// the copy engine (`SMELT_ATTENTION_TMA`) and order their MMAs in
+/// ping-pong (`SMELT_ATTENTION_PINGPONG`), both on by default: see
 /// `mma/tma.rs`.
 pub(super) fn env_tma() -> (bool, bool) {
     (
         crate::env::flag("SMELT_ATTENTION_TMA", true),
-        crate::env::flag("SMELT_ATTENTION_PINGPONG", false),
+        crate::env::flag("SMELT_ATTENTION_PINGPONG", true),
     )
 }
 

@@ -14,8 +14,9 @@
 //! ([`AttentionTile`]); `SMELT_ATTENTION_SPLITS` the split-KV count
 //! (`split.rs`: CTAs over ranges of keys and a second entry that merges
 //! them, for kernels with too few CTAs); `SMELT_ATTENTION_TMA=0` keeps the
-//! `wgmma` kernel's key tiles on `cp.async` and `SMELT_ATTENTION_PINGPONG=0`
-//! its warpgroups unordered (`mma/tma.rs`). All are read at each emission,
+//! two-warpgroup `wgmma` kernel's key tiles on `cp.async`, and
+//! `SMELT_ATTENTION_PINGPONG=0` its warpgroups' MMAs unordered
+//! (`mma/tma.rs`). All are read at each emission,
 //! and [`env_key`] folds them into the module caches' keys, so each
 //! setting is a kernel of its own.
 

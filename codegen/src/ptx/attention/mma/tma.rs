@@ -1,7 +1,7 @@
 //! Key and value tiles through the copy engine (`cp.async.bulk.tensor`,
-//! sm_90) for the `wgmma` kernel's two-warpgroup tiles, and optionally
-//! the warpgroups' ping-pong (FlashAttention-3's schedule, without a
-//! producer warp).
+//! sm_90) for the `wgmma` kernel's two-warpgroup tiles, and the
+//! warpgroups' ping-pong (FlashAttention-3's schedule, without a producer
+//! warp).
 //!
 //! # Copies
 //! Where `k` and `v` are plain loads ([`plain`]) with a positive key
@@ -29,8 +29,10 @@
 //! after the softmax (into tile `t - 2`'s, whose `P V` ended iteration `t
 //! - 1`).
 //!
-//! # Ping-pong (`SMELT_ATTENTION_PINGPONG=1`; off by default: 3-5%
-//! slower than free-running warpgroups, H200, 2026-11-27)
+//! # Ping-pong (`SMELT_ATTENTION_PINGPONG=0` turns it off)
+//! On an H200 (2026-11-27, same session) it took d = 128 prefill from
+//! 448-451 to 469-470 TFLOP/s at 2048 keys and from 496-517 to 585-591 at
+//! 8192; with `k` copied only one tile ahead it had been 3-5% slower.
 //! Named barriers 1 and 2 order the warpgroups' MMA issues: warpgroup `w`
 //! waits on barrier `1 + w` before issuing and arrives on the other's
 //! after, and warpgroup 1 arrives once first, so the tensor cores run one
