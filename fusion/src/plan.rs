@@ -217,7 +217,11 @@ pub fn lower_plans(
         // the parameter space, the kernel is not split.
         let room =
             kernel.param_bytes() + smelt_codegen::PARAM_BYTES <= smelt_codegen::PARAM_BYTES_LIMIT;
-        if let Some(arg) = smelt_codegen::ptx::attention_scratch(&kernel).filter(|_| room) {
+        // So does a split-K matmul (too few output tiles for the GPU, a
+        // long `k`): its splits' partial sums, added by its second launch.
+        let scratch = smelt_codegen::ptx::attention_scratch(&kernel)
+            .or_else(|| smelt_codegen::ptx::matmul_scratch(&kernel));
+        if let Some(arg) = scratch.filter(|_| room) {
             kernel.outputs.push(arg);
             outputs.push(buffers.len());
             buffers.push(BufferSpec::New {
