@@ -218,8 +218,11 @@ pub(super) fn sink(b: &mut Builder, cx: &Cx, k: &Kernel, s: &Shape, sp: Split) -
     );
     ins!(b, "mov.u32 {y}, %ctaid.y");
     ins!(b, "mov.u32 {z}, %ctaid.z");
-    ins!(b, "mul.wide.u32 {at}, {y}, {}", plane * 4);
-    ins!(b, "mul.wide.u32 {off}, {z}, {}", per_batch * 4);
+    // Byte strides may pass 32 bits: 64-bit products.
+    ins!(b, "cvt.u64.u32 {at}, {y}");
+    ins!(b, "mul.lo.u64 {at}, {at}, {}", plane * 4);
+    ins!(b, "cvt.u64.u32 {off}, {z}");
+    ins!(b, "mul.lo.u64 {off}, {off}, {}", per_batch * 4);
     ins!(b, "add.u64 {at}, {at}, {off}");
     ins!(b, "add.u64 {at}, {at}, {scratch}");
     epilogue::Sink::Partial(at)
@@ -281,7 +284,8 @@ fn reduce(b: &mut Builder, cx: &Cx, s: &Shape, sp: Split) -> u32 {
     ins!(b, "mul.lo.u32 {col}, {col}, {lanes}");
     let (inside, done) = (b.reg(RegKind::Pred), b.label());
     ins!(b, "setp.lt.u32 {inside}, {row}, {}", s.m);
-    ins!(b, "@!{inside} bra.uni {done}");
+    // Divergent: a warp may straddle the last row.
+    ins!(b, "@!{inside} bra {done}");
     b.comment("split-K reduction: the run's partials, split by split");
     let scratch = *cx.outputs.last().expect("a split kernel has its scratch");
     let (at, x) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
