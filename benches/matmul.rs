@@ -16,8 +16,13 @@
 //! per dtype) to `$SMELT_BENCH_OUT` (default `target/bench`).
 //! `cargo bench --bench matmul -- --replot FILE` redraws the plot from a
 //! saved `matmul.json`, without a GPU. `SMELT_BENCH_DTYPES=float16,bfloat16` limits
-//! the dtypes (the first run of each large shape also autotunes, which
-//! makes a full run several minutes long).
+//! the dtypes and `SMELT_BENCH_SHAPES=1x1024x1024x1024,1x2048x2048x2048`
+//! (`batch x m x n x k`) the shapes (the first run of each large shape
+//! also autotunes, which makes a full run several minutes long).
+//! `SMELT_MATMUL_TILE=<tile>` and `SMELT_MATMUL_SPLITS=<n>` (printed at the
+//! top) time one tensor-core tile and split-K count on every shape (where
+//! the tile applies; the autotuner steps aside while either is set);
+//! `SMELT_TUNE=0` times the untimed default.
 //!
 //! Finding cuBLAS: cudarc opens `libcublas.so` or `libcublas.so.12` (and
 //! older) from the loader's path. When neither opens, the bench finds a
@@ -39,10 +44,12 @@ use cublas::{BLayout, Blas, Gemm, Math};
 use smelt::{DType, Device, Precision, Result, Tensor};
 use std::fmt::Write as _;
 
-/// (batch, m, n, k): square sizes, a transformer MLP's up and down
+/// (batch, m, n, k): square sizes, a product of few output tiles and a
+/// long `k` (split-K's case), a transformer MLP's up and down
 /// projections, and attention-sized batched products.
-const SHAPES: [(usize, usize, usize, usize); 7] = [
+const SHAPES: [(usize, usize, usize, usize); 8] = [
     (1, 1024, 1024, 1024),
+    (1, 1024, 1024, 4096),
     (1, 2048, 2048, 2048),
     (1, 4096, 4096, 4096),
     (1, 8192, 8192, 8192),
@@ -136,9 +143,14 @@ fn main() -> Result<()> {
         "TFLOP/s; ratio = smelt / cuBLAS. B^T: B stored [n, k]; B: stored [k, n]. \
          +bias+gelu: smelt's one kernel vs cuBLAS's GEMM + smelt's bias+gelu kernel."
     );
+    for knob in ["SMELT_MATMUL_TILE", "SMELT_MATMUL_SPLITS", "SMELT_TUNE"] {
+        let v = std::env::var(knob).unwrap_or_else(|_| "unset".into());
+        println!("{knob}: {v}");
+    }
     print_header();
     let mut rows = Vec::new();
     let wanted = std::env::var("SMELT_BENCH_DTYPES").ok();
+    let shapes = std::env::var("SMELT_BENCH_SHAPES").ok();
     let dtypes = [DType::F16, DType::BF16, DType::F32]
         .into_iter()
         .filter(|dt| {
@@ -149,6 +161,13 @@ fn main() -> Result<()> {
     for dt in dtypes {
         for shape in SHAPES {
             let (bs, m, n, k) = shape;
+            let name = format!("{bs}x{m}x{n}x{k}");
+            if shapes
+                .as_ref()
+                .is_some_and(|w| !w.split(',').any(|x| x == name))
+            {
+                continue;
+            }
             if dt == DType::F32 && m * n * k > 4096 * 4096 * 4096 {
                 continue; // the generic f32 path is slow; skip the largest
             }

@@ -369,3 +369,92 @@ fn tf32_rounds_operands_and_exact_f32_does_not() {
     );
     assert!(tf32.iter().all(|v| *v == 64.0), "{}", tf32[0]);
 }
+
+/// The split-K count the emitters are asked for from outside
+/// (`SMELT_MATMUL_SPLITS`, `SMELT_MATMUL_TILE`): then the planner's
+/// scratch follows the knobs, not the rule this file asserts.
+fn knobs_set() -> bool {
+    ["SMELT_MATMUL_SPLITS", "SMELT_MATMUL_TILE"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some())
+}
+
+/// Split-K (issue 15): products with too few output tiles for the GPU and
+/// a long `k` (the rule splits them on any GPU: a few 64x64 tiles, `k`
+/// of 2048 to 4097) in f16 with bias + gelu, bf16 batched, TF32, with B
+/// row-major and transposed, against the f64 reference; a NaN and an
+/// infinity in A reach their rows' outputs as unsplit (cases without the
+/// epilogue). The fused plan
+/// gives each a scratch buffer of f32 partial planes (its last output).
+/// On the CPU the fast path ignores the scratch (and `SMELT_CHECK_PTX=1`
+/// assembles the split kernels); on a GPU they run split.
+#[test]
+fn split_k_small_outputs_long_k() {
+    let dev = device();
+    // (batch, m, n, k, dtype, precision, bias + gelu)
+    let cases = [
+        (1, 256, 256, 4096, DType::F16, Precision::Highest, true),
+        (3, 7, 1000, 4097, DType::BF16, Precision::Highest, false),
+        (1, 127, 127, 2048, DType::F32, Precision::Tf32, true),
+        (2, 64, 72, 3000, DType::F16, Precision::Highest, false),
+    ];
+    for (ci, &(batch, m, n, k, dt, precision, epilogue)) in cases.iter().enumerate() {
+        let tol = if dt == DType::F32 { 5e-3 } else { 1e-2 };
+        let mut a = Host::random(&[batch, m, k], dt, 40 + ci as u64);
+        if !epilogue {
+            // A NaN in row 1 and an infinity in row 2 of the first batch.
+            a.data[k + 5] = f64::NAN;
+            a.data[2 * k + k / 2] = f64::INFINITY;
+        }
+        let b = Host::random(&[k, n], dt, 50 + ci as u64);
+        let bias = Host::random(&[n], dt, 60);
+        let mut want = matmul_ref(&a, &b);
+        if epilogue {
+            for row in want.data.chunks_mut(n) {
+                for (v, bv) in row.iter_mut().zip(&bias.data) {
+                    *v = gelu(*v + bv);
+                }
+            }
+        }
+        for b_t in [false, true] {
+            let tb = if b_t {
+                b.t().tensor(dt, &dev).t()
+            } else {
+                b.tensor(dt, &dev)
+            };
+            let mut c = a.tensor(dt, &dev).matmul_with(&tb, precision);
+            if epilogue {
+                c = (c + bias.tensor(dt, &dev)).gelu();
+            }
+            let what = format!("{dt:?} {precision:?} {batch}x[{m},{k}] @ [{k},{n}] b^T {b_t}");
+            if !knobs_set() {
+                let s = c.schedule(Fusion::On);
+                let it = s
+                    .items
+                    .iter()
+                    .find(|it| it.kernel.kind.name() == "matmul")
+                    .unwrap_or_else(|| panic!("{what}: a matmul kernel"));
+                let scratch = it.kernel.outputs.last().expect("outputs");
+                assert_eq!(scratch.dtype, DType::F32, "{what}");
+                assert!(scratch.len >= 2 * batch * m * n, "{what}: {scratch:?}");
+                assert_eq!(scratch.len % (batch * m * n), 0, "{what}");
+            }
+            c.realize_with(Fusion::On)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let got = c.to_vec::<f32>().unwrap();
+            let (mut err, mut norm) = (0.0, 0.0);
+            for (i, (g, w)) in got.iter().zip(&want.data).enumerate() {
+                let g = *g as f64;
+                if !w.is_finite() {
+                    let same = (w.is_nan() && g.is_nan()) || g == *w;
+                    assert!(same, "{what}: at {i} {g} vs {w}");
+                    continue;
+                }
+                err += (g - w) * (g - w);
+                norm += w * w;
+            }
+            let rel = (err / norm.max(1e-30)).sqrt();
+            assert!(rel <= tol, "{what}: relative error {rel:.3e} > {tol:e}");
+        }
+    }
+}

@@ -92,6 +92,22 @@ pub fn parse_splits(value: &str) -> Result<usize, String> {
         .map_err(|_| "a split count (0 or 1: off)".to_string())
 }
 
+/// `SMELT_MATMUL_TILE`: the name of a tensor-core matmul tile (one of
+/// `ptx::matmul::tile_names`, as the autotuner's variants are named, e.g.
+/// `wg128x64k128w16x64s4g8`).
+///
+/// # Errors
+/// The accepted values, for anything else.
+pub fn parse_matmul_tile(value: &str) -> Result<String, String> {
+    let names = crate::ptx::matmul::tile_names();
+    let v = value.trim();
+    if names.iter().any(|n| n == v) {
+        Ok(v.to_string())
+    } else {
+        Err(names.join(", "))
+    }
+}
+
 /// `SMELT_CPU`: `exec` or `interp`, and `llvm` in builds with feature
 /// `llvm`.
 ///

@@ -45,7 +45,9 @@
 //! names, each depending on its own variables only. One that the GPU may
 //! split along `j` (split-KV) has one more output that no store writes:
 //! the scratch buffer of [`crate::ptx::attention_scratch`] for the
-//! splits' partial softmaxes.
+//! splits' partial softmaxes. Likewise a *matmul* kernel the GPU may
+//! split along `k` (split-K) has the f32 scratch buffer of
+//! [`crate::ptx::matmul_scratch`] for the splits' partial sums.
 
 use crate::dims::Ranges;
 use crate::expr::{Cond, Expr};

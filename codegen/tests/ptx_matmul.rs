@@ -36,6 +36,17 @@ fn every_matmul_takes_the_mma_path_and_assembles() {
     }
     let assembled = ptx_cases::assemble_all(&ks, |k, p| {
         let tf32 = k.inputs[0].dtype == DType::F32;
+        // On sm_90 every product takes a warpgroup tile where one applies
+        // (TF32, halves with 16-byte copies): the smallest when none
+        // fills the GPU.
+        let sm90 = !p.ptx.contains(".target sm_80");
+        let wgmma = matmul::variants(k, &Target::CHECKED[1])
+            .iter()
+            .any(|n| n.starts_with("wg"));
+        assert_eq!(p.ptx.contains("wgmma.mma_async"), sm90 && wgmma, "{k}");
+        if sm90 && wgmma {
+            return;
+        }
         let mma = if tf32 {
             "m16n8k8.row.col.f32.tf32"
         } else {
@@ -353,4 +364,188 @@ fn simt_configurations_assemble_without_spills() {
         .collect();
     let n = assemble_simt_variants(&all, true) + assemble_simt_variants(&alternating, false);
     println!("{n} exact-f32 matmul variants assembled");
+}
+
+/// The warpgroup tiles that fill the GPU at small products (issue 15:
+/// two warpgroups of 128x64, one of 64x64) for halves and TF32, every
+/// operand layout, sizes 1, 7, 127, 1024 and 4097, a batch with an
+/// epilogue: taken where warpgroup MMAs apply, and assembled for sm_90a
+/// without spills or serialised MMAs.
+#[test]
+fn small_wgmma_tiles_assemble_at_edge_shapes_without_spills() {
+    let wg = matmul::wgmma_candidates();
+    let small: Vec<matmul::Tile> = wg.iter().copied().filter(|t| t.bn() == 64).collect();
+    assert_eq!(small.len(), 2);
+    assert_eq!((small[0].bm(), small[1].bm()), (128, 64));
+    let t = Target::CHECKED[1];
+    let mut jobs = Vec::new();
+    for elem in [Elem::F16, Elem::BF16, Elem::Tf32] {
+        for layout in [Layout::Nt, Layout::Nn, Layout::Tn] {
+            for (batch, m, n, k, epi) in [
+                (1, 1, 1, 1, false),
+                (1, 7, 7, 7, true),
+                (1, 127, 127, 127, false),
+                (1, 1024, 1024, 1024, false),
+                (3, 4097, 136, 4097, true),
+            ] {
+                let kern = kernel(batch, m, n, k, elem, layout, epi);
+                let names = matmul::variants(&kern, &t);
+                for tile in &small {
+                    // Halves need 16-byte copies for warpgroup tiles.
+                    let applies = names.contains(&tile.name());
+                    let aligned = [m, n, k].iter().all(|d| d % 8 == 0) || layout_is_nt(layout, k);
+                    assert_eq!(
+                        applies,
+                        elem == Elem::Tf32 || aligned,
+                        "{kern} {}",
+                        tile.name()
+                    );
+                    if applies {
+                        let p = matmul::emit_variant(&kern, &t, &tile.name()).expect("listed");
+                        let mma = format!("m64n64k{}", if elem == Elem::Tf32 { 8 } else { 16 });
+                        assert!(p.ptx.contains(&mma), "{kern}");
+                        assert_eq!(p.launches[0].block.0, tile.threads());
+                        jobs.push((format!("{kern} {}", tile.name()), p.ptx));
+                    }
+                }
+            }
+        }
+    }
+    assemble_no_spills(&jobs, t.sm);
+}
+
+/// Whether halves of `layout` copy 16 bytes along `k` for both operands
+/// (`Nt`: both k-contiguous, `K % 8 == 0`).
+fn layout_is_nt(layout: Layout, k: i64) -> bool {
+    matches!(layout, Layout::Nt) && k % 8 == 0
+}
+
+/// Assembles every `(name, ptx)` for `sm` on all cores: no rejection, no
+/// spills, no serialised warpgroup MMAs.
+fn assemble_no_spills(jobs: &[(String, String)], sm: u32) {
+    let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let assembled = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|sc| {
+        for _ in 0..threads {
+            sc.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some((name, ptx)) = jobs.get(i) else {
+                    break;
+                };
+                match ptxas::assemble(ptx, sm) {
+                    Ok(Some(info)) => {
+                        assert_eq!(spilled(&info), 0, "{name}: {info}");
+                        assert!(!info.contains("wgmma"), "{name}: {info}");
+                        assembled.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    Ok(None) => {}
+                    Err(e) => panic!("{name} sm_{sm}: {e}"),
+                }
+            });
+        }
+    });
+    let n = assembled.into_inner();
+    println!("{n} of {} kernels assembled for sm_{sm}", jobs.len());
+    if n == 0 {
+        assert!(!ptx_cases::ptxas_required(), "ptxas not found");
+    }
+}
+
+/// `k` with a split-K scratch buffer (its last output, f32) of `planes`
+/// planes of its `batch M N` outputs, as the fusion planner appends one.
+fn with_scratch(mut k: Kernel, planes: usize) -> Kernel {
+    let s = matmul::recognise(&k).expect("recognised");
+    let plane = (s.m * s.n * s.batches(&k)) as usize;
+    k.outputs.push(smelt_codegen::Arg {
+        dtype: DType::F32,
+        len: planes * plane,
+    });
+    k
+}
+
+/// Split-K at the emitter's level (issue 15), `mma.sync` and warpgroup
+/// tiles, halves and TF32, every operand layout, sizes 1, 7, 127 and
+/// 4097, batches and an epilogue: `n` splits asked become at most 16 and
+/// what the scratch holds, in whole k-tiles (`chunk = ceil(kt / n)`,
+/// `count = ceil(kt / chunk)`); the first launch's grid has the count as
+/// its `y`, the second is the reduction (a thread per run of columns);
+/// without a scratch buffer, or with one k-tile, it is one launch. Every
+/// split kernel assembles for sm_80 and sm_90 without spills.
+#[test]
+fn split_k_launches_and_assembles_without_spills() {
+    let wg = matmul::wgmma_candidates();
+    let mma = matmul::candidates();
+    let mut jobs: Vec<(String, u32, String)> = Vec::new();
+    let cases = [
+        (1, 1, 1, 4097, Elem::F16, Layout::Nt, false),
+        (1, 7, 1000, 4097, Elem::BF16, Layout::Nn, true),
+        (1, 127, 127, 127, Elem::Tf32, Layout::Nn, false),
+        (3, 64, 136, 1024, Elem::F16, Layout::Tn, true),
+        (2, 256, 256, 4096, Elem::Tf32, Layout::Nt, true),
+        (1, 128, 64, 7, Elem::F16, Layout::Nt, false),
+    ];
+    for (batch, m, n, k, elem, layout, epi) in cases {
+        let bare = kernel(batch, m, n, k, elem, layout, epi);
+        let s = matmul::recognise(&bare).expect("recognised");
+        // No scratch buffer: never split.
+        for t in [mma[0], wg[2]] {
+            assert_eq!(matmul::split_plan(&bare, &s, &t, 4), matmul::Split::NONE);
+        }
+        let planes = 6;
+        let kern = with_scratch(bare, planes);
+        for target in Target::CHECKED {
+            let mut tiles = vec![mma[0], mma[7]];
+            if target.sm >= 90 {
+                let names = matmul::variants(&kern, &target);
+                tiles.extend(
+                    [wg[0], wg[2], wg[7], wg[8]]
+                        .into_iter()
+                        .filter(|t| names.contains(&t.name())),
+                );
+            }
+            for t in tiles {
+                let kt = (k as u64).div_ceil(t.bk(elem.bytes()) as u64);
+                for want in [0, 2, 3, 16] {
+                    let sp = matmul::split_plan(&kern, &s, &t, want);
+                    let p = matmul::emit_split(&kern, &target, &s, &t, sp);
+                    let n_asked = want.min(planes as u64);
+                    if n_asked < 2 || kt < 2 {
+                        assert!(!sp.is_split() && p.launches.len() == 1, "{kern} {want}");
+                        continue;
+                    }
+                    let chunk = kt.div_ceil(n_asked);
+                    let count = kt.div_ceil(chunk);
+                    assert_eq!((sp.count as u64, sp.chunk as u64), (count, chunk), "{kern}");
+                    let [main, reduce] = &p.launches[..] else {
+                        panic!("{kern} {want}: two launches, got {:?}", p.launches)
+                    };
+                    assert_eq!(main.grid.1 as u64, count);
+                    assert!(reduce.entry.ends_with("_splitk"), "{reduce:?}");
+                    assert!(p.ptx.contains(&format!(".entry {}(", reduce.entry)));
+                    // A thread per run of 8 columns (16 bytes of halves)
+                    // where N allows, else of one; TF32 outputs f32: 4.
+                    let lanes = match elem {
+                        Elem::Tf32 if n % 4 == 0 => 4,
+                        Elem::F16 | Elem::BF16 if n % 8 == 0 => 8,
+                        _ => 1,
+                    };
+                    let runs = (m * n) as u32 / lanes;
+                    assert_eq!(reduce.grid, (runs.div_ceil(256), 1, batch as u32), "{kern}");
+                    let name = format!("{kern} {} {count} splits", t.name());
+                    jobs.push((name, target.sm, p.ptx));
+                }
+            }
+        }
+    }
+    jobs.sort_by(|a, b| (&a.2, a.1).cmp(&(&b.2, b.1)));
+    jobs.dedup_by(|a, b| a.2 == b.2 && a.1 == b.1);
+    for sm in [80, 90] {
+        let these: Vec<(String, String)> = jobs
+            .iter()
+            .filter(|j| j.1 == sm)
+            .map(|j| (j.0.clone(), j.2.clone()))
+            .collect();
+        assemble_no_spills(&these, sm);
+    }
 }

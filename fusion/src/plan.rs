@@ -9,7 +9,7 @@ use crate::schedule::{BufferSpec, ScalarSpec, Schedule, ScheduleItem};
 use crate::view::ShapeTracker;
 use rustc_hash::{FxHashMap, FxHashSet};
 use smelt_codegen::sort::scratch_len;
-use smelt_codegen::{Arg, DType};
+use smelt_codegen::{Arg, DType, KernelKind};
 use std::sync::Arc;
 
 /// What the planner decides per kernel: its domain and the nodes it
@@ -217,7 +217,20 @@ pub fn lower_plans(
         // the parameter space, the kernel is not split.
         let room =
             kernel.param_bytes() + smelt_codegen::PARAM_BYTES <= smelt_codegen::PARAM_BYTES_LIMIT;
-        if let Some(arg) = smelt_codegen::ptx::attention_scratch(&kernel).filter(|_| room) {
+        // So does a split-K matmul (too few output tiles for the GPU, a
+        // long `k`): its splits' partial sums, added by its second launch.
+        // The emitters see it collapsed (a batch that B broadcasts merges
+        // into `m`), and collapsing keeps the outputs it sizes by.
+        let scratch = smelt_codegen::ptx::attention_scratch(&kernel).or_else(|| {
+            (kernel.kind == KernelKind::Matmul)
+                .then(|| {
+                    let mut collapsed = kernel.clone();
+                    crate::collapse::collapse(&mut collapsed);
+                    smelt_codegen::ptx::matmul_scratch(&collapsed)
+                })
+                .flatten()
+        });
+        if let Some(arg) = scratch.filter(|_| room) {
             kernel.outputs.push(arg);
             outputs.push(buffers.len());
             buffers.push(BufferSpec::New {

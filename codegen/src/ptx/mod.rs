@@ -134,6 +134,7 @@ pub use attention::mma::MAX_DIM as ATTENTION_MMA_MAX_DIM;
 pub use attention::split::scratch as attention_scratch;
 use builder::{ins, Builder};
 pub use launch::Plan;
+pub use matmul::scratch as matmul_scratch;
 use module::{entry_name, module, prologue};
 pub use module::{scalar_param, Launch, PtxKernel, TensorMap};
 pub use scan::{status_len as scan_status_len, status_zeroed_len as scan_status_zeroed_len};
@@ -141,15 +142,26 @@ pub use target::Target;
 
 /// What the environment decides about `kernel`'s code beyond the kernel
 /// and the target, as a hash to mix into a cache key: for attention
-/// kernels `SMELT_ATTENTION_MMA` and `SMELT_ATTENTION_TILE`, for matmuls
-/// `SMELT_MATMUL_MMA` and `SMELT_MATMUL_WGMMA`; 0 for the others. Without it a module cached under
-/// one setting would be reused under another.
+/// kernels `SMELT_ATTENTION_MMA`, `SMELT_ATTENTION_TILE` and
+/// `SMELT_ATTENTION_SPLITS`, for matmuls `SMELT_MATMUL_MMA`,
+/// `SMELT_MATMUL_WGMMA`, `SMELT_MATMUL_TILE` and `SMELT_MATMUL_SPLITS`
+/// (the first two as bits, so that the key of every other setting
+/// unset stays as it was); 0 for the others. Without it a module cached
+/// under one setting would be reused under another.
 pub fn env_key(kernel: &Kernel) -> u64 {
     match kernel.kind {
         KernelKind::Attention => attention::env_key(),
         KernelKind::Matmul => {
+            use std::hash::{Hash, Hasher};
             let off = |knob| u64::from(!crate::env::flag(knob, true));
-            off("SMELT_MATMUL_MMA") | off("SMELT_MATMUL_WGMMA") << 1
+            let switches = off("SMELT_MATMUL_MMA") | off("SMELT_MATMUL_WGMMA") << 1;
+            let knobs = matmul::env_knobs();
+            if knobs == (None, None) {
+                return switches;
+            }
+            let mut h = crate::fnv::Fnv1a::default();
+            knobs.hash(&mut h);
+            switches ^ h.finish() << 2
         }
         _ => 0,
     }

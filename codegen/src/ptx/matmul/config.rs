@@ -120,8 +120,9 @@ pub fn candidates() -> Vec<Tile> {
 
 /// The warpgroup (`wgmma`) configurations worth timing on sm_90, as
 /// `(warpgroups, n, stages)`: `m64 x n` per warpgroup, 128-byte rows; the
-/// seven fastest of 11 timed on an H100.
-const WGMMA: [(u32, u32, u32); 7] = [
+/// seven fastest of 11 timed on an H100, then 128x64 and 64x64 (issue 15:
+/// enough CTAs to fill 132 SMs at 1024^2 outputs; not yet timed).
+const WGMMA: [(u32, u32, u32); 9] = [
     (2, 256, 4),
     (2, 256, 3),
     (2, 128, 3),
@@ -129,6 +130,8 @@ const WGMMA: [(u32, u32, u32); 7] = [
     (1, 256, 4),
     (1, 128, 3),
     (1, 128, 4),
+    (2, 64, 4),
+    (1, 64, 4),
 ];
 
 /// The warpgroup configurations ([`WGMMA`]).
@@ -149,22 +152,36 @@ pub fn wgmma_candidates() -> Vec<Tile> {
         .collect()
 }
 
-/// The first of a preference list that still gives every SM a CTA (the
-/// smallest when none does): big tiles reuse more, small ones fill small
-/// problems. Where warpgroup MMAs apply (sm_90, halves and TF32): two warpgroups of
-/// 128x256 4 stages deep, 128x128 3 deep, one warpgroup of 64x128; else
-/// `mma.sync` 128x128 of four 64x64 warps, then 128x64, 64x128, 64x64
-/// (the fastest measured at each size on an H100, BENCHMARKS.md).
+/// The untimed default tile: the first of a preference list that gives
+/// the GPU enough CTAs (the last when none does): big tiles reuse more,
+/// small ones fill small problems. Where warpgroup MMAs apply (sm_90,
+/// halves and TF32): two warpgroups of 128x256 4 stages deep, 128x128 3
+/// deep, 128x64, then one warpgroup of 64x64, the first with at least
+/// 7/8 of a CTA per SM ([`fills_wave`]: 2048^2 outputs take 128x256 as
+/// 128 CTAs, 0.97 waves, rather than 1.94 waves of 128x128; 1024^2 take
+/// 128x64); else `mma.sync` 128x128 of four 64x64 warps, then 128x64,
+/// 64x128, 64x64, the first with a CTA per SM (the fastest measured at
+/// each size on an H100, BENCHMARKS.md). `SMELT_MATMUL_TILE` names the
+/// tile instead where that tile applies to `s` ([`forced`]).
 pub fn choose(s: &Shape, batches: i64, target: &Target) -> Tile {
-    let ctas = |t: &Tile| {
-        (s.m as u64).div_ceil(t.bm() as u64) * (s.n as u64).div_ceil(t.bn() as u64) * batches as u64
-    };
-    let fills = |t: &Tile| ctas(t) >= target.num_sms as u64;
+    if let Some(t) = forced(s, target) {
+        return t;
+    }
     if wgmma_applies(s, target) {
         let wg = wgmma_candidates();
-        let pick = [0, 2, 5].iter().map(|i| wg[*i]);
-        if let Some(t) = pick.filter(|t| wgmma_fits(s, t)).find(fills) {
-            return t;
+        let prefs: Vec<Tile> = [0, 2, 7, 8]
+            .iter()
+            .map(|i| wg[*i])
+            .filter(|t| wgmma_fits(s, t))
+            .collect();
+        if let Some(t) = prefs
+            .iter()
+            .find(|t| fills_wave(ctas(s, batches, t), target.num_sms))
+        {
+            return *t;
+        }
+        if let Some(t) = prefs.last() {
+            return *t;
         }
     }
     let all = candidates();
@@ -172,8 +189,50 @@ pub fn choose(s: &Shape, batches: i64, target: &Target) -> Tile {
     prefs
         .iter()
         .copied()
-        .find(fills)
+        .find(|t| ctas(s, batches, t) >= target.num_sms as u64)
         .unwrap_or(prefs[prefs.len() - 1])
+}
+
+/// CTAs of tile `t` over `s` (`batches` of them).
+pub fn ctas(s: &Shape, batches: i64, t: &Tile) -> u64 {
+    (s.m as u64).div_ceil(t.bm() as u64)
+        * (s.n as u64).div_ceil(t.bn() as u64)
+        * batches.max(0) as u64
+}
+
+/// Whether `ctas` CTAs make at least 7/8 of a wave of one CTA per SM on
+/// `num_sms` SMs:
+/// then a tile's last wave idles at most an eighth of the GPU.
+pub fn fills_wave(ctas: u64, num_sms: u32) -> bool {
+    8 * ctas >= 7 * u64::from(num_sms)
+}
+
+/// Every tensor-core tile's name (the values `SMELT_MATMUL_TILE`
+/// accepts): [`candidates`], then [`wgmma_candidates`].
+pub fn tile_names() -> Vec<String> {
+    candidates()
+        .iter()
+        .chain(&wgmma_candidates())
+        .map(Tile::name)
+        .collect()
+}
+
+/// The tile `SMELT_MATMUL_TILE` names, if it applies to `s` on `target`
+/// (a warpgroup tile only where [`wgmma_applies`] and [`wgmma_fits`]);
+/// `None` leaves `s` to the heuristic.
+pub fn forced(s: &Shape, target: &Target) -> Option<Tile> {
+    let name = crate::env::var("SMELT_MATMUL_TILE", crate::env::parse_matmul_tile)?;
+    tiles(s, target).into_iter().find(|t| t.name() == name)
+}
+
+/// The tensor-core tiles for `s` on `target`: `mma.sync` ones, and on
+/// sm_90 the warpgroup ones where they apply and fit.
+pub fn tiles(s: &Shape, target: &Target) -> Vec<Tile> {
+    let mut all = candidates();
+    if wgmma_applies(s, target) {
+        all.extend(wgmma_candidates().into_iter().filter(|t| wgmma_fits(s, t)));
+    }
+    all
 }
 
 /// Whether warpgroup tile `t` keeps `s` within 255 registers: TF32

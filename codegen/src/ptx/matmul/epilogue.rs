@@ -69,12 +69,13 @@ pub fn staging_bytes(bm: u32, bn: u32) -> u32 {
 }
 
 /// Columns per thread and run in the second phase: 16 bytes of the widest
-/// output, when every row of C splits into whole runs (else 1).
-fn run_lanes(cx: &Cx, s: &Shape, bn: u32) -> u32 {
+/// output a store writes (not split-K's scratch), when every row of C
+/// splits into whole runs (else 1).
+pub fn run_lanes(cx: &Cx, s: &Shape, bn: u32) -> u32 {
     let widest =
-        cx.k.outputs
+        cx.k.stores
             .iter()
-            .map(|a| a.dtype.size())
+            .map(|st| cx.k.outputs[st.output].dtype.size())
             .max()
             .unwrap_or(4);
     let lanes = (16 / widest.max(1)) as u32;
@@ -86,12 +87,29 @@ fn run_lanes(cx: &Cx, s: &Shape, bn: u32) -> u32 {
     }
 }
 
+/// Where the staged epilogue sends a CTA's tile.
+pub enum Sink {
+    /// Through the kernel's epilogue to its stores.
+    Kernel,
+    /// Split-K (`split.rs`): the f32 sums as they are, to the partial
+    /// plane at this u64 address (element `m N + n`), masked to C.
+    Partial(Reg),
+}
+
 /// The epilogue through shared memory: after a barrier (the caller has
 /// waited for its copies and MMAs, so the pipeline's buffers are free),
 /// every thread writes its accumulators to a `bm x bn` f32 tile; after a
-/// second barrier each thread evaluates runs of consecutive columns,
-/// neighbouring threads taking neighbouring runs of a row.
-pub fn staged(b: &mut Builder, cx: &Cx, s: &Shape, items: &[Item], st: &Staging, batch: &[Reg]) {
+/// second barrier each thread takes runs of consecutive columns,
+/// neighbouring threads taking neighbouring runs of a row, to `sink`.
+pub fn staged(
+    b: &mut Builder,
+    cx: &Cx,
+    s: &Shape,
+    items: &[Item],
+    st: &Staging,
+    batch: &[Reg],
+    sink: &Sink,
+) {
     let pitch = (st.bn + PAD) * 4;
     ins!(b, "bar.sync 0");
     let base = b.reg(RegKind::B32);
@@ -124,12 +142,20 @@ pub fn staged(b: &mut Builder, cx: &Cx, s: &Shape, items: &[Item], st: &Staging,
         }
     }
     ins!(b, "bar.sync 0");
-    let lanes = run_lanes(cx, s, st.bn);
+    // Partials go out 16 bytes at a time where rows split into them.
+    let lanes = match sink {
+        Sink::Kernel => run_lanes(cx, s, st.bn),
+        Sink::Partial(_) if s.n % 4 == 0 => 4,
+        Sink::Partial(_) => 1,
+    };
     let runs_per_row = st.bn / lanes;
     // Lanes step along n (with one lane, the lane variable is unused).
     let cxl = cx.with_lanes_along(s.n_var.unwrap_or(cx.lane_var), s.reduce);
     let insts = row_insts(&cxl, s);
-    let batch = widened(b, &cxl, batch);
+    let batch = match sink {
+        Sink::Kernel => widened(b, &cxl, batch),
+        Sink::Partial(_) => Vec::new(),
+    };
     for j in 0..st.bm * runs_per_row / st.threads {
         let (g, row, run, m, n) = (
             b.reg(RegKind::B32),
@@ -159,8 +185,51 @@ pub fn staged(b: &mut Builder, cx: &Cx, s: &Shape, items: &[Item], st: &Staging,
                 _ => ins!(b, "ld.shared.f32 {list}, [{addr}]"),
             }
         }
-        point(b, &cxl, s, &insts, &batch, (m, n), &regs);
+        match sink {
+            Sink::Kernel => point(b, &cxl, s, &insts, &batch, (m, n), &regs),
+            Sink::Partial(plane) => partial(b, s, *plane, (m, n), &regs),
+        }
     }
+}
+
+/// Stores the run `regs` of row `m` from column `n` to the partial plane
+/// at `plane` where it lies inside C (a run of several lanes lies wholly
+/// inside or outside: `N` is a multiple of its length).
+fn partial(b: &mut Builder, s: &Shape, plane: Reg, (m, n): (Reg, Reg), regs: &[Reg]) {
+    let pred = b.reg(RegKind::Pred);
+    ins!(b, "setp.lt.u32 {pred}, {m}, {}", s.m);
+    ins!(b, "setp.lt.and.u32 {pred}, {n}, {}, {pred}", s.n);
+    let (at, n64) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
+    ins!(b, "cvt.u64.u32 {n64}, {n}");
+    ins!(b, "mad.wide.u32 {at}, {m}, {}, {n64}", s.n);
+    ins!(b, "shl.b64 {at}, {at}, 2");
+    ins!(b, "add.u64 {at}, {at}, {plane}");
+    let list = regs
+        .iter()
+        .map(|r| r.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    match regs.len() {
+        4 => ins!(b, "@{pred} st.global.v4.f32 [{at}], {{{list}}}"),
+        _ => ins!(b, "@{pred} st.global.f32 [{at}], {list}"),
+    }
+}
+
+/// The kernel's epilogue and stores at row `m` (u32), columns `n ..` (one
+/// per value of `acc`, the `Reduce`'s values), batch variables `batch`
+/// (u32), masked to C: split-K's reduction (`split.rs`) ends with it.
+pub fn evaluate(
+    b: &mut Builder,
+    cx: &Cx,
+    s: &Shape,
+    (m, n): (Reg, Reg),
+    batch: &[Reg],
+    acc: &[Reg],
+) {
+    let cxl = cx.with_lanes_along(s.n_var.unwrap_or(cx.lane_var), s.reduce);
+    let insts = row_insts(&cxl, s);
+    let batch = widened(b, &cxl, batch);
+    point(b, &cxl, s, &insts, &batch, (m, n), acc);
 }
 
 /// The row-level instructions the stores need, but for the `Reduce`

@@ -7,6 +7,7 @@ use super::epilogue;
 use super::mma::{self, Frags};
 use super::pipeline::Pipeline;
 use super::shape::Shape;
+use super::split::{self, Split};
 use super::start::{lane_and_warp, start};
 use crate::ir::Kernel;
 use crate::ptx::builder::{ins, RegKind};
@@ -14,8 +15,8 @@ use crate::ptx::module::PtxKernel;
 use crate::ptx::target::Target;
 
 /// Lowers the recognised matmul `s` of `kernel` with the `mma.sync` tile
-/// `t` (not `t.wgmma`).
-pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel {
+/// `t` (not `t.wgmma`), its `k` split as `sp` (`split.rs`).
+pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, sp: Split) -> PtxKernel {
     let (mut bld, st) = start(kernel, target, s, t);
     let tid = st.tid;
     let b = &mut bld;
@@ -23,7 +24,7 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel 
     let (warp_m, warp_n) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
     ins!(b, "rem.u32 {warp_m}, {warp}, {}", t.warps_m);
     ins!(b, "div.u32 {warp_n}, {warp}, {}", t.warps_m);
-    let p = Pipeline::new(b, &st, s, t, false);
+    let p = Pipeline::new(b, &st, s, t, false, sp);
     let frags = Frags::new(b, lane, (warp_m, warp_n), t, (p.la.layout, p.lb.layout));
     let acc = mma::zero_acc(b, t);
     p.prologue(b, t.stages - 1);
@@ -40,7 +41,7 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel 
     frags.stage(b, a_tile, b_tile, &acc, s.elem);
     let again = b.reg(RegKind::Pred);
     ins!(b, "add.u32 {kt}, {kt}, 1");
-    ins!(b, "setp.lt.u32 {again}, {kt}, {}", p.kt_total);
+    ins!(b, "setp.lt.u32 {again}, {kt}, {}", p.kt_end);
     ins!(b, "@{again} bra.uni {top}");
     ins!(b, "cp.async.wait_all");
     b.comment("epilogue");
@@ -66,8 +67,10 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel 
             })
         })
         .collect();
-    let shared = st.staged_epilogue(b, s, t, &items, (lm, ln));
+    let sink = split::sink(b, &st.cx, kernel, s, sp);
+    let shared = st.staged_epilogue(b, s, t, &items, (lm, ln), &sink);
     // Without `.minnctapersm 1` ptxas caps 8-warp tiles at 128 registers
     // and spills; with it, up to 255 (one CTA per SM).
-    st.finish(bld, kernel, target, s, t, 128, 1, shared)
+    let k = st.finish(bld, kernel, target, s, t, 128, 1, shared);
+    split::finish(k, kernel, target, s, sp)
 }

@@ -33,18 +33,20 @@ mod mma_sync;
 mod pipeline;
 mod shape;
 mod simt;
+mod split;
 mod start;
 mod wgmma;
 
-pub use config::{candidates, wgmma_candidates, Tile};
+pub use config::{candidates, tile_names, wgmma_candidates, Tile};
 pub(crate) use load::Layout;
 pub(crate) use mma::{ldmatrix, mma, mma_op};
 pub use shape::{recognise, Elem, Operand, Shape};
+pub use split::{Split, MAX_SPLITS, MIN_SPLIT_K, PLAN_SMS};
 pub(crate) use wgmma::{descriptor, descriptor_bits};
 
 use super::module::PtxKernel;
 use super::target::Target;
-use crate::ir::Kernel;
+use crate::ir::{Arg, Kernel};
 
 /// The matmul's shape when a specialised emitter takes `kernel`: the
 /// tensor-core one for half types and TF32, the SIMT one (`simt.rs`) for
@@ -58,61 +60,113 @@ fn specialised(kernel: &Kernel) -> Option<Shape> {
 }
 
 /// Lowers `kernel` with a specialised matmul emitter when one applies,
-/// with the heuristic configuration; `None` sends it to the generic path.
+/// with the heuristic configuration (the tile of `SMELT_MATMUL_TILE`
+/// where it applies, split as `SMELT_MATMUL_SPLITS` asks); `None` sends
+/// it to the generic path.
 pub fn emit(kernel: &Kernel, target: &Target) -> Option<PtxKernel> {
     let s = specialised(kernel)?;
     let batches = s.batches(kernel);
     Some(if s.elem == Elem::F32 {
         simt::emit(kernel, target, &s, &simt::choose(&s, batches, target))
     } else {
-        emit_with(kernel, target, &s, &config::choose(&s, batches, target))
+        let t = config::choose(&s, batches, target);
+        let sp = split::plan(kernel, &s, &t, split::wanted(&s, batches, &t, target));
+        emit_split(kernel, target, &s, &t, sp)
     })
 }
 
+/// What the environment decides about matmul kernels' code beyond
+/// [`emit`]'s arguments, for the module caches' keys:
+/// `SMELT_MATMUL_TILE` and `SMELT_MATMUL_SPLITS`.
+pub fn env_knobs() -> (Option<String>, Option<usize>) {
+    (
+        crate::env::var("SMELT_MATMUL_TILE", crate::env::parse_matmul_tile),
+        split::env_splits(),
+    )
+}
+
+/// The split-K scratch buffer the fusion planner gives matmul kernel `k`
+/// (its last output, f32; see `split.rs`), `None` where it is never
+/// split.
+pub fn scratch(k: &Kernel) -> Option<Arg> {
+    if k.kind != crate::KernelKind::Matmul {
+        return None;
+    }
+    let s = specialised(k)?;
+    if s.elem == Elem::F32 {
+        return None;
+    }
+    split::scratch(k, &s)
+}
+
 /// Names of the configurations an autotuner may time for `kernel` (empty
-/// when no tuned emitter takes it): tensor-core tiles, or for exact `f32`
-/// the SIMT tiles (named `simt...`); see [`emit_variant`].
+/// when no tuned emitter takes it, or when `SMELT_MATMUL_TILE` or
+/// `SMELT_MATMUL_SPLITS` decide): tensor-core tiles, each also split
+/// (named `<tile>-split<n>`) where the split rule splits it and the
+/// scratch allows, or for exact `f32` the SIMT tiles (named `simt...`);
+/// see [`emit_variant`].
 pub fn variants(kernel: &Kernel, target: &Target) -> Vec<String> {
     match specialised(kernel) {
         Some(s) if s.elem == Elem::F32 => simt::candidates().iter().map(simt::Simt::name).collect(),
-        Some(s) => tiles(&s, target).iter().map(Tile::name).collect(),
+        Some(_) if env_knobs() != (None, None) => Vec::new(),
+        Some(s) => {
+            let batches = s.batches(kernel);
+            config::tiles(&s, target)
+                .iter()
+                .flat_map(|t| {
+                    let want = split::wanted(&s, batches, t, target);
+                    let sp = split::plan(kernel, &s, t, want);
+                    let split = sp
+                        .is_split()
+                        .then(|| format!("{}-split{}", t.name(), sp.count));
+                    std::iter::once(t.name()).chain(split)
+                })
+                .collect()
+        }
         None => Vec::new(),
     }
 }
 
-/// The tensor-core tiles for `s` on `target`: `mma.sync` ones, and on
-/// sm_90 the warpgroup ones where they apply and fit.
-fn tiles(s: &Shape, target: &Target) -> Vec<Tile> {
-    let mut all = candidates();
-    if config::wgmma_applies(s, target) {
-        all.extend(
-            wgmma_candidates()
-                .into_iter()
-                .filter(|t| config::wgmma_fits(s, t)),
-        );
-    }
-    all
-}
-
 /// `kernel` lowered with the configuration named `name` (one of
-/// [`variants`]); `None` for an unknown name or a kernel no tuned emitter
-/// takes.
+/// [`variants`], or any tensor-core tile named `<tile>-split<n>` for `n`
+/// splits as far as the scratch allows); `None` for an unknown name or a
+/// kernel no tuned emitter takes.
 pub fn emit_variant(kernel: &Kernel, target: &Target, name: &str) -> Option<PtxKernel> {
     let s = specialised(kernel)?;
     if s.elem == Elem::F32 {
         let t = simt::candidates().into_iter().find(|t| t.name() == name)?;
         return Some(simt::emit(kernel, target, &s, &t));
     }
-    let tile = tiles(&s, target).into_iter().find(|t| t.name() == name)?;
-    Some(emit_with(kernel, target, &s, &tile))
+    let (tile, want) = match name.split_once("-split") {
+        Some((tile, n)) => (tile, n.parse::<u64>().ok()?),
+        None => (name, 1),
+    };
+    let t = config::tiles(&s, target)
+        .into_iter()
+        .find(|t| t.name() == tile)?;
+    let sp = split::plan(kernel, &s, &t, want);
+    Some(emit_split(kernel, target, &s, &t, sp))
 }
 
 /// Lowers the recognised tensor-core matmul `s` of `kernel` with tile `t`
-/// (any of [`candidates`] is correct).
+/// (any of [`candidates`] is correct), unsplit.
 pub fn emit_with(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel {
+    emit_split(kernel, target, s, t, Split::NONE)
+}
+
+/// The split of `kernel`'s `k` into `want` splits (0 or 1: none) with
+/// tile `t`, as the emitters make it: at most [`MAX_SPLITS`] and what its
+/// scratch buffer holds, in whole k-tiles.
+pub fn split_plan(kernel: &Kernel, s: &Shape, t: &Tile, want: u64) -> Split {
+    split::plan(kernel, s, t, want)
+}
+
+/// `s` of `kernel` with tile `t`, its `k` split as `sp` (from
+/// [`split_plan`]; [`Split::NONE`] for none).
+pub fn emit_split(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, sp: Split) -> PtxKernel {
     if t.wgmma {
-        wgmma::emit(kernel, target, s, t)
+        wgmma::emit(kernel, target, s, t, sp)
     } else {
-        mma_sync::emit(kernel, target, s, t)
+        mma_sync::emit(kernel, target, s, t, sp)
     }
 }

@@ -10,6 +10,7 @@
 use super::config::Tile;
 use super::load::{OperandLoad, Source};
 use super::shape::{Elem, Shape};
+use super::split::{self, Split};
 use super::start::{batch_offset, Start};
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
 
@@ -18,8 +19,14 @@ pub struct Pipeline {
     pub lb: OperandLoad,
     /// Offset of B's tile within a stage.
     pub b_off: u32,
-    /// k-tiles of the whole product.
-    pub kt_total: u32,
+    /// The k-tiles this CTA multiplies, the main loop's bound: `kt_total`
+    /// as an immediate, or under split-K the register of its count.
+    pub kt_end: String,
+    /// Split-K: the CTA's first k-tile (the loop counts from 0 and the
+    /// copies add it).
+    kt0: Option<Reg>,
+    /// The most k-tiles any CTA multiplies (known when emitting).
+    kt_most: u32,
     smem_base: Reg,
     stages: u32,
     stage_bytes: u32,
@@ -28,10 +35,18 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    /// The per-thread copy state of the CTA at `st`. For `wgmma`
-    /// (`wgmma`), row-major half tiles are cut into 64-row atoms and TF32
-    /// tiles are rounded on their way through registers.
-    pub fn new(b: &mut Builder, st: &Start, s: &Shape, t: &Tile, wgmma: bool) -> Pipeline {
+    /// The per-thread copy state of the CTA at `st`, over its k-tiles
+    /// under split `sp`. For `wgmma` (`wgmma`), row-major half tiles are
+    /// cut into 64-row atoms and TF32 tiles are rounded on their way
+    /// through registers.
+    pub fn new(
+        b: &mut Builder,
+        st: &Start,
+        s: &Shape,
+        t: &Tile,
+        wgmma: bool,
+        sp: Split,
+    ) -> Pipeline {
         let eb = s.elem.bytes();
         let b_off = t.bm() * t.k_bytes;
         let staged = wgmma && s.elem == Elem::Tf32;
@@ -54,11 +69,20 @@ impl Pipeline {
         };
         let la = load(&s.a, st.m0, s.m, t.bm(), 0);
         let lb = load(&s.b, st.n0, s.n, t.bn(), b_off);
+        let kt_total = (s.k as u64).div_ceil(t.bk(eb) as u64) as u32;
+        let (kt0, kt_end, kt_most) = if sp.is_split() {
+            let (first, count) = split::k_tiles(b, sp, kt_total);
+            (Some(first), count.to_string(), sp.chunk.min(kt_total))
+        } else {
+            (None, kt_total.to_string(), kt_total)
+        };
         Pipeline {
             la,
             lb,
             b_off,
-            kt_total: (s.k as u64).div_ceil(t.bk(eb) as u64) as u32,
+            kt_end,
+            kt0,
+            kt_most,
             smem_base: st.smem_base,
             stages: t.stages,
             stage_bytes: t.stage_bytes(),
@@ -81,11 +105,13 @@ impl Pipeline {
 
     /// Starts the copies of the first `n` k-tiles, one commit group each
     /// (empty past the last tile, so group counts stay fixed); staged
-    /// tiles are stored, and tile `n` is fetched.
+    /// tiles are stored, and tile `n` is fetched. (Under split-K the last
+    /// split may copy tiles past its own: they are zero past `K`, or the
+    /// next split's, and never multiplied.)
     pub fn prologue(&self, b: &mut Builder, n: u32) {
         b.comment("pipeline prologue");
         for kt in 0..n {
-            if kt < self.kt_total {
+            if kt < self.kt_most {
                 let kt = b.mov(RegKind::B32, "u32", kt);
                 self.copy(b, kt);
             }
@@ -93,7 +119,7 @@ impl Pipeline {
                 ins!(b, "cp.async.commit_group");
             }
         }
-        if self.staged && n < self.kt_total {
+        if self.staged && n < self.kt_most {
             let kt = b.mov(RegKind::B32, "u32", n);
             self.fetch(b, kt);
         }
@@ -109,13 +135,13 @@ impl Pipeline {
         }
     }
 
-    /// Starts the copy of k-tile `kt + ahead` if it exists, and commits a
-    /// group either way; staged, stores k-tile `kt + ahead` (fetched the
-    /// step before) and fetches the next.
+    /// Starts the copy of the CTA's k-tile `kt + ahead` if it exists, and
+    /// commits a group either way; staged, stores k-tile `kt + ahead`
+    /// (fetched the step before) and fetches the next.
     pub fn refill(&self, b: &mut Builder, kt: Reg, ahead: u32) {
         let (next, more) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
         ins!(b, "add.u32 {next}, {kt}, {ahead}");
-        ins!(b, "setp.lt.u32 {more}, {next}, {}", self.kt_total);
+        ins!(b, "setp.lt.u32 {more}, {next}, {}", self.kt_end);
         let skip = b.label();
         ins!(b, "@!{more} bra.uni {skip}");
         if self.staged {
@@ -124,7 +150,7 @@ impl Pipeline {
             self.lb.put(b, addr);
             let after = b.reg(RegKind::B32);
             ins!(b, "add.u32 {after}, {next}, 1");
-            ins!(b, "setp.lt.u32 {more}, {after}, {}", self.kt_total);
+            ins!(b, "setp.lt.u32 {more}, {after}, {}", self.kt_end);
             ins!(b, "@!{more} bra.uni {skip}");
             self.fetch(b, after);
             b.place(&skip);
@@ -135,8 +161,8 @@ impl Pipeline {
         ins!(b, "cp.async.commit_group");
     }
 
-    /// Copies k-tile `kt` into its stage (staged: fetched and stored at
-    /// once, for the prologue).
+    /// Copies the CTA's k-tile `kt` into its stage (staged: fetched and
+    /// stored at once, for the prologue).
     fn copy(&self, b: &mut Builder, kt: Reg) {
         let addr = self.stage(b, kt);
         if self.staged {
@@ -144,13 +170,28 @@ impl Pipeline {
             self.la.put(b, addr);
             self.lb.put(b, addr);
         } else {
-            self.la.tile(b, addr, kt);
-            self.lb.tile(b, addr, kt);
+            let g = self.global(b, kt);
+            self.la.tile(b, addr, g);
+            self.lb.tile(b, addr, g);
         }
     }
 
+    /// Loads the CTA's k-tile `kt` into the staging registers.
     fn fetch(&self, b: &mut Builder, kt: Reg) {
-        self.la.fetch(b, kt);
-        self.lb.fetch(b, kt);
+        let g = self.global(b, kt);
+        self.la.fetch(b, g);
+        self.lb.fetch(b, g);
+    }
+
+    /// The product's k-tile of the CTA's k-tile `kt`.
+    fn global(&self, b: &mut Builder, kt: Reg) -> Reg {
+        match self.kt0 {
+            Some(first) => {
+                let g = b.reg(RegKind::B32);
+                ins!(b, "add.u32 {g}, {kt}, {first}");
+                g
+            }
+            None => kt,
+        }
     }
 }

@@ -68,7 +68,8 @@ pub(super) fn start<'k>(
 impl Start<'_> {
     /// The staged epilogue (see [`epilogue::staged`]) of a tensor-core
     /// tile `t` whose thread holds `items` from `local` (row, column within
-    /// the tile); returns the dynamic shared memory the kernel needs.
+    /// the tile), to `sink`; returns the dynamic shared memory the kernel
+    /// needs.
     pub(super) fn staged_epilogue(
         &self,
         b: &mut Builder,
@@ -76,6 +77,7 @@ impl Start<'_> {
         t: &Tile,
         items: &[epilogue::Item],
         local: (Reg, Reg),
+        sink: &epilogue::Sink,
     ) -> u32 {
         let staging = epilogue::Staging {
             smem: self.smem_base,
@@ -86,7 +88,7 @@ impl Start<'_> {
             origin: (self.m0, self.n0),
             local,
         };
-        epilogue::staged(b, &self.cx, s, items, &staging, &self.batch);
+        epilogue::staged(b, &self.cx, s, items, &staging, &self.batch, sink);
         t.shared_bytes()
             .max(epilogue::staging_bytes(t.bm(), t.bn()))
     }

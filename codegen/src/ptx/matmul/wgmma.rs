@@ -36,6 +36,7 @@ use super::epilogue;
 use super::load::Layout;
 use super::pipeline::Pipeline;
 use super::shape::{Elem, Shape};
+use super::split::{self, Split};
 use super::start::{lane_and_warp, start};
 use crate::ir::Kernel;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
@@ -61,14 +62,14 @@ pub(crate) fn descriptor_bits(layout: Layout, bk: u32) -> (u64, u32, u32) {
 }
 
 /// Lowers `kernel` (recognised as `s`, [`super::config::wgmma_applies`]) with the warpgroup
-/// tile `t` (`t.wgmma`).
-pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel {
+/// tile `t` (`t.wgmma`), its `k` split as `sp` (`split.rs`).
+pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, sp: Split) -> PtxKernel {
     debug_assert!(t.wgmma && t.k_bytes == 128 && t.stages >= 3);
     let (mut bld, st) = start(kernel, target, s, t);
     let tid = st.tid;
     let b = &mut bld;
     let (lane, warp) = lane_and_warp(b, tid);
-    let p = Pipeline::new(b, &st, s, t, true);
+    let p = Pipeline::new(b, &st, s, t, true, sp);
     // Byte offset of the warpgroup's 64 rows of A within a stage.
     let (wg, a_rows) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
     ins!(b, "shr.u32 {wg}, {tid}, 7");
@@ -124,7 +125,7 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel 
     ins!(b, "wgmma.wait_group.sync.aligned 1");
     let again = b.reg(RegKind::Pred);
     ins!(b, "add.u32 {kt}, {kt}, 1");
-    ins!(b, "setp.lt.u32 {again}, {kt}, {}", p.kt_total);
+    ins!(b, "setp.lt.u32 {again}, {kt}, {}", p.kt_end);
     ins!(b, "@{again} bra.uni {top}");
     ins!(b, "wgmma.wait_group.sync.aligned 0");
     ins!(b, "cp.async.wait_all");
@@ -153,11 +154,12 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKernel 
         })
         .collect();
     // The 128-byte swizzle repeats every 1024 bytes: stages start there.
-    let shared = st.staged_epilogue(b, s, t, &items, (lm, ln));
+    let sink = split::sink(b, &st.cx, kernel, s, sp);
+    let shared = st.staged_epilogue(b, s, t, &items, (lm, ln), &sink);
     let mut k = st.finish(bld, kernel, target, s, t, 1024, 1, shared);
     // wgmma exists only on the architecture-specific target.
     k.ptx = k.ptx.replacen(".target sm_90\n", ".target sm_90a\n", 1);
-    k
+    split::finish(k, kernel, target, s, sp)
 }
 
 /// The shared-memory matrix descriptor of a tile at shared address `addr`

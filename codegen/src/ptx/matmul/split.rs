@@ -1,0 +1,364 @@
+//! Split-K: a tensor-core matmul whose CTA tiles are too few to fill the
+//! GPU and whose `k` is long also splits `k` among CTAs, and a second
+//! entry of the same module adds the splits up and runs the epilogue.
+//!
+//! - Launch 1, the emitter's entry over a grid `(tiles, count, batches)`:
+//!   CTA `(x, s, z)` runs the pipeline over k-tiles `s chunk .. min((s +
+//!   1) chunk, kt_total)` only (`chunk` k-tiles of the tile's `bk`, so
+//!   that every split has at least one) and stores its f32 sums, through
+//!   the staged epilogue's shared tile, to its *plane* of the scratch
+//!   buffer (the kernel's last output, [`scratch`]): element `(s batches
+//!   + z) M N + m N + n`. Nothing else is stored.
+//! - Launch 2, `<entry>_splitk`, a thread per run of `lanes` consecutive
+//!   columns of a row (as the staged epilogue's second phase): the sum of
+//!   the run's `count` partials, in split order, through the kernel's
+//!   epilogue (bias, activation, casts, every store) exactly once per
+//!   output element.
+//!
+//! The result is the unsplit kernel's up to the order of the f32 sums
+//! (each split sums its `k` in the unsplit order; the splits are then
+//! added in order, so a run is deterministic). NaN and infinities
+//! propagate as in any sum.
+//!
+//! When: `SMELT_MATMUL_SPLITS=<n>` asks for `n` splits (0 or 1: none),
+//! else [`rule`]: a tile that leaves the GPU under 7/8 of a wave
+//! (`config::fills_wave`) is split into as many as give each SM at most
+//! one CTA, each at least [`MIN_SPLIT_K`] long, at most [`MAX_SPLITS`].
+//! Exact `f32` (the SIMT kernel) is never split. The fusion planner sizes
+//! the scratch ([`scratch`]) before the target is known, for what the
+//! heuristic tile asks on [`PLAN_SMS`] SMs; the emitter never exceeds the
+//! scratch it is given (a kernel without one is not split).
+
+use super::config::{self, Tile};
+use super::epilogue;
+use super::shape::{Elem, Shape};
+use super::start::unravel_batch;
+use crate::env;
+use crate::ir::{Arg, Kernel};
+use crate::ptx::builder::{ins, Builder, Reg, RegKind};
+use crate::ptx::eval::Cx;
+use crate::ptx::module::{entry, entry_name, Launch, PtxKernel};
+use crate::ptx::target::Target;
+use crate::DType;
+
+/// The most splits of a kernel.
+pub const MAX_SPLITS: u64 = 16;
+
+/// The shortest `k` the rule gives a split (8 k-tiles of 64 halves: the
+/// pipeline's prologue and the partials' stores stay small beside it).
+pub const MIN_SPLIT_K: i64 = 512;
+
+/// SMs the planner sizes the scratch for, at least any GPU's (H100 and
+/// H200: 132).
+pub const PLAN_SMS: u32 = 160;
+
+/// The most scratch elements a kernel is given (1 GiB of f32): a split
+/// asked of bigger products is not made.
+const MAX_SCRATCH: u64 = 1 << 28;
+
+/// Threads of a reduction CTA.
+const THREADS: u32 = 256;
+
+/// `SMELT_MATMUL_SPLITS`: a forced split count (0 or 1: none), `None`
+/// for the rule.
+pub fn env_splits() -> Option<usize> {
+    env::var("SMELT_MATMUL_SPLITS", env::parse_splits)
+}
+
+/// How a kernel's `k` is split: `count` CTAs per output tile, each over
+/// `chunk` k-tiles (the last over the rest). `count` 1 is no split.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Split {
+    /// CTAs per output tile (1: unsplit).
+    pub count: u32,
+    /// k-tiles of each split but the last (0 unsplit).
+    pub chunk: u32,
+}
+
+impl Split {
+    /// No split: one CTA walks all of `k`.
+    pub const NONE: Split = Split { count: 1, chunk: 0 };
+
+    /// Whether `k` is split at all.
+    pub fn is_split(self) -> bool {
+        self.count > 1
+    }
+}
+
+/// The rule's split count for `base` CTAs over `k` on `num_sms` SMs: 1
+/// from 7/8 of a wave on, else as many as keep every SM at one CTA at
+/// most, each split at least [`MIN_SPLIT_K`] long, at most
+/// [`MAX_SPLITS`]. Non-increasing in `base`, non-decreasing in `num_sms`.
+pub fn rule(base: u64, k: i64, num_sms: u32) -> u64 {
+    if base == 0 || config::fills_wave(base, num_sms) {
+        return 1;
+    }
+    (u64::from(num_sms) / base)
+        .min(u64::try_from(k / MIN_SPLIT_K).unwrap_or(0))
+        .clamp(1, MAX_SPLITS)
+}
+
+/// The split count `s` asks for with tile `t` on `target`, before the
+/// scratch caps it: `SMELT_MATMUL_SPLITS`, else [`rule`]; 1 for exact
+/// `f32`.
+pub fn wanted(s: &Shape, batches: i64, t: &Tile, target: &Target) -> u64 {
+    if s.elem == Elem::F32 {
+        return 1;
+    }
+    match env_splits() {
+        Some(n) => n as u64,
+        None => rule(config::ctas(s, batches, t), s.k, target.num_sms),
+    }
+    .min(MAX_SPLITS)
+}
+
+/// Elements of one split's plane (`batches M N`), when the reduction's
+/// 32-bit indices reach them all.
+fn plane(s: &Shape, batches: i64) -> Option<u64> {
+    let n = (s.m as u64)
+        .checked_mul(s.n as u64)?
+        .checked_mul(u64::try_from(batches).ok()?)?;
+    (n > 0 && n <= i32::MAX as u64).then_some(n)
+}
+
+/// The scratch buffer the fusion planner gives the tensor-core matmul `s`
+/// of `k` (its last output, f32): room for the most splits the heuristic
+/// tile asks on either checked target's family with [`PLAN_SMS`] SMs
+/// (`SMELT_MATMUL_SPLITS` and `SMELT_MATMUL_TILE` as set now); `None`
+/// when it is never split. Checked arithmetic, at most [`MAX_SCRATCH`].
+pub fn scratch(k: &Kernel, s: &Shape) -> Option<Arg> {
+    let batches = s.batches(k);
+    let plane = plane(s, batches)?;
+    let count = Target::CHECKED
+        .iter()
+        .map(|t| {
+            let t = Target {
+                num_sms: PLAN_SMS,
+                ..*t
+            };
+            wanted(s, batches, &config::choose(s, batches, &t), &t)
+        })
+        .max()?
+        // At least 16 `k` a k-tile (TF32 `mma.sync`).
+        .min((s.k.max(0) as u64).div_ceil(16));
+    if count < 2 {
+        return None;
+    }
+    let len = plane.checked_mul(count)?;
+    (len <= MAX_SCRATCH).then_some(Arg {
+        dtype: DType::F32,
+        len: usize::try_from(len).ok()?,
+    })
+}
+
+/// Planes the scratch buffer of `k` holds: 0 without one (the last
+/// output is the scratch when it is f32 and no store writes it).
+fn capacity(k: &Kernel, plane: u64) -> u64 {
+    let Some(last) = k.outputs.len().checked_sub(1) else {
+        return 0;
+    };
+    let o = &k.outputs[last];
+    if o.dtype != DType::F32 || k.stores.iter().any(|st| st.output == last) {
+        return 0;
+    }
+    o.len as u64 / plane
+}
+
+/// The split of `s` (kernel `k`) with tile `t` into `want` splits (0 or
+/// 1: none): at most [`MAX_SPLITS`] and what the scratch holds,
+/// normalized so that every split has k-tiles (`chunk = ceil(kt_total /
+/// want)`, `count = ceil(kt_total / chunk)`).
+pub fn plan(k: &Kernel, s: &Shape, t: &Tile, want: u64) -> Split {
+    let Some(plane) = plane(s, s.batches(k)) else {
+        return Split::NONE;
+    };
+    let count = want.min(MAX_SPLITS).min(capacity(k, plane));
+    let kt_total = (s.k.max(0) as u64).div_ceil(u64::from(t.bk(s.elem.bytes())));
+    if count < 2 || kt_total < 2 {
+        return Split::NONE;
+    }
+    let chunk = kt_total.div_ceil(count);
+    match kt_total.div_ceil(chunk) {
+        0 | 1 => Split::NONE,
+        n => Split {
+            count: n as u32,
+            chunk: chunk as u32,
+        },
+    }
+}
+
+/// This CTA's k-tiles under split `sp` of `kt_total`: `(first, count)`
+/// (u32 registers), `first = s chunk` for `s = %ctaid.y`, `count =
+/// min(chunk, kt_total - first)`, at least 1 ([`plan`]).
+pub(super) fn k_tiles(b: &mut Builder, sp: Split, kt_total: u32) -> (Reg, Reg) {
+    b.comment("split-K: this CTA's k-tiles, chunk %ctaid.y");
+    let (first, count) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+    ins!(b, "mov.u32 {first}, %ctaid.y");
+    ins!(b, "mul.lo.u32 {first}, {first}, {}", sp.chunk);
+    ins!(b, "sub.u32 {count}, {kt_total}, {first}");
+    ins!(b, "min.u32 {count}, {count}, {}", sp.chunk);
+    (first, count)
+}
+
+/// Where the staged epilogue sends a CTA's tile under split `sp`: the
+/// kernel's epilogue unsplit, else this CTA's plane of the scratch buffer
+/// (split `%ctaid.y`, batch `%ctaid.z`).
+pub(super) fn sink(b: &mut Builder, cx: &Cx, k: &Kernel, s: &Shape, sp: Split) -> epilogue::Sink {
+    if !sp.is_split() {
+        return epilogue::Sink::Kernel;
+    }
+    let plane = plane(s, s.batches(k)).expect("a split kernel's plane fits");
+    let per_batch = s.m as u64 * s.n as u64;
+    let scratch = *cx.outputs.last().expect("a split kernel has its scratch");
+    let (y, z, at, off) = (
+        b.reg(RegKind::B32),
+        b.reg(RegKind::B32),
+        b.reg(RegKind::B64),
+        b.reg(RegKind::B64),
+    );
+    ins!(b, "mov.u32 {y}, %ctaid.y");
+    ins!(b, "mov.u32 {z}, %ctaid.z");
+    // Byte strides may pass 32 bits: 64-bit products.
+    ins!(b, "cvt.u64.u32 {at}, {y}");
+    ins!(b, "mul.lo.u64 {at}, {at}, {}", plane * 4);
+    ins!(b, "cvt.u64.u32 {off}, {z}");
+    ins!(b, "mul.lo.u64 {off}, {off}, {}", per_batch * 4);
+    ins!(b, "add.u64 {at}, {at}, {off}");
+    ins!(b, "add.u64 {at}, {at}, {scratch}");
+    epilogue::Sink::Partial(at)
+}
+
+/// The kernel of module `main` (the emitter's entry, launched as the one
+/// launch of `main.launches`) under split `sp`: unsplit as it is; split
+/// with grid `y` = the count and the reduction entry after it.
+pub(super) fn finish(
+    mut main: PtxKernel,
+    k: &Kernel,
+    target: &Target,
+    s: &Shape,
+    sp: Split,
+) -> PtxKernel {
+    if !sp.is_split() {
+        return main;
+    }
+    main.launches[0].grid.1 = sp.count;
+    let name = format!("{}_splitk", entry_name(k));
+    let mut rows = 0;
+    let (text, _) = entry(k, target, &name, THREADS, |b, cx, _| {
+        rows = reduce(b, cx, s, sp);
+        (0, 16)
+    });
+    main.ptx += "\n";
+    main.ptx += &text;
+    main.launches.push(Launch {
+        entry: name,
+        grid: (rows.div_ceil(THREADS), 1, s.batches(k) as u32),
+        block: (THREADS, 1, 1),
+        shared_bytes: 0,
+    });
+    main
+}
+
+/// The reduction entry's body: the thread `g = %ctaid.x THREADS + %tid.x`
+/// of batch `%ctaid.z` sums run `g` (row `g / runs`, columns `lanes (g %
+/// runs) ..`) over the splits and evaluates the epilogue there. Returns
+/// the runs of a batch (`M N / lanes`).
+fn reduce(b: &mut Builder, cx: &Cx, s: &Shape, sp: Split) -> u32 {
+    let k = cx.k;
+    let batches = s.batches(k);
+    let plane = plane(s, batches).expect("a split kernel's plane fits");
+    let lanes = epilogue::run_lanes(cx, s, 16);
+    let runs = (s.n as u32) / lanes;
+    let (tid, g, z) = (
+        b.reg(RegKind::B32),
+        b.reg(RegKind::B32),
+        b.reg(RegKind::B32),
+    );
+    ins!(b, "mov.u32 {tid}, %tid.x");
+    ins!(b, "mov.u32 {g}, %ctaid.x");
+    ins!(b, "mov.u32 {z}, %ctaid.z");
+    ins!(b, "mad.lo.u32 {g}, {g}, {THREADS}, {tid}");
+    let (row, col) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+    ins!(b, "div.u32 {row}, {g}, {runs}");
+    ins!(b, "rem.u32 {col}, {g}, {runs}");
+    ins!(b, "mul.lo.u32 {col}, {col}, {lanes}");
+    let (inside, done) = (b.reg(RegKind::Pred), b.label());
+    ins!(b, "setp.lt.u32 {inside}, {row}, {}", s.m);
+    // Divergent: a warp may straddle the last row.
+    ins!(b, "@!{inside} bra {done}");
+    b.comment("split-K reduction: the run's partials, split by split");
+    let scratch = *cx.outputs.last().expect("a split kernel has its scratch");
+    let (at, x) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
+    ins!(b, "mul.wide.u32 {at}, {z}, {}", s.m as u64 * s.n as u64);
+    ins!(b, "cvt.u64.u32 {x}, {col}");
+    ins!(b, "add.u64 {at}, {at}, {x}");
+    ins!(b, "mad.wide.u32 {at}, {row}, {}, {at}", s.n);
+    ins!(b, "shl.b64 {at}, {at}, 2");
+    ins!(b, "add.u64 {at}, {at}, {scratch}");
+    let acc: Vec<Reg> = (0..lanes)
+        .map(|_| b.mov(RegKind::F32, "f32", "0f00000000"))
+        .collect();
+    for split in 0..sp.count {
+        if split > 0 {
+            ins!(b, "add.u64 {at}, {at}, {}", plane * 4);
+        }
+        let part: Vec<Reg> = (0..lanes).map(|_| b.reg(RegKind::F32)).collect();
+        load_run(b, at, &part);
+        for (a, p) in acc.iter().zip(&part) {
+            ins!(b, "add.f32 {a}, {a}, {p}");
+        }
+    }
+    let z_batch = unravel_batch(b, k, s, z);
+    epilogue::evaluate(b, cx, s, (row, col), &z_batch, &acc);
+    b.place(&done);
+    (s.m as u32) * runs
+}
+
+/// Loads the f32 run at `at` (aligned to its length, up to 16 bytes)
+/// into `regs`.
+pub(super) fn load_run(b: &mut Builder, at: Reg, regs: &[Reg]) {
+    let list = |rs: &[Reg]| {
+        rs.iter()
+            .map(|r| r.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match regs.len() {
+        1 => ins!(b, "ld.global.f32 {}, [{at}]", regs[0]),
+        2 => ins!(b, "ld.global.v2.f32 {{{}}}, [{at}]", list(regs)),
+        _ => {
+            for (q, quad) in regs.chunks(4).enumerate() {
+                ins!(b, "ld.global.v4.f32 {{{}}}, [{at}+{}]", list(quad), 16 * q);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rule: no split from 7/8 of a wave on; otherwise as many splits
+    /// as keep one CTA per SM, each at least 512 long, at most 16.
+    #[test]
+    fn rule_fills_one_wave() {
+        // 1024^3 in 128x128 tiles: 64 CTAs, 2 splits of 512.
+        assert_eq!(rule(64, 1024, 132), 2);
+        // 128x64 tiles: 128 CTAs, 97% of a wave already.
+        assert_eq!(rule(128, 1 << 20, 132), 1);
+        // Under 7/8 of a wave (115 of 132) but no room for two splits.
+        assert_eq!(rule(115, 1 << 20, 132), 1);
+        // K bounds the splits; tiny K none.
+        assert_eq!(rule(8, 4096, 132), 8);
+        assert_eq!(rule(8, 1023, 132), 1);
+        assert_eq!(rule(1, 1 << 20, 132), MAX_SPLITS);
+        assert_eq!(rule(0, 1 << 20, 132), 1);
+        for base in [1, 7, 33, 64, 100, 200] {
+            for sms in [108, 132, 160] {
+                assert!(rule(base, 1 << 16, sms) <= rule(base, 1 << 16, 160));
+                assert!(rule(base + 1, 1 << 16, sms) <= rule(base, 1 << 16, sms));
+                assert!(base * rule(base, 1 << 16, sms) <= u64::from(sms).max(base));
+            }
+        }
+    }
+}
