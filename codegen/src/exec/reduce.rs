@@ -5,6 +5,9 @@
 //! float results agree within rounding and integer ones (wrapping sums
 //! and products, max, min: all associative) bit for bit.
 
+use smallvec::SmallVec;
+
+use crate::exec::simd::{self, vectorised, Level};
 use crate::exec::vals::{class, Class, Vals};
 use crate::ops::ReduceOp;
 use crate::DType;
@@ -17,15 +20,27 @@ const LANES: usize = 8;
 /// `f` over `v`: blocks of [`BLOCK`] folded in [`LANES`] interleaved
 /// lanes, blocks and lanes combined pairwise, so rounding error grows with
 /// `BLOCK / LANES` plus the log of the length (as on the GPU's tree
-/// reductions), not with the length.
+/// reductions), not with the length. The order is fixed by `LANES`, not
+/// by the vector width the loop runs at.
 #[inline(always)]
 fn tree<T: Copy>(v: &[T], id: T, f: &impl Fn(T, T) -> T) -> T {
-    if v.len() > BLOCK {
-        // Split at a block boundary so blocks stay whole.
-        let half = v.len().div_ceil(2 * BLOCK) * BLOCK;
-        let (l, r) = v.split_at(half.min(v.len()));
-        return f(tree(l, id, f), tree(r, id, f));
+    if v.len() <= BLOCK {
+        return block(v, id, f);
     }
+    // The blocks' values (a tile's segment has at most 64 blocks), then
+    // their pairwise fold, out of line: it runs once per segment.
+    // (A plain loop: an iterator's `collect` may leave the blocks' fold
+    // out of line, compiled for the baseline width.)
+    let mut parts = SmallVec::<[T; 64]>::new();
+    for b in v.chunks(BLOCK) {
+        parts.push(block(b, id, f));
+    }
+    pairwise(&parts, f)
+}
+
+/// Folds one block of at most [`BLOCK`] values in [`LANES`] lanes.
+#[inline(always)]
+fn block<T: Copy>(v: &[T], id: T, f: &impl Fn(T, T) -> T) -> T {
     let mut acc = [id; LANES];
     let mut it = v.chunks_exact(LANES);
     for c in &mut it {
@@ -43,6 +58,16 @@ fn tree<T: Copy>(v: &[T], id: T, f: &impl Fn(T, T) -> T) -> T {
         f(acc[6], acc[7]),
     ];
     f(f(a[0], a[1]), f(a[2], a[3]))
+}
+
+/// `f` over `parts` (at least one), halves first (the left one the
+/// larger), recursively.
+fn pairwise<T: Copy>(parts: &[T], f: &impl Fn(T, T) -> T) -> T {
+    if parts.len() == 1 {
+        return parts[0];
+    }
+    let (l, r) = parts.split_at(parts.len().div_ceil(2));
+    f(pairwise(l, f), pairwise(r, f))
 }
 
 /// `n` copies of `op`'s identity in `dt`.
@@ -101,27 +126,40 @@ fn fold_each<T: Copy>(
 /// step (for sums and products exactly the `f32` operation); half
 /// accumulators round to their dtype at every step, as the interpreter's.
 pub fn fold_segments(op: ReduceOp, dt: DType, v: &Vals, segs: usize, len: usize, acc: &mut Vals) {
+    fold_segments_at(simd::level(), op, dt, v, segs, len, acc);
+}
+
+/// [`fold_segments`] at vector width `level` (one the CPU supports): the
+/// same fold order, so the same values, at every level.
+pub fn fold_segments_at(
+    level: Level,
+    op: ReduceOp,
+    dt: DType,
+    v: &Vals,
+    segs: usize,
+    len: usize,
+    acc: &mut Vals,
+) {
     match (v, acc) {
         (Vals::F32(_) | Vals::F32In(_), Vals::F32(acc)) => {
             let v = v.f32s();
             let id = op.identity(dt) as f32;
             if dt == DType::F32 {
-                with_reduce!(op, OP => fold_each(v, acc, segs, len, id, |a: f32, x: f32| {
-                    OP.combine(a as f64, x as f64) as f32
-                }))
+                with_reduce!(op, OP => vectorised!(level, fold_each(
+                    v, acc, segs, len, id, |a: f32, x: f32| OP.combine(a as f64, x as f64) as f32)))
             } else {
-                fold_each(v, acc, segs, len, id, |a: f32, x: f32| {
+                vectorised!(level, fold_each(v, acc, segs, len, id, |a: f32, x: f32| {
                     op.fold(dt, a as f64, x as f64) as f32
-                })
+                }))
             }
         }
-        (Vals::F64(v), Vals::F64(acc)) => with_reduce!(op, OP => fold_each(
-            v, acc, segs, len, OP.identity(dt), |a, x| OP.combine(a, x))),
-        (Vals::I64(v), Vals::I64(acc)) => {
+        (Vals::F64(v), Vals::F64(acc)) => with_reduce!(op, OP => vectorised!(level, fold_each(
+            v, acc, segs, len, OP.identity(dt), |a, x| OP.combine(a, x)))),
+        (Vals::I64(v), Vals::I64(acc)) => vectorised!(level, {
             fold_each(v, acc, segs, len, op.identity_int(dt), |a, x| {
                 op.fold_int(dt, a, x)
             })
-        }
+        }),
         _ => unreachable!("a reduction's operand has its dtype's class"),
     }
 }
