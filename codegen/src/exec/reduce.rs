@@ -121,6 +121,57 @@ fn fold_each<T: Copy>(
     }
 }
 
+/// [`fold_each`] for a float `Max` (`max`) or `Min`, NaN-propagating as
+/// [`ReduceOp::combine`]: the blocks fold with a plain comparison, which
+/// vectorises (the reference's NaN test does not) and which on values
+/// without NaN picks what `combine` picks (the first operand on ties of
+/// `-0` and `+0`), so in the same order the same value; a separate,
+/// vectorised scan makes a segment holding a NaN give `nan`, the
+/// reference's NaN.
+#[inline(always)]
+fn fold_extreme<T: Copy + PartialOrd>(
+    v: &[T],
+    acc: &mut [T],
+    segs: usize,
+    len: usize,
+    id: T,
+    max: bool,
+    nan: T,
+) {
+    if max {
+        fold_picked(v, acc, segs, len, id, nan, |a, x| if x > a { x } else { a });
+    } else {
+        fold_picked(v, acc, segs, len, id, nan, |a, x| if x < a { x } else { a });
+    }
+}
+
+/// [`fold_extreme`] with `pick` choosing between two values without NaN.
+#[inline(always)]
+fn fold_picked<T: Copy + PartialOrd>(
+    v: &[T],
+    acc: &mut [T],
+    segs: usize,
+    len: usize,
+    id: T,
+    nan: T,
+    pick: impl Fn(T, T) -> T,
+) {
+    // `x != x`: `x` is NaN.
+    #[allow(clippy::eq_op)]
+    let is_nan = |x: T| x != x;
+    for (s, a) in acc.iter_mut().enumerate().take(segs) {
+        let seg = &v[s * len..(s + 1) * len];
+        // Or-folded in a `u32` (not `any`, nor a `bool`), so that it
+        // vectorises.
+        let seg_nan = seg.iter().fold(0u32, |o, x| o | u32::from(is_nan(*x)));
+        *a = if is_nan(*a) || seg_nan != 0 {
+            nan
+        } else {
+            pick(*a, tree(seg, id, &pick))
+        };
+    }
+}
+
 /// Folds each of the `segs` segments of `len` values of `v` (of `dt`'s
 /// class) into `acc[s]`. `F32` values fold in `f64`, rounded once per
 /// step (for sums and products exactly the `f32` operation); half
@@ -140,7 +191,17 @@ pub fn fold_segments_at(
     len: usize,
     acc: &mut Vals,
 ) {
+    let extreme = matches!(op, ReduceOp::Max | ReduceOp::Min);
     match (v, acc) {
+        (Vals::F32(_) | Vals::F32In(_), Vals::F32(acc)) if dt == DType::F32 && extreme => {
+            let id = op.identity(dt) as f32;
+            let max = op == ReduceOp::Max;
+            vectorised!(level, fold_extreme(v.f32s(), acc, segs, len, id, max, f32::NAN))
+        }
+        (Vals::F64(v), Vals::F64(acc)) if extreme => {
+            let (id, max) = (op.identity(dt), op == ReduceOp::Max);
+            vectorised!(level, fold_extreme(v, acc, segs, len, id, max, f64::NAN))
+        }
         (Vals::F32(_) | Vals::F32In(_), Vals::F32(acc)) => {
             let v = v.f32s();
             let id = op.identity(dt) as f32;

@@ -79,11 +79,10 @@ pub fn levels() -> Vec<Level> {
 
 /// Evaluates `$body` compiled for level `$level` (a [`Level`] this CPU
 /// supports: [`level`] or one of [`levels`]). `$body` should call
-/// `#[inline(always)]` code holding the loops: each level's arm gets its
-/// own copy of `$body` in a closure called once, from a function with the
-/// level's `#[target_feature]`, so LLVM inlines the loops there and
-/// vectorises them for its width (a closure shared by the arms could stay
-/// out of line, compiled for the baseline).
+/// `#[inline(always)]` code holding the loops: each level's arm puts
+/// `$body` in an `#[inline(always)]` closure called from a function with
+/// the level's `#[target_feature]`, so the loops are compiled there, for
+/// its width (a closure left out of line is compiled for the baseline).
 ///
 /// # Panics
 /// If the CPU does not support `$level` (a caller bug).
@@ -97,10 +96,14 @@ macro_rules! vectorised {
         match level {
             // SAFETY: the CPU has the level's features (checked above).
             #[cfg(target_arch = "x86_64")]
-            $crate::exec::simd::Level::Avx512 => unsafe { $crate::exec::simd::avx512(|| $body) },
+            $crate::exec::simd::Level::Avx512 => unsafe {
+                $crate::exec::simd::avx512(#[inline(always)] || $body)
+            },
             // SAFETY: as above.
             #[cfg(target_arch = "x86_64")]
-            $crate::exec::simd::Level::Avx2 => unsafe { $crate::exec::simd::avx2(|| $body) },
+            $crate::exec::simd::Level::Avx2 => unsafe {
+                $crate::exec::simd::avx2(#[inline(always)] || $body)
+            },
             _ => $body,
         }
     }};
