@@ -389,7 +389,10 @@ mod tests {
                 if want.is_nan() {
                     assert!(g.is_nan(), "{level:?}: exp({x})");
                 } else {
-                    assert!(ulps(*g, want) <= 2, "{level:?}: exp({x}) = {g}, want {want}");
+                    assert!(
+                        ulps(*g, want) <= 2,
+                        "{level:?}: exp({x}) = {g}, want {want}"
+                    );
                 }
                 assert_eq!(g.to_bits(), b.to_bits(), "{level:?}: exp({x}) as sse2's");
             }

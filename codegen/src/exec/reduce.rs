@@ -196,7 +196,10 @@ pub fn fold_segments_at(
         (Vals::F32(_) | Vals::F32In(_), Vals::F32(acc)) if dt == DType::F32 && extreme => {
             let id = op.identity(dt) as f32;
             let max = op == ReduceOp::Max;
-            vectorised!(level, fold_extreme(v.f32s(), acc, segs, len, id, max, f32::NAN))
+            vectorised!(
+                level,
+                fold_extreme(v.f32s(), acc, segs, len, id, max, f32::NAN)
+            )
         }
         (Vals::F64(v), Vals::F64(acc)) if extreme => {
             let (id, max) = (op.identity(dt), op == ReduceOp::Max);
@@ -209,9 +212,12 @@ pub fn fold_segments_at(
                 with_reduce!(op, OP => vectorised!(level, fold_each(
                     v, acc, segs, len, id, |a: f32, x: f32| OP.combine(a as f64, x as f64) as f32)))
             } else {
-                vectorised!(level, fold_each(v, acc, segs, len, id, |a: f32, x: f32| {
-                    op.fold(dt, a as f64, x as f64) as f32
-                }))
+                vectorised!(
+                    level,
+                    fold_each(v, acc, segs, len, id, |a: f32, x: f32| {
+                        op.fold(dt, a as f64, x as f64) as f32
+                    })
+                )
             }
         }
         (Vals::F64(v), Vals::F64(acc)) => with_reduce!(op, OP => vectorised!(level, fold_each(
@@ -229,4 +235,131 @@ pub fn fold_segments_at(
 pub fn combine(op: ReduceOp, dt: DType, acc: &mut Vals, part: &Vals) {
     let n = part.len();
     fold_segments(op, dt, part, n, 1, acc);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic values in `[-1, 1)` (a 64-bit LCG).
+    fn values(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// `op` over `segs` segments of `len` values at `level`.
+    fn fold(
+        level: Level,
+        op: ReduceOp,
+        dt: DType,
+        v: &Vals,
+        segs: usize,
+        len: usize,
+    ) -> Vals<'static> {
+        let mut acc = identity(op, dt, segs);
+        fold_segments_at(level, op, dt, v, segs, len, &mut acc);
+        acc
+    }
+
+    #[test]
+    fn folds_match_the_f64_reference_and_the_baseline_at_every_level() {
+        // Lengths around the lanes, the block and several blocks.
+        for (segs, len) in [
+            (1, 0),
+            (3, 1),
+            (2, 7),
+            (5, 9),
+            (1, 256),
+            (2, 257),
+            (1, 16384),
+            (1, 1031),
+        ] {
+            let mut v = values(segs * len, len as u64);
+            if len > 3 {
+                // Signed zeros and infinities in the extremes' way.
+                v[1] = -0.0;
+                v[2] = f32::INFINITY;
+                v[3] = f32::NEG_INFINITY;
+            }
+            let vals = Vals::F32(v.clone());
+            for op in [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min] {
+                let base = fold(Level::Sse2, op, DType::F32, &vals, segs, len);
+                for level in simd::levels() {
+                    let got = fold(level, op, DType::F32, &vals, segs, len);
+                    for s in 0..segs {
+                        let seg = &v[s * len..(s + 1) * len];
+                        let g = got.f32s()[s];
+                        assert_eq!(
+                            g.to_bits(),
+                            base.f32s()[s].to_bits(),
+                            "{level:?} {op:?} {len}"
+                        );
+                        let want = seg
+                            .iter()
+                            .fold(op.identity(DType::F32), |a, x| op.combine(a, *x as f64));
+                        match op {
+                            ReduceOp::Sum if want.is_finite() => {
+                                // Pairwise in f32: a few roundings of the
+                                // largest partial sum, |x| <= 1.
+                                let tol = 1e-6 * len as f64 + 1e-6;
+                                assert!(
+                                    (g as f64 - want).abs() <= tol,
+                                    "{level:?} sum {g} vs {want}"
+                                );
+                            }
+                            _ => assert!(
+                                g as f64 == want || (g.is_nan() && want.is_nan()),
+                                "{level:?} {op:?} {g} vs {want}"
+                            ),
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn extremes_propagate_nan_and_integers_are_exact_at_every_level() {
+        let mut v = values(1000, 7);
+        v[517] = f32::NAN;
+        let vals = Vals::F32(v);
+        let ints = Vals::I64((0..1000).map(|i| (i * 7919) % 1013 - 500).collect());
+        let want_sum: i64 = ints.ints().iter().sum();
+        for level in simd::levels() {
+            for op in [ReduceOp::Max, ReduceOp::Min] {
+                // The NaN's segment only.
+                let got = fold(level, op, DType::F32, &vals, 4, 250);
+                let nans: Vec<bool> = got.f32s().iter().map(|x| x.is_nan()).collect();
+                assert_eq!(nans, [false, false, true, false], "{level:?} {op:?}");
+                assert_eq!(
+                    got.f32s()[2].to_bits(),
+                    f32::NAN.to_bits(),
+                    "the reference's NaN"
+                );
+                // A NaN accumulator stays NaN.
+                let mut acc = Vals::F32(vec![f32::NAN]);
+                fold_segments_at(
+                    level,
+                    op,
+                    DType::F32,
+                    &Vals::F32(vec![1.0; 40]),
+                    1,
+                    40,
+                    &mut acc,
+                );
+                assert!(acc.f32s()[0].is_nan(), "{level:?} {op:?}");
+            }
+            let got = fold(level, ReduceOp::Sum, DType::I64, &ints, 1, 1000);
+            assert_eq!(got.ints(), [want_sum], "{level:?}");
+            let got = fold(level, ReduceOp::Max, DType::I32, &ints, 2, 500);
+            assert_eq!(got.ints(), [511, 512], "{level:?}");
+        }
+    }
 }

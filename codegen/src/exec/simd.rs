@@ -97,12 +97,18 @@ macro_rules! vectorised {
             // SAFETY: the CPU has the level's features (checked above).
             #[cfg(target_arch = "x86_64")]
             $crate::exec::simd::Level::Avx512 => unsafe {
-                $crate::exec::simd::avx512(#[inline(always)] || $body)
+                $crate::exec::simd::avx512(
+                    #[inline(always)]
+                    || $body,
+                )
             },
             // SAFETY: as above.
             #[cfg(target_arch = "x86_64")]
             $crate::exec::simd::Level::Avx2 => unsafe {
-                $crate::exec::simd::avx2(#[inline(always)] || $body)
+                $crate::exec::simd::avx2(
+                    #[inline(always)]
+                    || $body,
+                )
             },
             _ => $body,
         }
@@ -143,5 +149,14 @@ mod tests {
         assert!(supported(level()));
         // AVX-512 implies AVX2 here.
         assert!(!supported(Level::Avx512) || supported(Level::Avx2));
+    }
+
+    #[test]
+    fn smelt_cpu_simd_forces_a_supported_level() {
+        // Set when a test suite is run once per level.
+        match env::var("SMELT_CPU_SIMD", env::parse_cpu_simd) {
+            Some(l) if supported(l) => assert_eq!(level(), l),
+            _ => assert_eq!(level(), best()),
+        }
     }
 }

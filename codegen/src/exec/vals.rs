@@ -195,9 +195,10 @@ pub fn convert<'s, 'a>(src: &'s Vals<'a>, from: DType, to: DType) -> Cow<'s, Val
             Class::I64 => push_map(out.i64(), v, |x| to.saturate(x)),
         },
         Vals::I64(v) => match class(to) {
-            Class::F32 => vectorised!(simd::level(), push_map(out.f32(), v, |x| {
-                to.from_int(x) as f32
-            })),
+            Class::F32 => vectorised!(
+                simd::level(),
+                push_map(out.f32(), v, |x| { to.from_int(x) as f32 })
+            ),
             Class::F64 => vectorised!(simd::level(), push_map(out.f64(), v, |x| to.from_int(x))),
             Class::I64 => vectorised!(simd::level(), push_map(out.i64(), v, |x| to.wrap(x))),
         },
