@@ -44,13 +44,14 @@ pub fn filled<T: Clone>(len: usize, value: T) -> Result<Vec<T>, AllocError> {
 }
 
 /// `count` elements of `size` bytes each, zeroed (the size is checked).
-/// Small buffers are asked of the allocator as zeroed memory (fresh pages
-/// the system zeroes as they are first touched, or a `memset`). Buffers of
-/// [`PARALLEL_ZERO_FROM`] bytes and more are zeroed by all of rayon's
-/// threads: glibc serves a large request from its heap once a buffer that
-/// size has been freed (its mmap threshold grows), and `calloc` then
-/// `memset`s it on one thread, which took 1 of 3 ms of a 16 MiB softmax
-/// on two cores and does not shrink with more.
+/// Asked of the allocator as zeroed memory (fresh pages the system zeroes
+/// as they are first touched, or a `memset`), except buffers in
+/// [`PARALLEL_ZERO`], which all of rayon's threads zero: glibc serves such
+/// a request from its heap once a buffer that size has been freed (its
+/// mmap threshold grows, up to 32 MiB), and `calloc` then `memset`s it on
+/// one thread, which took 1 of 3 ms of a 16 MiB softmax on two cores and
+/// does not shrink with more. Larger requests always get fresh pages,
+/// where an extra pass of zeros would only cost.
 pub fn zeroed_bytes(count: usize, size: usize) -> Result<Vec<u8>, AllocError> {
     let bytes = count.checked_mul(size).ok_or(AllocError { bytes: None })?;
     if bytes == 0 {
@@ -58,7 +59,7 @@ pub fn zeroed_bytes(count: usize, size: usize) -> Result<Vec<u8>, AllocError> {
     }
     let layout =
         std::alloc::Layout::array::<u8>(bytes).map_err(|_| AllocError { bytes: Some(bytes) })?;
-    let parallel = bytes >= PARALLEL_ZERO_FROM && rayon::current_num_threads() > 1;
+    let parallel = PARALLEL_ZERO.contains(&bytes) && rayon::current_num_threads() > 1;
     // SAFETY: the layout's size is not zero.
     let ptr = unsafe {
         if parallel {
@@ -79,8 +80,10 @@ pub fn zeroed_bytes(count: usize, size: usize) -> Result<Vec<u8>, AllocError> {
     Ok(unsafe { Vec::from_raw_parts(ptr, bytes, bytes) })
 }
 
-/// Bytes from which [`zeroed_bytes`] zeroes on all threads.
-const PARALLEL_ZERO_FROM: usize = 4 << 20;
+/// Sizes in bytes that [`zeroed_bytes`] zeroes on all threads: from where
+/// huge pages are asked for to glibc's largest mmap threshold on 64-bit
+/// hosts (`DEFAULT_MMAP_THRESHOLD_MAX`).
+const PARALLEL_ZERO: std::ops::Range<usize> = 4 << 20..32 << 20;
 
 /// Writes zeros over `bytes` bytes at `ptr` (one allocation), in pieces
 /// of one huge page spread over rayon's threads.
@@ -140,7 +143,7 @@ mod tests {
         );
         assert_eq!(super::zeroed_bytes(3, 2).unwrap(), vec![0u8; 6]);
         // Zeroed by all threads, pieces of 2 MiB and a partial one.
-        let n = (super::PARALLEL_ZERO_FROM + 12345) / 4;
+        let n = (super::PARALLEL_ZERO.start + 12345) / 4;
         let big = super::zeroed_bytes(n, 4).unwrap();
         assert_eq!(big.len(), 4 * n);
         assert!(big.iter().all(|b| *b == 0));
