@@ -104,7 +104,7 @@ fn zip2_in<A: Copy, B: Copy, O: Copy>(
     out.reserve(segs * len);
     for s in 0..segs {
         match (part(&a, s, len), part(&b, s, len)) {
-            (Part::S(x), Part::S(y)) => push_zip(out, x, y, |x, y| f(x, y)),
+            (Part::S(x), Part::S(y)) => push_zip(out, x, y, f),
             (Part::S(x), Part::C(y)) => push_map(out, x, |x| f(x, y)),
             (Part::C(x), Part::S(y)) => push_map(out, y, |y| f(x, y)),
             (Part::C(x), Part::C(y)) => out.resize(out.len() + len, f(x, y)),
