@@ -21,19 +21,23 @@ pub use crate::env::CpuSimd as Level;
 
 /// The level the executor runs at: `SMELT_CPU_SIMD` if set and supported
 /// here (else a warning and the best level), otherwise the best level the
-/// CPU supports. Decided once per process.
+/// CPU supports. Decided once per process (printed with `SMELT_DEBUG>=1`).
 pub fn level() -> Level {
     static LEVEL: OnceLock<Level> = OnceLock::new();
     *LEVEL.get_or_init(|| {
         let best = best();
-        match env::var("SMELT_CPU_SIMD", env::parse_cpu_simd) {
+        let level = match env::var("SMELT_CPU_SIMD", env::parse_cpu_simd) {
             Some(l) if supported(l) => l,
             Some(l) => {
                 eprintln!("smelt: SMELT_CPU_SIMD={l:?}: this CPU lacks it; using {best:?}");
                 best
             }
             None => best,
+        };
+        if env::var("SMELT_DEBUG", env::parse_debug).unwrap_or(0) >= 1 {
+            eprintln!("smelt: CPU executor vector width {level:?} (the CPU's best: {best:?})");
         }
+        level
     })
 }
 
