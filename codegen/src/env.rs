@@ -44,6 +44,19 @@ impl CpuEngine {
     }
 }
 
+/// A vector width for the CPU executor's hot loops (`SMELT_CPU_SIMD`),
+/// ordered from narrowest to widest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CpuSimd {
+    /// `sse2`: the build's baseline target (4 `f32` lanes on x86-64; the
+    /// only level on other architectures).
+    Sse2,
+    /// `avx2`: AVX2 and FMA (8 lanes).
+    Avx2,
+    /// `avx512`: AVX-512 F, VL, BW and DQ, with FMA (16 lanes).
+    Avx512,
+}
+
 const FLAG_VALUES: &str = "0/1, off/on, false/true, no/yes";
 
 /// An on/off switch (`SMELT_FUSION`, `SMELT_TUNE`, `SMELT_CHECK_PTX`, ...).
@@ -120,6 +133,19 @@ pub fn parse_cpu(value: &str) -> Result<CpuEngine, String> {
         "llvm" if cfg!(feature = "llvm") => Ok(CpuEngine::Llvm),
         _ if cfg!(feature = "llvm") => Err("exec, interp, llvm".to_string()),
         _ => Err("exec, interp (llvm needs feature `llvm`)".to_string()),
+    }
+}
+
+/// `SMELT_CPU_SIMD`: `sse2`, `avx2` or `avx512`.
+///
+/// # Errors
+/// The accepted values, for anything else.
+pub fn parse_cpu_simd(value: &str) -> Result<CpuSimd, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "sse2" => Ok(CpuSimd::Sse2),
+        "avx2" => Ok(CpuSimd::Avx2),
+        "avx512" => Ok(CpuSimd::Avx512),
+        _ => Err("sse2, avx2, avx512".to_string()),
     }
 }
 
@@ -371,6 +397,16 @@ mod tests {
         assert_eq!(parse_cpu("llvm").is_ok(), cfg!(feature = "llvm"));
         for v in ["", "fast", "interpreter"] {
             assert!(parse_cpu(v).unwrap_err().contains("interp"), "{v}");
+        }
+    }
+
+    #[test]
+    fn cpu_simd_levels() {
+        assert_eq!(parse_cpu_simd("sse2"), Ok(CpuSimd::Sse2));
+        assert_eq!(parse_cpu_simd(" AVX2 "), Ok(CpuSimd::Avx2));
+        assert_eq!(parse_cpu_simd("avx512"), Ok(CpuSimd::Avx512));
+        for v in ["", "avx", "avx-512", "neon"] {
+            assert!(parse_cpu_simd(v).unwrap_err().contains("avx512"), "{v}");
         }
     }
 

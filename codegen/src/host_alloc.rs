@@ -44,9 +44,14 @@ pub fn filled<T: Clone>(len: usize, value: T) -> Result<Vec<T>, AllocError> {
 }
 
 /// `count` elements of `size` bytes each, zeroed (the size is checked).
-/// Asked of the allocator as zeroed memory, which for large buffers is
-/// fresh pages the system zeroes as they are first touched: no pass of
-/// zero writes before a kernel overwrites the buffer anyway.
+/// Asked of the allocator as zeroed memory (fresh pages the system zeroes
+/// as they are first touched, or a `memset`), except buffers in
+/// [`PARALLEL_ZERO`], which all of rayon's threads zero: glibc serves such
+/// a request from its heap once a buffer that size has been freed (its
+/// mmap threshold grows, up to 32 MiB), and `calloc` then `memset`s it on
+/// one thread, which took 1 of 3 ms of a 16 MiB softmax on two cores and
+/// does not shrink with more. Larger requests always get fresh pages,
+/// where an extra pass of zeros would only cost.
 pub fn zeroed_bytes(count: usize, size: usize) -> Result<Vec<u8>, AllocError> {
     let bytes = count.checked_mul(size).ok_or(AllocError { bytes: None })?;
     if bytes == 0 {
@@ -54,15 +59,45 @@ pub fn zeroed_bytes(count: usize, size: usize) -> Result<Vec<u8>, AllocError> {
     }
     let layout =
         std::alloc::Layout::array::<u8>(bytes).map_err(|_| AllocError { bytes: Some(bytes) })?;
+    let parallel = PARALLEL_ZERO.contains(&bytes) && rayon::current_num_threads() > 1;
     // SAFETY: the layout's size is not zero.
-    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+    let ptr = unsafe {
+        if parallel {
+            std::alloc::alloc(layout)
+        } else {
+            std::alloc::alloc_zeroed(layout)
+        }
+    };
     if ptr.is_null() {
         return Err(AllocError { bytes: Some(bytes) });
     }
     advise_huge_pages(ptr, bytes);
+    if parallel {
+        zero_in_parallel(ptr, bytes);
+    }
     // SAFETY: `ptr` comes from the global allocator with the layout of
     // `bytes` `u8`s, which are all initialised (zero).
     Ok(unsafe { Vec::from_raw_parts(ptr, bytes, bytes) })
+}
+
+/// Sizes in bytes that [`zeroed_bytes`] zeroes on all threads: from where
+/// huge pages are asked for to glibc's largest mmap threshold on 64-bit
+/// hosts (`DEFAULT_MMAP_THRESHOLD_MAX`).
+const PARALLEL_ZERO: std::ops::Range<usize> = 4 << 20..32 << 20;
+
+/// Writes zeros over `bytes` bytes at `ptr` (one allocation), in pieces
+/// of one huge page spread over rayon's threads.
+fn zero_in_parallel(ptr: *mut u8, bytes: usize) {
+    use rayon::prelude::*;
+    const PIECE: usize = 2 << 20;
+    // The address as an integer: raw pointers are not `Send`.
+    let base = ptr as usize;
+    (0..bytes.div_ceil(PIECE)).into_par_iter().for_each(|i| {
+        let start = i * PIECE;
+        // SAFETY: `start..start + len` lies inside the allocation, and
+        // each piece is written by one thread.
+        unsafe { std::ptr::write_bytes((base + start) as *mut u8, 0, PIECE.min(bytes - start)) };
+    });
 }
 
 /// Asks Linux to back the whole pages of a large fresh allocation with
@@ -107,5 +142,10 @@ mod tests {
             Err(super::AllocError { bytes: None })
         );
         assert_eq!(super::zeroed_bytes(3, 2).unwrap(), vec![0u8; 6]);
+        // Zeroed by all threads, pieces of 2 MiB and a partial one.
+        let n = (super::PARALLEL_ZERO.start + 12345) / 4;
+        let big = super::zeroed_bytes(n, 4).unwrap();
+        assert_eq!(big.len(), 4 * n);
+        assert!(big.iter().all(|b| *b == 0));
     }
 }

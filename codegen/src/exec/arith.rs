@@ -8,7 +8,8 @@
 
 use std::borrow::Cow;
 
-use crate::exec::vals::{class, convert, Class, Vals};
+use crate::exec::simd::{self, vectorised, Level};
+use crate::exec::vals::{class, convert, push_map, push_zip, Class, Vals};
 use crate::ops::{BinaryOp, UnaryOp};
 use crate::DType;
 
@@ -77,7 +78,7 @@ fn part<'a, T: Copy>(s: &Src<'a, T>, seg: usize, len: usize) -> Part<'a, T> {
 }
 
 /// `f(a, b)` at every point of `segs` segments of `len` points, appended
-/// to `out`.
+/// to `out`, at the executor's vector width ([`simd`]).
 #[inline(always)]
 pub fn zip2<A: Copy, B: Copy, O: Copy>(
     a: Src<A>,
@@ -87,13 +88,26 @@ pub fn zip2<A: Copy, B: Copy, O: Copy>(
     out: &mut Vec<O>,
     f: impl Fn(A, B) -> O,
 ) {
+    vectorised!(simd::level(), zip2_in(a, b, segs, len, out, &f))
+}
+
+/// [`zip2`]'s loops.
+#[inline(always)]
+fn zip2_in<A: Copy, B: Copy, O: Copy>(
+    a: Src<A>,
+    b: Src<B>,
+    segs: usize,
+    len: usize,
+    out: &mut Vec<O>,
+    f: &impl Fn(A, B) -> O,
+) {
     out.reserve(segs * len);
     for s in 0..segs {
         match (part(&a, s, len), part(&b, s, len)) {
-            (Part::S(x), Part::S(y)) => out.extend(x.iter().zip(y).map(|(x, y)| f(*x, *y))),
-            (Part::S(x), Part::C(y)) => out.extend(x.iter().map(|x| f(*x, y))),
-            (Part::C(x), Part::S(y)) => out.extend(y.iter().map(|y| f(x, *y))),
-            (Part::C(x), Part::C(y)) => out.extend(std::iter::repeat_n(f(x, y), len)),
+            (Part::S(x), Part::S(y)) => push_zip(out, x, y, f),
+            (Part::S(x), Part::C(y)) => push_map(out, x, |x| f(x, y)),
+            (Part::C(x), Part::S(y)) => push_map(out, y, |y| f(x, y)),
+            (Part::C(x), Part::C(y)) => out.resize(out.len() + len, f(x, y)),
         }
     }
 }
@@ -278,34 +292,22 @@ fn in_range(x: f32) -> bool {
 /// a degree-6 polynomial for `e^r` (Cephes' `expf` coefficients) and `2^n`
 /// built from its exponent bits. Branch-free, so it vectorises; values
 /// outside `+-EXP_RANGE` (overflow, subnormal results, infinities, NaN)
-/// are redone by the reference in a second pass.
+/// are redone by the reference in a second pass. No fused multiply-adds,
+/// at any vector width: every level, and the LLVM JIT's copy, round alike.
 pub fn exp_f32(xs: &[f32], out: &mut Vec<f32>) {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    // 1.5 * 2^23: adding it rounds to an integer (ties to even) for
-    // magnitudes below 2^22, which then sits in the low mantissa bits.
-    const ROUND: f32 = 12_582_912.0;
-    const ROUND_BITS: u32 = 0x4B40_0000;
-    out.extend(xs.iter().map(|x| {
-        let c = if in_range(*x) { *x } else { 0.0 };
-        let t = c * LOG2E + ROUND;
-        let n = t - ROUND;
-        let r = c - n * LN2_HI - n * LN2_LO;
-        let p = 1.987_569_1e-4_f32;
-        let p = p * r + 1.398_199_9e-3;
-        let p = p * r + 8.333_452e-3;
-        let p = p * r + 4.166_579_6e-2;
-        let p = p * r + 1.666_666_5e-1;
-        let p = p * r + 0.5;
-        let e = p * (r * r) + r + 1.0;
-        // The biased exponent n + 127 (in 1..=253), from t's low bits.
-        let scale = f32::from_bits(t.to_bits().wrapping_sub(ROUND_BITS - 127) << 23);
-        e * scale
-    }));
-    // A separate pass: a flag set inside the loop above would keep it
-    // from vectorising.
-    if xs.iter().fold(false, |o, x| o | !in_range(*x)) {
+    exp_f32_at(simd::level(), xs, out);
+}
+
+/// [`exp_f32`] at vector width `level` (one the CPU supports); every level
+/// gives the same values.
+pub fn exp_f32_at(level: Level, xs: &[f32], out: &mut Vec<f32>) {
+    let any_out = vectorised!(level, {
+        push_map(out, xs, exp_poly);
+        // A separate pass: a flag set inside the loop above would keep it
+        // from vectorising.
+        xs.iter().fold(false, |o, x| o | !in_range(*x))
+    });
+    if any_out {
         let start = out.len() - xs.len();
         for (o, x) in out[start..].iter_mut().zip(xs) {
             if !in_range(*x) {
@@ -313,6 +315,33 @@ pub fn exp_f32(xs: &[f32], out: &mut Vec<f32>) {
             }
         }
     }
+}
+
+/// [`exp_f32`]'s polynomial path for one value (any value for an input
+/// outside `+-EXP_RANGE`, which the reference redoes).
+#[inline(always)]
+fn exp_poly(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    // 1.5 * 2^23: adding it rounds to an integer (ties to even) for
+    // magnitudes below 2^22, which then sits in the low mantissa bits.
+    const ROUND: f32 = 12_582_912.0;
+    const ROUND_BITS: u32 = 0x4B40_0000;
+    let c = if in_range(x) { x } else { 0.0 };
+    let t = c * LOG2E + ROUND;
+    let n = t - ROUND;
+    let r = c - n * LN2_HI - n * LN2_LO;
+    let p = 1.987_569_1e-4_f32;
+    let p = p * r + 1.398_199_9e-3;
+    let p = p * r + 8.333_452e-3;
+    let p = p * r + 4.166_579_6e-2;
+    let p = p * r + 1.666_666_5e-1;
+    let p = p * r + 0.5;
+    let e = p * (r * r) + r + 1.0;
+    // The biased exponent n + 127 (in 1..=253), from t's low bits.
+    let scale = f32::from_bits(t.to_bits().wrapping_sub(ROUND_BITS - 127) << 23);
+    e * scale
 }
 
 #[cfg(test)]
@@ -347,14 +376,25 @@ mod tests {
             f32::MAX,
             f32::MIN,
         ]);
-        let mut got = Vec::new();
-        exp_f32(&xs, &mut got);
-        for (x, g) in xs.iter().zip(&got) {
-            let want = (*x as f64).exp() as f32;
-            if want.is_nan() {
-                assert!(g.is_nan(), "exp({x})");
-            } else {
-                assert!(ulps(*g, want) <= 2, "exp({x}) = {g}, want {want}");
+        // Every vector width the CPU has: within 2 ulp, and bit for bit
+        // the baseline's values.
+        let mut base = Vec::new();
+        exp_f32_at(Level::Sse2, &xs, &mut base);
+        for level in simd::levels() {
+            let mut got = vec![7.0];
+            exp_f32_at(level, &xs, &mut got);
+            assert_eq!(got.remove(0), 7.0, "{level:?}: appends");
+            for ((x, g), b) in xs.iter().zip(&got).zip(&base) {
+                let want = (*x as f64).exp() as f32;
+                if want.is_nan() {
+                    assert!(g.is_nan(), "{level:?}: exp({x})");
+                } else {
+                    assert!(
+                        ulps(*g, want) <= 2,
+                        "{level:?}: exp({x}) = {g}, want {want}"
+                    );
+                }
+                assert_eq!(g.to_bits(), b.to_bits(), "{level:?}: exp({x}) as sse2's");
             }
         }
     }

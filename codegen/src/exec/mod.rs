@@ -25,6 +25,7 @@ mod memory;
 pub(crate) mod plan;
 pub(crate) mod reduce;
 mod runs;
+pub(crate) mod simd;
 pub(crate) mod tile;
 pub(crate) mod vals;
 

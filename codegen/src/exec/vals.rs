@@ -7,6 +7,7 @@
 
 use std::borrow::Cow;
 
+use crate::exec::simd::{self, vectorised};
 use crate::DType;
 
 /// Values of one dtype at a run of points; `'a` is the inputs' lifetime.
@@ -164,7 +165,7 @@ impl Vals<'_> {
 
 /// The values (of dtype `from`) converted to `to` by the one conversion
 /// rule ([`crate::column::Col::to`]'s, element by element); borrowed when
-/// the dtypes are equal.
+/// the dtypes are equal. At the executor's vector width ([`simd`]).
 pub fn convert<'s, 'a>(src: &'s Vals<'a>, from: DType, to: DType) -> Cow<'s, Vals<'a>> {
     if from == to {
         return Cow::Borrowed(src);
@@ -173,26 +174,63 @@ pub fn convert<'s, 'a>(src: &'s Vals<'a>, from: DType, to: DType) -> Cow<'s, Val
     match src {
         // Every value of a half type is exact in f32 and f64.
         Vals::F32(_) | Vals::F32In(_) => {
-            floats_to(src.f32s().iter().map(|x| *x as f64), to, &mut out)
+            let v = src.f32s();
+            match class(to) {
+                // `as f32` is `F32`'s rounding; the halves round once from
+                // the exact value.
+                Class::F32 if to == DType::F32 => {
+                    vectorised!(simd::level(), push_map(out.f32(), v, |x| x))
+                }
+                Class::F32 => push_map(out.f32(), v, |x| to.round(x as f64) as f32),
+                Class::F64 => vectorised!(simd::level(), push_map(out.f64(), v, |x| x as f64)),
+                Class::I64 => push_map(out.i64(), v, |x| to.saturate(x as f64)),
+            }
         }
-        Vals::F64(v) => floats_to(v.iter().copied(), to, &mut out),
+        Vals::F64(v) => match class(to) {
+            Class::F32 if to == DType::F32 => {
+                vectorised!(simd::level(), push_map(out.f32(), v, |x| x as f32))
+            }
+            Class::F32 => push_map(out.f32(), v, |x| to.round(x) as f32),
+            Class::F64 => out.f64().extend_from_slice(v),
+            Class::I64 => push_map(out.i64(), v, |x| to.saturate(x)),
+        },
         Vals::I64(v) => match class(to) {
-            Class::F32 => out.f32().extend(v.iter().map(|x| to.from_int(*x) as f32)),
-            Class::F64 => out.f64().extend(v.iter().map(|x| to.from_int(*x))),
-            Class::I64 => out.i64().extend(v.iter().map(|x| to.wrap(*x))),
+            Class::F32 => vectorised!(
+                simd::level(),
+                push_map(out.f32(), v, |x| { to.from_int(x) as f32 })
+            ),
+            Class::F64 => vectorised!(simd::level(), push_map(out.f64(), v, |x| to.from_int(x))),
+            Class::I64 => vectorised!(simd::level(), push_map(out.i64(), v, |x| to.wrap(x))),
         },
     }
     Cow::Owned(out)
 }
 
-/// Float values converted to `to`.
-fn floats_to(v: impl Iterator<Item = f64>, to: DType, out: &mut Vals<'_>) {
-    match class(to) {
-        // `as f32` is `F32`'s rounding; the halves round once from the
-        // exact value.
-        Class::F32 if to == DType::F32 => out.f32().extend(v.map(|x| x as f32)),
-        Class::F32 => out.f32().extend(v.map(|x| to.round(x) as f32)),
-        Class::F64 => out.f64().extend(v),
-        Class::I64 => out.i64().extend(v.map(|x| to.saturate(x))),
+/// `f` of each value of `xs`, appended to `out`. Written into the spare
+/// capacity in a plain loop: `Vec::extend` over an iterator adapter may be
+/// left out of line, and so compiled for the baseline width only.
+#[inline(always)]
+pub fn push_map<A: Copy, O>(out: &mut Vec<O>, xs: &[A], f: impl Fn(A) -> O) {
+    out.reserve(xs.len());
+    let n = out.len();
+    for (o, x) in out.spare_capacity_mut().iter_mut().zip(xs) {
+        o.write(f(*x));
     }
+    // SAFETY: the loop initialised the `xs.len()` slots after the `n`
+    // values (`reserve` made room for all of them).
+    unsafe { out.set_len(n + xs.len()) };
+}
+
+/// `f` of each pair of values of `xs` and `ys` (of one length), appended
+/// to `out`, as [`push_map`].
+#[inline(always)]
+pub fn push_zip<A: Copy, B: Copy, O>(out: &mut Vec<O>, xs: &[A], ys: &[B], f: impl Fn(A, B) -> O) {
+    assert_eq!(xs.len(), ys.len(), "operands of one length");
+    out.reserve(xs.len());
+    let n = out.len();
+    for ((o, x), y) in out.spare_capacity_mut().iter_mut().zip(xs).zip(ys) {
+        o.write(f(*x, *y));
+    }
+    // SAFETY: as in `push_map`.
+    unsafe { out.set_len(n + xs.len()) };
 }
