@@ -1147,8 +1147,9 @@ fn long_sequences_run_as_one_kernel_in_linear_memory() {
 
 /// Without `SMELT_ATTENTION_TILE`, the tensor-core kernel's tile follows
 /// the measured sweeps (`ptx::attention::measured_tile`): on sm_90,
-/// `wgmma` for prefill up to head dim 128 (two warpgroups past 64, one
-/// up to 64); on sm_80 (and sm_90 otherwise) `mma.sync` with 128-row CTAs
+/// `wgmma` for prefill up to head dim 128 (two warpgroups past 64 and
+/// without a mask at 64, on the copy engine, causal row blocks last
+/// first past 64; one warpgroup for causal at 64); on sm_80 (and sm_90 otherwise) `mma.sync` with 128-row CTAs
 /// (4 warps of 32 rows) for prefill, 64-row CTAs for short queries and
 /// for causal attention at head dims up to 64.
 #[test]
@@ -1167,7 +1168,7 @@ fn default_tile_follows_the_measured_sweep() {
     for (lq, lk, d, causal, sm80, sm90) in [
         (200, 200, 128, false, (128, 128), (128, 256)),
         (200, 200, 128, true, (128, 128), (128, 256)),
-        (200, 200, 64, false, (128, 128), (64, 128)),
+        (200, 200, 64, false, (128, 128), (128, 256)),
         (200, 200, 64, true, (64, 128), (64, 128)),
         (64, 300, 128, false, (64, 128), (64, 128)),
         (1, 300, 128, false, (64, 128), (64, 128)),
@@ -1194,6 +1195,16 @@ fn default_tile_follows_the_measured_sweep() {
             // Warpgroup MMAs for prefill on sm_90 up to head dim 128.
             let wgmma = target.sm >= 90 && lq > 64 && d <= 128;
             assert_eq!(p.ptx.contains("wgmma.mma_async"), wgmma, "{c:?}");
+            let two_groups = wgmma && threads == 256;
+            let tma = two_groups && smelt_codegen::env::flag("SMELT_ATTENTION_TMA", true);
+            assert_eq!(p.maps.len(), if tma { 2 } else { 0 }, "{c:?}");
+            let reversed = p.ptx.contains("row blocks last first");
+            assert_eq!(
+                reversed,
+                causal && d > 64 && wgmma,
+                "{c:?} sm_{}",
+                target.sm
+            );
             // `mma.sync` warps without rows (a CTA's last, where `bm`
             // does not divide the rows) skip the compute.
             let skips = p.ptx.contains("only copies tiles");

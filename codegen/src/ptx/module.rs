@@ -203,7 +203,8 @@ pub(super) fn entry_with_maps(
 ) -> (String, u32) {
     let mut b = Builder::default();
     let (mut params, cx) = prologue(kernel, target, entry, &mut b);
-    params.extend((0..maps).map(|i| format!("\t.param .align 64 .b8 {}[128]", map_param(entry, i))));
+    params
+        .extend((0..maps).map(|i| format!("\t.param .align 64 .b8 {}[128]", map_param(entry, i))));
     let smem = format!("{entry}_smem");
     let (shared, align) = body(&mut b, &cx, &smem);
     ins!(b, "ret");

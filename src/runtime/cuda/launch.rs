@@ -7,8 +7,8 @@ use super::device::CudaDevice;
 use super::modules::Loaded;
 use super::probe::driver_err;
 use crate::{Error, Result};
-use cudarc::driver::sys::CUtensorMap;
 use cudarc::driver::result as cu;
+use cudarc::driver::sys::CUtensorMap;
 use smelt_codegen::ptx::{self, PtxKernel, TensorMap};
 use smelt_codegen::Kernel;
 use std::ffi::c_void;
@@ -31,7 +31,10 @@ impl CudaDevice {
         let mut params: Vec<*mut c_void> = vals
             .iter_mut()
             .map(|p| p as *mut u64 as *mut c_void)
-            .chain(maps.iter_mut().map(|m| m as *mut CUtensorMap as *mut c_void))
+            .chain(
+                maps.iter_mut()
+                    .map(|m| m as *mut CUtensorMap as *mut c_void),
+            )
             .collect();
         self.bind()?;
         l.launched.store(true, Ordering::Relaxed);

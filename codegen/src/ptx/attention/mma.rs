@@ -111,7 +111,7 @@ use crate::ir::{Inst, Kernel};
 use crate::ptx::builder::{f32_imm, ins, Builder, Reg, RegKind};
 use crate::ptx::eval::{Cx, Vals};
 use crate::ptx::matmul::{ldmatrix, mma, mma_op, Elem};
-use crate::ptx::module::{entry_with_maps, entry_name, Launch, PtxKernel};
+use crate::ptx::module::{entry_name, entry_with_maps, Launch, PtxKernel};
 use crate::ptx::ops::{self, Value};
 use crate::ptx::target::Target;
 use crate::{BinaryOp, DType, ReduceOp};
@@ -337,7 +337,15 @@ pub fn emit(
     let (tma, maps) = tma.unzip();
     let maps = maps.unwrap_or_default();
     let (text, shared) = entry_with_maps(k, target, (&name, maps.len()), threads, |b, cx, smem| {
-        Emitter { cx, a, g, h, sp, tma }.body(b, smem);
+        Emitter {
+            cx,
+            a,
+            g,
+            h,
+            sp,
+            tma,
+        }
+        .body(b, smem);
         // The 128-byte swizzle repeats every 1024 bytes.
         (shared, if g.cta.wgmma { 1024 } else { 16 })
     });

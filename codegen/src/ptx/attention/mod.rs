@@ -58,12 +58,15 @@ pub fn env_key() -> u64 {
 
 /// The tile for `k` when the environment names none, from the sweeps on
 /// an H200 (BENCHMARKS.md, "Attention"):
-/// - sm_90, more than 64 query rows, head dims up to 128 (2026-11-27, the
-///   pipelined `wgmma` loop): two warpgroups with key tiles of 128
-///   (`8x16x128w`) past head dim 64, 373-444 TFLOP/s at d = 128 where one
-///   warpgroup of 64-key tiles made 351-383; at d = 64 one warpgroup with
-///   64-key tiles (`4x16x64w`, two CTAs an SM) made 325 / 271 (causal)
-///   where `8x16x128w` made 291 / 236.
+/// - sm_90, more than 64 query rows, head dims up to 128 (2026-11-27,
+///   the pipelined `wgmma` loop with the copy engine and ping-pong for two
+///   warpgroups): past head dim 64 two warpgroups with key tiles of 128,
+///   causal row blocks last first (`8x16x128w`, `8x16x128rw`: 469-472 /
+///   544-561 TFLOP/s at d = 128 where 64-key tiles made 373-462; reversed
+///   causal 526-529 at 8192 keys where in order made 502-518); at d = 64
+///   two warpgroups of 64-key tiles without a mask (`8x16x64w`, 341-343
+///   where one warpgroup on `cp.async`, `4x16x64w`, made 322-329) and
+///   `4x16x64w` causal (274-276, where `8x16x64w` made 268-269).
 /// - else `mma.sync` (2026-11-27, before `wgmma`): 4 warps of 32 rows
 ///   (128-row CTAs sharing each `k`/`v` fragment between two row blocks)
 ///   were 5-20% faster than 4 x 16 on every prefill shape but causal `d =
@@ -75,11 +78,18 @@ fn measured_tile(k: &Kernel, a: &Attention, target: &Target) -> AttentionTile {
     let wide = r(a.vars.d).max(r(a.vars.e));
     let prefill = r(a.vars.i) > 64;
     if target.sm >= 90 && prefill && wide <= 128 {
-        let (warps, bn) = if wide > 64 { (8, 128) } else { (4, 64) };
+        let causal = a.causal.is_some();
+        let (warps, bn) = match (wide > 64, causal) {
+            (true, _) => (8, 128),
+            (false, false) => (8, 64),
+            (false, true) => (4, 64),
+        };
         return AttentionTile {
             warps,
             bn,
             wgmma: true,
+            // Causal row blocks last first (the longest CTAs start first).
+            reverse: causal && wide > 64,
             ..AttentionTile::DEFAULT
         };
     }

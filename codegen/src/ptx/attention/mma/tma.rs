@@ -101,10 +101,8 @@ pub(super) fn plan(
         let unit = if unit == 0 { 8 } else { unit };
         let len = k.inputs[p.input].len as u64;
         let units = (len.max(1) - 1) / unit as u64 + 1;
-        let fits = p.row > 0
-            && units <= i32::MAX as u64
-            && (2 * p.row.max(unit)) < (1 << 40)
-            && g.lk > 0;
+        let fits =
+            p.row > 0 && units <= i32::MAX as u64 && (2 * p.row.max(unit)) < (1 << 40) && g.lk > 0;
         let m = TensorMap {
             input: p.input,
             dims: [u64::from(cols), u64::from(g.lk), units],
@@ -203,7 +201,11 @@ impl Slot {
 
     /// Makes `self` hold `other` (loop-carried registers).
     fn assign(self, b: &mut Builder, other: Slot) {
-        for (d, s) in [(self.n, other.n), (self.buf, other.buf), (self.ph, other.ph)] {
+        for (d, s) in [
+            (self.n, other.n),
+            (self.buf, other.buf),
+            (self.ph, other.ph),
+        ] {
             ins!(b, "mov.u32 {d}, {s}");
         }
     }
@@ -222,14 +224,21 @@ impl Live {
     fn wait(b: &mut Builder, bar: Reg, ph: Reg) {
         let (top, done) = (b.label(), b.reg(RegKind::Pred));
         b.place(&top);
-        ins!(b, "mbarrier.try_wait.parity.shared::cta.b64 {done}, [{bar}], {ph}");
+        ins!(
+            b,
+            "mbarrier.try_wait.parity.shared::cta.b64 {done}, [{bar}], {ph}"
+        );
         ins!(b, "@!{done} bra {top}");
     }
 
     /// Lane 0 of every warp arrives on `kind` of tile `at`'s buffer.
     fn release(&self, b: &mut Builder, kind: Bar, at: Slot) {
         let bar = self.bar(b, kind, at.buf);
-        ins!(b, "@{} mbarrier.arrive.shared::cta.b64 _, [{bar}]", self.lane0);
+        ins!(
+            b,
+            "@{} mbarrier.arrive.shared::cta.b64 _, [{bar}]",
+            self.lane0
+        );
     }
 
     /// Every thread waits until `kind` (full) of tile `at` has landed.
@@ -241,7 +250,13 @@ impl Live {
     /// The shared address of tile `at`'s `k` or `v` (`off`, buffer 0's).
     fn tile(&self, b: &mut Builder, g: &Geom, at: Slot, off: u32) -> Reg {
         let r = b.reg(RegKind::B32);
-        ins!(b, "mad.lo.u32 {r}, {}, {}, {}", at.buf, g.kv_bytes, self.base);
+        ins!(
+            b,
+            "mad.lo.u32 {r}, {}, {}, {}",
+            at.buf,
+            g.kv_bytes,
+            self.base
+        );
         ins!(b, "add.u32 {r}, {r}, {off}");
         r
     }
@@ -363,7 +378,10 @@ impl Emitter<'_> {
         };
         let full = live.bar(b, kind, at.buf);
         let bytes = p.blocks * g.bn * 128;
-        ins!(b, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [{full}], {bytes}");
+        ins!(
+            b,
+            "mbarrier.arrive.expect_tx.shared::cta.b64 _, [{full}], {bytes}"
+        );
         let dst = live.tile(b, &g, at, p.dst);
         for c in 0..p.blocks {
             let col = b.mov(RegKind::B32, "u32", 64 * c);
@@ -380,7 +398,14 @@ impl Emitter<'_> {
     /// Thread 0 starts tile `at`'s `k` or `v` where its keys `j` exist,
     /// first waiting (for tile `n >= 3`) until every warp is done with
     /// tile `n - 3`'s in that buffer; the warp's other lanes wait for it.
-    fn refill(&self, b: &mut Builder, live: &Live, t: &Tma, (at, j, keys): (Slot, Reg, Reg), full: Bar) {
+    fn refill(
+        &self,
+        b: &mut Builder,
+        live: &Live,
+        t: &Tma,
+        (at, j, keys): (Slot, Reg, Reg),
+        full: Bar,
+    ) {
         let empty = match full {
             Bar::KFull => Bar::KEmpty,
             _ => Bar::VEmpty,

@@ -66,7 +66,13 @@ fn operand(acc: &Acc) -> String {
 /// Issues `s = Q K^T` for the warpgroup's rows (`q` at `q_tile`) and the
 /// key tile at `k_tile` (`bn / 8` n8 tiles of accumulators, overwritten)
 /// as one commit group.
-pub(super) fn issue_scores(b: &mut Builder, g: &Geom, h: DType, (q_tile, k_tile): (Reg, Reg), s: &Acc) {
+pub(super) fn issue_scores(
+    b: &mut Builder,
+    g: &Geom,
+    h: DType,
+    (q_tile, k_tile): (Reg, Reg),
+    s: &Acc,
+) {
     b.comment("S = Q K^T (wgmma)");
     let (bits, _, _) = descriptor_bits(Layout::KMajor, 0);
     let (dq, dk) = (descriptor(b, q_tile, bits), descriptor(b, k_tile, bits));
