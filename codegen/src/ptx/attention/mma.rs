@@ -595,7 +595,7 @@ impl Emitter<'_> {
             visible,
         };
         if let (Some(t), Some(live)) = (&self.tma, &live) {
-            self.tma_loop(b, &lx, t, live, (keys, j0), q_addr, (&m, &l, &o[0]));
+            self.tma_loop(b, &lx, (t, live), (keys, j0), q_addr, (&m, &l, &o[0]));
         } else if g.cta.wgmma {
             let kv = KeyTiles {
                 base,
