@@ -7,9 +7,10 @@
 //! with its own code is `F32` `exp` ([`exp_f32`]), the hot op of softmax.
 
 use std::borrow::Cow;
+use std::mem::MaybeUninit;
 
 use crate::exec::simd::{self, vectorised, Level};
-use crate::exec::vals::{class, convert, push_map, push_zip, Class, Vals};
+use crate::exec::vals::{class, convert, write_map, write_zip, Class, Sink, Vals};
 use crate::ops::{BinaryOp, UnaryOp};
 use crate::DType;
 
@@ -77,37 +78,41 @@ fn part<'a, T: Copy>(s: &Src<'a, T>, seg: usize, len: usize) -> Part<'a, T> {
     }
 }
 
-/// `f(a, b)` at every point of `segs` segments of `len` points, appended
-/// to `out`, at the executor's vector width ([`simd`]).
+/// `f(a, b)` at every point of `segs` segments of `len` points, into
+/// `out` (appended to a vector, or over an output's elements), at the
+/// executor's vector width ([`simd`]).
 #[inline(always)]
 pub fn zip2<A: Copy, B: Copy, O: Copy>(
     a: Src<A>,
     b: Src<B>,
     segs: usize,
     len: usize,
-    out: &mut Vec<O>,
+    out: impl Sink<O>,
     f: impl Fn(A, B) -> O,
 ) {
-    vectorised!(simd::level(), zip2_in(a, b, segs, len, out, &f))
+    out.fill(segs * len, |d| {
+        vectorised!(simd::level(), zip2_in(a, b, len, d, &f))
+    });
 }
 
-/// [`zip2`]'s loops.
+/// [`zip2`]'s loops, over `out`'s segments of `len` slots.
 #[inline(always)]
 fn zip2_in<A: Copy, B: Copy, O: Copy>(
     a: Src<A>,
     b: Src<B>,
-    segs: usize,
     len: usize,
-    out: &mut Vec<O>,
+    out: &mut [MaybeUninit<O>],
     f: &impl Fn(A, B) -> O,
 ) {
-    out.reserve(segs * len);
-    for s in 0..segs {
+    if len == 0 {
+        return;
+    }
+    for (s, o) in out.chunks_exact_mut(len).enumerate() {
         match (part(&a, s, len), part(&b, s, len)) {
-            (Part::S(x), Part::S(y)) => push_zip(out, x, y, f),
-            (Part::S(x), Part::C(y)) => push_map(out, x, |x| f(x, y)),
-            (Part::C(x), Part::S(y)) => push_map(out, y, |y| f(x, y)),
-            (Part::C(x), Part::C(y)) => out.resize(out.len() + len, f(x, y)),
+            (Part::S(x), Part::S(y)) => write_zip(o, x, y, f),
+            (Part::S(x), Part::C(y)) => write_map(o, x, |x| f(x, y)),
+            (Part::C(x), Part::S(y)) => write_map(o, y, |y| f(x, y)),
+            (Part::C(x), Part::C(y)) => o.fill(MaybeUninit::new(f(x, y))),
         }
     }
 }
@@ -118,7 +123,7 @@ pub fn map1<A: Copy, O: Copy>(
     a: Src<A>,
     segs: usize,
     len: usize,
-    out: &mut Vec<O>,
+    out: impl Sink<O>,
     f: impl Fn(A) -> O,
 ) {
     zip2(a, Src::One(()), segs, len, out, |x, _| f(x));
@@ -175,19 +180,7 @@ pub fn unary(
     let cd = if op == UnaryOp::Not { DType::Bool } else { dt };
     let a = convert(a, from, cd);
     match class(cd) {
-        Class::F32 if dt == DType::F32 && op == UnaryOp::Exp => {
-            let xs = match shape {
-                Shape::Full => Cow::Borrowed(f32s(&a)),
-                _ => {
-                    let mut v = Vec::new();
-                    map1(src(&a, shape, f32s), segs, len, &mut v, |x| x);
-                    Cow::Owned(v)
-                }
-            };
-            exp_f32(&xs, out.f32());
-        }
-        Class::F32 if dt == DType::F32 => with_unary!(op, OP => map1(
-            src(&a, shape, f32s), segs, len, out.f32(), |x| OP.eval(x as f64) as f32)),
+        Class::F32 if dt == DType::F32 => unary_f32(op, src(&a, shape, f32s), segs, len, out.f32()),
         Class::F32 => map1(src(&a, shape, f32s), segs, len, out.f32(), |x| {
             dt.round(op.eval(x as f64)) as f32
         }),
@@ -222,9 +215,14 @@ pub fn binary(
         Class::F32 if op.is_comparison() => with_binary!(op, OP => zip2(
             src(&a, ashape, f32s), src(&b, bshape, f32s), segs, len, res.i64(),
             |x, y| OP.eval(x as f64, y as f64) as i64)),
-        Class::F32 if cd == DType::F32 => with_binary!(op, OP => zip2(
-            src(&a, ashape, f32s), src(&b, bshape, f32s), segs, len, res.f32(),
-            |x, y| OP.eval(x as f64, y as f64) as f32)),
+        Class::F32 if cd == DType::F32 => binary_f32(
+            op,
+            src(&a, ashape, f32s),
+            src(&b, bshape, f32s),
+            segs,
+            len,
+            res.f32(),
+        ),
         Class::F32 => zip2(
             src(&a, ashape, f32s),
             src(&b, bshape, f32s),
@@ -251,6 +249,39 @@ pub fn binary(
     if rd != dt {
         *out = convert(&r, rd, dt).into_owned();
     }
+}
+
+/// `op` of `F32` values, giving `F32` values (not `Not`, which gives
+/// bools), into `out`: [`unary`]'s loop once its operand is converted,
+/// and the whole of an `F32` unary instruction whose operand is `F32`.
+pub fn unary_f32(op: UnaryOp, a: Src<f32>, segs: usize, len: usize, out: impl Sink<f32>) {
+    if op == UnaryOp::Exp {
+        let xs = match a {
+            Src::Full(v) => Cow::Borrowed(v),
+            _ => {
+                let mut v = Vec::new();
+                map1(a, segs, len, &mut v, |x| x);
+                Cow::Owned(v)
+            }
+        };
+        exp_f32(&xs, out);
+    } else {
+        with_unary!(op, OP => map1(a, segs, len, out, |x| OP.eval(x as f64) as f32));
+    }
+}
+
+/// `op` (not a comparison) of `F32` values computed in `F32`, into `out`:
+/// [`binary`]'s loop once its operands are converted, and the whole of an
+/// `F32` binary instruction of `F32` operands that computes in `F32`.
+pub fn binary_f32(
+    op: BinaryOp,
+    a: Src<f32>,
+    b: Src<f32>,
+    segs: usize,
+    len: usize,
+    out: impl Sink<f32>,
+) {
+    with_binary!(op, OP => zip2(a, b, segs, len, out, |x, y| OP.eval(x as f64, y as f64) as f32));
 }
 
 /// `c ? a : b` at every point (all three with a value per point), `a` and
@@ -294,27 +325,28 @@ fn in_range(x: f32) -> bool {
 /// outside `+-EXP_RANGE` (overflow, subnormal results, infinities, NaN)
 /// are redone by the reference in a second pass. No fused multiply-adds,
 /// at any vector width: every level, and the LLVM JIT's copy, round alike.
-pub fn exp_f32(xs: &[f32], out: &mut Vec<f32>) {
+pub fn exp_f32(xs: &[f32], out: impl Sink<f32>) {
     exp_f32_at(simd::level(), xs, out);
 }
 
 /// [`exp_f32`] at vector width `level` (one the CPU supports); every level
 /// gives the same values.
-pub fn exp_f32_at(level: Level, xs: &[f32], out: &mut Vec<f32>) {
-    let any_out = vectorised!(level, {
-        push_map(out, xs, exp_poly);
-        // A separate pass: a flag set inside the loop above would keep it
-        // from vectorising.
-        xs.iter().fold(false, |o, x| o | !in_range(*x))
-    });
-    if any_out {
-        let start = out.len() - xs.len();
-        for (o, x) in out[start..].iter_mut().zip(xs) {
-            if !in_range(*x) {
-                *o = UnaryOp::Exp.eval(*x as f64) as f32;
+pub fn exp_f32_at(level: Level, xs: &[f32], out: impl Sink<f32>) {
+    out.fill(xs.len(), |d| {
+        let any_out = vectorised!(level, {
+            write_map(d, xs, exp_poly);
+            // A separate pass: a flag set inside the loop above would keep
+            // it from vectorising.
+            xs.iter().fold(false, |o, x| o | !in_range(*x))
+        });
+        if any_out {
+            for (o, x) in d.iter_mut().zip(xs) {
+                if !in_range(*x) {
+                    o.write(UnaryOp::Exp.eval(*x as f64) as f32);
+                }
             }
         }
-    }
+    });
 }
 
 /// [`exp_f32`]'s polynomial path for one value (any value for an input

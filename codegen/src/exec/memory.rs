@@ -327,6 +327,63 @@ fn encode(dt: DType, vals: &Vals, p: usize, out: &mut [u8]) {
     }
 }
 
+/// An out-of-bounds store (a scheduler bug) as the interpreter reports it.
+fn check_store(k: &Kernel, o: usize, r: &Run, step: i64) -> Result<(), InterpError> {
+    let len = k.outputs[o].len;
+    match touched(r, step) {
+        Some((a, b)) if a < 0 || b as usize >= len => {
+            let bad = if a < 0 { a } else { b };
+            Err(InterpError(format!(
+                "kernel {}: store index {bad} outside out{o} of {len} elements",
+                k.name
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The elements of `F32` output `o` that a store at `index` (runs `runs`)
+/// writes at the points of `sp`, as one `f32` slice in point order, when
+/// they are consecutive (one run of step 1) and aligned for `f32` on a
+/// little-endian host; `None` otherwise (the caller then stores through
+/// [`store`]). Errs as [`store`] does for indices outside the output.
+///
+/// # Safety
+/// No other thread accesses these elements while the slice lives (as
+/// [`Outs::elems`]).
+pub unsafe fn out_f32<'o>(
+    k: &Kernel,
+    o: usize,
+    index: &Expr,
+    runs: &Runs,
+    outs: &'o Outs,
+    sp: Space,
+) -> Result<Option<&'o mut [f32]>, InterpError> {
+    let one_run = sp.n > 0 && sp.p0 / runs.span == (sp.p0 + sp.n - 1) / runs.span;
+    if !cfg!(target_endian = "little")
+        || k.outputs[o].dtype != DType::F32
+        || runs.index != 1
+        || !one_run
+    {
+        return Ok(None);
+    }
+    let mut run = None;
+    sp.runs(Some(index), &Cond::always(), runs, |r| {
+        run = Some(r);
+        Ok::<(), ()>(())
+    })
+    .expect("infallible");
+    let r = run.expect("one run");
+    check_store(k, o, &r, 1)?;
+    // SAFETY: in bounds (checked above); exclusive by the caller's
+    // contract.
+    let bytes = unsafe { outs.elems(o, r.base as usize, r.len, 4) };
+    // SAFETY: every bit pattern is a valid f32 (and every f32 valid
+    // bytes), and `align_to_mut` only puts aligned elements in the middle.
+    let (head, vals, _) = unsafe { bytes.align_to_mut::<f32>() };
+    Ok((head.is_empty() && vals.len() == r.len).then_some(vals))
+}
+
 /// Writes `vals` (of dtype `from`, a value per point of `sp`) to output
 /// `o` at `index`, converted to the output's dtype.
 #[allow(clippy::too_many_arguments)]
@@ -345,15 +402,7 @@ pub fn store(
     let vals = convert(vals, from, dt);
     let step = runs.index;
     sp.runs(Some(index), &Cond::always(), runs, |r| {
-        if let Some((a, b)) = touched(&r, step) {
-            if a < 0 || b as usize >= arg.len {
-                let bad = if a < 0 { a } else { b };
-                return Err(InterpError(format!(
-                    "kernel {}: store index {bad} outside out{o} of {} elements",
-                    k.name, arg.len
-                )));
-            }
-        }
+        check_store(k, o, &r, step)?;
         if step == 1 && dt == DType::F32 {
             // SAFETY: this run's elements are written by this thread only.
             let bytes = unsafe { outs.elems(o, r.base as usize, r.len, size) };

@@ -5,8 +5,9 @@
 use crate::exec::runs::Runs;
 use crate::expr::Cond;
 use crate::ir::{Inst, Kernel, StoreKind, Val};
+use crate::ops::UnaryOp;
 use crate::outs::one_writer;
-use crate::KernelKind;
+use crate::{DType, KernelKind};
 
 /// Where an instruction's value varies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -32,8 +33,13 @@ pub struct Plan {
     /// For each `Reduce` instruction, the element-level instructions its
     /// operand needs, in SSA order.
     pub reduce_needs: Vec<Vec<Val>>,
-    /// Element-level instructions the element-level stores need.
+    /// Element-level instructions the element-level stores need, except
+    /// the values of `direct` stores.
     pub store_needs: Vec<Val>,
+    /// Per store, whether it is element-level and its value may be
+    /// computed straight into the output (`direct_f32`), skipping a vector
+    /// and its copy: a pass less over the tile.
+    pub direct: Vec<bool>,
     /// Stores run once per row.
     pub row_stores: Vec<usize>,
     /// Stores run at every point.
@@ -116,7 +122,7 @@ impl Plan {
         if !one_writer(k, |s| space(store_level(s))) {
             return None;
         }
-        let store_runs = (0..k.stores.len())
+        let store_runs: Vec<Runs> = (0..k.stores.len())
             .map(|s| {
                 let ranges = space(store_level(s));
                 Runs::new(Some(&k.stores[s].index), &Cond::always(), ranges)
@@ -131,12 +137,25 @@ impl Plan {
                 _ => Vec::new(),
             })
             .collect();
+        let direct: Vec<bool> = (0..k.stores.len())
+            .map(|s| {
+                elem_stores.contains(&s)
+                    && store_runs[s].index == 1
+                    && direct_f32(k, &level, k.stores[s].value)
+            })
+            .collect();
+        // A direct store's operands are its value's (its value is read
+        // nowhere else).
         let roots: Vec<Val> = elem_stores
             .iter()
-            .flat_map(|s| k.stores[*s].operands())
+            .flat_map(|s| match direct[*s] {
+                true => k.insts[k.stores[*s].value].inst.operands(),
+                false => k.stores[*s].operands(),
+            })
             .collect();
         Some(Plan {
             store_needs: needs(&roots),
+            direct,
             level,
             runs,
             store_runs,
@@ -145,6 +164,38 @@ impl Plan {
             elem_stores,
         })
     }
+}
+
+/// Whether element-level instruction `v`, stored by one store, can be
+/// computed straight into that store's `F32` output: an `F32` unary
+/// (`arith::unary_f32`) or non-comparison binary op
+/// (`arith::binary_f32`) of `F32` operands, computed in `F32`, whose value
+/// nothing else reads (no instruction, no other store), so that it needs
+/// no vector of its own.
+fn direct_f32(k: &Kernel, level: &[Level], v: Val) -> bool {
+    let f32 = |v: Val| k.insts[v].dtype == DType::F32;
+    let op_ok = match k.insts[v].inst {
+        Inst::Unary(op, a) => op != UnaryOp::Not && f32(a),
+        Inst::Binary(op, a, b) => {
+            !op.is_comparison()
+                && f32(a)
+                && f32(b)
+                && op.compute_dtype(DType::F32, DType::F32, DType::F32) == DType::F32
+        }
+        _ => false,
+    };
+    let readers = k
+        .insts
+        .iter()
+        .flat_map(|n| n.inst.operands())
+        .chain(k.stores.iter().flat_map(|s| s.operands()))
+        .filter(|o| *o == v)
+        .count();
+    let stored_to_f32 = k
+        .stores
+        .iter()
+        .any(|s| s.value == v && k.outputs[s.output].dtype == DType::F32);
+    level[v] == Level::Elem && f32(v) && op_ok && readers == 1 && stored_to_f32
 }
 
 /// The element-level instructions that `roots` need, in SSA order.

@@ -408,11 +408,42 @@ impl<'a> ElemState<'a> {
         Ok(part)
     }
 
-    /// Runs the element-level stores over tile `t`.
+    /// Runs the element-level stores over tile `t`. A direct store
+    /// ([`Plan::direct`]) whose elements here are one aligned slice gets
+    /// its value computed straight into them; elsewhere its value is
+    /// computed into its vector and stored as any other.
     pub fn store(&mut self, ctx: &Ctx<'a>, row: &[Vals<'a>], t: Tile) -> Result<(), InterpError> {
         let sp = self.eval(ctx, row, &ctx.plan.store_needs, t)?;
-        let fr = self.frame(ctx, row, t);
-        run_stores(ctx, &fr, &ctx.plan.elem_stores, sp)
+        for &s in &ctx.plan.elem_stores {
+            let st = &ctx.k.stores[s];
+            if ctx.plan.direct[s] {
+                let runs = &ctx.plan.store_runs[s];
+                // SAFETY: the tile's points are this thread's, and so are
+                // the elements a store writes there (`one_writer`).
+                let dst = unsafe { memory::out_f32(ctx.k, st.output, &st.index, runs, ctx.outs, sp)? };
+                if let Some(dst) = dst {
+                    compute_f32_into(ctx, st.value, &self.frame(ctx, row, t), dst);
+                    continue;
+                }
+                self.eval(ctx, row, &[st.value], t)?;
+            }
+            run_stores(ctx, &self.frame(ctx, row, t), &[s], sp)?;
+        }
+        Ok(())
+    }
+}
+
+/// Computes instruction `v` (one [`Plan::direct`] allows: an `F32` unary
+/// or binary op of `F32` operands) over the frame's points into `dst`.
+fn compute_f32_into(ctx: &Ctx<'_>, v: Val, fr: &Frame<'_, '_>, dst: &mut [f32]) {
+    let typed = |v: Val| {
+        let (vals, shape) = fr.operand(v);
+        arith::src(vals, shape, arith::f32s)
+    };
+    match ctx.k.insts[v].inst {
+        Inst::Unary(op, a) => arith::unary_f32(op, typed(a), fr.segs, fr.len, dst),
+        Inst::Binary(op, a, b) => arith::binary_f32(op, typed(a), typed(b), fr.segs, fr.len, dst),
+        _ => unreachable!("direct stores are of unary and binary ops"),
     }
 }
 

@@ -6,6 +6,7 @@
 //! Conversions follow [`crate::convert`]'s one rule, element by element.
 
 use std::borrow::Cow;
+use std::mem::MaybeUninit;
 
 use crate::exec::simd::{self, vectorised};
 use crate::DType;
@@ -206,31 +207,69 @@ pub fn convert<'s, 'a>(src: &'s Vals<'a>, from: DType, to: DType) -> Cow<'s, Val
     Cow::Owned(out)
 }
 
+/// Where a loop's values go: appended to a vector, or over an output's
+/// own elements (a store written straight from the instruction that
+/// computes its value, with no vector in between).
+pub trait Sink<O> {
+    /// Calls `fill` with `n` slots, which it must all write (in any
+    /// order), and takes them as the next `n` values.
+    fn fill(self, n: usize, fill: impl FnOnce(&mut [MaybeUninit<O>]));
+}
+
+impl<O> Sink<O> for &mut Vec<O> {
+    fn fill(self, n: usize, fill: impl FnOnce(&mut [MaybeUninit<O>])) {
+        self.reserve(n);
+        let len = self.len();
+        fill(&mut self.spare_capacity_mut()[..n]);
+        // SAFETY: `fill` wrote the `n` slots after the `len` values
+        // (`reserve` made room for them); if it panicked, this is not
+        // reached and the vector keeps its `len` values.
+        unsafe { self.set_len(len + n) };
+    }
+}
+
+impl<O: Copy> Sink<O> for &mut [O] {
+    fn fill(self, n: usize, fill: impl FnOnce(&mut [MaybeUninit<O>])) {
+        assert_eq!(self.len(), n, "a slice sink takes exactly its length");
+        // SAFETY: `MaybeUninit<O>` has `O`'s layout, and `fill` only
+        // writes initialised values (`MaybeUninit::write`), so the slice
+        // stays initialised; `O: Copy` has no drop to skip.
+        let slots = unsafe { &mut *(self as *mut [O] as *mut [MaybeUninit<O>]) };
+        fill(slots);
+    }
+}
+
 /// `f` of each value of `xs`, appended to `out`. Written into the spare
 /// capacity in a plain loop: `Vec::extend` over an iterator adapter may be
 /// left out of line, and so compiled for the baseline width only.
 #[inline(always)]
 pub fn push_map<A: Copy, O>(out: &mut Vec<O>, xs: &[A], f: impl Fn(A) -> O) {
-    out.reserve(xs.len());
-    let n = out.len();
-    for (o, x) in out.spare_capacity_mut().iter_mut().zip(xs) {
-        o.write(f(*x));
-    }
-    // SAFETY: the loop initialised the `xs.len()` slots after the `n`
-    // values (`reserve` made room for all of them).
-    unsafe { out.set_len(n + xs.len()) };
+    out.fill(xs.len(), |d| write_map(d, xs, f));
 }
 
-/// `f` of each pair of values of `xs` and `ys` (of one length), appended
-/// to `out`, as [`push_map`].
+/// `f` of each value of `xs` written over `out` (of one length).
 #[inline(always)]
-pub fn push_zip<A: Copy, B: Copy, O>(out: &mut Vec<O>, xs: &[A], ys: &[B], f: impl Fn(A, B) -> O) {
-    assert_eq!(xs.len(), ys.len(), "operands of one length");
-    out.reserve(xs.len());
-    let n = out.len();
-    for ((o, x), y) in out.spare_capacity_mut().iter_mut().zip(xs).zip(ys) {
+pub fn write_map<A: Copy, O>(out: &mut [MaybeUninit<O>], xs: &[A], f: impl Fn(A) -> O) {
+    assert_eq!(out.len(), xs.len(), "one slot per value");
+    for (o, x) in out.iter_mut().zip(xs) {
+        o.write(f(*x));
+    }
+}
+
+/// `f` of each pair of values of `xs` and `ys` written over `out` (all
+/// three of one length), as [`write_map`].
+#[inline(always)]
+pub fn write_zip<A: Copy, B: Copy, O>(
+    out: &mut [MaybeUninit<O>],
+    xs: &[A],
+    ys: &[B],
+    f: impl Fn(A, B) -> O,
+) {
+    assert!(
+        xs.len() == ys.len() && out.len() == xs.len(),
+        "operands of one length"
+    );
+    for ((o, x), y) in out.iter_mut().zip(xs).zip(ys) {
         o.write(f(*x, *y));
     }
-    // SAFETY: as in `push_map`.
-    unsafe { out.set_len(n + xs.len()) };
 }
