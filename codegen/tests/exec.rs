@@ -257,3 +257,89 @@ fn parallel_interpreter_rows_match_one_thread() {
     let k = kb.done();
     assert_eq!(run(&k, true), run(&k, false), "{}", k.name);
 }
+
+/// Softmax as the front end builds it for `dt`: loaded, cast to `F32`
+/// (halves), `exp(x - max) / sum`, cast back and stored. For `F32` the
+/// division is stored straight into the output and `x - max` is computed
+/// inside the `exp`; for halves only the latter (the store converts).
+fn softmax_front_end(rows: i64, len: i64, dt: DType) -> Kernel {
+    let r = [rows, len];
+    let mut kb = Kb::new("multireduce_softmax_cast", KernelKind::MultiReduce, &r, 1);
+    let x = kb.load(dt, (rows * len) as usize, contiguous(&r));
+    let x = if dt == DType::F32 {
+        x
+    } else {
+        kb.cast(x, DType::F32)
+    };
+    let m = kb.reduce(ReduceOp::Max, x);
+    let d = kb.bin(BinaryOp::Sub, x, m);
+    let e = kb.un(UnaryOp::Exp, d);
+    let s = kb.reduce(ReduceOp::Sum, e);
+    let y = kb.bin(BinaryOp::Div, e, s);
+    let y = if dt == DType::F32 { y } else { kb.cast(y, dt) };
+    kb.store((rows * len) as usize, contiguous(&r), y, None);
+    kb.done()
+}
+
+/// Where [`exp_of_difference`] stores its `[rows, len]` result.
+#[derive(Clone, Copy, Debug)]
+enum Out {
+    /// Row-major: one run per tile, written in place.
+    Contiguous,
+    /// Rows `len + 3` apart: runs of one row, stored through a vector.
+    PaddedRows,
+    /// Transposed: a step other than 1, stored element by element.
+    Transposed,
+}
+
+/// `exp(a[i, j] - b[i])` (or, with `flip`, `exp(b[i] + a[i, j])` with
+/// `a` read through a transposed view), stored as `out` says: the
+/// difference is computed inside the `exp`, the `exp` straight into a
+/// contiguous output.
+fn exp_of_difference(rows: i64, len: i64, flip: bool, out: Out) -> Kernel {
+    let r = [rows, len];
+    let mut kb = Kb::new("elementwise_exp_sub", KernelKind::Elementwise, &r, 2);
+    let at = if flip {
+        lin(&[(0, 1), (1, rows)], 0)
+    } else {
+        contiguous(&r)
+    };
+    let a = kb.load(DType::F32, (rows * len) as usize, at);
+    let b = kb.load(DType::F32, rows as usize, Expr::var(0));
+    let d = if flip {
+        kb.bin(BinaryOp::Add, b, a)
+    } else {
+        kb.bin(BinaryOp::Sub, a, b)
+    };
+    let e = kb.un(UnaryOp::Exp, d);
+    let (n, index) = match out {
+        Out::Contiguous => (rows * len, contiguous(&r)),
+        Out::PaddedRows => (rows * (len + 3), lin(&[(0, len + 3), (1, 1)], 0)),
+        Out::Transposed => (rows * len, lin(&[(0, 1), (1, rows)], 0)),
+    };
+    kb.store(n as usize, index, e, None);
+    kb.done()
+}
+
+#[test]
+fn direct_stores_and_fused_exps_at_edge_sizes() {
+    // Rows of 1, primes below and above the fused `exp`'s block (2048
+    // points) and above the tile (16384: chunks of one row); the inputs
+    // hold NaN and infinities (whole rows of them for rows of 1).
+    for (s, len) in [1, 7, 2039, 2053, 16411].into_iter().enumerate() {
+        for rows in [1, 5, 37] {
+            let rows = if len > 2053 { rows.min(5) } else { rows };
+            let seed = 9000 + 10 * s as u64 + rows as u64;
+            for dt in [DType::F32, DType::F16, DType::BF16] {
+                let k = softmax_front_end(rows, len, dt);
+                assert!(compare(&k, seed), "declined {k}");
+            }
+            for flip in [false, true] {
+                for out in [Out::Contiguous, Out::PaddedRows, Out::Transposed] {
+                    let k = exp_of_difference(rows, len, flip, out);
+                    assert!(compare(&k, seed), "declined {out:?} {k}");
+                }
+            }
+        }
+    }
+}

@@ -27,6 +27,18 @@ pub enum Src<'a, T> {
     One(T),
 }
 
+impl<'a, T: Copy> Src<'a, T> {
+    /// The operand at points `lo..lo + n` of segments `s0..s0 + k` (of
+    /// `len` points each; `k > 1` only for whole segments).
+    pub fn piece(self, len: usize, s0: usize, k: usize, lo: usize, n: usize) -> Src<'a, T> {
+        match self {
+            Src::Full(v) => Src::Full(&v[s0 * len + lo..(s0 + k - 1) * len + lo + n]),
+            Src::PerSeg(v) => Src::PerSeg(&v[s0..s0 + k]),
+            Src::One(c) => Src::One(c),
+        }
+    }
+}
+
 /// How an operand is shaped, before its values are typed.
 #[derive(Clone, Copy)]
 pub enum Shape {

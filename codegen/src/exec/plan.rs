@@ -44,6 +44,11 @@ pub struct Plan {
     pub row_stores: Vec<usize>,
     /// Stores run at every point.
     pub elem_stores: Vec<usize>,
+    /// Per instruction, whether it is an `F32` binary op that only an
+    /// `F32` `exp` reads (softmax's `x - max`), computed by that `exp` in
+    /// blocks that stay in L1 (`tile::exp_of_binary`) instead of into a
+    /// vector of its own (a pass less over the tile).
+    pub fused: Vec<bool>,
 }
 
 impl Plan {
@@ -128,7 +133,20 @@ impl Plan {
                 Runs::new(Some(&k.stores[s].index), &Cond::always(), ranges)
             })
             .collect();
-        let needs = |roots: &[Val]| needs(k, &level, roots);
+        let readers = readers(k);
+        let fused: Vec<bool> = (0..k.insts.len())
+            .map(|v| {
+                let exp_reads = |r: &Inst| matches!(r, Inst::Unary(UnaryOp::Exp, a) if *a == v);
+                level[v] == Level::Elem
+                    && f32_op(k, v)
+                    && matches!(k.insts[v].inst, Inst::Binary(..))
+                    && readers[v] == 1
+                    && k.insts
+                        .iter()
+                        .any(|n| exp_reads(&n.inst) && n.dtype == DType::F32)
+            })
+            .collect();
+        let needs = |roots: &[Val]| needs(k, &level, &fused, roots);
         let reduce_needs = k
             .insts
             .iter()
@@ -141,7 +159,7 @@ impl Plan {
             .map(|s| {
                 elem_stores.contains(&s)
                     && store_runs[s].index == 1
-                    && direct_f32(k, &level, k.stores[s].value)
+                    && direct_f32(k, &level, &readers, k.stores[s].value)
             })
             .collect();
         // A direct store's operands are its value's (its value is read
@@ -156,6 +174,7 @@ impl Plan {
         Some(Plan {
             store_needs: needs(&roots),
             direct,
+            fused,
             level,
             runs,
             store_runs,
@@ -166,40 +185,50 @@ impl Plan {
     }
 }
 
-/// Whether element-level instruction `v`, stored by one store, can be
-/// computed straight into that store's `F32` output: an `F32` unary
-/// (`arith::unary_f32`) or non-comparison binary op
-/// (`arith::binary_f32`) of `F32` operands, computed in `F32`, whose value
-/// nothing else reads (no instruction, no other store), so that it needs
-/// no vector of its own.
-fn direct_f32(k: &Kernel, level: &[Level], v: Val) -> bool {
+/// How many instructions and stores read each instruction (once per
+/// operand slot).
+fn readers(k: &Kernel) -> Vec<usize> {
+    let mut n = vec![0; k.insts.len()];
+    let insts = k.insts.iter().flat_map(|n| n.inst.operands());
+    for o in insts.chain(k.stores.iter().flat_map(|s| s.operands())) {
+        n[o] += 1;
+    }
+    n
+}
+
+/// Whether instruction `v` is an `F32` unary op (`arith::unary_f32`) or
+/// non-comparison binary op (`arith::binary_f32`) of `F32` operands,
+/// computed in `F32`: one that can write its values anywhere.
+fn f32_op(k: &Kernel, v: Val) -> bool {
     let f32 = |v: Val| k.insts[v].dtype == DType::F32;
-    let op_ok = match k.insts[v].inst {
-        Inst::Unary(op, a) => op != UnaryOp::Not && f32(a),
-        Inst::Binary(op, a, b) => {
-            !op.is_comparison()
-                && f32(a)
-                && f32(b)
-                && op.compute_dtype(DType::F32, DType::F32, DType::F32) == DType::F32
+    f32(v)
+        && match k.insts[v].inst {
+            Inst::Unary(op, a) => op != UnaryOp::Not && f32(a),
+            Inst::Binary(op, a, b) => {
+                !op.is_comparison()
+                    && f32(a)
+                    && f32(b)
+                    && op.compute_dtype(DType::F32, DType::F32, DType::F32) == DType::F32
+            }
+            _ => false,
         }
-        _ => false,
-    };
-    let readers = k
-        .insts
-        .iter()
-        .flat_map(|n| n.inst.operands())
-        .chain(k.stores.iter().flat_map(|s| s.operands()))
-        .filter(|o| *o == v)
-        .count();
+}
+
+/// Whether element-level instruction `v`, stored by one store, can be
+/// computed straight into that store's `F32` output: an [`f32_op`] whose
+/// value nothing else reads (no instruction, no other store), so that it
+/// needs no vector of its own.
+fn direct_f32(k: &Kernel, level: &[Level], readers: &[usize], v: Val) -> bool {
     let stored_to_f32 = k
         .stores
         .iter()
         .any(|s| s.value == v && k.outputs[s.output].dtype == DType::F32);
-    level[v] == Level::Elem && f32(v) && op_ok && readers == 1 && stored_to_f32
+    level[v] == Level::Elem && f32_op(k, v) && readers[v] == 1 && stored_to_f32
 }
 
-/// The element-level instructions that `roots` need, in SSA order.
-fn needs(k: &Kernel, level: &[Level], roots: &[Val]) -> Vec<Val> {
+/// The element-level instructions that `roots` need, in SSA order (not
+/// the `fused` ones: their readers compute them, from their operands).
+fn needs(k: &Kernel, level: &[Level], fused: &[bool], roots: &[Val]) -> Vec<Val> {
     let mut want = vec![false; k.insts.len()];
     let mut stack: Vec<Val> = roots
         .iter()
@@ -218,5 +247,84 @@ fn needs(k: &Kernel, level: &[Level], roots: &[Val]) -> Vec<Val> {
             );
         }
     }
-    (0..k.insts.len()).filter(|v| want[*v]).collect()
+    (0..k.insts.len())
+        .filter(|v| want[*v] && !fused[*v])
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expr::Expr;
+    use crate::ir::{Arg, Node, Store};
+    use crate::ops::{BinaryOp, ReduceOp};
+
+    /// `exp(x - max) / sum` over rows of 8 stored as `out` (`F32` or a
+    /// half), with `x - max` also stored when `keep_diff`.
+    fn softmax(out: DType, keep_diff: bool) -> Kernel {
+        let f = DType::F32;
+        let index = Expr::var(0).scale(8).add(&Expr::var(1));
+        let node = |inst, dtype| Node { inst, dtype };
+        let mut insts = vec![
+            node(
+                Inst::Load {
+                    input: 0,
+                    index: index.clone(),
+                    valid: Cond::always(),
+                },
+                f,
+            ),
+            node(Inst::Reduce(ReduceOp::Max, 0), f),
+            node(Inst::Binary(BinaryOp::Sub, 0, 1), f),
+            node(Inst::Unary(UnaryOp::Exp, 2), f),
+            node(Inst::Reduce(ReduceOp::Sum, 3), f),
+            node(Inst::Binary(BinaryOp::Div, 3, 4), f),
+        ];
+        if out != f {
+            insts.push(node(Inst::Cast(5), out));
+        }
+        let arg = |dtype| Arg { dtype, len: 24 };
+        let mut stores = vec![Store::write(0, index.clone(), insts.len() - 1)];
+        let mut outputs = vec![arg(out)];
+        if keep_diff {
+            stores.push(Store::write(1, index, 2));
+            outputs.push(arg(f));
+        }
+        Kernel {
+            name: "multireduce_softmax".into(),
+            kind: KernelKind::MultiReduce,
+            ranges: [3, 8].as_slice().into(),
+            n_kept: 1,
+            inputs: vec![arg(f)],
+            outputs,
+            scalars: vec![],
+            insts,
+            stores,
+        }
+    }
+
+    #[test]
+    fn softmax_stores_its_quotient_directly_and_fuses_the_difference() {
+        let p = Plan::new(&softmax(DType::F32, false)).expect("covered");
+        assert_eq!(p.direct, [true]);
+        assert_eq!(p.fused, [false, false, true, false, false, false]);
+        // The store needs the `exp` (kept from the sum's pass) and what
+        // that reads, not the quotient it computes itself nor the
+        // difference inside the `exp`.
+        assert_eq!(p.store_needs, [0, 3]);
+        assert_eq!(p.reduce_needs[4], [0, 3]);
+    }
+
+    #[test]
+    fn values_read_twice_or_stored_converted_take_vectors() {
+        // A half output: the cast goes through a vector (the store converts).
+        let p = Plan::new(&softmax(DType::BF16, false)).expect("covered");
+        assert_eq!(p.direct, [false]);
+        assert!(p.fused[2]);
+        // `x - max` stored as well: computed once, into its vector.
+        let p = Plan::new(&softmax(DType::F32, true)).expect("covered");
+        assert_eq!(p.direct, [true, false]);
+        assert!(!p.fused[2]);
+        assert!(p.store_needs.contains(&2));
+    }
 }

@@ -9,7 +9,7 @@ use crate::exec::arith::{self, Shape};
 use crate::exec::memory::{self, Space};
 use crate::exec::plan::{Level, Plan};
 use crate::exec::reduce;
-use crate::exec::vals::{convert, Vals};
+use crate::exec::vals::{convert, Sink, Vals};
 use crate::interp::InterpError;
 use crate::ir::{Inst, Kernel, Val};
 use crate::outs::Outs;
@@ -157,6 +157,7 @@ fn compute<'a>(
             *out = convert(&Vals::I64(idx), DType::I64, dt).into_owned();
         }
         Inst::Cast(a) => *out = convert(fr.operand(*a).0, dtype(*a), dt).into_owned(),
+        Inst::Unary(_, a) if ctx.plan.fused[*a] => exp_of_binary(ctx, *a, fr, out.f32()),
         Inst::Unary(op, a) => {
             let (v, shape) = fr.operand(*a);
             arith::unary(*op, v, shape, dtype(*a), dt, fr.segs, fr.len, out);
@@ -420,7 +421,8 @@ impl<'a> ElemState<'a> {
                 let runs = &ctx.plan.store_runs[s];
                 // SAFETY: the tile's points are this thread's, and so are
                 // the elements a store writes there (`one_writer`).
-                let dst = unsafe { memory::out_f32(ctx.k, st.output, &st.index, runs, ctx.outs, sp)? };
+                let dst =
+                    unsafe { memory::out_f32(ctx.k, st.output, &st.index, runs, ctx.outs, sp)? };
                 if let Some(dst) = dst {
                     compute_f32_into(ctx, st.value, &self.frame(ctx, row, t), dst);
                     continue;
@@ -433,6 +435,51 @@ impl<'a> ElemState<'a> {
     }
 }
 
+/// `exp` of instruction `a` ([`Plan::fused`]: an `F32` binary op that
+/// only this `exp` reads) over the frame's points, into `out`: `a`
+/// computed a block at a time into a buffer that stays in L1, each block's
+/// `exp` written from there. The values are those of `a` computed into a
+/// vector and `exp` of that vector; softmax's `exp(x - max)` writes and
+/// reads no tile-sized vector for `x - max` (a pass less).
+fn exp_of_binary(ctx: &Ctx<'_>, a: Val, fr: &Frame<'_, '_>, out: impl Sink<f32>) {
+    /// Points per block: 8 KiB of `f32`.
+    const BLOCK: usize = 2048;
+    let Inst::Binary(op, x, y) = ctx.k.insts[a].inst else {
+        unreachable!("fused instructions are binary ops")
+    };
+    let typed = |v: Val| {
+        let (vals, shape) = fr.operand(v);
+        arith::src(vals, shape, arith::f32s)
+    };
+    let (xs, ys) = (typed(x), typed(y));
+    let len = fr.len;
+    let mut buf = Vec::with_capacity(BLOCK.min(fr.segs * len));
+    out.fill(fr.segs * len, |d| {
+        if len == 0 {
+            return;
+        }
+        // Blocks of whole segments (short rows), or of one segment's part.
+        let (most, blocks) = if len <= BLOCK {
+            (BLOCK / len, 1)
+        } else {
+            (1, len.div_ceil(BLOCK))
+        };
+        let mut s0 = 0;
+        while s0 < fr.segs {
+            let k = most.min(fr.segs - s0);
+            for b in 0..blocks {
+                let (lo, n) = (b * BLOCK, BLOCK.min(len - b * BLOCK));
+                buf.clear();
+                let (xp, yp) = (xs.piece(len, s0, k, lo, n), ys.piece(len, s0, k, lo, n));
+                arith::binary_f32(op, xp, yp, k, n, &mut buf);
+                let at = s0 * len + lo;
+                arith::exp_f32(&buf, &mut d[at..at + buf.len()]);
+            }
+            s0 += k;
+        }
+    });
+}
+
 /// Computes instruction `v` (one [`Plan::direct`] allows: an `F32` unary
 /// or binary op of `F32` operands) over the frame's points into `dst`.
 fn compute_f32_into(ctx: &Ctx<'_>, v: Val, fr: &Frame<'_, '_>, dst: &mut [f32]) {
@@ -441,6 +488,7 @@ fn compute_f32_into(ctx: &Ctx<'_>, v: Val, fr: &Frame<'_, '_>, dst: &mut [f32]) 
         arith::src(vals, shape, arith::f32s)
     };
     match ctx.k.insts[v].inst {
+        Inst::Unary(_, a) if ctx.plan.fused[a] => exp_of_binary(ctx, a, fr, dst),
         Inst::Unary(op, a) => arith::unary_f32(op, typed(a), fr.segs, fr.len, dst),
         Inst::Binary(op, a, b) => arith::binary_f32(op, typed(a), typed(b), fr.segs, fr.len, dst),
         _ => unreachable!("direct stores are of unary and binary ops"),

@@ -239,6 +239,13 @@ impl<O: Copy> Sink<O> for &mut [O] {
     }
 }
 
+impl<O> Sink<O> for &mut [MaybeUninit<O>] {
+    fn fill(self, n: usize, fill: impl FnOnce(&mut [MaybeUninit<O>])) {
+        assert_eq!(self.len(), n, "a slice sink takes exactly its length");
+        fill(self);
+    }
+}
+
 /// `f` of each value of `xs`, appended to `out`. Written into the spare
 /// capacity in a plain loop: `Vec::extend` over an iterator adapter may be
 /// left out of line, and so compiled for the baseline width only.
