@@ -351,6 +351,7 @@ fn check_store(k: &Kernel, o: usize, r: &Run, step: i64) -> Result<(), InterpErr
 /// # Safety
 /// No other thread accesses these elements while the slice lives (as
 /// [`Outs::elems`]).
+#[allow(clippy::mut_from_ref)]
 pub unsafe fn out_f32<'o>(
     k: &Kernel,
     o: usize,
