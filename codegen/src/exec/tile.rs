@@ -103,6 +103,12 @@ impl<'a> Frame<'_, 'a> {
         }
     }
 
+    /// Operand `v`'s values, held in `f32`, and how they spread.
+    fn f32s(&self, v: Val) -> arith::Src<'_, f32> {
+        let (vals, shape) = self.operand(v);
+        arith::src(vals, shape, arith::f32s)
+    }
+
     /// Operand `v` with a value per point.
     fn full(&self, v: Val) -> Cow<'_, Vals<'a>> {
         let (vals, shape) = self.operand(v);
@@ -447,11 +453,7 @@ fn exp_of_binary(ctx: &Ctx<'_>, a: Val, fr: &Frame<'_, '_>, out: impl Sink<f32>)
     let Inst::Binary(op, x, y) = ctx.k.insts[a].inst else {
         unreachable!("fused instructions are binary ops")
     };
-    let typed = |v: Val| {
-        let (vals, shape) = fr.operand(v);
-        arith::src(vals, shape, arith::f32s)
-    };
-    let (xs, ys) = (typed(x), typed(y));
+    let (xs, ys) = (fr.f32s(x), fr.f32s(y));
     let len = fr.len;
     let mut buf = Vec::with_capacity(BLOCK.min(fr.segs * len));
     out.fill(fr.segs * len, |d| {
@@ -483,14 +485,12 @@ fn exp_of_binary(ctx: &Ctx<'_>, a: Val, fr: &Frame<'_, '_>, out: impl Sink<f32>)
 /// Computes instruction `v` (one [`Plan::direct`] allows: an `F32` unary
 /// or binary op of `F32` operands) over the frame's points into `dst`.
 fn compute_f32_into(ctx: &Ctx<'_>, v: Val, fr: &Frame<'_, '_>, dst: &mut [f32]) {
-    let typed = |v: Val| {
-        let (vals, shape) = fr.operand(v);
-        arith::src(vals, shape, arith::f32s)
-    };
     match ctx.k.insts[v].inst {
         Inst::Unary(_, a) if ctx.plan.fused[a] => exp_of_binary(ctx, a, fr, dst),
-        Inst::Unary(op, a) => arith::unary_f32(op, typed(a), fr.segs, fr.len, dst),
-        Inst::Binary(op, a, b) => arith::binary_f32(op, typed(a), typed(b), fr.segs, fr.len, dst),
+        Inst::Unary(op, a) => arith::unary_f32(op, fr.f32s(a), fr.segs, fr.len, dst),
+        Inst::Binary(op, a, b) => {
+            arith::binary_f32(op, fr.f32s(a), fr.f32s(b), fr.segs, fr.len, dst)
+        }
         _ => unreachable!("direct stores are of unary and binary ops"),
     }
 }
