@@ -27,7 +27,8 @@
 //! Tile sweeps: `SMELT_ATTENTION_TILE=<warps>x<rows>x<bn>[x<stages>][r]`
 //! picks the tensor-core kernel's tile (printed, and named in the
 //! report's device line); `-- --fused-only` times only the fused plan,
-//! so each tile's run is short. `SMELT_ATTENTION_SPLITS=<n>` forces
+//! so each tile's run is short, and `-- --cases 7,9` only the cases of
+//! those numbers. `SMELT_ATTENTION_SPLITS=<n>` forces
 //! split-KV's count (1: unsplit, the baseline for the decode cases),
 //! also named in the device line.
 
@@ -116,6 +117,21 @@ const CASES: [Case; 9] = [
     Case::decode(8, 16, 131072, 128),
 ];
 
+/// The case numbers after `--cases` (comma-separated, from 1), or `None`
+/// for every case.
+fn picked_cases(args: &[String]) -> Result<Option<Vec<usize>>> {
+    let Some(i) = args.iter().position(|a| a == "--cases") else {
+        return Ok(None);
+    };
+    let bad = || smelt::Error::Runtime("--cases needs case numbers like 7,9".into());
+    let list = args.get(i + 1).ok_or_else(bad)?;
+    let picked = list
+        .split(',')
+        .map(|n| n.trim().parse::<usize>().map_err(|_| bad()))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Some(picked))
+}
+
 /// Tiny cases for a smoke run on the CPU.
 const SMOKE: [Case; 3] = [
     Case::prefill(1, 2, 64, 32, false),
@@ -198,6 +214,7 @@ fn main() -> Result<()> {
     }
     let smoke = args.iter().any(|a| a == "--smoke");
     let fused_only = args.iter().any(|a| a == "--fused-only");
+    let picked = picked_cases(&args)?;
     let tile = std::env::var("SMELT_ATTENTION_TILE").unwrap_or_else(|_| "default".into());
     println!("attention tile: {tile} (SMELT_ATTENTION_TILE)");
     let splits = std::env::var("SMELT_ATTENTION_SPLITS").unwrap_or_else(|_| "rule".into());
@@ -218,6 +235,9 @@ fn main() -> Result<()> {
     for dt in [DType::F16, DType::BF16] {
         println!("\n{dt}: case, plan, ms, TFLOP/s, GB/s (decode)");
         for (n, c) in cases.iter().enumerate() {
+            if picked.as_ref().is_some_and(|p| !p.contains(&(n + 1))) {
+                continue;
+            }
             let size = dt.size();
             let rot = rotation(c.bytes(size) as usize);
             let seed = 16 * n as u64;

@@ -1192,8 +1192,8 @@ fn default_tile_follows_the_measured_sweep() {
             assert_eq!(l.block, (threads, 1, 1), "{c:?} sm_{}", target.sm);
             // (The grid's y is the split count under SMELT_ATTENTION_SPLITS.)
             assert_eq!(l.grid.0, ctas, "{c:?}: {bm} rows a CTA");
-            // Warpgroup MMAs for prefill on sm_90 up to head dim 128.
-            let wgmma = target.sm >= 90 && lq > 64 && d <= 128;
+            // Warpgroup MMAs on sm_90 up to head dim 128 (decode too).
+            let wgmma = target.sm >= 90 && d <= 128;
             assert_eq!(p.ptx.contains("wgmma.mma_async"), wgmma, "{c:?}");
             let two_groups = wgmma && threads == 256;
             let tma = two_groups && smelt_codegen::env::flag("SMELT_ATTENTION_TMA", true);

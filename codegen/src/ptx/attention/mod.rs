@@ -67,16 +67,31 @@ pub fn env_key() -> u64 {
 ///   two warpgroups of 64-key tiles without a mask (`8x16x64w`, 341-343
 ///   where one warpgroup on `cp.async`, `4x16x64w`, made 322-329) and
 ///   `4x16x64w` causal (274-276, where `8x16x64w` made 268-269).
+/// - sm_90, at most 64 query rows (decode), head dims up to 128
+///   (2026-11-27, late): one warpgroup of 64-key tiles on `cp.async`
+///   (`4x16x64w`), 4.50-4.66 TB/s of cache read where the `mma.sync`
+///   kernel below made 4.0-4.3 (a sweep of its tiles, stages and split
+///   counts moved it at most 2%); two warpgroups on the copy engine made
+///   4.0-4.4, one warpgroup on the copy engine 4.51-4.62.
 /// - else `mma.sync` (2026-11-27, before `wgmma`): 4 warps of 32 rows
 ///   (128-row CTAs sharing each `k`/`v` fragment between two row blocks)
 ///   were 5-20% faster than 4 x 16 on every prefill shape but causal `d =
 ///   64` (6-11% slower there); one-row decode was 40% slower with 128-row
-///   CTAs, so short queries keep 64 rows (and `mma.sync`: a warpgroup's
-///   64-row MMAs would idle 63 of them).
+///   CTAs, so short queries keep 64 rows (sm_80's decode).
 fn measured_tile(k: &Kernel, a: &Attention, target: &Target) -> AttentionTile {
     let r = |v: usize| k.ranges[v];
     let wide = r(a.vars.d).max(r(a.vars.e));
     let prefill = r(a.vars.i) > 64;
+    if target.sm >= 90 && !prefill && wide <= 128 {
+        // Decode: one warpgroup, its MMAs idle but for the few query rows,
+        // streams the cache fastest.
+        return AttentionTile {
+            warps: 4,
+            bn: 64,
+            wgmma: true,
+            ..AttentionTile::DEFAULT
+        };
+    }
     if target.sm >= 90 && prefill && wide <= 128 {
         let causal = a.causal.is_some();
         let (warps, bn) = match (wide > 64, causal) {

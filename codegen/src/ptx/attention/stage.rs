@@ -213,7 +213,9 @@ impl Stager<'_> {
     /// addresses computed once and stepped by constants (few registers
     /// held across a key loop). Evaluated instead ([`Stager::stage`])
     /// where the threads are not a multiple of `lanes` or the step's
-    /// byte offset overflows.
+    /// byte offset overflows. Each copy asks L2 to fetch the whole 128-byte
+    /// line (`.L2::128B`): one-row decode on the `mma.sync` kernel read its
+    /// cache 2% faster with it (4.20 -> 4.29 TB/s, H200, 2026-11-27).
     pub fn copy(&self, b: &mut Builder, t: &Tile, p: &Plain) {
         let per_row = t.padded / 8;
         let lanes = per_row.next_power_of_two();
@@ -303,7 +305,7 @@ impl Stager<'_> {
             };
             ins!(
                 b,
-                "{guard}cp.async.cg.shared.global [{d0}+{}], [{addr}], 16, {size}",
+                "{guard}cp.async.cg.shared.global.L2::128B [{d0}+{}], [{addr}], 16, {size}",
                 t.dst + r * row_bytes
             );
         }
