@@ -127,6 +127,7 @@ mod select;
 mod sort;
 mod sort_cx;
 mod special;
+mod split;
 mod target;
 
 use crate::ir::{Gather, Inst, Kernel, KernelKind};

@@ -53,6 +53,8 @@ use crate::ptx::ops::{self, Value};
 use crate::ptx::target::Target;
 use crate::{BinaryOp, KernelKind, ReduceOp, UnaryOp};
 
+pub use crate::ptx::split::Split;
+
 /// The fewest keys the rule gives a split (its CTA's fixed costs, the
 /// `q` tile and the partials' stores, stay small beside its key loop).
 pub const MIN_KEYS: u64 = 1024;
@@ -89,23 +91,6 @@ const COMBINE_THREADS: u32 = 256;
 /// for the rule.
 pub fn env_splits() -> Option<usize> {
     env::var("SMELT_ATTENTION_SPLITS", env::parse_splits)
-}
-
-/// How a kernel's keys are split: `count` CTAs per (head, row tile), each
-/// over `chunk` keys (a multiple of the key tile). `count` 1 is no split.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Split {
-    pub count: u32,
-    pub chunk: u32,
-}
-
-impl Split {
-    /// No split: one CTA walks all the keys.
-    pub const NONE: Split = Split { count: 1, chunk: 0 };
-
-    pub fn is_split(self) -> bool {
-        self.count > 1
-    }
 }
 
 /// A kernel's sizes: heads (product of the batch dims), query rows, keys,

@@ -41,6 +41,8 @@ use crate::ptx::module::{entry, entry_name, Launch, PtxKernel};
 use crate::ptx::target::Target;
 use crate::DType;
 
+pub use crate::ptx::split::Split;
+
 /// The most splits of a kernel.
 pub const MAX_SPLITS: u64 = 16;
 
@@ -63,26 +65,6 @@ const THREADS: u32 = 256;
 /// for the rule.
 pub fn env_splits() -> Option<usize> {
     env::var("SMELT_MATMUL_SPLITS", env::parse_splits)
-}
-
-/// How a kernel's `k` is split: `count` CTAs per output tile, each over
-/// `chunk` k-tiles (the last over the rest). `count` 1 is no split.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Split {
-    /// CTAs per output tile (1: unsplit).
-    pub count: u32,
-    /// k-tiles of each split but the last (0 unsplit).
-    pub chunk: u32,
-}
-
-impl Split {
-    /// No split: one CTA walks all of `k`.
-    pub const NONE: Split = Split { count: 1, chunk: 0 };
-
-    /// Whether `k` is split at all.
-    pub fn is_split(self) -> bool {
-        self.count > 1
-    }
 }
 
 /// The rule's split count for `base` CTAs over `k` on `num_sms` SMs: 1
