@@ -511,7 +511,7 @@ impl Emitter<'_> {
         self.refill(b, live, t, (ahead, next, keys), Bar::VFull);
         ins!(b, "wgmma.wait_group.sync.aligned 0");
         live.release(b, Bar::VEmpty, prev);
-        rescale(b, o, &alpha);
+        alpha.apply(b, |b, alphas| rescale(b, o, alphas));
         for (c, dst) in pa.iter().enumerate() {
             for (d, src) in dst.iter().zip(pack_p(b, h, &p[0], c)) {
                 ins!(b, "mov.b32 {d}, {src}");

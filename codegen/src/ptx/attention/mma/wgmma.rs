@@ -196,7 +196,7 @@ impl Emitter<'_> {
         let x = self.tile_logits(b, lx, (kv.j0, next), std::slice::from_ref(&s));
         let (p, alpha) = self.softmax(b, &x, m, l);
         ins!(b, "wgmma.wait_group.sync.aligned 0");
-        rescale(b, o, &alpha);
+        alpha.apply(b, |b, alphas| rescale(b, o, alphas));
         for (c, dst) in pa.iter().enumerate() {
             for (d, src) in dst.iter().zip(pack_p(b, h, &p[0], c)) {
                 ins!(b, "mov.b32 {d}, {src}");
