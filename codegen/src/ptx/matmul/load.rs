@@ -25,6 +25,10 @@
 //! when `k` is contiguous, else neighbouring rows (coalesced when the row
 //! stride is 1: a row-major B or a transposed A is staged k-major so).
 //!
+//! FP8 operands are always k-major (FP8 `wgmma` has no transpose): 16-byte
+//! copies where `k` is contiguous, else byte loads into 32-bit registers,
+//! packed four to a word by `prmt` before the shared store.
+//!
 //! TF32 operands of `wgmma` ([`Source::round_tf32`]) are *staged through
 //! registers*: the tensor core reads shared memory through descriptors and
 //! would truncate f32 to TF32, so each chunk is loaded into registers
@@ -89,7 +93,7 @@ pub struct OperandLoad {
 /// Where one operand's tile comes from.
 pub struct Source<'a> {
     pub op: &'a Operand,
-    /// Bytes per element (2 or 4).
+    /// Bytes per element (1, 2 or 4).
     pub eb: u32,
     /// Global base address of the input buffer.
     pub base: Reg,
@@ -322,6 +326,7 @@ impl OperandLoad {
                 ins!(b, "cp.async.cg.shared.global [{dst}], [{addr}], 16, {size}");
                 continue;
             }
+            // Bytes (FP8) load into 32-bit registers, packed by `store`.
             let kind = if self.eb == 2 {
                 RegKind::B16
             } else {
@@ -402,11 +407,13 @@ impl OperandLoad {
     /// this k-tile, `left` `k` left) into `regs`, zero outside the matrix.
     fn elements(&self, b: &mut Builder, c: &Chunk, addr: Reg, left: Reg, regs: &[Reg]) {
         let bits = 8 * self.eb;
+        // The registers `tile` gives: b16 for halves, else b32.
+        let reg_bits = if self.eb == 2 { 16 } else { 32 };
         for (e, h) in regs.iter().enumerate() {
             let (ke, oke) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
             ins!(b, "add.u32 {ke}, {}, {}", c.k_in, c.k_off + e as u32);
             ins!(b, "setp.lt.and.s32 {oke}, {ke}, {left}, {}", c.row_ok);
-            ins!(b, "mov.b{bits} {h}, 0");
+            ins!(b, "mov.b{reg_bits} {h}, 0");
             ins!(
                 b,
                 // `+-6`, not `-6`: older PTX parsers (the CUDA 13.0
@@ -419,18 +426,35 @@ impl OperandLoad {
 }
 
 /// One 16-byte shared store at `dst` of a chunk's elements `regs` (four
-/// `b32`, or eight `b16` packed in pairs).
+/// `b32`, eight `b16` packed in pairs, or sixteen bytes each in the low
+/// byte of a `b32`, packed in fours).
 fn store(b: &mut Builder, dst: Reg, regs: &[Reg]) {
-    let words: Vec<Reg> = if regs.len() == 4 {
-        regs.to_vec()
-    } else {
-        regs.chunks(2)
+    let words: Vec<Reg> = match regs.len() {
+        4 => regs.to_vec(),
+        8 => regs
+            .chunks(2)
             .map(|pair| {
                 let w = b.reg(RegKind::B32);
                 ins!(b, "mov.b32 {w}, {{{}, {}}}", pair[0], pair[1]);
                 w
             })
-            .collect()
+            .collect(),
+        _ => regs
+            .chunks(4)
+            .map(|q| {
+                // Byte 0 of each, in order: (q0, q1) and (q2, q3) into the
+                // low halves, then both halves into one word.
+                let (lo, hi, w) = (
+                    b.reg(RegKind::B32),
+                    b.reg(RegKind::B32),
+                    b.reg(RegKind::B32),
+                );
+                ins!(b, "prmt.b32 {lo}, {}, {}, 0x0040", q[0], q[1]);
+                ins!(b, "prmt.b32 {hi}, {}, {}, 0x0040", q[2], q[3]);
+                ins!(b, "prmt.b32 {w}, {lo}, {hi}, 0x5410");
+                w
+            })
+            .collect(),
     };
     ins!(
         b,
