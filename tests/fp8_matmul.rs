@@ -173,6 +173,10 @@ fn fp8_products_match_the_dequantized_product_at_edge_shapes() {
         (4097, 7, 33),
         (127, 127, 127),
         (33, 4097, 7),
+        // Multiples of 16: row-major B and transposed A are transposed
+        // in registers on sm_90 (else read by bytes).
+        (48, 64, 160),
+        (96, 32, 1024),
     ];
     let layouts = [
         (Store::Plain, Store::Swapped),
@@ -236,11 +240,11 @@ fn batched_fp8_products_with_tensor_scales() {
         // [3, m, k] @ [3, k, n] (b k-contiguous and row-major), and a
         // 2-D b broadcast over the batch.
         for (b_shape, sb_store) in [
-            (vec![3, 136, 72], Store::Swapped),
-            (vec![3, 136, 72], Store::Plain),
-            (vec![136, 72], Store::Swapped),
+            (vec![3, 144, 80], Store::Swapped),
+            (vec![3, 144, 80], Store::Plain),
+            (vec![144, 80], Store::Plain),
         ] {
-            let (m, k) = (40, 136);
+            let (m, k) = (48, 144);
             seed += 2;
             let (a, ha) = operand(da, &[3, m, k], Store::Plain, -2.0, 2.0, seed);
             let (b, hb) = operand(db, &b_shape, sb_store, -2.0, 2.0, seed + 1);
@@ -364,8 +368,10 @@ fn fp8_products_lower_to_wgmma_on_sm90_and_the_generic_kernel_on_sm80() {
                 "{da} x {db}: no FP8 wgmma on sm_90"
             );
             // A k-contiguous B is copied 16 bytes at a time; a row-major
-            // one is read by bytes (FP8 wgmma has no transpose).
-            assert_eq!(sm90.contains("ld.global.u8"), !transposed_b);
+            // one (16-aligned rows) is transposed in registers on its way
+            // to shared memory (FP8 wgmma has no transpose): 4-byte stores.
+            assert!(!sm90.contains("ld.global.u8"));
+            assert_eq!(sm90.contains("st.shared.b32"), !transposed_b);
             assert!(!sm80.contains("mma"), "{da} x {db}: sm_80 has no FP8 MMA");
         }
     }

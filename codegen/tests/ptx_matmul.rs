@@ -621,11 +621,19 @@ fn fp8_products_take_wgmma_on_sm90_and_the_generic_kernel_on_sm80() {
             "{k}"
         );
         assert!(!p.ptx.contains("mma.sync") && !p.ptx.contains("cvt.rna.tf32"));
-        // k-contiguous operands in 16-byte chunks are copied; others are
-        // byte loads.
-        let copies = s.a.vector_ok(s.k, 16) && s.b.vector_ok(s.k, 16);
-        assert_eq!(p.ptx.contains("ld.global.u8"), !copies, "{k}");
-        assert_eq!(p.ptx.contains("prmt.b32"), !copies, "{k}");
+        // k-contiguous operands in 16-byte chunks are copied, ones
+        // contiguous along their rows transposed in registers (unless the
+        // other takes bytes); others are byte loads.
+        let (along_k, along_rows) = (
+            |op: &matmul::Operand, _: i64| op.vector_ok(s.k, 16),
+            |op: &matmul::Operand, rows: i64| op.rows_only(s.k, rows, 16),
+        );
+        let fast = |op, rows| along_k(op, rows) || along_rows(op, rows);
+        let bytes = !(fast(&s.a, s.m) && fast(&s.b, s.n));
+        let transposed = !bytes && (along_rows(&s.a, s.m) || along_rows(&s.b, s.n));
+        assert_eq!(p.ptx.contains("ld.global.u8"), bytes, "{k}");
+        assert_eq!(p.ptx.contains("prmt.b32"), bytes || transposed, "{k}");
+        assert_eq!(p.ptx.contains("st.shared.b32"), transposed, "{k}");
     });
     println!("{assembled} FP8 matmul kernels assembled");
     // The default sm_90 kernels keep within 255 registers, byte loads too.
@@ -638,21 +646,25 @@ fn fp8_products_take_wgmma_on_sm90_and_the_generic_kernel_on_sm80() {
 }
 
 /// Every warpgroup tile (128x256, 128x128, 128x64, 64x64 and the rest)
-/// for FP8 at 4096^3, k-contiguous (16-byte copies; all tiles) and with
-/// a row-major B (byte loads; tiles up to 128 wide), assembled for sm_90a
-/// without spills or serialised MMAs; `-- --nocapture` prints ptxas's
-/// report per tile.
+/// for FP8 at 4096^3: k-contiguous (16-byte copies) all tiles; a
+/// row-major B or a transposed A (transposed in registers), and at 4088^3
+/// a row-major B read by bytes, tiles up to 128 wide; assembled for
+/// sm_90a without spills or serialised MMAs. `-- --nocapture` prints
+/// ptxas's report per tile.
 #[test]
 fn fp8_tiles_assemble_without_spills() {
     let t = Target::CHECKED[1];
     let wg = matmul::wgmma_candidates();
     let mut jobs = Vec::new();
-    for (elem, layout) in [
-        (FP8_PAIRS[0], Layout::Nt),
-        (FP8_PAIRS[2], Layout::Nn),
-        (FP8_PAIRS[1], Layout::Tn),
-    ] {
-        let k = kernel(1, 4096, 4096, 4096, elem, layout, false);
+    let cases = [
+        (FP8_PAIRS[0], Layout::Nt, 4096),
+        (FP8_PAIRS[2], Layout::Nn, 4096),
+        (FP8_PAIRS[1], Layout::Tn, 4096),
+        // K % 16 != 0 and N % 16 != 0: bytes for B.
+        (FP8_PAIRS[0], Layout::Nn, 4088),
+    ];
+    for (elem, layout, size) in cases {
+        let k = kernel(1, size, size, size, elem, layout, false);
         let names = matmul::variants(&k, &t);
         let expected: Vec<String> = wg
             .iter()

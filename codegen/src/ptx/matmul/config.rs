@@ -248,11 +248,14 @@ pub fn tiles(s: &Shape, target: &Target) -> Vec<Tile> {
 /// operands not copied 16 bytes at a time (`K % 4 != 0`, or strides
 /// neither along `k` nor the rows) take element loads and masks per
 /// element, which with the 128 accumulators of 256-wide tiles spill; so
-/// do FP8 operands not contiguous along `k` in 16-byte chunks.
+/// do FP8 operands not copied 16 bytes along `k` (transposed in registers
+/// or read by bytes).
 pub fn wgmma_fits(s: &Shape, t: &Tile) -> bool {
     let vector = |op: &Operand, rows: i64| op.vector_ok(s.k, 4) || op.row_vector_ok(rows, 4);
     match s.elem {
         Elem::Tf32 => t.bn() <= 128 || (vector(&s.a, s.m) && vector(&s.b, s.n)),
+        // Transposed in registers, 256-wide tiles reach 247-255 registers
+        // (ptxas, 4096^3): too close to spilling with an epilogue.
         Elem::Fp8 { .. } => t.bn() <= 128 || (s.a.vector_ok(s.k, 16) && s.b.vector_ok(s.k, 16)),
         _ => true,
     }

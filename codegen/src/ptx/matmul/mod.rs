@@ -27,6 +27,7 @@
 
 mod config;
 mod epilogue;
+mod fp8_rows;
 mod load;
 mod mma;
 mod mma_sync;

@@ -96,6 +96,12 @@ impl Operand {
         self.chunks_along(self.row, rows, self.k, per)
     }
 
+    /// Whether 16-byte copies of `per` consecutive rows are legal but
+    /// copies along `k` are not ([`Self::row_vector_ok`] alone).
+    pub fn rows_only(&self, k_len: i64, rows: i64, per: i64) -> bool {
+        !self.vector_ok(k_len, per) && self.row_vector_ok(rows, per)
+    }
+
     /// Chunks of `per` elements along the axis of stride `unit` and length
     /// `len`, the other matrix axis having stride `other`.
     fn chunks_along(&self, unit: i64, len: i64, other: i64, per: i64) -> bool {

@@ -14,9 +14,11 @@
 //!   k-major too: FP8 `wgmma` has no transpose flag. An operand contiguous
 //!   along `k` is copied by `cp.async` as halves are (128 `k` per 128-byte
 //!   row, so descriptors, swizzle and the 32-byte k step are the halves'
-//!   with `k` counted in bytes); any other is read by predicated byte
-//!   loads, threads walking its contiguous rows, and stored k-major
-//!   (`load.rs`): correct for every view, slower than the copies.
+//!   with `k` counted in bytes); one contiguous along its rows is loaded
+//!   16 bytes along them and transposed in registers (`fp8_rows.rs`); any
+//!   other is read by predicated byte loads, threads walking its
+//!   contiguous rows, and stored k-major (`load.rs`): correct for every
+//!   view, slower than the copies.
 //! - Each operand is contiguous along `k` or along its rows (`m` of A, `n`
 //!   of B: a row-major B, a transposed A), 16-byte aligned, and copied with
 //!   `cp.async` (see `load.rs`) into a layout whose XOR swizzle (`chunk ^
