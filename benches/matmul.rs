@@ -24,6 +24,17 @@
 //! the tile applies; the autotuner steps aside while either is set);
 //! `SMELT_TUNE=0` times the untimed default.
 //!
+//! FP8 (issue 15): after the other rows, square products (2048, 4096,
+//! 8192) of e4m3 operands with per-tensor scales (0-d f32 tensors) to
+//! bf16, smelt's `scaled_mm` with B given transposed (`[n, k]`, PyTorch's
+//! `_scaled_mm` layout) and row-major, against `cublasLtMatmul` on the
+//! same bytes (e4m3, "TN", scale pointers, bf16 out) with fast
+//! accumulation (the tensor cores sum all of `k`, as smelt's kernel does)
+//! and without (cuBLASLt's default, which adds partial sums in f32 every
+//! few MMAs), and cuBLAS's bf16 GEMM at the same shape for scale.
+//! `cargo bench --bench matmul -- --only fp8` runs only these rows,
+//! `--only dense` only the others (`SMELT_BENCH_SHAPES` filters both).
+//!
 //! Finding cuBLAS: cudarc opens `libcublas.so` or `libcublas.so.12` (and
 //! older) from the loader's path. When neither opens, the bench finds a
 //! `libcublas.so.N` in `$SMELT_CUBLAS` (the file or its folder), the folders
@@ -40,7 +51,7 @@ mod cublas;
 
 use common::report::{read_json, to_json, MatmulPoint, MatmulReport};
 use common::{gpu, kernel_ms, today, write_report};
-use cublas::{BLayout, Blas, Gemm, Math};
+use cublas::{BLayout, Blas, Fp8Gemm, Gemm, Math};
 use smelt::{DType, Device, Precision, Result, Tensor};
 use std::fmt::Write as _;
 
@@ -56,6 +67,20 @@ const SHAPES: [(usize, usize, usize, usize); 8] = [
     (1, 4096, 11008, 4096),
     (1, 4096, 4096, 11008),
     (32, 512, 512, 64),
+];
+
+/// Square sizes of the FP8 rows.
+const FP8_SIZES: [usize; 3] = [2048, 4096, 8192];
+
+/// The FP8 rows' columns: smelt's and cuBLASLt's like-for-like pair
+/// first (named as the other rows' B^T pair, so the square plot draws
+/// FP8 beside f16 and bf16), then the rest.
+const FP8_COLUMNS: [&str; 5] = [
+    "smelt B^T",
+    "cuBLAS B^T",
+    "cuBLASLt B^T (f32 promotion)",
+    "smelt B",
+    "cuBLAS bf16 B^T",
 ];
 
 /// The measured columns (milliseconds per run), in report order: each
@@ -147,10 +172,41 @@ fn main() -> Result<()> {
         let v = std::env::var(knob).unwrap_or_else(|_| "unset".into());
         println!("{knob}: {v}");
     }
-    print_header();
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str);
     let mut rows = Vec::new();
+    let mut points = Vec::new();
+    if only != Some("fp8") {
+        dense_rows(&dev, blas.as_ref(), &mut rows)?;
+        points = cells(&rows);
+    }
+    if only != Some("dense") {
+        points.extend(fp8_rows(&dev, blas.as_ref())?);
+    }
+    let report = MatmulReport {
+        device,
+        date: today(),
+        cublas,
+        points,
+    };
+    save("matmul.json", &to_json(&report)?)?;
+    save("matmul_square.svg", &report.square_svg()?)
+}
+
+/// Whether `SMELT_BENCH_SHAPES` leaves out the shape named `name`.
+fn shape_left_out(name: &str) -> bool {
+    std::env::var("SMELT_BENCH_SHAPES")
+        .ok()
+        .is_some_and(|w| !w.split(',').any(|x| x == name))
+}
+
+/// The f16, bf16 and f32 rows (each printed as it is measured).
+fn dense_rows(dev: &Device, blas: Option<&Blas>, rows: &mut Vec<Row>) -> Result<()> {
+    print_header();
     let wanted = std::env::var("SMELT_BENCH_DTYPES").ok();
-    let shapes = std::env::var("SMELT_BENCH_SHAPES").ok();
     let dtypes = [DType::F16, DType::BF16, DType::F32]
         .into_iter()
         .filter(|dt| {
@@ -161,11 +217,7 @@ fn main() -> Result<()> {
     for dt in dtypes {
         for shape in SHAPES {
             let (bs, m, n, k) = shape;
-            let name = format!("{bs}x{m}x{n}x{k}");
-            if shapes
-                .as_ref()
-                .is_some_and(|w| !w.split(',').any(|x| x == name))
-            {
+            if shape_left_out(&format!("{bs}x{m}x{n}x{k}")) {
                 continue;
             }
             if dt == DType::F32 && m * n * k > 4096 * 4096 * 4096 {
@@ -177,10 +229,10 @@ fn main() -> Result<()> {
                 dtype: dt,
                 ms: [None; 8],
             };
-            smelt_columns(&dev, &ops, &mut row)?;
-            if let Some(blas) = &blas {
+            smelt_columns(dev, &ops, &mut row)?;
+            if let Some(blas) = blas {
                 // A cuBLAS failure costs its cells, not the run.
-                if let Err(e) = cublas_columns(&dev, blas, &ops, &mut row) {
+                if let Err(e) = cublas_columns(dev, blas, &ops, &mut row) {
                     eprintln!("{bs}x{m}x{n}x{k} {}: {e}", dt.name());
                 }
             }
@@ -188,14 +240,129 @@ fn main() -> Result<()> {
             rows.push(row);
         }
     }
-    let report = MatmulReport {
-        device,
-        date: today(),
-        cublas,
-        points: cells(&rows),
+    Ok(())
+}
+
+/// The FP8 rows (module docs), printed as measured; their report cells.
+fn fp8_rows(dev: &Device, blas: Option<&Blas>) -> Result<Vec<MatmulPoint>> {
+    println!(
+        "\nFP8 e4m3 x e4m3 -> bf16, per-tensor scales: TFLOP/s. smelt scaled_mm vs \
+         cuBLASLt with fast accumulation (like for like); cuBLASLt with f32 promotion, \
+         smelt with B row-major and cuBLAS bf16 for scale."
+    );
+    if let Some(Err(why)) = blas.map(|b| &b.lt) {
+        println!("cuBLASLt: not found ({why}), its columns skipped");
+    }
+    println!(
+        "{:>6} | {:>7} {:>8} {:>5} | {:>8} {:>7} {:>7}",
+        "m=n=k", "smelt", "cuBLASLt", "ratio", "Lt promo", "smelt B", "bf16"
+    );
+    let cuda = Device::Cuda(0);
+    let mut points = Vec::new();
+    for size in FP8_SIZES {
+        if shape_left_out(&format!("1x{size}x{size}x{size}")) {
+            continue;
+        }
+        let to_fp8 = |seed| -> Result<(Tensor, Tensor)> {
+            let (q, scale) =
+                Tensor::randn([size, size], DType::F32, seed, &cuda).to_fp8(DType::F8E4M3);
+            smelt::realize_all(&[&q, &scale], smelt::Fusion::On)?;
+            Ok((q, scale))
+        };
+        // A [m, k]; B stored [n, k] (`bt`) and [k, n] (`b`).
+        let ((a, sa), (bt, sb)) = (to_fp8(1)?, to_fp8(2)?);
+        let b = bt.t().contiguous();
+        b.realize()?;
+        let mut ms = [None; 5];
+        ms[0] = Some(kernel_ms(dev, |_| {
+            a.scaled_mm(&bt.t(), &sa, &sb, DType::BF16)
+                .realize()
+                .map(|_| ())
+        })?);
+        ms[3] = Some(kernel_ms(dev, |_| {
+            a.scaled_mm(&b, &sa, &sb, DType::BF16).realize().map(|_| ())
+        })?);
+        if let Some(blas) = blas {
+            if let Err(e) = cublas_fp8_columns(dev, blas, [&a, &bt, &sa, &sb], size, &mut ms) {
+                eprintln!("FP8 {size}^3: {e}");
+            }
+        }
+        let flops = 2.0 * (size as f64).powi(3);
+        let tflops = |c: usize| ms[c].map(|ms: f64| flops / (ms * 1e-3) / 1e12);
+        let cell =
+            |v: Option<f64>, w: usize| v.map_or(format!("{:>w$}", "-"), |v| format!("{v:>w$.1}"));
+        let ratio = tflops(0).zip(tflops(1)).map(|(o, t)| 100.0 * o / t);
+        println!(
+            "{size:>6} | {} {} {} | {} {} {}",
+            cell(tflops(0), 7),
+            cell(tflops(1), 8),
+            ratio.map_or(format!("{:>5}", "-"), |r| format!("{r:>4.0}%")),
+            cell(tflops(2), 8),
+            cell(tflops(3), 7),
+            cell(tflops(4), 7)
+        );
+        for (c, series) in FP8_COLUMNS.iter().enumerate() {
+            if let (Some(ms), Some(tflops)) = (ms[c], tflops(c)) {
+                let dtype = if c == 4 { DType::BF16 } else { DType::F8E4M3 };
+                points.push(MatmulPoint {
+                    series: series.to_string(),
+                    batch: 1,
+                    m: size,
+                    n: size,
+                    k: size,
+                    dtype: dtype.name().to_string(),
+                    ms,
+                    tflops,
+                });
+            }
+        }
+    }
+    Ok(points)
+}
+
+/// cuBLAS's FP8 columns on smelt's operands `[a, bt, scale_a, scale_b]`
+/// (`size` square): cuBLASLt with and without fast accumulation, and
+/// cuBLAS's bf16 GEMM on bf16 copies.
+fn cublas_fp8_columns(
+    dev: &Device,
+    blas: &Blas,
+    [a, bt, sa, sb]: [&Tensor; 4],
+    size: usize,
+    ms: &mut [Option<f64>; 5],
+) -> Result<()> {
+    let cuda = Device::Cuda(0);
+    let c = Tensor::zeros([size, size], DType::BF16, &cuda).contiguous();
+    let (a16, bt16) = (a.cast(DType::BF16), bt.cast(DType::BF16));
+    let (sa, sb) = (sa.contiguous(), sb.contiguous());
+    smelt::realize_all(&[&c, &a16, &bt16, &sa, &sb], smelt::Fusion::On)?;
+    let g = Fp8Gemm {
+        m: size,
+        n: size,
+        k: size,
+        a: a.data_ptr()?,
+        bt: bt.data_ptr()?,
+        c: c.data_ptr()?,
+        scale_a: sa.data_ptr()?,
+        scale_b: sb.data_ptr()?,
     };
-    save("matmul.json", &to_json(&report)?)?;
-    save("matmul_square.svg", &report.square_svg()?)
+    let bf16 = Gemm {
+        batch: 1,
+        m: size,
+        n: size,
+        k: size,
+        dtype: DType::BF16,
+        b_layout: BLayout::Transposed,
+        a: a16.data_ptr()?,
+        b: bt16.data_ptr()?,
+        c: g.c,
+    };
+    dev.synchronize()?; // smelt's stream wrote the operands
+    ms[4] = Some(blas.time_ms(dev, || blas.gemm(&bf16, Math::Exact))?);
+    if blas.lt.is_ok() {
+        ms[1] = Some(blas.time_ms(dev, || blas.fp8_gemm(&g, true))?);
+        ms[2] = Some(blas.time_ms(dev, || blas.fp8_gemm(&g, false))?);
+    }
+    blas.sync()
 }
 
 /// Writes one report file (see [`write_report`]) and says where.

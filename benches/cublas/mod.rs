@@ -8,9 +8,14 @@
 //! `libcublas.so.13`), and panics when none opens. The loader reads
 //! `LD_LIBRARY_PATH` only when a process starts, so when none of those names
 //! opens, [`make_loadable`] finds a `libcublas.so.N` itself, links it as
-//! `libcublas.so` in a temporary folder and runs the benchmark again with
-//! that folder and the library's own on `LD_LIBRARY_PATH` (the GEMM entry
+//! `libcublas.so` (and its `libcublasLt.so.N` as `libcublasLt.so`, for the
+//! FP8 column, `lt.rs`) in a temporary folder and runs the benchmark again
+//! with that folder and the library's own on `LD_LIBRARY_PATH` (the entry
 //! points cudarc calls have kept their signatures from cuBLAS 12 to 13).
+
+mod lt;
+
+pub use lt::Fp8Gemm;
 
 use crate::common::{median, RUNS, WARMUP};
 use cudarc::cublas::{result, sys, CudaBlas};
@@ -55,6 +60,8 @@ pub struct Blas {
     pub version: String,
     /// The library file, when this process was re-run to load it.
     pub file: Option<String>,
+    /// cuBLASLt (FP8 products), or why it is not there.
+    pub lt: std::result::Result<lt::Lt, String>,
 }
 
 /// How B is stored: `[n, k]` (B transposed, k-contiguous) or row-major
@@ -89,7 +96,7 @@ pub struct Gemm {
 }
 
 /// An error of the cuBLAS side, as a smelt error.
-fn fail(what: &str, e: impl Display) -> Error {
+pub(crate) fn fail(what: &str, e: impl Display) -> Error {
     Error::Runtime(format!("cuBLAS bench: {what}: {e}"))
 }
 
@@ -126,6 +133,7 @@ pub fn load() -> std::result::Result<Blas, String> {
         stream,
         version: format!("{}.{}.{}", v / 10_000, v / 100 % 100, v % 100),
         file: std::env::var(RERUN).ok(),
+        lt: lt::Lt::new(),
     })
 }
 
@@ -135,7 +143,10 @@ pub fn load() -> std::result::Result<Blas, String> {
 /// before any output that should not appear twice.
 pub fn make_loadable() -> std::result::Result<(), String> {
     // SAFETY: only tries to open the library under cudarc's names.
-    if unsafe { sys::is_culib_present() } {
+    let blas = unsafe { sys::is_culib_present() };
+    // Without cuBLASLt only the FP8 column is lost: no re-run for it alone
+    // when the re-run has been made.
+    if blas && (lt::present() || std::env::var_os(RERUN).is_some()) {
         return Ok(());
     }
     if let Some(lib) = std::env::var_os(RERUN) {
@@ -209,18 +220,26 @@ fn newest_in(dir: &Path) -> Option<(u32, PathBuf)> {
         .max_by_key(|(major, _)| *major)
 }
 
-/// Links `lib` as `libcublas.so` in `$TMPDIR/smelt-cublas` and replaces
-/// this process by a new run of it with that folder and `lib`'s own (where
-/// its `libcublasLt` is) first on `LD_LIBRARY_PATH`. Returns only on
-/// failure, with the reason.
+/// Links `lib` as `libcublas.so` (and the `libcublasLt.so.N` beside it,
+/// if any, as `libcublasLt.so`) in `$TMPDIR/smelt-cublas` and replaces
+/// this process by a new run of it with that folder and `lib`'s own first
+/// on `LD_LIBRARY_PATH`. Returns only on failure, with the reason.
 fn rerun_with(lib: &Path) -> String {
     let shim = std::env::temp_dir().join("smelt-cublas");
     // Link under a private name, then rename: concurrent runs never see a
     // half-made link.
-    let tmp = shim.join(format!("link-{}", std::process::id()));
+    let link = |target: &Path, name: &str| {
+        let tmp = shim.join(format!("link-{}", std::process::id()));
+        std::os::unix::fs::symlink(target, &tmp)
+            .and_then(|()| std::fs::rename(&tmp, shim.join(name)))
+    };
+    let lt = lib.file_name().and_then(|f| {
+        let f = f.to_str()?.replacen("libcublas.", "libcublasLt.", 1);
+        Some(lib.with_file_name(f)).filter(|p| p.is_file())
+    });
     let linked = std::fs::create_dir_all(&shim)
-        .and_then(|()| std::os::unix::fs::symlink(lib, &tmp))
-        .and_then(|()| std::fs::rename(&tmp, shim.join("libcublas.so")));
+        .and_then(|()| link(lib, "libcublas.so"))
+        .and_then(|()| lt.as_deref().map_or(Ok(()), |p| link(p, "libcublasLt.so")));
     if let Err(e) = linked {
         return format!(
             "found {} but cannot link it in {}: {e}",
@@ -375,6 +394,13 @@ impl Blas {
             }
         };
         status.map_err(|e| fail("gemm", e))
+    }
+
+    /// Queues the FP8 product `g` on cuBLAS's stream through cuBLASLt
+    /// (`lt.rs`), accumulating on the tensor cores alone when `fast_accum`.
+    pub fn fp8_gemm(&self, g: &Fp8Gemm, fast_accum: bool) -> Result<()> {
+        let lt = self.lt.as_ref().map_err(|e| fail("cuBLASLt", e))?;
+        lt.fp8_gemm(g, fast_accum, self.stream.cu_stream() as _)
     }
 
     /// Waits for the work queued on cuBLAS's stream.

@@ -124,7 +124,7 @@ fn half_operands_and_epilogues_take_the_fast_path() {
     for elem in [Elem::F16, Elem::BF16] {
         let (m, n, k) = (19, 24, 70);
         let kernel = matmul_layout(1, m, n, k, elem, MatLayout::Nn, true);
-        let dt = elem.dtype();
+        let dt = elem.dtypes()[0];
         let (a, b, bias) = (
             values((m * k) as usize, 3),
             values((k * n) as usize, 4),

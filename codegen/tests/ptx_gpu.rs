@@ -362,7 +362,7 @@ fn write_benches(dir: &Path) -> Vec<String> {
             std::fs::write(dir.join(&f), &p.ptx).unwrap();
             entries.push(format!(
                 "{{\"kind\": \"matmul\", \"dtype\": \"{}\", \"elem\": \"{elem:?}\", \"layout\": \"{layout:?}\", \"m\": {m}, \"n\": {n}, \"k\": {kk}, \"ptx\": \"{f}\", \"plan\": \"{name}\", {}}}",
-                dtype_name(elem.dtype()),
+                dtype_name(elem.dtypes()[0]),
                 launch_json(p)
             ));
         };

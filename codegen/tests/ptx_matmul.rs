@@ -549,3 +549,184 @@ fn split_k_launches_and_assembles_without_spills() {
         assemble_no_spills(&these, sm);
     }
 }
+
+/// The FP8 operand pairs `wgmma` multiplies: both formats, and mixed.
+const FP8_PAIRS: [Elem; 3] = [
+    Elem::Fp8 {
+        a: DType::F8E4M3,
+        b: DType::F8E4M3,
+    },
+    Elem::Fp8 {
+        a: DType::F8E5M2,
+        b: DType::F8E5M2,
+    },
+    Elem::Fp8 {
+        a: DType::F8E4M3,
+        b: DType::F8E5M2,
+    },
+];
+
+/// The `wgmma` instruction of an FP8 pair with `n` columns.
+fn fp8_wgmma(elem: Elem, n: u32) -> String {
+    let name = |dt: DType| if dt == DType::F8E4M3 { "e4m3" } else { "e5m2" };
+    let [a, b] = elem.dtypes();
+    format!(
+        "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.{}.{}",
+        name(a),
+        name(b)
+    )
+}
+
+/// FP8 products (issue 15; what `scaled_mm` records: casts of FP8 loads
+/// to f32, the scale in the epilogue) at M, N, K of 1, 7, 127 and 4097,
+/// every layout and FP8 pair, a batch with an epilogue: recognised as
+/// FP8, lowered on sm_90 to `wgmma` `k32` with the operands' FP8 types
+/// (16-byte copies where `k` is contiguous in 16-byte chunks, else byte
+/// loads packed by `prmt`), and on sm_80, which has no FP8 MMA, to the
+/// generic kernel; both assemble.
+#[test]
+fn fp8_products_take_wgmma_on_sm90_and_the_generic_kernel_on_sm80() {
+    let shapes = [
+        (1, 1, 1, 1, false),
+        (1, 7, 7, 7, true),
+        (1, 127, 127, 127, false),
+        (1, 4097, 7, 4097, false),
+        (1, 7, 4097, 127, true),
+        (3, 128, 136, 4096, true),
+    ];
+    let mut ks = Vec::new();
+    for elem in FP8_PAIRS {
+        for layout in [Layout::Nt, Layout::Nn, Layout::Tn] {
+            for (batch, m, n, k, epi) in shapes {
+                ks.push(kernel(batch, m, n, k, elem, layout, epi));
+            }
+        }
+    }
+    ks.push(ptx_cases::matmul_scaled(256, 64, 512, FP8_PAIRS[0]));
+    let assembled = ptx_cases::assemble_all(&ks, |k, p| {
+        let s = matmul::recognise(k).expect("recognised");
+        assert!(s.elem.is_fp8(), "{k}");
+        if p.ptx.contains(".target sm_80") {
+            assert!(!p.ptx.contains("mma"), "{k}");
+            assert!(matmul::variants(k, &Target::CHECKED[0]).is_empty());
+            return;
+        }
+        let names = matmul::variants(k, &Target::CHECKED[1]);
+        assert!(!names.is_empty() && names.iter().all(|n| n.starts_with("wg")));
+        assert!(
+            p.ptx.contains(&fp8_wgmma(s.elem, 64))
+                || [128, 256]
+                    .iter()
+                    .any(|n| p.ptx.contains(&fp8_wgmma(s.elem, *n))),
+            "{k}"
+        );
+        assert!(!p.ptx.contains("mma.sync") && !p.ptx.contains("cvt.rna.tf32"));
+        // k-contiguous operands in 16-byte chunks are copied, ones
+        // contiguous along their rows transposed in registers (unless the
+        // other takes bytes); others are byte loads.
+        let (along_k, along_rows) = (
+            |op: &matmul::Operand, _: i64| op.vector_ok(s.k, 16),
+            |op: &matmul::Operand, rows: i64| op.rows_only(s.k, rows, 16),
+        );
+        let fast = |op, rows| along_k(op, rows) || along_rows(op, rows);
+        let bytes = !(fast(&s.a, s.m) && fast(&s.b, s.n));
+        let transposed = !bytes && (along_rows(&s.a, s.m) || along_rows(&s.b, s.n));
+        assert_eq!(p.ptx.contains("ld.global.u8"), bytes, "{k}");
+        assert_eq!(p.ptx.contains("prmt.b32"), bytes || transposed, "{k}");
+        assert_eq!(p.ptx.contains("st.shared.b32"), transposed, "{k}");
+    });
+    println!("{assembled} FP8 matmul kernels assembled");
+    // The default sm_90 kernels keep within 255 registers, byte loads too.
+    let t = Target::CHECKED[1];
+    let jobs: Vec<(String, String)> = ks
+        .iter()
+        .map(|k| (k.to_string(), ptx_cases::emit_for(k, &t).ptx))
+        .collect();
+    assemble_no_spills(&jobs, t.sm);
+}
+
+/// Every warpgroup tile (128x256, 128x128, 128x64, 64x64 and the rest)
+/// for FP8 at 4096^3: k-contiguous (16-byte copies) all tiles; a
+/// row-major B or a transposed A (transposed in registers), and at 4088^3
+/// a row-major B read by bytes, tiles up to 128 wide; assembled for
+/// sm_90a without spills or serialised MMAs. `-- --nocapture` prints
+/// ptxas's report per tile.
+#[test]
+fn fp8_tiles_assemble_without_spills() {
+    let t = Target::CHECKED[1];
+    let wg = matmul::wgmma_candidates();
+    let mut jobs = Vec::new();
+    let cases = [
+        (FP8_PAIRS[0], Layout::Nt, 4096),
+        (FP8_PAIRS[2], Layout::Nn, 4096),
+        (FP8_PAIRS[1], Layout::Tn, 4096),
+        // K % 16 != 0 and N % 16 != 0: bytes for B.
+        (FP8_PAIRS[0], Layout::Nn, 4088),
+    ];
+    for (elem, layout, size) in cases {
+        let k = kernel(1, size, size, size, elem, layout, false);
+        let names = matmul::variants(&k, &t);
+        let expected: Vec<String> = wg
+            .iter()
+            .filter(|tile| matches!(layout, Layout::Nt) || tile.bn() <= 128)
+            .map(|tile| tile.name())
+            .collect();
+        assert_eq!(names, expected, "{layout:?}");
+        let s = matmul::recognise(&k).expect("recognised");
+        for tile in wg.iter().filter(|tile| names.contains(&tile.name())) {
+            let p = matmul::emit_variant(&k, &t, &tile.name()).expect("listed");
+            assert_eq!(p, matmul::emit_with(&k, &t, &s, tile));
+            assert!(
+                p.ptx.contains(&fp8_wgmma(elem, tile.bn())),
+                "{}",
+                tile.name()
+            );
+            assert_eq!(p.launches[0].shared_bytes, tile.shared_bytes());
+            jobs.push((format!("{elem:?} {layout:?} {}", tile.name()), p.ptx));
+        }
+    }
+    for (name, ptx) in &jobs {
+        match ptxas::assemble(ptx, t.sm) {
+            Ok(Some(info)) => {
+                println!("{name}: {}", info.trim());
+                assert_eq!(spilled(&info), 0, "{name}: {info}");
+                assert!(!info.contains("wgmma"), "{name}: {info}");
+            }
+            Ok(None) => {
+                assert!(!ptx_cases::ptxas_required(), "ptxas not found");
+                return;
+            }
+            Err(e) => panic!("{name}: {e}"),
+        }
+    }
+}
+
+/// Split-K for FP8 (`split.rs` applies as for halves): a small output
+/// over a long `k` splits under the rule with the default tile, the
+/// split kernel has its reduction launch, and the split kernels of the
+/// small tiles assemble without spills.
+#[test]
+fn fp8_split_k_assembles_without_spills() {
+    let t = Target::CHECKED[1];
+    let wg = matmul::wgmma_candidates();
+    let mut jobs = Vec::new();
+    for (elem, layout) in [(FP8_PAIRS[0], Layout::Nt), (FP8_PAIRS[2], Layout::Tn)] {
+        let bare = kernel(1, 512, 512, 8192, elem, layout, true);
+        let k = with_scratch(bare, 16);
+        let p = ptx_cases::emit_for(&k, &t);
+        assert_eq!(p.launches.len(), 2, "{k}");
+        assert!(p.launches[1].entry.ends_with("_splitk"));
+        let s = matmul::recognise(&k).expect("recognised");
+        for tile in [wg[2], wg[7], wg[8]] {
+            let sp = matmul::split_plan(&k, &s, &tile, 4);
+            assert_eq!((sp.count, sp.chunk), (4, 16));
+            let p = matmul::emit_split(&k, &t, &s, &tile, sp);
+            assert_eq!(p.launches[0].grid.1, 4);
+            jobs.push((
+                format!("{elem:?} {layout:?} {} split 4", tile.name()),
+                p.ptx,
+            ));
+        }
+    }
+    assemble_no_spills(&jobs, t.sm);
+}

@@ -473,14 +473,23 @@ pub enum MatLayout {
     Tn,
 }
 
-/// An operand factor: a half type cast to f32, f32 rounded to TF32, or
-/// plain f32.
-fn factor(kb: &mut Kb, elem: Elem, len: usize, index: Expr) -> Val {
-    let x = kb.load(elem.dtype(), len, index);
+/// An operand factor of dtype `dt` (one of `elem`'s): a half or FP8 type
+/// cast to f32, f32 rounded to TF32, or plain f32.
+fn factor(kb: &mut Kb, elem: Elem, dt: DType, len: usize, index: Expr) -> Val {
+    let x = kb.load(dt, len, index);
     match elem {
-        Elem::F16 | Elem::BF16 => kb.cast(x, DType::F32),
+        Elem::F16 | Elem::BF16 | Elem::Fp8 { .. } => kb.cast(x, DType::F32),
         Elem::Tf32 => kb.un(UnaryOp::RoundTf32, x),
         Elem::F32 => x,
+    }
+}
+
+/// The dtype a test product of `elem` operands stores (and its bias):
+/// the operands' own, or for FP8 `bf16` (`scaled_mm`'s usual output).
+pub fn out_dtype(elem: Elem) -> DType {
+    match elem {
+        Elem::Fp8 { .. } => DType::BF16,
+        _ => elem.dtypes()[0],
     }
 }
 
@@ -525,7 +534,8 @@ pub fn matmul_domain(name: &str, batch: i64, m: i64, n: i64, k: i64) -> (Kb, Mat
 }
 
 /// `batch x [m, k] @ [k, n]` of `elem` operands, optionally `gelu(c +
-/// bias[n])`, stored in the operands' dtype. Domain `[batch?, m, n | k]`.
+/// bias[n])`, stored in the operands' dtype ([`out_dtype`]). Domain
+/// `[batch?, m, n | k]`.
 pub fn matmul_layout(
     batch: i64,
     m: i64,
@@ -535,7 +545,7 @@ pub fn matmul_layout(
     layout: MatLayout,
     epilogue: bool,
 ) -> Kernel {
-    let dt = elem.dtype();
+    let dt = out_dtype(elem);
     let (mut kb, d) = matmul_domain("matmul", batch, m, n, k);
     let (vm, vn, vk) = (d.m, d.n, d.k);
     let bt = |t: &[(usize, i64)], per: i64| d.index(t, per, 0);
@@ -553,8 +563,9 @@ pub fn matmul_layout(
             bt(&[(vk, n), (vn, 1)], k * n),
         ),
     };
-    let a = factor(&mut kb, elem, (batch * m * k) as usize, ia);
-    let b = factor(&mut kb, elem, (batch * k * n) as usize, ib);
+    let [da, db] = elem.dtypes();
+    let a = factor(&mut kb, elem, da, (batch * m * k) as usize, ia);
+    let b = factor(&mut kb, elem, db, (batch * k * n) as usize, ib);
     let p = kb.bin(BinaryOp::Mul, a, b);
     let mut v = kb.reduce(ReduceOp::Sum, p);
     if epilogue {
@@ -613,15 +624,18 @@ pub fn softmax_temperature(rows: i64, len: i64) -> Kernel {
 /// the epilogue, stored in the operands' dtype.
 pub fn matmul_scaled(m: i64, n: i64, k: i64, elem: Elem) -> Kernel {
     let (mut kb, d) = matmul_domain("matmul_mul", 1, m, n, k);
+    let [da, db] = elem.dtypes();
     let a = factor(
         &mut kb,
         elem,
+        da,
         (m * k) as usize,
         lin(&[(d.m, k), (d.k, 1)], 0),
     );
     let b = factor(
         &mut kb,
         elem,
+        db,
         (k * n) as usize,
         lin(&[(d.k, n), (d.n, 1)], 0),
     );
@@ -633,7 +647,7 @@ pub fn matmul_scaled(m: i64, n: i64, k: i64, elem: Elem) -> Kernel {
         (m * n) as usize,
         lin(&[(d.m, n), (d.n, 1)], 0),
         v,
-        Some(elem.dtype()),
+        Some(out_dtype(elem)),
     );
     kb.done()
 }

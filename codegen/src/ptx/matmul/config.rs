@@ -7,7 +7,8 @@ use super::shape::{Elem, Operand, Shape};
 use crate::ptx::Target;
 
 /// Bytes of `k` one MMA step consumes per row: `k16` of halves, `k8` of
-/// TF32. Fragment addressing is the same for both (see `mma.rs`).
+/// TF32, `k32` of FP8 (`wgmma` only). Fragment addressing is the same for
+/// all (see `mma.rs`).
 pub const KSTEP_BYTES: u32 = 32;
 
 /// One CTA's tile and pipeline.
@@ -163,6 +164,9 @@ pub fn wgmma_candidates() -> Vec<Tile> {
 /// 64x128, 64x64, the first with a CTA per SM (the fastest measured at
 /// each size on an H100, BENCHMARKS.md). `SMELT_MATMUL_TILE` names the
 /// tile instead where that tile applies to `s` ([`forced`]).
+///
+/// FP8 has only warpgroup tiles; where they do not apply ([`applies`]
+/// false) the `mma.sync` pick returned here only sizes split-K scratch.
 pub fn choose(s: &Shape, batches: i64, target: &Target) -> Tile {
     if let Some(t) = forced(s, target) {
         return t;
@@ -225,10 +229,15 @@ pub fn forced(s: &Shape, target: &Target) -> Option<Tile> {
     tiles(s, target).into_iter().find(|t| t.name() == name)
 }
 
-/// The tensor-core tiles for `s` on `target`: `mma.sync` ones, and on
-/// sm_90 the warpgroup ones where they apply and fit.
+/// The tensor-core tiles for `s` on `target`: `mma.sync` ones (not for
+/// FP8: `mma.sync` has no FP8 before sm_89 and smelt targets sm_80), and
+/// on sm_90 the warpgroup ones where they apply and fit.
 pub fn tiles(s: &Shape, target: &Target) -> Vec<Tile> {
-    let mut all = candidates();
+    let mut all = if s.elem.is_fp8() {
+        Vec::new()
+    } else {
+        candidates()
+    };
     if wgmma_applies(s, target) {
         all.extend(wgmma_candidates().into_iter().filter(|t| wgmma_fits(s, t)));
     }
@@ -238,22 +247,39 @@ pub fn tiles(s: &Shape, target: &Target) -> Vec<Tile> {
 /// Whether warpgroup tile `t` keeps `s` within 255 registers: TF32
 /// operands not copied 16 bytes at a time (`K % 4 != 0`, or strides
 /// neither along `k` nor the rows) take element loads and masks per
-/// element, which with the 128 accumulators of 256-wide tiles spill.
+/// element, which with the 128 accumulators of 256-wide tiles spill; so
+/// do FP8 operands not copied 16 bytes along `k` (transposed in registers
+/// or read by bytes).
 pub fn wgmma_fits(s: &Shape, t: &Tile) -> bool {
     let vector = |op: &Operand, rows: i64| op.vector_ok(s.k, 4) || op.row_vector_ok(rows, 4);
-    s.elem != Elem::Tf32 || t.bn() <= 128 || (vector(&s.a, s.m) && vector(&s.b, s.n))
+    match s.elem {
+        Elem::Tf32 => t.bn() <= 128 || (vector(&s.a, s.m) && vector(&s.b, s.n)),
+        // Transposed in registers, 256-wide tiles reach 247-255 registers
+        // (ptxas, 4096^3): too close to spilling with an epilogue.
+        Elem::Fp8 { .. } => t.bn() <= 128 || (s.a.vector_ok(s.k, 16) && s.b.vector_ok(s.k, 16)),
+        _ => true,
+    }
+}
+
+/// Whether a tensor-core emitter takes `s` on `target` at all: FP8 only
+/// through warpgroup MMAs ([`wgmma_applies`]); every other tensor-core
+/// product has `mma.sync` tiles on sm_80 and later.
+pub fn applies(s: &Shape, target: &Target) -> bool {
+    !s.elem.is_fp8() || wgmma_applies(s, target)
 }
 
 /// Whether the Hopper emitter can take `s` on `target`: halves with each
 /// operand contiguous along `k` or along its rows and aligned for 16-byte
-/// copies, or TF32 with any strides (its tiles are staged k-major through
-/// registers, see `load.rs`). `SMELT_MATMUL_WGMMA=0` keeps every matmul on
-/// `mma.sync` (to compare the two on a Hopper GPU).
+/// copies, TF32 with any strides (its tiles are staged k-major through
+/// registers, see `load.rs`), or FP8 with any strides (k-major tiles:
+/// 16-byte copies where `k` is contiguous, element loads otherwise).
+/// `SMELT_MATMUL_WGMMA=0` keeps every matmul on `mma.sync` (FP8 on the
+/// generic reduce kernel), to compare the two on a Hopper GPU.
 pub fn wgmma_applies(s: &Shape, target: &Target) -> bool {
     let ok = |op: &Operand, rows: i64| op.vector_ok(s.k, 8) || op.row_vector_ok(rows, 8);
     let takes = match s.elem {
         Elem::F16 | Elem::BF16 => ok(&s.a, s.m) && ok(&s.b, s.n),
-        Elem::Tf32 => true,
+        Elem::Tf32 | Elem::Fp8 { .. } => true,
         Elem::F32 => false,
     };
     target.sm >= 90 && takes && crate::env::flag("SMELT_MATMUL_WGMMA", true)

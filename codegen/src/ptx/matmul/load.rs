@@ -25,6 +25,13 @@
 //! when `k` is contiguous, else neighbouring rows (coalesced when the row
 //! stride is 1: a row-major B or a transposed A is staged k-major so).
 //!
+//! FP8 operands are always k-major (FP8 `wgmma` has no transpose): 16-byte
+//! copies where `k` is contiguous; operands contiguous along their rows
+//! staged through registers and transposed there (`fp8_rows.rs`) where
+//! the pipeline stages (neither operand needs byte loads); else byte
+//! loads into 32-bit registers, packed four to a word by `prmt` before the
+//! shared store.
+//!
 //! TF32 operands of `wgmma` ([`Source::round_tf32`]) are *staged through
 //! registers*: the tensor core reads shared memory through descriptors and
 //! would truncate f32 to TF32, so each chunk is loaded into registers
@@ -37,6 +44,7 @@
 //! so the loads' latency hides behind a step of MMAs.
 
 use super::config::Tile;
+use super::fp8_rows::RowBytes;
 use super::shape::Operand;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
 
@@ -82,14 +90,18 @@ pub struct OperandLoad {
     tile_off: u32,
     k_len: i64,
     /// Registers each chunk is staged in (`per` elements, or four `b32`
-    /// for a 16-byte load) when rounding to TF32; empty otherwise.
+    /// for a 16-byte load) when staged; empty otherwise.
     staged: Vec<Vec<Reg>>,
+    /// Whether staged elements are rounded to TF32.
+    round_tf32: bool,
+    /// A staged FP8 operand contiguous along its rows (no chunks then).
+    rows: Option<RowBytes>,
 }
 
 /// Where one operand's tile comes from.
 pub struct Source<'a> {
     pub op: &'a Operand,
-    /// Bytes per element (2 or 4).
+    /// Bytes per element (1, 2 or 4).
     pub eb: u32,
     /// Global base address of the input buffer.
     pub base: Reg,
@@ -104,12 +116,22 @@ pub struct Source<'a> {
     pub tile_off: u32,
     /// Row-major tiles in 64-row atoms (`wgmma`) rather than whole rows.
     pub atoms: bool,
-    /// Round f32 elements to TF32 on their way to shared memory, staging
-    /// them through registers (`wgmma` reads TF32 tiles as they are).
+    /// Stage tiles through registers (TF32 and FP8 for `wgmma`, see
+    /// `pipeline.rs`) rather than `cp.async`.
+    pub staged: bool,
+    /// Round f32 elements to TF32 on their way to shared memory (staged:
+    /// `wgmma` reads TF32 tiles as they are).
     pub round_tf32: bool,
 }
 
 impl Source<'_> {
+    /// Whether this is an FP8 operand contiguous along its rows only,
+    /// aligned for 16-byte loads along them: staged, it is transposed in
+    /// registers (`fp8_rows.rs`); otherwise read by bytes.
+    pub fn fp8_rows(&self) -> bool {
+        self.eb == 1 && self.op.rows_only(self.k_len, self.rows, 16)
+    }
+
     /// The layout this operand is copied into: row-major where only the
     /// rows are contiguous and the elements are halves (`ldmatrix.trans`
     /// and `wgmma` transpose 16-bit elements only), k-major otherwise.
@@ -150,6 +172,7 @@ impl Chunk {
 impl OperandLoad {
     pub fn new(b: &mut Builder, src: &Source, tid: Reg, t: &Tile) -> OperandLoad {
         let eb = src.eb;
+        let transposed = (src.staged && src.fp8_rows()).then(|| RowBytes::new(b, src, tid, t));
         let per = 16 / eb;
         let layout = src.layout();
         let vector = layout != Layout::KMajor || src.op.vector_ok(src.k_len, per as i64);
@@ -157,7 +180,11 @@ impl OperandLoad {
         // or element loads of a row whose chunks are unaligned), else rows.
         let along_k = vector || src.op.k == 1;
         let bk = t.bk(eb);
-        let total = src.tile_rows * t.k_bytes / 16;
+        let total = if transposed.is_some() {
+            0
+        } else {
+            src.tile_rows * t.k_bytes / 16
+        };
         debug_assert_eq!(total % t.threads(), 0, "tile chunks split over threads");
         let row_bytes = src.tile_rows * eb;
         // Chunk `i` of a k-major tile is chunk 0 moved by a constant
@@ -284,8 +311,9 @@ impl OperandLoad {
                 chunk
             })
             .collect::<Vec<Chunk>>();
-        let staged = if src.round_tf32 {
-            debug_assert!(eb == 4 && layout == Layout::KMajor);
+        let staged = if src.staged {
+            // FP8 is staged only where every chunk is a 16-byte load.
+            debug_assert!(layout == Layout::KMajor && (eb == 4 || vector || transposed.is_some()));
             let regs = |b: &mut Builder| (0..4).map(|_| b.reg(RegKind::B32)).collect();
             chunks.iter().map(|_| regs(b)).collect()
         } else {
@@ -296,6 +324,8 @@ impl OperandLoad {
             chunks,
             vector,
             staged,
+            round_tf32: src.round_tf32,
+            rows: transposed,
             eb,
             per,
             bk,
@@ -310,7 +340,7 @@ impl OperandLoad {
     /// `stage`; `cp.async` copies join the current commit group. Not for
     /// operands staged through registers ([`Self::fetch`], [`Self::put`]).
     pub fn tile(&self, b: &mut Builder, stage: Reg, kt: Reg) {
-        debug_assert!(self.staged.is_empty());
+        debug_assert!(self.staged.is_empty() && self.rows.is_none());
         let (left, step) = self.k_tile(b, kt);
         for c in &self.chunks {
             let addr = c.address(b, step);
@@ -322,6 +352,7 @@ impl OperandLoad {
                 ins!(b, "cp.async.cg.shared.global [{dst}], [{addr}], 16, {size}");
                 continue;
             }
+            // Bytes (FP8) load into 32-bit registers, packed by `store`.
             let kind = if self.eb == 2 {
                 RegKind::B16
             } else {
@@ -337,6 +368,9 @@ impl OperandLoad {
     /// matrix); [`Self::put`] stores them.
     pub fn fetch(&self, b: &mut Builder, kt: Reg) {
         let (left, step) = self.k_tile(b, kt);
+        if let Some(rows) = &self.rows {
+            return rows.fetch(b, left, step);
+        }
         for (c, regs) in self.chunks.iter().zip(&self.staged) {
             let addr = c.address(b, step);
             if !self.vector {
@@ -358,12 +392,17 @@ impl OperandLoad {
         }
     }
 
-    /// Rounds the staging registers to TF32 as `RoundTf32` does and stores
-    /// them into the stage at shared address `stage`.
+    /// Stores the staging registers into the stage at shared address
+    /// `stage`: TF32 rounded as `RoundTf32` rounds, FP8 rows transposed.
     pub fn put(&self, b: &mut Builder, stage: Reg) {
+        if let Some(rows) = &self.rows {
+            return rows.put(b, stage);
+        }
         for (c, regs) in self.chunks.iter().zip(&self.staged) {
-            for r in regs {
-                ins!(b, "cvt.rna.tf32.f32 {r}, {r}");
+            if self.round_tf32 {
+                for r in regs {
+                    ins!(b, "cvt.rna.tf32.f32 {r}, {r}");
+                }
             }
             let dst = self.dst(b, c, stage);
             store(b, dst, regs);
@@ -402,11 +441,13 @@ impl OperandLoad {
     /// this k-tile, `left` `k` left) into `regs`, zero outside the matrix.
     fn elements(&self, b: &mut Builder, c: &Chunk, addr: Reg, left: Reg, regs: &[Reg]) {
         let bits = 8 * self.eb;
+        // The registers `tile` gives: b16 for halves, else b32.
+        let reg_bits = if self.eb == 2 { 16 } else { 32 };
         for (e, h) in regs.iter().enumerate() {
             let (ke, oke) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
             ins!(b, "add.u32 {ke}, {}, {}", c.k_in, c.k_off + e as u32);
             ins!(b, "setp.lt.and.s32 {oke}, {ke}, {left}, {}", c.row_ok);
-            ins!(b, "mov.b{bits} {h}, 0");
+            ins!(b, "mov.b{reg_bits} {h}, 0");
             ins!(
                 b,
                 // `+-6`, not `-6`: older PTX parsers (the CUDA 13.0
@@ -419,18 +460,35 @@ impl OperandLoad {
 }
 
 /// One 16-byte shared store at `dst` of a chunk's elements `regs` (four
-/// `b32`, or eight `b16` packed in pairs).
+/// `b32`, eight `b16` packed in pairs, or sixteen bytes each in the low
+/// byte of a `b32`, packed in fours).
 fn store(b: &mut Builder, dst: Reg, regs: &[Reg]) {
-    let words: Vec<Reg> = if regs.len() == 4 {
-        regs.to_vec()
-    } else {
-        regs.chunks(2)
+    let words: Vec<Reg> = match regs.len() {
+        4 => regs.to_vec(),
+        8 => regs
+            .chunks(2)
             .map(|pair| {
                 let w = b.reg(RegKind::B32);
                 ins!(b, "mov.b32 {w}, {{{}, {}}}", pair[0], pair[1]);
                 w
             })
-            .collect()
+            .collect(),
+        _ => regs
+            .chunks(4)
+            .map(|q| {
+                // Byte 0 of each, in order: (q0, q1) and (q2, q3) into the
+                // low halves, then both halves into one word.
+                let (lo, hi, w) = (
+                    b.reg(RegKind::B32),
+                    b.reg(RegKind::B32),
+                    b.reg(RegKind::B32),
+                );
+                ins!(b, "prmt.b32 {lo}, {}, {}, 0x0040", q[0], q[1]);
+                ins!(b, "prmt.b32 {hi}, {}, {}, 0x0040", q[2], q[3]);
+                ins!(b, "prmt.b32 {w}, {lo}, {hi}, 0x5410");
+                w
+            })
+            .collect(),
     };
     ins!(
         b,

@@ -234,6 +234,7 @@ pub fn mma_op(elem: Elem) -> &'static str {
         Elem::BF16 => "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
         Elem::Tf32 => "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
         Elem::F32 => unreachable!("exact f32 products do not use tensor cores"),
+        Elem::Fp8 { .. } => unreachable!("FP8 products take warpgroup tiles only"),
     }
 }
 

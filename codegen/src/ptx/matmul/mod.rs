@@ -27,6 +27,7 @@
 
 mod config;
 mod epilogue;
+mod fp8_rows;
 mod load;
 mod mma;
 mod mma_sync;
@@ -48,10 +49,15 @@ use super::module::PtxKernel;
 use super::target::Target;
 use crate::ir::{Arg, Kernel};
 
-/// The matmul's shape when a specialised emitter takes `kernel`: the
-/// tensor-core one for half types and TF32, the SIMT one (`simt.rs`) for
-/// exact `f32`.
-fn specialised(kernel: &Kernel) -> Option<Shape> {
+/// The matmul's shape when a specialised emitter takes `kernel` on
+/// `target`: the tensor-core one for half types, TF32 and (sm_90) FP8,
+/// the SIMT one (`simt.rs`) for exact `f32`.
+fn specialised(kernel: &Kernel, target: &Target) -> Option<Shape> {
+    recognised(kernel).filter(|s| config::applies(s, target))
+}
+
+/// [`specialised`] on any target (FP8 included wherever it may apply).
+fn recognised(kernel: &Kernel) -> Option<Shape> {
     // Indirect loads (and their error flag) are the generic emitters'.
     if !crate::env::flag("SMELT_MATMUL_MMA", true) || kernel.has_indirect() {
         return None;
@@ -64,7 +70,7 @@ fn specialised(kernel: &Kernel) -> Option<Shape> {
 /// where it applies, split as `SMELT_MATMUL_SPLITS` asks); `None` sends
 /// it to the generic path.
 pub fn emit(kernel: &Kernel, target: &Target) -> Option<PtxKernel> {
-    let s = specialised(kernel)?;
+    let s = specialised(kernel, target)?;
     let batches = s.batches(kernel);
     Some(if s.elem == Elem::F32 {
         simt::emit(kernel, target, &s, &simt::choose(&s, batches, target))
@@ -92,7 +98,7 @@ pub fn scratch(k: &Kernel) -> Option<Arg> {
     if k.kind != crate::KernelKind::Matmul {
         return None;
     }
-    let s = specialised(k)?;
+    let s = recognised(k)?;
     if s.elem == Elem::F32 {
         return None;
     }
@@ -106,7 +112,7 @@ pub fn scratch(k: &Kernel) -> Option<Arg> {
 /// scratch allows, or for exact `f32` the SIMT tiles (named `simt...`);
 /// see [`emit_variant`].
 pub fn variants(kernel: &Kernel, target: &Target) -> Vec<String> {
-    match specialised(kernel) {
+    match specialised(kernel, target) {
         Some(s) if s.elem == Elem::F32 => simt::candidates().iter().map(simt::Simt::name).collect(),
         Some(_) if env_knobs() != (None, None) => Vec::new(),
         Some(s) => {
@@ -132,7 +138,7 @@ pub fn variants(kernel: &Kernel, target: &Target) -> Vec<String> {
 /// splits as far as the scratch allows); `None` for an unknown name or a
 /// kernel no tuned emitter takes.
 pub fn emit_variant(kernel: &Kernel, target: &Target, name: &str) -> Option<PtxKernel> {
-    let s = specialised(kernel)?;
+    let s = specialised(kernel, target)?;
     if s.elem == Elem::F32 {
         let t = simt::candidates().into_iter().find(|t| t.name() == name)?;
         return Some(simt::emit(kernel, target, &s, &t));

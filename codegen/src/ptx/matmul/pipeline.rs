@@ -3,13 +3,14 @@
 //! first in each stage, then B's.
 //!
 //! Tiles travel by `cp.async` (one commit group per k-tile), or, for TF32
-//! operands of `wgmma`, through registers that round them (see `load.rs`):
+//! operands of `wgmma` and FP8 ones contiguous along their rows, through
+//! registers that round or transpose them (see `load.rs`, `fp8_rows.rs`):
 //! then each step stores the k-tile fetched the step before and fetches
 //! the next, so a global load has a whole step of MMAs to arrive.
 
 use super::config::Tile;
 use super::load::{OperandLoad, Source};
-use super::shape::{Elem, Shape};
+use super::shape::{Elem, Operand, Shape};
 use super::split::{self, Split};
 use super::start::{batch_offset, Start};
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
@@ -30,8 +31,25 @@ pub struct Pipeline {
     smem_base: Reg,
     stages: u32,
     stage_bytes: u32,
-    /// Tiles staged through registers and rounded to TF32.
+    /// Tiles staged through registers (rounded to TF32, or FP8 rows
+    /// transposed).
     staged: bool,
+}
+
+/// Whether `wgmma` tiles of `s` travel through registers: TF32 (rounded
+/// on the way), and FP8 where an operand is contiguous along its rows
+/// (transposed on the way) and the other is too or is copied 16 bytes
+/// along `k` (an operand of byte loads keeps the unstaged pipeline).
+pub fn stages_in_registers(s: &Shape) -> bool {
+    match s.elem {
+        Elem::Tf32 => true,
+        Elem::Fp8 { .. } => {
+            let rows = |op: &Operand, n: i64| op.rows_only(s.k, n, 16);
+            let copied = |op: &Operand, n: i64| op.vector_ok(s.k, 16) || rows(op, n);
+            (rows(&s.a, s.m) || rows(&s.b, s.n)) && copied(&s.a, s.m) && copied(&s.b, s.n)
+        }
+        _ => false,
+    }
 }
 
 impl Pipeline {
@@ -49,7 +67,7 @@ impl Pipeline {
     ) -> Pipeline {
         let eb = s.elem.bytes();
         let b_off = t.bm() * t.k_bytes;
-        let staged = wgmma && s.elem == Elem::Tf32;
+        let staged = wgmma && stages_in_registers(s);
         let mut load = |op, row0, rows, tile_rows, tile_off| {
             let batch_off = batch_offset(b, op, &st.batch);
             let src = Source {
@@ -63,7 +81,8 @@ impl Pipeline {
                 k_len: s.k,
                 tile_off,
                 atoms: wgmma,
-                round_tf32: staged,
+                staged,
+                round_tf32: staged && s.elem == Elem::Tf32,
             };
             OperandLoad::new(b, &src, st.tid, t)
         };

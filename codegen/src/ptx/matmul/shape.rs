@@ -5,8 +5,8 @@ use crate::expr::{Atom, Expr};
 use crate::ir::{Inst, Kernel, Val};
 use crate::{DType, UnaryOp};
 
-/// What the operands hold, which picks the kernel: half types and TF32 run
-/// on tensor cores, exact `f32` on the FMA units.
+/// What the operands hold, which picks the kernel: half types, TF32 and
+/// FP8 run on tensor cores, exact `f32` on the FMA units.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Elem {
     /// `f16` operands.
@@ -17,23 +17,49 @@ pub enum Elem {
     Tf32,
     /// Plain `f32` operands.
     F32,
+    /// FP8 operands widened to `f32` (`scaled_mm`): A's and B's dtype,
+    /// each `F8E4M3` or `F8E5M2` (mixed pairs too: `wgmma` multiplies
+    /// e4m3 by e5m2).
+    Fp8 {
+        /// A's dtype.
+        a: DType,
+        /// B's dtype.
+        b: DType,
+    },
 }
 
 impl Elem {
     /// Bytes of one operand element in memory.
     pub fn bytes(self) -> u32 {
         match self {
+            Elem::Fp8 { .. } => 1,
             Elem::F16 | Elem::BF16 => 2,
             Elem::Tf32 | Elem::F32 => 4,
         }
     }
 
-    /// The operand buffers' dtype.
-    pub fn dtype(self) -> DType {
+    /// The operand buffers' dtypes, A's then B's.
+    pub fn dtypes(self) -> [DType; 2] {
         match self {
-            Elem::F16 => DType::F16,
-            Elem::BF16 => DType::BF16,
-            Elem::Tf32 | Elem::F32 => DType::F32,
+            Elem::F16 => [DType::F16; 2],
+            Elem::BF16 => [DType::BF16; 2],
+            Elem::Tf32 | Elem::F32 => [DType::F32; 2],
+            Elem::Fp8 { a, b } => [a, b],
+        }
+    }
+
+    /// Whether the operands are FP8 (tensor cores on sm_90 only).
+    pub fn is_fp8(self) -> bool {
+        matches!(self, Elem::Fp8 { .. })
+    }
+
+    /// The element kind of a product of factors read as `a` and `b` (each
+    /// [`operand_load`]'s kind, FP8 ones as `Fp8 { a: x, b: x }`): equal
+    /// kinds, or two FP8 kinds of either format; `None` otherwise.
+    fn pair(a: Elem, b: Elem) -> Option<Elem> {
+        match (a, b) {
+            (Elem::Fp8 { a, .. }, Elem::Fp8 { b, .. }) => Some(Elem::Fp8 { a, b }),
+            _ => (a == b).then_some(a),
         }
     }
 }
@@ -68,6 +94,12 @@ impl Operand {
     /// `[k, n]`, A stored `[k, m]`).
     pub fn row_vector_ok(&self, rows: i64, per: i64) -> bool {
         self.chunks_along(self.row, rows, self.k, per)
+    }
+
+    /// Whether 16-byte copies of `per` consecutive rows are legal but
+    /// copies along `k` are not ([`Self::row_vector_ok`] alone).
+    pub fn rows_only(&self, k_len: i64, rows: i64, per: i64) -> bool {
+        !self.vector_ok(k_len, per) && self.row_vector_ok(rows, per)
     }
 
     /// Chunks of `per` elements along the axis of stride `unit` and length
@@ -115,7 +147,8 @@ impl Shape {
 }
 
 /// The shape of `k` if it is a matmul of two operands of the same [`Elem`]
-/// each read by one unmasked load affine in the loop variables, with one
+/// (or of two FP8 formats) each read by one unmasked load affine in the
+/// loop variables, with one
 /// reduced variable, at most one `m` and one `n` variable and at most
 /// 65535 batches; `None` sends it to the generic reduce path.
 pub fn recognise(k: &Kernel) -> Option<Shape> {
@@ -123,11 +156,9 @@ pub fn recognise(k: &Kernel) -> Option<Shape> {
         return None;
     }
     let (reduce, x, y) = k.matmul_product()?;
-    let (xa, dt) = operand_load(k, x)?;
-    let (ya, dty) = operand_load(k, y)?;
-    if dt != dty {
-        return None;
-    }
+    let (xa, ex) = operand_load(k, x)?;
+    let (ya, ey) = operand_load(k, y)?;
+    let dt = Elem::pair(ex, ey)?;
     let kv = k.n_kept;
     let reads = |e: &Expr, v: usize| e.affine_coef(v).is_some_and(|c| c != 0);
     let kept = 0..k.n_kept;
@@ -173,13 +204,19 @@ fn coef(e: &Expr, v: usize) -> i64 {
 }
 
 /// `(input, index)` and element kind of a factor: `Cast(Load)` of a half
-/// type, `RoundTf32(Load)` or a plain `Load` of `f32`, whose index is a
-/// linear combination of variables and which is never masked.
+/// type or (to `f32`) of an FP8 type, `RoundTf32(Load)` or a plain `Load`
+/// of `f32`, whose index is a linear combination of variables and which
+/// is never masked. An FP8 factor's kind names its format as both `a`
+/// and `b` ([`Elem::pair`] combines two).
 fn operand_load(k: &Kernel, v: Val) -> Option<((usize, &Expr), Elem)> {
     let (l, elem) = match k.insts[v].inst {
         Inst::Cast(l) => match k.insts[l].dtype {
             DType::F16 => (l, Elem::F16),
             DType::BF16 => (l, Elem::BF16),
+            // Widened to f32 only: the tensor cores accumulate in f32.
+            dt @ (DType::F8E4M3 | DType::F8E5M2) if k.insts[v].dtype == DType::F32 => {
+                (l, Elem::Fp8 { a: dt, b: dt })
+            }
             _ => return None,
         },
         Inst::Unary(UnaryOp::RoundTf32, l) => (l, Elem::Tf32),
@@ -199,6 +236,7 @@ fn operand_load(k: &Kernel, v: Val) -> Option<((usize, &Expr), Elem)> {
         .0
         .iter()
         .all(|(a, _)| matches!(a, Atom::Var(_)));
-    let typed = k.inputs[*input].dtype == elem.dtype() && k.insts[l].dtype == elem.dtype();
+    let dt = elem.dtypes()[0];
+    let typed = k.inputs[*input].dtype == dt && k.insts[l].dtype == dt;
     (typed && linear && valid.is_always()).then_some(((*input, index), elem))
 }

@@ -5,10 +5,20 @@
 //! # Mapping
 //! - A CTA of `wgs` warpgroups (128 threads each) computes a `64 wgs x bn`
 //!   tile of C; warpgroup `w` owns rows `64 w ..`, one `m64nBNk16` MMA per
-//!   16 `k` of halves (`m64nBNk8` per 8 `k` of TF32: 32 bytes of `k`
-//!   either way), accumulating in `bn / 2` f32 registers per thread.
+//!   16 `k` of halves (`m64nBNk8` per 8 `k` of TF32, `m64nBNk32` per 32
+//!   `k` of FP8: 32 bytes of `k` every time), accumulating in `bn / 2` f32
+//!   registers per thread.
 //! - TF32 tiles are always k-major and reach shared memory through
 //!   registers, rounded (`load.rs`): the same descriptors then serve.
+//! - FP8 tiles (`e4m3`/`e5m2`, either for each operand) are always
+//!   k-major too: FP8 `wgmma` has no transpose flag. An operand contiguous
+//!   along `k` is copied by `cp.async` as halves are (128 `k` per 128-byte
+//!   row, so descriptors, swizzle and the 32-byte k step are the halves'
+//!   with `k` counted in bytes); one contiguous along its rows is loaded
+//!   16 bytes along them and transposed in registers (`fp8_rows.rs`); any
+//!   other is read by predicated byte loads, threads walking its
+//!   contiguous rows, and stored k-major (`load.rs`): correct for every
+//!   view, slower than the copies.
 //! - Each operand is contiguous along `k` or along its rows (`m` of A, `n`
 //!   of B: a row-major B, a transposed A), 16-byte aligned, and copied with
 //!   `cp.async` (see `load.rs`) into a layout whose XOR swizzle (`chunk ^
@@ -42,6 +52,7 @@ use crate::ir::Kernel;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
 use crate::ptx::module::PtxKernel;
 use crate::ptx::target::Target;
+use crate::DType;
 
 /// Descriptor bits of a tile that do not depend on its address (strides
 /// in 16-byte units, 128-byte swizzle), the descriptor step per k16, and
@@ -97,12 +108,18 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, sp: Split) ->
     let (bits_a, step_a, trans_a) = descriptor_bits(p.la.layout, bk);
     let (bits_b, step_b, trans_b) = descriptor_bits(p.lb.layout, bk);
     let (da, db) = (descriptor(b, a_tile, bits_a), descriptor(b, b_tile, bits_b));
-    // One MMA takes 32 bytes of `k` per row: k16 of halves, k8 of TF32;
-    // TF32 has no transpose flags (its tiles are always k-major).
-    let (ty, kstep, trans) = match s.elem {
-        Elem::F16 => ("f16", 16, format!(", {trans_a}, {trans_b}")),
-        Elem::BF16 => ("bf16", 16, format!(", {trans_a}, {trans_b}")),
-        Elem::Tf32 => ("tf32", 8, String::new()),
+    // One MMA takes 32 bytes of `k` per row: k16 of halves, k8 of TF32,
+    // k32 of FP8; TF32 and FP8 have no transpose flags (their tiles are
+    // always k-major).
+    let (types, kstep, trans) = match s.elem {
+        Elem::F16 => ("f16.f16".into(), 16, format!(", {trans_a}, {trans_b}")),
+        Elem::BF16 => ("bf16.bf16".into(), 16, format!(", {trans_a}, {trans_b}")),
+        Elem::Tf32 => ("tf32.tf32".into(), 8, String::new()),
+        Elem::Fp8 { a, b } => (
+            format!("{}.{}", fp8_type(a), fp8_type(b)),
+            32,
+            String::new(),
+        ),
         Elem::F32 => unreachable!("exact f32 products do not use tensor cores"),
     };
     let d = acc
@@ -117,7 +134,7 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, sp: Split) ->
         ins!(b, "add.s64 {sb}, {db}, {}", step_b * step);
         ins!(
             b,
-            "wgmma.mma_async.sync.aligned.m64n{}k{kstep}.f32.{ty}.{ty} {{{d}}}, {sa}, {sb}, {accumulate}, 1, 1{trans}",
+            "wgmma.mma_async.sync.aligned.m64n{}k{kstep}.f32.{types} {{{d}}}, {sa}, {sb}, {accumulate}, 1, 1{trans}",
             t.bn()
         );
     }
@@ -160,6 +177,15 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, sp: Split) ->
     // wgmma exists only on the architecture-specific target.
     k.ptx = k.ptx.replacen(".target sm_90\n", ".target sm_90a\n", 1);
     split::finish(k, kernel, target, s, sp)
+}
+
+/// The `wgmma` operand type of FP8 dtype `dt`.
+fn fp8_type(dt: DType) -> &'static str {
+    match dt {
+        DType::F8E4M3 => "e4m3",
+        DType::F8E5M2 => "e5m2",
+        _ => unreachable!("{dt} is not an FP8 dtype"),
+    }
 }
 
 /// The shared-memory matrix descriptor of a tile at shared address `addr`
