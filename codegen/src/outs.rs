@@ -32,7 +32,7 @@ impl<'a> Outs<'a> {
 
     /// The start of output `o` (for code that writes it as this type's
     /// users do: disjoint elements per thread).
-    #[cfg(feature = "llvm")]
+    #[cfg(feature = "llvm-jit")]
     pub(crate) fn ptr(&self, o: usize) -> *mut u8 {
         self.bufs[o].0
     }

@@ -181,7 +181,7 @@ fn tiling(row_len: usize) -> (usize, usize) {
 /// one per-thread state: element values a pass computed are then still
 /// that tile's in the passes after it (the executor's [`ElemState`] reuses
 /// them; the JIT keeps some in buffers).
-#[cfg(feature = "llvm")]
+#[cfg(feature = "llvm-jit")]
 pub(crate) fn tiles_hold_rows(k: &Kernel) -> bool {
     let row_len = k.row_len();
     tiling(row_len).1 == row_len
