@@ -224,7 +224,11 @@ mod tests {
         assert!(full(&[4, 5], 20, &[(row_major.clone(), true)]));
         // Transposed and reversed: still every element once.
         assert!(full(&[4, 5], 20, &[(v0.add(&v1.scale(4)), true)]));
-        assert!(full(&[4, 5], 20, &[(v1.scale(-1).add_const(4).add(&v0.scale(5)), true)]));
+        assert!(full(
+            &[4, 5],
+            20,
+            &[(v1.scale(-1).add_const(4).add(&v0.scale(5)), true)]
+        ));
         // A store that reaches only part of its output.
         assert!(!full(&[4, 5], 21, &[(row_major.clone(), true)]));
         assert!(!full(&[4, 5], 40, &[(row_major.scale(2), true)]));
