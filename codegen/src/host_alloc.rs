@@ -104,8 +104,11 @@ pub fn output(kernel: &Kernel, o: usize) -> Result<Vec<u8>, AllocError> {
 /// initialised), but stale values would leak otherwise.
 pub fn reused_bytes(count: usize, size: usize) -> Result<Vec<u8>, AllocError> {
     let bytes = count.checked_mul(size).ok_or(AllocError { bytes: None })?;
-    if let Some(v) = lock_recycled().take(bytes) {
-        return Ok(v);
+    // Small requests never take the lock (nothing that small is kept).
+    if bytes >= Recycled::MIN {
+        if let Some(v) = lock_recycled().take(bytes) {
+            return Ok(v);
+        }
     }
     zeroed_bytes(count, size).or_else(|_| {
         // Memory may be held by the recycled buffers: free them, retry.
