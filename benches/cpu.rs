@@ -137,7 +137,7 @@ const MODES: [Mode; 4] = [
 fn modes() -> impl Iterator<Item = Mode> {
     MODES
         .into_iter()
-        .filter(|m| m.engine != "llvm" || cfg!(feature = "llvm"))
+        .filter(|m| m.engine != "llvm" || cfg!(any(feature = "llvm", feature = "llvm-static")))
 }
 
 const WARMUP: usize = 3;

@@ -251,3 +251,89 @@ fn filling_gpu_memory_gives_err_and_recovers() {
     let want = 6.0 * chunk as f64;
     assert!((sum as f64 - want).abs() <= 1e-4 * want, "{sum} vs {want}");
 }
+
+/// Realizes a tensor of `len` NaNs of `dtype` and drops it, so that on the
+/// CPU a freed buffer of that size (its bytes all NaN) waits for the next
+/// output of that size.
+fn leave_nan_buffer(len: usize, dtype: DType, dev: &Device) {
+    let x = Tensor::full([len], 1.0, dtype, dev);
+    let nan = &x * f64::NAN;
+    nan.realize().unwrap();
+}
+
+#[test]
+fn recycled_host_buffers_never_leak_old_values() {
+    let _serial = serial();
+    let dev = test_device();
+    let n = 1usize << 18;
+    let f = DType::F32;
+    let host: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 - 500.0).collect();
+    let x = Tensor::from_vec(host.clone(), [n], &dev);
+    x.realize().unwrap();
+
+    // A scatter: a copy of zeros, then adds at every third position.
+    leave_nan_buffer(n, f, &dev);
+    let m = n / 3;
+    let idx: Vec<i64> = (0..m).map(|i| (3 * i) as i64).collect();
+    let y = Tensor::zeros([n], f, &dev).scatter_add(
+        0,
+        &Tensor::from_vec(idx, [m], &dev),
+        &x.narrow(0, 0, m),
+    );
+    let mut want = vec![0f32; n];
+    for i in 0..m {
+        want[3 * i] += host[i];
+    }
+    assert_eq!(y.to_vec::<f32>().unwrap(), want, "scatter_add");
+
+    // Two halves written by two stores (`cat`), and a padded view.
+    leave_nan_buffer(n, f, &dev);
+    let h = x.narrow(0, 0, n / 2);
+    let y = Tensor::cat(&[&h, &(&h * 2.0)], 0);
+    let want: Vec<f32> = (0..n)
+        .map(|i| match i < n / 2 {
+            true => host[i],
+            false => 2.0 * host[i - n / 2],
+        })
+        .collect();
+    assert_eq!(y.to_vec::<f32>().unwrap(), want, "cat");
+    leave_nan_buffer(n, f, &dev);
+    let y = x.narrow(0, 0, n - 10).pad(&[(3, 7)], 0.0);
+    let want: Vec<f32> = (0..n)
+        .map(|i| match i >= 3 && i < n - 7 {
+            true => host[i - 3],
+            false => 0.0,
+        })
+        .collect();
+    assert_eq!(y.to_vec::<f32>().unwrap(), want, "pad");
+
+    // Sums over an empty axis: zeros with no element read.
+    leave_nan_buffer(n, f, &dev);
+    let y = Tensor::zeros([n, 0], f, &dev).sum(1);
+    assert_eq!(y.to_vec::<f32>().unwrap(), vec![0f32; n], "empty sums");
+
+    // The top 2 of each row of 4: values and `i64` positions, each output
+    // the size of a recycled buffer.
+    leave_nan_buffer(n, f, &dev);
+    leave_nan_buffer(n, DType::F64, &dev);
+    let pairs = x.reshape([n / 2, 2]);
+    let (vals, pos) = Tensor::cat(&[&pairs, &pairs], 1).topk(2, -1, true);
+    let got_v = vals.to_vec::<f32>().unwrap();
+    let got_p = pos.to_vec::<i64>().unwrap();
+    for r in 0..n / 2 {
+        let (a, b) = (host[2 * r], host[2 * r + 1]);
+        let top = a.max(b);
+        assert_eq!(got_v[2 * r..2 * r + 2], [top, top], "topk row {r}");
+        let p = &got_p[2 * r..2 * r + 2];
+        assert!(
+            p.iter().all(|&j| [a, b, a, b][j as usize] == top) && p[0] != p[1],
+            "topk positions of row {r}: {p:?}"
+        );
+    }
+
+    // A long cumsum (its look-back status buffer, where the plan has one).
+    leave_nan_buffer(n, f, &dev);
+    let ones = Tensor::full([n], 1.0, f, &dev);
+    let want: Vec<f32> = (1..=n).map(|i| i as f32).collect();
+    assert_eq!(ones.cumsum(0).to_vec::<f32>().unwrap(), want, "cumsum");
+}

@@ -3,7 +3,8 @@ cpu_reference.py's JSON of the same machine.
 
 python3 benches/reference/cpu_report.py CPU_JSON REF_JSON TITLE SVG_OUT
 prints a markdown table (ms per workload and implementation, and smelt's
-executor against NumPy and torch on all cores: > 1 means smelt is faster)
+executor against NumPy and torch on all cores, and its LLVM JIT against
+torch where the run has it: > 1 means smelt is faster)
 and writes a grouped bar chart of the same times (log scale) to SVG_OUT.
 """
 import json
@@ -24,12 +25,16 @@ def load(cpu, ref):
 
 def table(rows):
     cols = [c for c in COLS if any(c in v for v in rows.values())]
-    out = ["| workload | " + " | ".join(cols) + " | exec vs NumPy | exec vs torch |",
-           "|---" * (len(cols) + 3) + "|"]
+    # (reference, smelt mode) pairs: the reference's time over smelt's.
+    pairs = [("numpy", "smelt exec"), ("torch", "smelt exec")]
+    if "smelt llvm" in cols:
+        pairs.append(("torch", "smelt llvm"))
+    names = [f"{m.split()[1]} vs {'NumPy' if o == 'numpy' else o}" for o, m in pairs]
+    out = ["| workload | " + " | ".join(cols + names) + " |",
+           "|---" * (len(cols) + len(pairs) + 1) + "|"]
     for w, v in rows.items():
         cell = [f"{v[c]:.3f}" if c in v else "" for c in cols]
-        ratio = [f"{v[o] / v['smelt exec']:.2f}x" if o in v and "smelt exec" in v else ""
-                 for o in ("numpy", "torch")]
+        ratio = [f"{v[o] / v[m]:.2f}x" if o in v and m in v else "" for o, m in pairs]
         out.append(f"| {w} | " + " | ".join(cell + ratio) + " |")
     return "\n".join(out)
 

@@ -48,7 +48,7 @@ fn generic(
     }
     // By default the JIT takes the kernels big enough to repay a compile
     // (tens of milliseconds); `SMELT_CPU=llvm` sends it every kernel.
-    #[cfg(feature = "llvm")]
+    #[cfg(feature = "llvm-jit")]
     if engine == CpuEngine::Llvm && (named.is_some() || crate::llvm::worth_compiling(kernel)) {
         if let Some(done) = crate::llvm::run(kernel, inputs, scalars, outputs) {
             return done;

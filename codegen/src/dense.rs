@@ -1,7 +1,7 @@
 //! Dense host arrays of `f32` or `f64` that the CPU fast paths (matmul,
 //! attention) pass between the interpreter and their own loops.
 
-use crate::host_alloc::{vec_with_capacity, zeroed_bytes};
+use crate::host_alloc::{output, recycle, vec_with_capacity};
 use crate::interp::InterpError;
 use crate::ir::Kernel;
 use crate::DType;
@@ -67,10 +67,11 @@ pub(crate) fn eval<A: Acc>(
     inputs: &[&[u8]],
     scalars: &[f64],
 ) -> Result<Vec<A>, InterpError> {
-    let mut out = zeroed_bytes(k.outputs[0].len, A::SIZE)?;
+    let mut out = output(k, 0)?;
     crate::cpu::run(k, inputs, scalars, &mut [&mut out])?;
     let mut vals = vec_with_capacity(k.outputs[0].len)?;
     vals.extend(out.chunks_exact(A::SIZE).map(A::from_le));
+    recycle(out);
     Ok(vals)
 }
 

@@ -36,7 +36,7 @@ impl CpuEngine {
     /// The build's default engine: the JIT when it is built in, else the
     /// executor.
     pub fn default_engine() -> CpuEngine {
-        if cfg!(feature = "llvm") {
+        if cfg!(feature = "llvm-jit") {
             CpuEngine::Llvm
         } else {
             CpuEngine::Exec
@@ -130,8 +130,8 @@ pub fn parse_cpu(value: &str) -> Result<CpuEngine, String> {
     match value.trim().to_ascii_lowercase().as_str() {
         "exec" => Ok(CpuEngine::Exec),
         "interp" => Ok(CpuEngine::Interp),
-        "llvm" if cfg!(feature = "llvm") => Ok(CpuEngine::Llvm),
-        _ if cfg!(feature = "llvm") => Err("exec, interp, llvm".to_string()),
+        "llvm" if cfg!(feature = "llvm-jit") => Ok(CpuEngine::Llvm),
+        _ if cfg!(feature = "llvm-jit") => Err("exec, interp, llvm".to_string()),
         _ => Err("exec, interp (llvm needs feature `llvm`)".to_string()),
     }
 }
@@ -394,7 +394,7 @@ mod tests {
     fn cpu_engines() {
         assert_eq!(parse_cpu("exec"), Ok(CpuEngine::Exec));
         assert_eq!(parse_cpu(" Interp "), Ok(CpuEngine::Interp));
-        assert_eq!(parse_cpu("llvm").is_ok(), cfg!(feature = "llvm"));
+        assert_eq!(parse_cpu("llvm").is_ok(), cfg!(feature = "llvm-jit"));
         for v in ["", "fast", "interpreter"] {
             assert!(parse_cpu(v).unwrap_err().contains("interp"), "{v}");
         }

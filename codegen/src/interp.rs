@@ -115,7 +115,9 @@ fn run_with(
         row_len,
         chunk,
     };
-    let blocks = if parallel && rows_independent(kernel, &plan) {
+    // One rayon thread: the calling thread does the work (no hand-off).
+    let threads = rayon::current_num_threads();
+    let blocks = if parallel && threads > 1 && rows_independent(kernel, &plan) {
         // Whole tiles per block, so each row is computed as alone.
         let work = rows.saturating_mul(row_len.max(1));
         (work / PARALLEL_MIN).min(rows.div_ceil(tile_rows)).max(1)

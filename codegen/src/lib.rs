@@ -23,7 +23,7 @@ pub mod host_alloc;
 pub mod int_ops;
 pub mod interp;
 pub mod ir;
-#[cfg(feature = "llvm")]
+#[cfg(feature = "llvm-jit")]
 pub mod llvm;
 pub mod matmul_cpu;
 pub mod ops;

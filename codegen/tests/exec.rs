@@ -343,3 +343,40 @@ fn direct_stores_and_fused_exps_at_edge_sizes() {
         }
     }
 }
+
+/// The executor's results do not depend on the number of threads: a
+/// reduction over rows of many chunks folds the chunks in the same groups
+/// whether whole rows or a row's groups go to threads (which one depends
+/// on the rows per thread), and on one thread as on four.
+#[test]
+fn results_do_not_depend_on_the_thread_count() {
+    let run = |k: &Kernel, threads: usize| {
+        // Finite values (a NaN would make every sum NaN, and equal).
+        let mut rng = smelt_codegen::rng::SplitMix64::new(5);
+        let x: Vec<u8> = (0..k.inputs[0].len)
+            .flat_map(|_| (rng.next_f64() as f32 * 2.0 - 1.0).to_le_bytes())
+            .collect();
+        let mut out = vec![0u8; k.outputs[0].len * 4];
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .expect("a thread pool");
+        pool.install(|| exec::run(k, &[&x], &[], &mut [&mut out]))
+            .expect("covered")
+            .expect("runs");
+        out
+    };
+    // 18 chunks of 16384 a row (more than a group of 16), 5 rows: whole
+    // rows per thread on one thread, a row's groups on two and four.
+    for rows in [1, 5] {
+        for k in [
+            ptx_cases::reduce_last(ReduceOp::Sum, DType::F32, rows, 17 * 16384 + 5),
+            ptx_cases::softmax(rows, 17 * 16384 + 5, DType::F32),
+        ] {
+            let one = run(&k, 1);
+            for threads in [2, 4] {
+                assert!(run(&k, threads) == one, "{} on {threads} threads", k.name);
+            }
+        }
+    }
+}

@@ -7,7 +7,7 @@
 //! broadcasts, padding, div/mod), reductions and multi-reductions at sizes
 //! 0, 1 and primes across the tile and parallel thresholds, and the
 //! declines, each named.
-#![cfg(feature = "llvm")]
+#![cfg(feature = "llvm-jit")]
 
 #[path = "engines/mod.rs"]
 mod engines;

@@ -4,13 +4,20 @@ use super::debug::report_kernel;
 use crate::profile::{self, Timing};
 use crate::stats::count_kernel;
 use crate::Result;
-use smelt_codegen::host_alloc::zeroed_bytes;
+use smelt_codegen::host_alloc;
 use smelt_fusion::{BufferHandle, BufferSpec, Schedule};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// A host buffer.
+/// A host buffer. Freed, its memory is kept for later outputs
+/// ([`host_alloc::recycle`]).
 pub struct CpuBuffer(Vec<u8>);
+
+impl Drop for CpuBuffer {
+    fn drop(&mut self) {
+        host_alloc::recycle(std::mem::take(&mut self.0));
+    }
+}
 
 /// Wraps host bytes as a buffer handle.
 pub fn wrap(bytes: Vec<u8>) -> BufferHandle {
@@ -55,7 +62,8 @@ pub fn execute(
         let outs: Result<Vec<Vec<u8>>> = it
             .outputs
             .iter()
-            .map(|b| match (&schedule.buffers[*b], &mut slots[*b]) {
+            .enumerate()
+            .map(|(o, b)| match (&schedule.buffers[*b], &mut slots[*b]) {
                 // Written by an earlier kernel: updated in place (a
                 // scatter's adds into its copy).
                 (_, slot @ Slot::Owned(_)) => match std::mem::replace(slot, Slot::Empty) {
@@ -63,7 +71,8 @@ pub fn execute(
                     _ => unreachable!("matched as owned"),
                 },
                 // Sized by user data: a failure is an `Err`, not an abort.
-                (BufferSpec::New { dtype, len }, _) => Ok(zeroed_bytes(*len, dtype.size())?),
+                // Zeroed unless the kernel writes every element.
+                (BufferSpec::New { .. }, _) => Ok(host_alloc::output(&it.kernel, o)?),
                 (BufferSpec::Realized { .. }, _) => unreachable!("kernels write new buffers"),
             })
             .collect();
@@ -82,7 +91,9 @@ pub fn execute(
         }
         for b in it.inputs.iter().chain(&it.outputs) {
             if last_use[*b] == i {
-                slots[*b] = Slot::Empty;
+                if let Slot::Owned(v) = std::mem::replace(&mut slots[*b], Slot::Empty) {
+                    host_alloc::recycle(v);
+                }
             }
         }
     }

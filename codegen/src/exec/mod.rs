@@ -149,12 +149,18 @@ pub(crate) fn execute<'a, P: Passes<'a>>(passes: &P) -> Result<(), InterpError> 
         run_block(passes, rs, es, r0, tile_rows.min(rows - r0), chunk, split)
     };
     let states = || (RowState::new(k), passes.elem());
-    if points < PARALLEL_MIN {
+    // With one thread, handing the work to rayon's one worker and waiting
+    // for it costs two context switches per kernel and gains nothing.
+    if points < PARALLEL_MIN || threads == 1 {
         let (mut rs, mut es) = states();
         (0..blocks).try_for_each(|b| block(&mut rs, &mut es, b, false))
     } else if blocks >= 4 * threads || row_len.div_ceil(chunk.max(1)) <= GROUP {
+        // Jobs of a quarter of an even share of blocks at least (a quarter of an even
+        // share): each job sets up its own states and tile vectors, so
+        // fewer jobs allocate less, while four per thread still balance.
         (0..blocks)
             .into_par_iter()
+            .with_min_len((blocks / (4 * threads)).max(1))
             .try_for_each_init(states, |(rs, es), b| block(rs, es, b, false))
     } else {
         // Few rows, each of several groups of chunks: split each row's
@@ -181,7 +187,7 @@ fn tiling(row_len: usize) -> (usize, usize) {
 /// one per-thread state: element values a pass computed are then still
 /// that tile's in the passes after it (the executor's [`ElemState`] reuses
 /// them; the JIT keeps some in buffers).
-#[cfg(feature = "llvm")]
+#[cfg(feature = "llvm-jit")]
 pub(crate) fn tiles_hold_rows(k: &Kernel) -> bool {
     let row_len = k.row_len();
     tiling(row_len).1 == row_len
@@ -234,13 +240,15 @@ fn run_block<'a, P: Passes<'a>>(
             }
             Ok::<_, InterpError>(part)
         };
+        // Chunks fold in groups of `GROUP` whether or not the groups go
+        // to threads, so the sums' order never depends on the thread count.
         let parts: Vec<Result<vals::Vals<'a>, InterpError>> = if split {
             (0..groups)
                 .into_par_iter()
                 .map_init(|| passes.elem(), |es, g| fold(es, group(g)))
                 .collect()
         } else {
-            vec![fold(es, 0..tiles)]
+            (0..groups).map(|g| fold(es, group(g))).collect()
         };
         let mut acc = reduce::identity(op, n.dtype, nr);
         for p in parts {

@@ -373,7 +373,7 @@ impl<'a> ElemState<'a> {
     /// Element-level instruction `i`'s values over the points `at` (as
     /// [`Tile::points`] gives them), if this state computed them there
     /// last.
-    #[cfg(feature = "llvm")]
+    #[cfg(feature = "llvm-jit")]
     pub fn kept(&self, i: Val, at: (usize, usize)) -> Option<&Vals<'a>> {
         (self.at[i] == Some(at)).then(|| &self.elem[i])
     }
