@@ -6,6 +6,8 @@
 //! dtype ([`ScanOp::combine_int`]), positions of the max/min family as
 //! `I64`.
 
+use std::borrow::Cow;
+
 use crate::exec::vals::{class, convert, Class, Vals};
 use crate::{DType, ScanOp};
 
@@ -69,6 +71,13 @@ pub fn scan<'a>(
             Vals::I64(index_rows(op, src.f64s(), nc, c0, floats, pos, |x| x)),
             DType::I64,
         ),
+        // `int64` sums (every integer and bool sum: the API scans them in
+        // `int64`) wrap as `i64` does; a loop of their own, since the
+        // general combine's dtype dispatch took 4x as long.
+        (Class::I64, false) if op == ScanOp::Sum && src_dt == DType::I64 => {
+            let sums = value_rows(src.ints(), n, nc, ints, i64::wrapping_add);
+            (Vals::I64(sums), src_dt)
+        }
         (Class::I64, false) => {
             let combine = |a: i64, x: i64| op.combine_int(src_dt, a, x);
             (
@@ -85,7 +94,10 @@ pub fn scan<'a>(
             DType::F64,
         ),
     };
-    *out = convert(&vals, from, out_dt).into_owned();
+    *out = match convert(&vals, from, out_dt) {
+        Cow::Borrowed(_) => vals,
+        Cow::Owned(v) => v,
+    };
 }
 
 /// Running values of a float scan of rows of `nc` values (`f32` or `f64`,
