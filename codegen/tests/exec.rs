@@ -35,8 +35,14 @@ fn matches_the_interpreter_on_every_representative_kernel() {
             declined.push(k.name.clone());
         }
     }
-    // Every representative kernel is the executor's, scans included.
-    assert!(declined.is_empty(), "declined: {declined:?}");
+    // Every representative kernel is the executor's but scans along a
+    // strided axis (the interpreter's parallel rows run them faster).
+    assert!(
+        declined
+            .iter()
+            .all(|n| n.contains("scan") || n.contains("cum")),
+        "declined: {declined:?}"
+    );
     assert!(covered > 450, "covered {covered}");
 }
 
@@ -489,7 +495,9 @@ fn scans_match_the_interpreter_bit_for_bit() {
                         seed += 1;
                         let covered =
                             pool.install(|| engines::bit_equal(&k, seed, exec::run, interp));
-                        assert!(covered, "the executor declines {}", k.name);
+                        // A strided scanned axis stays on the interpreter.
+                        let strided = matches!(view, View::Columns) && rows > 1 && len > 1;
+                        assert_eq!(covered, !strided, "{}", k.name);
                     }
                 }
             }

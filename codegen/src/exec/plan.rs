@@ -111,7 +111,7 @@ impl Plan {
                 &k.ranges[..nk]
             }
         };
-        let runs = k
+        let runs: Vec<Runs> = k
             .insts
             .iter()
             .zip(&level)
@@ -145,6 +145,19 @@ impl Plan {
                 Runs::new(Some(&k.stores[s].index), &Cond::always(), ranges)
             })
             .collect();
+        // A scanned axis strided in memory (`cumsum(0)` of a matrix): the
+        // executor's tiles (4 kernel rows of 4096 points there) read a line
+        // and a page per element, and ran 2x slower than the interpreter's
+        // parallel rows (one column a tile: 352 against 690 ms for
+        // 4096x4096 on 2 threads). Those stay on the interpreter until
+        // scans get column tiles (docs/ARCHITECTURE.md, "CPU executor").
+        let strided = |r: &Runs| r.index.abs() > 1;
+        let loads_strided =
+            (0..k.insts.len()).any(|i| level[i] == Level::Elem && strided(&runs[i]));
+        let stores_strided = elem_stores.iter().any(|s| strided(&store_runs[*s]));
+        if scans && (loads_strided || stores_strided) {
+            return None;
+        }
         let readers = readers(k);
         let fused: Vec<bool> = (0..k.insts.len())
             .map(|v| {
