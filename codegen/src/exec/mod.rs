@@ -2,8 +2,8 @@
 //! kernels (and matmuls the matmul fast path declines) over typed value
 //! vectors, spread over all cores with rayon. The interpreter
 //! ([`crate::interp`]) stays the reference and runs what this declines
-//! (`plan::Plan::new`: sorts, scatters, attention, stores that might
-//! write an element twice).
+//! (`plan::Plan::new`: sorts, scatters, attention, scans along a strided
+//! axis, stores that might write an element twice).
 //!
 //! A kernel's rows are cut into tiles as the interpreter's are (several
 //! short rows, or one chunk of a long row; `TILE` points, 4x the

@@ -56,9 +56,9 @@ pub struct Plan {
 
 impl Plan {
     /// The plan of `k`; `None` when the executor does not cover it (sorts,
-    /// scatters, attention, scans beside reductions, or stores that may
-    /// write one element twice, whose order only the interpreter's
-    /// sequential loop fixes).
+    /// scatters, attention, scans beside reductions or along a strided
+    /// axis, or stores that may write one element twice, whose order only
+    /// the interpreter's sequential loop fixes).
     pub fn new(k: &Kernel) -> Option<Plan> {
         let covered_kind = !matches!(
             k.kind,

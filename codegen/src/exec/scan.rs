@@ -72,8 +72,8 @@ pub fn scan<'a>(
             DType::I64,
         ),
         // `int64` sums (every integer and bool sum: the API scans them in
-        // `int64`) wrap as `i64` does; a loop of their own, since the
-        // general combine's dtype dispatch took 4x as long.
+        // `int64`) wrap as `i64` does: a loop without the general
+        // combine's dtype dispatch.
         (Class::I64, false) if op == ScanOp::Sum && src_dt == DType::I64 => {
             let sums = value_rows(src.ints(), n, nc, ints, i64::wrapping_add);
             (Vals::I64(sums), src_dt)
