@@ -2,7 +2,10 @@
 //! `[4096, 4096]`, vector add of 2^24 elements, a sum of 2^24 elements,
 //! row sums of `[4096, 4096]`, matmuls of 1024^3 and 2048^3, an MLP block
 //! (`x + gelu_tanh(x w1) w2`, 512x1024x4096) and a small naive attention
-//! (8 heads, 512 tokens, d = 64), all `f32`, each through
+//! (8 heads, 512 tokens, d = 64), scans (`cumsum` along the rows and down
+//! the columns of `[4096, 4096]`, of 2^24 elements, `cummax` values along
+//! rows, an `int64` `cumsum` along rows), all `f32` but the last, each
+//! through
 //! - `exec`: smelt's default CPU executor, fused;
 //! - `interp`: the same fused kernels through the interpreter
 //!   (`SMELT_CPU=interp`);
@@ -70,6 +73,33 @@ fn workloads(smoke: bool) -> Vec<Workload> {
             name: "matmul 2048^3",
             shapes: vec![vec![s(2048, 65); 2], vec![s(2048, 65); 2]],
             build: |x| x[0].matmul(&x[1]),
+        },
+        // Scans: along rows, down columns (a strided scanned axis), one
+        // long row, the max family, integers.
+        Workload {
+            name: "cumsum 4096x4096",
+            shapes: vec![vec![s(4096, 64), s(4096, 65)]],
+            build: |x| x[0].cumsum(-1),
+        },
+        Workload {
+            name: "cumsum axis0 4096x4096",
+            shapes: vec![vec![s(4096, 64), s(4096, 65)]],
+            build: |x| x[0].cumsum(0),
+        },
+        Workload {
+            name: "cumsum 2^24",
+            shapes: vec![vec![s(1 << 24, 1000)]],
+            build: |x| x[0].cumsum(0),
+        },
+        Workload {
+            name: "cummax 4096x4096",
+            shapes: vec![vec![s(4096, 64), s(4096, 65)]],
+            build: |x| x[0].cummax(-1).0,
+        },
+        Workload {
+            name: "cumsum i64 4096x4096",
+            shapes: vec![vec![s(4096, 64), s(4096, 65)]],
+            build: |x| x[0].cumsum(-1),
         },
         // A transformer MLP block: residual + gelu(x w1) w2 (tanh gelu,
         // which NumPy can write without erf).
@@ -189,7 +219,13 @@ fn main() -> Result<()> {
             .iter()
             .enumerate()
             .map(|(j, s)| {
-                let x = Tensor::randn(s.clone(), DType::F32, (10 * i + j) as u64, &dev);
+                let seed = (10 * i + j) as u64;
+                // The integer workloads take `int64` inputs.
+                let x = if w.name.contains("i64") {
+                    Tensor::randint(-1000, 1000, s.clone(), seed, &dev)
+                } else {
+                    Tensor::randn(s.clone(), DType::F32, seed, &dev)
+                };
                 x.realize()?;
                 Ok(x)
             })

@@ -1,7 +1,9 @@
 """NumPy (and torch CPU, where importable) reference for benches/cpu.rs: the
 same workloads (softmax over [4096, 1024], layer norm over [4096, 4096],
 vector add of 2^24, a sum of 2^24, row sums of [4096, 4096], matmuls of
-1024^3 and 2048^3, an MLP block and a small attention, all float32), wall-clock time of each call (the result allocated as the call
+1024^3 and 2048^3, an MLP block, a small attention, and scans: cumsum along
+the rows and down the columns of [4096, 4096] and of 2^24, cummax along rows
+(np.maximum.accumulate) and an int64 cumsum; float32 but the last), wall-clock time of each call (the result allocated as the call
 makes it, as smelt's realize does), median of 20 runs after 3 warm-up runs.
 torch runs with all cores and with one thread.
 
@@ -61,6 +63,16 @@ def workloads(smoke):
         ("sum 2^24", [(s(1 << 24, 1000),)], np.sum, lambda t, x: x.sum()),
         ("row sums 4096x4096", [(s(4096, 64), s(4096, 65))],
          lambda x: x.sum(-1), lambda t, x: x.sum(-1)),
+        ("cumsum 4096x4096", [(s(4096, 64), s(4096, 65))],
+         lambda x: np.cumsum(x, -1), lambda t, x: t.cumsum(x, -1)),
+        ("cumsum axis0 4096x4096", [(s(4096, 64), s(4096, 65))],
+         lambda x: np.cumsum(x, 0), lambda t, x: t.cumsum(x, 0)),
+        ("cumsum 2^24", [(s(1 << 24, 1000),)], np.cumsum,
+         lambda t, x: t.cumsum(x, 0)),
+        ("cummax 4096x4096", [(s(4096, 64), s(4096, 65))],
+         lambda x: np.maximum.accumulate(x, -1), lambda t, x: t.cummax(x, -1).values),
+        ("cumsum i64 4096x4096", [(s(4096, 64), s(4096, 65))],
+         lambda x: np.cumsum(x, -1), lambda t, x: t.cumsum(x, -1)),
         ("matmul 1024^3", [(s(1024, 33),) * 2] * 2, np.matmul,
          lambda t, a, b: a @ b),
         ("matmul 2048^3", [(s(2048, 65),) * 2] * 2, np.matmul,
@@ -88,7 +100,10 @@ def main():
     rows = []
     print(f"{'workload':<22} {'impl':>18} {'ms':>10}")
     for name, shapes, np_fn, torch_fn in workloads(smoke):
-        xs = [rng.standard_normal(sh, dtype=np.float32) for sh in shapes]
+        if "i64" in name:
+            xs = [rng.integers(-1000, 1000, sh, dtype=np.int64) for sh in shapes]
+        else:
+            xs = [rng.standard_normal(sh, dtype=np.float32) for sh in shapes]
         impls = [("numpy", lambda: np_fn(*xs))]
         if torch is not None:
             ts = [torch.from_numpy(x) for x in xs]

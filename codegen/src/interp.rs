@@ -530,6 +530,11 @@ fn scan_chunk(
     };
     if op.is_index() {
         Col::I(pos_out).to(DType::I64, out_dt).into_owned()
+    } else if src_dt.is_float() {
+        // The running values are exact `f64`s, rounded here once to the
+        // scan's dtype (also an `F32` scan's: a cast after it rounds
+        // again, as on the GPU).
+        vals.to(DType::F64, out_dt).into_owned()
     } else {
         vals.to(src_dt, out_dt).into_owned()
     }

@@ -59,8 +59,9 @@ fn every_representative_kernel_matches_or_is_declined_by_name() {
             declined.push((k.name.clone(), llvm::decline(k)));
         }
     }
-    // Scans are the interpreter's (the executor's plan declines them) and
-    // FP8 kernels the executor's; nothing else is declined.
+    // Scans are the executor's (or, along a strided axis, the
+    // interpreter's) and FP8 kernels the executor's; nothing else is
+    // declined.
     for (name, why) in &declined {
         assert!(
             name.contains("scan") || name.contains("cum") || why.as_deref() == Some(FP8),
@@ -291,8 +292,11 @@ fn out_of_bounds_loads_are_the_executors_errors() {
 
 #[test]
 fn declines_are_named() {
-    // A scan: the executor's plan declines it.
+    // A scan: the executor runs it (its state carried from chunk to
+    // chunk); along a strided axis the executor's plan declines it.
     let k = ptx_cases::scan(smelt_codegen::ScanOp::Sum, DType::F32, 3, 10, false);
+    assert!(llvm::decline(&k).expect("declined").contains("scans"));
+    let k = ptx_cases::scan(smelt_codegen::ScanOp::Sum, DType::F32, 3, 10, true);
     assert!(llvm::decline(&k).expect("declined").contains("plan"));
     // A store whose index may leave its output.
     let r = [4i64, 6];

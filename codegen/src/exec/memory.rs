@@ -327,6 +327,13 @@ fn encode(dt: DType, vals: &Vals, p: usize, out: &mut [u8]) {
     }
 }
 
+/// Writes `vals` as `N`-byte little-endian elements over `bytes`.
+fn put_run<T: Copy, const N: usize>(bytes: &mut [u8], vals: &[T], enc: impl Fn(T) -> [u8; N]) {
+    for (b, x) in bytes.chunks_exact_mut(N).zip(vals) {
+        b.copy_from_slice(&enc(*x));
+    }
+}
+
 /// An out-of-bounds store (a scheduler bug) as the interpreter reports it.
 fn check_store(k: &Kernel, o: usize, r: &Run, step: i64) -> Result<(), InterpError> {
     let len = k.outputs[o].len;
@@ -419,6 +426,23 @@ pub fn store(
             } else {
                 for (b, x) in bytes.chunks_exact_mut(4).zip(v) {
                     b.copy_from_slice(&x.to_le_bytes());
+                }
+            }
+        } else if step == 1 {
+            // SAFETY: as above.
+            let bytes = unsafe { outs.elems(o, r.base as usize, r.len, size) };
+            match (&*vals, dt) {
+                // Whole runs of 8-byte values: element by element through
+                // `elems` and `encode`'s match took an `int64` scan's
+                // store 4x as long as its scan.
+                (Vals::F64(v), _) => put_run(bytes, &v[r.off..r.off + r.len], f64::to_le_bytes),
+                (Vals::I64(v), DType::I64) => {
+                    put_run(bytes, &v[r.off..r.off + r.len], i64::to_le_bytes)
+                }
+                _ => {
+                    for (j, b) in bytes.chunks_exact_mut(size).enumerate() {
+                        encode(dt, &vals, r.off + j, b);
+                    }
                 }
             }
         } else {

@@ -1,9 +1,9 @@
-//! The CPU executor: runs elementwise, reduce and multi-reduce kernels
-//! (and matmuls the matmul fast path declines) over typed value vectors,
-//! spread over all cores with rayon. The interpreter ([`crate::interp`])
-//! stays the reference and runs what this declines (`plan::Plan::new`:
-//! scans, sorts, scatters, attention, stores that might write an element
-//! twice).
+//! The CPU executor: runs elementwise, reduce, multi-reduce and scan
+//! kernels (and matmuls the matmul fast path declines) over typed value
+//! vectors, spread over all cores with rayon. The interpreter
+//! ([`crate::interp`]) stays the reference and runs what this declines
+//! (`plan::Plan::new`: sorts, scatters, attention, scans along a strided
+//! axis, stores that might write an element twice).
 //!
 //! A kernel's rows are cut into tiles as the interpreter's are (several
 //! short rows, or one chunk of a long row; `TILE` points, 4x the
@@ -25,6 +25,7 @@ mod memory;
 pub(crate) mod plan;
 pub(crate) mod reduce;
 mod runs;
+mod scan;
 pub(crate) mod simd;
 pub(crate) mod tile;
 pub(crate) mod vals;
@@ -154,7 +155,10 @@ pub(crate) fn execute<'a, P: Passes<'a>>(passes: &P) -> Result<(), InterpError> 
     if points < PARALLEL_MIN || threads == 1 {
         let (mut rs, mut es) = states();
         (0..blocks).try_for_each(|b| block(&mut rs, &mut es, b, false))
-    } else if blocks >= 4 * threads || row_len.div_ceil(chunk.max(1)) <= GROUP {
+    } else if blocks >= 4 * threads
+        || row_len.div_ceil(chunk.max(1)) <= GROUP
+        || passes.ctx().plan.scans
+    {
         // Jobs of a quarter of an even share of blocks at least (a quarter of an even
         // share): each job sets up its own states and tile vectors, so
         // fewer jobs allocate less, while four per thread still balance.
@@ -163,7 +167,8 @@ pub(crate) fn execute<'a, P: Passes<'a>>(passes: &P) -> Result<(), InterpError> 
             .with_min_len((blocks / (4 * threads)).max(1))
             .try_for_each_init(states, |(rs, es), b| block(rs, es, b, false))
     } else {
-        // Few rows, each of several groups of chunks: split each row's
+        // Few rows, each of several groups of chunks (not scans, which
+        // carry a row's state from chunk to chunk): split each row's
         // groups over the threads.
         let (mut rs, mut es) = states();
         (0..blocks).try_for_each(|b| block(&mut rs, &mut es, b, true))

@@ -49,24 +49,34 @@ pub struct Plan {
     /// blocks that stay in L1 (`tile::exp_of_binary`) instead of into a
     /// vector of its own (a pass less over the tile).
     pub fused: Vec<bool>,
+    /// Whether the kernel scans (`Inst::Scan`): its rows' chunks then run
+    /// in order on one thread, never split over threads.
+    pub scans: bool,
 }
 
 impl Plan {
-    /// The plan of `k`; `None` when the executor does not cover it (scans,
-    /// sorts, scatters, attention, or stores that may write one element
-    /// twice, whose order only the interpreter's sequential loop fixes).
+    /// The plan of `k`; `None` when the executor does not cover it (sorts,
+    /// scatters, attention, scans beside reductions or along a strided
+    /// axis, or stores that may write one element twice, whose order only
+    /// the interpreter's sequential loop fixes).
     pub fn new(k: &Kernel) -> Option<Plan> {
         let covered_kind = !matches!(
             k.kind,
-            KernelKind::Scan | KernelKind::Sort | KernelKind::Scatter | KernelKind::Attention
+            KernelKind::Sort | KernelKind::Scatter | KernelKind::Attention
         );
-        let covered_insts = k.insts.iter().all(|n| {
-            !matches!(
-                n.inst,
-                Inst::Scan(..) | Inst::Sort(..) | Inst::Dot(..) | Inst::Attend(..)
-            )
-        });
-        if !covered_kind || !covered_insts || k.stores.iter().any(|s| s.kind != StoreKind::Write) {
+        let covered_insts = k
+            .insts
+            .iter()
+            .all(|n| !matches!(n.inst, Inst::Sort(..) | Inst::Dot(..) | Inst::Attend(..)));
+        let scans = k.insts.iter().any(|n| matches!(n.inst, Inst::Scan(..)));
+        // A scan carries each row's state from chunk to chunk, so its
+        // tiles run once each, in order: only the store pass may read it.
+        let reduces = k.insts.iter().any(|n| matches!(n.inst, Inst::Reduce(..)));
+        if !covered_kind
+            || !covered_insts
+            || (scans && reduces)
+            || k.stores.iter().any(|s| s.kind != StoreKind::Write)
+        {
             return None;
         }
         let element = k.element_level();
@@ -75,6 +85,8 @@ impl Plan {
             let l = match &n.inst {
                 Inst::Const(_) | Inst::Scalar(_) => Level::Uniform,
                 Inst::Reduce(..) => Level::Row,
+                // Element-level even over a row-invariant operand.
+                Inst::Scan(..) => Level::Elem,
                 Inst::Load { .. } | Inst::Gather(_) | Inst::Valid(_) | Inst::Index(_) => {
                     if element[i] {
                         Level::Elem
@@ -99,7 +111,7 @@ impl Plan {
                 &k.ranges[..nk]
             }
         };
-        let runs = k
+        let runs: Vec<Runs> = k
             .insts
             .iter()
             .zip(&level)
@@ -133,6 +145,19 @@ impl Plan {
                 Runs::new(Some(&k.stores[s].index), &Cond::always(), ranges)
             })
             .collect();
+        // A scanned axis strided in memory (`cumsum(0)` of a matrix): the
+        // executor's tiles (4 kernel rows of 4096 points there) read a line
+        // and a page per element, and ran 2x slower than the interpreter's
+        // parallel rows (one column a tile: 352 against 690 ms for
+        // 4096x4096 on 2 threads). Those stay on the interpreter until
+        // scans get column tiles (docs/ARCHITECTURE.md, "CPU executor").
+        let strided = |r: &Runs| r.index.abs() > 1;
+        let loads_strided =
+            (0..k.insts.len()).any(|i| level[i] == Level::Elem && strided(&runs[i]));
+        let stores_strided = elem_stores.iter().any(|s| strided(&store_runs[*s]));
+        if scans && (loads_strided || stores_strided) {
+            return None;
+        }
         let readers = readers(k);
         let fused: Vec<bool> = (0..k.insts.len())
             .map(|v| {
@@ -181,6 +206,7 @@ impl Plan {
             reduce_needs,
             row_stores,
             elem_stores,
+            scans,
         })
     }
 }

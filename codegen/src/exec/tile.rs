@@ -9,6 +9,7 @@ use crate::exec::arith::{self, Shape};
 use crate::exec::memory::{self, Space};
 use crate::exec::plan::{Level, Plan};
 use crate::exec::reduce;
+use crate::exec::scan::{self, Carry};
 use crate::exec::vals::{convert, Sink, Vals};
 use crate::interp::InterpError;
 use crate::ir::{Inst, Kernel, Val};
@@ -186,7 +187,8 @@ fn compute<'a>(
         }
         Inst::Random(draw, ops) => *out = random(*draw, ops, fr, dt),
         Inst::Reduce(..) => unreachable!("reductions are folded by the passes"),
-        Inst::Scan(..) | Inst::Sort(..) | Inst::Dot(..) | Inst::Attend(..) => {
+        Inst::Scan(..) => unreachable!("scans are computed by ElemState::eval"),
+        Inst::Sort(..) | Inst::Dot(..) | Inst::Attend(..) => {
             unreachable!("the plan declines these kernels")
         }
     }
@@ -323,6 +325,9 @@ pub struct ElemState<'a> {
     elem: Vec<Vals<'a>>,
     /// Per instruction, the points `(p0, n)` its values were computed at.
     at: Vec<Option<(usize, usize)>>,
+    /// Per scan instruction, its rows' running state after the tiles
+    /// computed so far.
+    carry: Vec<Carry>,
 }
 
 impl<'a> ElemState<'a> {
@@ -331,6 +336,7 @@ impl<'a> ElemState<'a> {
         ElemState {
             elem: vec![Vals::default(); k.insts.len()],
             at: vec![None; k.insts.len()],
+            carry: vec![Carry::default(); k.insts.len()],
         }
     }
 
@@ -362,7 +368,15 @@ impl<'a> ElemState<'a> {
                 segs: t.nr,
                 len: t.nc,
             };
-            let res = compute(ctx, i, &fr, sp, &mut out);
+            let res = if let Inst::Scan(op, a) = ctx.k.insts[i].inst {
+                let (src_dt, out_dt) = (ctx.k.insts[a].dtype, ctx.k.insts[i].dtype);
+                let carry = &mut self.carry[i];
+                let src = fr.full(a);
+                scan::scan(op, &src, src_dt, out_dt, t.nr, t.nc, t.c0, carry, &mut out);
+                Ok(())
+            } else {
+                compute(ctx, i, &fr, sp, &mut out)
+            };
             self.elem[i] = out;
             res?;
             self.at[i] = Some(key);
