@@ -1221,8 +1221,6 @@ impl Emitter<'_> {
     }
 }
 
-/// Scales a row block's `O` accumulators by its rows' factors `alpha`
-/// (row `g` in elements c0, c1, row `g + 8` in c2, c3).
 /// The online softmax keeps a row's running max `m` until a tile's max
 /// exceeds it by more than this (natural-log units), as FlashAttention-4
 /// does: `p = exp(x - m)` then stays at most 2^8 (exact in halves' range,
@@ -1250,6 +1248,8 @@ impl Rescale {
     }
 }
 
+/// Scales a row block's `O` accumulators by its rows' factors `alpha`
+/// (row `g` in elements c0, c1, row `g + 8` in c2, c3).
 fn rescale(b: &mut Builder, o: &Acc, alpha: &[Reg]) {
     for tile in o {
         for (c, acc) in tile.iter().enumerate() {
