@@ -171,8 +171,8 @@ unary_methods! {
     square => Square;
     /// Logical not (any nonzero is true).
     logical_not => Not;
-    /// Rounded to TF32 precision (10 mantissa bits, to nearest, ties away
-    /// from zero), as a TF32 tensor core sees an `f32`; exact for f16/bf16.
+    /// Rounded to TF32 precision (10 mantissa bits, to nearest, ties to
+    /// even), as a TF32 tensor core sees an `f32`; exact for f16/bf16.
     round_tf32 => RoundTf32;
 }
 

@@ -370,6 +370,45 @@ fn tf32_rounds_operands_and_exact_f32_does_not() {
     assert!(tf32.iter().all(|v| *v == 64.0), "{}", tf32[0]);
 }
 
+/// TF32 rounds to nearest with ties to even, on every path (issue 15):
+/// the CPU, the GPU's copy engine (k-major operands with 16-byte rows)
+/// and its rounding in registers (a row-major B). `1 + 2^-11` is a tie
+/// that rounds down to 1, `1 + 3 * 2^-11` one that rounds up to `1 +
+/// 2^-9`; the ones they multiply are exact, so each sum is exact.
+#[test]
+fn tf32_rounds_ties_to_even() {
+    let dev = device();
+    let n = 64;
+    for (v, rounded) in [
+        (1.0 + 2f32.powi(-11), 1.0f32),
+        (1.0 + 3.0 * 2f32.powi(-11), 1.0 + 2f32.powi(-9)),
+        (-(1.0 + 2f32.powi(-11)), -1.0),
+    ] {
+        let x = Tensor::from_vec(vec![v; n * n], [n, n], &dev);
+        let ones = Tensor::from_vec(vec![1.0f32; n * n], [n, n], &dev);
+        let want = n as f32 * rounded;
+        // B^T (both k-major) and a row-major B.
+        for (what, b) in [("B^T", ones.t()), ("B", ones.clone())] {
+            let got = x.matmul_with(&b, Precision::Tf32).to_vec::<f32>().unwrap();
+            assert!(
+                got.iter().all(|g| *g == want),
+                "{v} {what}: {} != {want}",
+                got[0]
+            );
+            let got = b
+                .t()
+                .matmul_with(&x.t(), Precision::Tf32)
+                .to_vec::<f32>()
+                .unwrap();
+            assert!(
+                got.iter().all(|g| *g == want),
+                "{v} {what} swapped: {}",
+                got[0]
+            );
+        }
+    }
+}
+
 /// The split-K count the emitters are asked for from outside
 /// (`SMELT_MATMUL_SPLITS`, `SMELT_MATMUL_TILE`): then the planner's
 /// scratch follows the knobs, not the rule this file asserts.

@@ -66,8 +66,9 @@ pub enum UnaryOp {
     /// Bitwise not of an integer (`-x - 1` in two's complement).
     BitNot,
     /// Rounds an `f32` to TF32 precision (10 mantissa bits, to nearest,
-    /// ties away from zero: PTX `cvt.rna.tf32.f32`), what a TF32 tensor
-    /// core multiplies. `Precision::Tf32` matmuls round their operands so.
+    /// ties to even: PTX `cvt.rn.tf32.f32`, and the copy engine's rounding
+    /// of `f32` tiles to TF32), what a TF32 tensor core multiplies.
+    /// `Precision::Tf32` matmuls round their operands so.
     RoundTf32,
 }
 
@@ -142,15 +143,18 @@ pub enum ReduceOp {
     Prod,
 }
 
-/// `x` rounded to the nearest TF32 value (ties away from zero); NaN and
-/// infinities unchanged, overflow rounds to infinity.
+/// `x` rounded to the nearest TF32 value (10 mantissa bits, ties to
+/// even, as the copy engine rounds `f32` to TF32 on its way to the tensor
+/// cores); NaN and infinities unchanged, overflow rounds to infinity.
 pub fn round_tf32(x: f32) -> f32 {
     if !x.is_finite() {
         return x;
     }
-    // Adding half of the dropped 13 bits to the magnitude rounds ties away
-    // from zero; a carry into the exponent is the correct rounding.
-    f32::from_bits((x.to_bits() + 0x1000) & !0x1fff)
+    // Adding just under half of the dropped 13 bits, plus the kept last
+    // bit, rounds to nearest with ties to even; a carry into the exponent
+    // is the correct rounding.
+    let bits = x.to_bits();
+    f32::from_bits((bits + 0xfff + ((bits >> 13) & 1)) & !0x1fff)
 }
 
 /// `a^b` in wrapping `i64` arithmetic (square and multiply); wrapped to a
@@ -695,9 +699,17 @@ mod tests {
         assert!(BinaryOp::Min.eval(1.0, f64::NAN).is_nan());
         assert!(ReduceOp::Max.combine(f64::NEG_INFINITY, f64::NAN).is_nan());
         assert!(UnaryOp::Relu.eval(f64::NAN).is_nan());
-        // TF32 keeps 10 mantissa bits: 1 + 2^-11 is a tie (away from zero).
-        assert_eq!(round_tf32(1.0 + 2f32.powi(-11)), 1.0 + 2f32.powi(-10));
-        assert_eq!(round_tf32(-(1.0 + 2f32.powi(-11))), -(1.0 + 2f32.powi(-10)));
+        // TF32 keeps 10 mantissa bits: 1 + 2^-11 is a tie (to the even 1),
+        // 1 + 3 * 2^-11 one to the even 1 + 2^-9.
+        assert_eq!(round_tf32(1.0 + 2f32.powi(-11)), 1.0);
+        assert_eq!(round_tf32(-(1.0 + 2f32.powi(-11))), -1.0);
+        let odd_tie = 1.0 + 3.0 * 2f32.powi(-11);
+        assert_eq!(round_tf32(odd_tie), 1.0 + 2f32.powi(-9));
+        assert_eq!(round_tf32(-odd_tie), -(1.0 + 2f32.powi(-9)));
+        assert_eq!(
+            round_tf32(1.0 + 2f32.powi(-11) + 2f32.powi(-23)),
+            1.0 + 2f32.powi(-10)
+        );
         assert_eq!(round_tf32(1.0 + 2f32.powi(-12)), 1.0);
         assert_eq!(round_tf32(f32::MAX), f32::INFINITY);
         assert!(round_tf32(f32::NAN).is_nan());

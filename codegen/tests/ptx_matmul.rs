@@ -10,7 +10,7 @@ mod ptx_cases;
 
 use ptx_cases::{lin, matmul_domain, matmul_layout as kernel, Kb, MatLayout as Layout};
 use smelt_codegen::ptx::matmul::Elem;
-use smelt_codegen::ptx::{matmul, ptxas, Target};
+use smelt_codegen::ptx::{matmul, ptxas, MapElem, Target};
 use smelt_codegen::{BinaryOp, DType, Kernel, KernelKind, ReduceOp};
 
 fn cases() -> Vec<Kernel> {
@@ -170,8 +170,15 @@ fn tf32_takes_wgmma_on_sm90_at_edge_shapes_without_spills() {
                 "wgmma.mma_async.sync.aligned.m64n{}k8.f32.tf32.tf32",
                 tile.bn()
             )));
-            // Rounded as `RoundTf32` rounds, before shared memory.
-            assert!(p.ptx.contains("cvt.rna.tf32.f32"), "{k}");
+            // Rounded as `RoundTf32` rounds, before shared memory: by the
+            // copy engine where both operands are k-major with rows of
+            // whole 16 bytes, else in registers.
+            let s = matmul::recognise(k).expect("recognised");
+            let mapped = s.a.k == 1 && s.b.k == 1 && s.k % 4 == 0;
+            assert_eq!(p.maps.len(), if mapped { 2 } else { 0 }, "{k}");
+            assert!(p.maps.iter().all(|m| m.elem == MapElem::Tf32), "{k}");
+            assert_eq!(p.ptx.contains("cvt.rn.tf32.f32"), !mapped, "{k}");
+            assert!(!p.ptx.contains("cvt.rna"), "{k}");
             assert!(!p.ptx.contains("mma.sync"), "{k}");
             match ptxas::assemble(&p.ptx, t.sm) {
                 Ok(Some(info)) => {
@@ -648,7 +655,8 @@ fn fp8_products_take_wgmma_on_sm90_and_the_generic_kernel_on_sm80() {
 /// Every warpgroup tile (128x256, 128x128, 128x64, 64x64 and the rest)
 /// for FP8 at 4096^3: k-contiguous (16-byte copies) all tiles; a
 /// row-major B or a transposed A (transposed in registers), and at 4088^3
-/// a row-major B read by bytes, tiles up to 128 wide; assembled for
+/// a row-major B read by bytes, tiles up to 128 wide (64 for one
+/// warpgroup); assembled for
 /// sm_90a without spills or serialised MMAs. `-- --nocapture` prints
 /// ptxas's report per tile.
 #[test]
@@ -669,6 +677,9 @@ fn fp8_tiles_assemble_without_spills() {
         let expected: Vec<String> = wg
             .iter()
             .filter(|tile| matches!(layout, Layout::Nt) || tile.bn() <= 128)
+            // Read by bytes, not one warpgroup 128 wide (it spills at
+            // small K, see `wgmma_fits`).
+            .filter(|tile| size % 16 == 0 || tile.threads() > 128 || tile.bn() <= 64)
             .map(|tile| tile.name())
             .collect();
         assert_eq!(names, expected, "{layout:?}");
@@ -681,7 +692,16 @@ fn fp8_tiles_assemble_without_spills() {
                 "{}",
                 tile.name()
             );
-            assert_eq!(p.launches[0].shared_bytes, tile.shared_bytes());
+            // The stages, and with the copy engine a barrier per stage
+            // past them, within the 227 KiB a CTA may use.
+            let shared = p.launches[0].shared_bytes;
+            let barriers = if p.maps.is_empty() {
+                0
+            } else {
+                8 * tile.stages
+            };
+            assert_eq!(shared, tile.shared_bytes() + barriers, "{}", tile.name());
+            assert!(shared <= 227 * 1024, "{}", tile.name());
             jobs.push((format!("{elem:?} {layout:?} {}", tile.name()), p.ptx));
         }
     }
@@ -728,5 +748,70 @@ fn fp8_split_k_assembles_without_spills() {
             ));
         }
     }
+    assemble_no_spills(&jobs, t.sm);
+}
+
+/// The copy engine (issue 15): on sm_90, a warpgroup tile whose operands
+/// are both contiguous along `k` with rows of whole 16 bytes, or halves
+/// contiguous along their rows (a row-major B, a transposed A, in 64-row
+/// atoms), reads them through two tensor maps (A's, then B's: the right
+/// element kind, dims, byte strides and boxes of one swizzled 128-byte
+/// row) that thread 0 starts under a barrier per stage; any other operand
+/// keeps the threads' copies for both. Halves, TF32 and FP8, odd sizes,
+/// batches, every tile, split-K: all assemble without spills.
+#[test]
+fn the_copy_engine_takes_operands_it_can_map() {
+    let t = Target::CHECKED[1];
+    let mut jobs = Vec::new();
+    let shapes = [
+        (1, 128, 256, 512),
+        (3, 64, 48, 40),
+        (1, 1000, 127, 7),
+        (2, 7, 200, 4096),
+    ];
+    for elem in [Elem::F16, Elem::BF16, Elem::Tf32, FP8_PAIRS[0]] {
+        let eb = i64::from(elem.bytes());
+        for layout in [Layout::Nt, Layout::Nn, Layout::Tn] {
+            for (batch, m, n, k) in shapes {
+                let kern = kernel(batch, m, n, k, elem, layout, batch > 1);
+                let s = matmul::recognise(&kern).expect("recognised");
+                let aligned = |stride: i64| (stride * eb) % 16 == 0;
+                // k-major with 16-byte rows, or (halves) contiguous rows.
+                let maps_op = |op: &matmul::Operand| {
+                    (op.k == 1 && aligned(op.row)) || (eb == 2 && op.row == 1 && aligned(op.k))
+                };
+                let mapped = maps_op(&s.a) && maps_op(&s.b);
+                let names = matmul::variants(&kern, &t);
+                for name in names.iter().filter(|n| n.starts_with("wg")) {
+                    let p = matmul::emit_variant(&kern, &t, name).expect("a variant");
+                    let what = format!("{name} {layout:?} {elem:?} {batch}x{m}x{n}x{k}");
+                    assert_eq!(p.maps.len(), if mapped { 2 } else { 0 }, "{what}");
+                    let bulk = p.ptx.contains("cp.async.bulk.tensor.3d");
+                    assert_eq!(bulk, mapped, "{what}");
+                    for (m, op) in p.maps.iter().zip([&s.a, &s.b]) {
+                        assert_eq!(m.input, op.input, "{what}");
+                        assert_eq!(m.boxes[0] as i64 * eb, 128, "{what}: one swizzled row");
+                        let kind = match elem {
+                            Elem::Tf32 => MapElem::Tf32,
+                            Elem::F16 | Elem::BF16 => MapElem::B16,
+                            _ => MapElem::B8,
+                        };
+                        assert_eq!(m.elem, kind, "{what}");
+                        let (dim1, stride) = if op.k == 1 { (k, op.row) } else { (k, op.k) };
+                        assert!(m.dims.contains(&(dim1 as u64)), "{what}: {m:?}");
+                        assert_eq!(m.strides[0] as i64, stride * eb, "{what}: {m:?}");
+                    }
+                    if mapped {
+                        // Thread 0 announces a stage's bytes, all wait.
+                        assert!(p.ptx.contains("mbarrier.arrive.expect_tx"), "{what}");
+                        assert!(p.ptx.contains("mbarrier.try_wait.parity"), "{what}");
+                        assert!(!p.ptx.contains("cvt.rn.tf32"), "{what}: the engine rounds");
+                    }
+                    jobs.push((what, p.ptx));
+                }
+            }
+        }
+    }
+    assert!(jobs.len() > 40, "{}", jobs.len());
     assemble_no_spills(&jobs, t.sm);
 }

@@ -14,6 +14,30 @@ pub fn freg(b: &mut Builder) -> Reg {
     b.reg(RegKind::F32)
 }
 
+/// Rounds the `f32` in `.b32` register `x` to TF32 in place as
+/// `RoundTf32` rounds (to nearest, ties to even; NaN and infinities
+/// unchanged, overflow to infinity): `cvt.rn.tf32.f32` where the target
+/// has it (`native`: sm_90), else the same in integer arithmetic.
+pub fn round_tf32(b: &mut Builder, x: Reg, native: bool) {
+    if native {
+        ins!(b, "cvt.rn.tf32.f32 {x}, {x}");
+        return;
+    }
+    let (e, l, finite) = (
+        b.reg(RegKind::B32),
+        b.reg(RegKind::B32),
+        b.reg(RegKind::Pred),
+    );
+    ins!(b, "and.b32 {e}, {x}, 0x7f800000");
+    ins!(b, "setp.ne.u32 {finite}, {e}, 0x7f800000");
+    // Just under half the dropped 13 bits, plus the kept last bit.
+    ins!(b, "bfe.u32 {l}, {x}, 13, 1");
+    ins!(b, "add.u32 {l}, {l}, 4095");
+    ins!(b, "add.u32 {l}, {l}, {x}");
+    ins!(b, "and.b32 {l}, {l}, 0xffffe000");
+    ins!(b, "selp.b32 {x}, {l}, {x}, {finite}");
+}
+
 /// `a * b` without fma contraction.
 pub fn mul(b: &mut Builder, x: Reg, y: impl std::fmt::Display) -> Reg {
     let r = freg(b);

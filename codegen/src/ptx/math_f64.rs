@@ -72,7 +72,8 @@ pub fn unary(b: &mut Builder, op: UnaryOp, x: Reg) -> Reg {
                 b.reg(RegKind::F32),
             );
             ins!(b, "cvt.rn.f32.f64 {f}, {x}");
-            ins!(b, "cvt.rna.tf32.f32 {t}, {f}");
+            ins!(b, "mov.b32 {t}, {f}");
+            super::math::round_tf32(b, t, false);
             ins!(b, "mov.b32 {g}, {t}");
             ins!(b, "cvt.f64.f32 {r}, {g}");
         }

@@ -137,7 +137,7 @@ use builder::{ins, Builder};
 pub use launch::Plan;
 pub use matmul::scratch as matmul_scratch;
 use module::{entry_name, module, prologue};
-pub use module::{scalar_param, Launch, PtxKernel, TensorMap};
+pub use module::{scalar_param, Launch, MapElem, PtxKernel, TensorMap};
 pub use scan::{status_len as scan_status_len, status_zeroed_len as scan_status_zeroed_len};
 pub use target::Target;
 
@@ -145,9 +145,9 @@ pub use target::Target;
 /// and the target, as a hash to mix into a cache key: for attention
 /// kernels `SMELT_ATTENTION_MMA`, `SMELT_ATTENTION_TILE` and
 /// `SMELT_ATTENTION_SPLITS`, for matmuls `SMELT_MATMUL_MMA`,
-/// `SMELT_MATMUL_WGMMA`, `SMELT_MATMUL_TILE` and `SMELT_MATMUL_SPLITS`
-/// (the first two as bits, so that the key of every other setting
-/// unset stays as it was); 0 for the others. Without it a module cached
+/// `SMELT_MATMUL_WGMMA`, `SMELT_MATMUL_TMA`, `SMELT_MATMUL_TILE` and
+/// `SMELT_MATMUL_SPLITS` (the first three as bits, so that the key of
+/// every other setting unset stays as it was); 0 for the others. Without it a module cached
 /// under one setting would be reused under another.
 pub fn env_key(kernel: &Kernel) -> u64 {
     match kernel.kind {
@@ -155,14 +155,16 @@ pub fn env_key(kernel: &Kernel) -> u64 {
         KernelKind::Matmul => {
             use std::hash::{Hash, Hasher};
             let off = |knob| u64::from(!crate::env::flag(knob, true));
-            let switches = off("SMELT_MATMUL_MMA") | off("SMELT_MATMUL_WGMMA") << 1;
+            let switches = off("SMELT_MATMUL_MMA")
+                | off("SMELT_MATMUL_WGMMA") << 1
+                | off("SMELT_MATMUL_TMA") << 2;
             let knobs = matmul::env_knobs();
             if knobs == (None, None) {
                 return switches;
             }
             let mut h = crate::fnv::Fnv1a::default();
             knobs.hash(&mut h);
-            switches ^ h.finish() << 2
+            switches ^ h.finish() << 3
         }
         _ => 0,
     }

@@ -27,8 +27,8 @@ pub struct PtxKernel {
 }
 
 /// A tensor map (`CUtensorMap`) of the copy engine's bulk tensor copies
-/// (`cp.async.bulk.tensor`, sm_90) over input `input`: 2-byte elements,
-/// three dimensions (element 0 fastest, its stride 2 bytes), boxes of
+/// (`cp.async.bulk.tensor`, sm_90) over input `input`: elements of kind
+/// `elem`, three dimensions (element 0 fastest and contiguous), boxes of
 /// `boxes` elements stored with the 128-byte swizzle, zeros read past
 /// each dimension's end. Its address is the input's device pointer:
 /// encoded at each launch, so it follows whatever buffer the launch binds.
@@ -36,6 +36,8 @@ pub struct PtxKernel {
 pub struct TensorMap {
     /// The input's position in [`Kernel::inputs`].
     pub input: usize,
+    /// What the elements are, and what the copy does to them.
+    pub elem: MapElem,
     /// Elements per dimension.
     pub dims: [u64; 3],
     /// Bytes between consecutive elements of dimensions 1 and 2
@@ -45,10 +47,38 @@ pub struct TensorMap {
     pub boxes: [u32; 3],
 }
 
+/// The elements a [`TensorMap`] copies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MapElem {
+    /// Bytes, copied as they are (FP8).
+    B8,
+    /// 2-byte elements, copied as they are (`f16`, `bf16`).
+    B16,
+    /// `f32` rounded to TF32 by the copy engine on the way (to nearest,
+    /// ties to even; NaN and infinities unchanged: `RoundTf32`).
+    Tf32,
+}
+
+impl MapElem {
+    /// Bytes per element.
+    pub fn bytes(self) -> u32 {
+        match self {
+            MapElem::B8 => 1,
+            MapElem::B16 => 2,
+            MapElem::Tf32 => 4,
+        }
+    }
+}
+
 /// The name of tensor map `i`'s parameter in entry `entry` (declared
 /// `.param .align 64 .b8 NAME[128]` after the others by [`entry_with_maps`]).
 pub(super) fn map_param(entry: &str, i: usize) -> String {
     format!("{entry}_map_{i}")
+}
+
+/// The declaration of tensor map `i`'s parameter in entry `entry`.
+pub(super) fn map_param_decl(entry: &str, i: usize) -> String {
+    format!("\t.param .align 64 .b8 {}[128]", map_param(entry, i))
 }
 
 /// One launch of a [`PtxKernel`]: an entry of its module and its shape.
@@ -203,8 +233,7 @@ pub(super) fn entry_with_maps(
 ) -> (String, u32) {
     let mut b = Builder::default();
     let (mut params, cx) = prologue(kernel, target, entry, &mut b);
-    params
-        .extend((0..maps).map(|i| format!("\t.param .align 64 .b8 {}[128]", map_param(entry, i))));
+    params.extend((0..maps).map(|i| map_param_decl(entry, i)));
     let smem = format!("{entry}_smem");
     let (shared, align) = body(&mut b, &cx, &smem);
     ins!(b, "ret");

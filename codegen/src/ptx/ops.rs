@@ -391,7 +391,9 @@ pub fn unary(b: &mut Builder, op: UnaryOp, x: Value, out: DType) -> Value {
         UnaryOp::Square => math::mul(b, x, x),
         UnaryOp::RoundTf32 => {
             let t = b.reg(RegKind::B32);
-            ins!(b, "cvt.rna.tf32.f32 {t}, {x}");
+            ins!(b, "mov.b32 {t}, {x}");
+            // Elementwise kernels are emitted for sm_80 too.
+            math::round_tf32(b, t, false);
             ins!(b, "mov.b32 {f}, {t}");
             f
         }

@@ -5,7 +5,7 @@
 //! line and the PTX. Best effort: an unreadable or unwritable cache is
 //! skipped, and a file that does not validate is removed.
 
-use smelt_codegen::ptx::{Launch, PtxKernel, TensorMap};
+use smelt_codegen::ptx::{Launch, MapElem, PtxKernel, TensorMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -82,8 +82,17 @@ impl DiskCache {
         for m in &k.maps {
             let (d, s, x) = (m.dims, m.strides, m.boxes);
             head += &format!(
-                " map {} {} {} {} {} {} {} {} {}",
-                m.input, d[0], d[1], d[2], s[0], s[1], x[0], x[1], x[2]
+                " {} {} {} {} {} {} {} {} {} {}",
+                map_tag(m.elem),
+                m.input,
+                d[0],
+                d[1],
+                d[2],
+                s[0],
+                s[1],
+                x[0],
+                x[1],
+                x[2]
             );
         }
         // Write then rename, so a concurrent reader never sees half a file.
@@ -101,14 +110,35 @@ impl DiskCache {
     }
 }
 
+/// A tensor map's tag in the launch line, which names its element kind
+/// (`map` for 2-byte elements, the only kind before the others existed,
+/// so older files still load).
+fn map_tag(e: MapElem) -> &'static str {
+    match e {
+        MapElem::B16 => "map",
+        MapElem::B8 => "map8",
+        MapElem::Tf32 => "maptf32",
+    }
+}
+
+/// The element kind of tag `t`, if it is a tensor map's.
+fn map_elem(t: &str) -> Option<MapElem> {
+    [MapElem::B16, MapElem::B8, MapElem::Tf32]
+        .into_iter()
+        .find(|e| map_tag(*e) == t)
+}
+
 /// Parses a cache file: the magic, the launch line (per launch its entry,
-/// grid, block and shared memory: 8 fields; then per tensor map `map` and
-/// its input, dims, strides and box: 10 fields), then PTX that declares
-/// every entry it names.
+/// grid, block and shared memory: 8 fields; then per tensor map its tag
+/// ([`map_tag`]), input, dims, strides and box: 10 fields), then PTX that
+/// declares every entry it names.
 fn parse(text: &str) -> Option<PtxKernel> {
     let (head, ptx) = text.split_once('\n')?;
     let f: Vec<&str> = head.split(' ').collect();
-    let split = f.iter().position(|t| *t == "map").unwrap_or(f.len());
+    let split = f
+        .iter()
+        .position(|t| map_elem(t).is_some())
+        .unwrap_or(f.len());
     let (f, m) = f.split_at(split);
     if f.len() < 9 || !(f.len() - 1).is_multiple_of(8) || f[0] != MAGIC {
         return None;
@@ -137,8 +167,8 @@ fn parse(text: &str) -> Option<PtxKernel> {
         .map(|t| {
             let n = |i: usize| t[i].parse::<u64>().ok();
             let w = |i: usize| t[i].parse::<u32>().ok();
-            (t[0] == "map").then_some(())?;
             Some(TensorMap {
+                elem: map_elem(t[0])?,
                 input: t[1].parse().ok()?,
                 dims: [n(2)?, n(3)?, n(4)?],
                 strides: [n(5)?, n(6)?],
@@ -155,7 +185,7 @@ fn parse(text: &str) -> Option<PtxKernel> {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse, DiskCache};
+    use super::{parse, DiskCache, MapElem};
     use smelt_codegen::ptx::PtxKernel;
 
     const PTX: &str = ".visible .entry smelt_k_1(\n)\n{\nret;\n}\n";
@@ -202,7 +232,15 @@ mod tests {
         let k = parse(&maps).expect("a tensor map");
         assert_eq!(k.maps[0].dims, [128, 4096, 64]);
         assert_eq!((k.maps[0].input, k.maps[0].boxes), (1, [64, 128, 1]));
+        assert_eq!(k.maps[0].elem, MapElem::B16, "the first format's tag");
         assert!(parse(&format!("{head} map 1 128\n{two}")).is_none());
+        let tf32 = format!("{head} maptf32 0 4096 4096 1 16384 16 32 256 1\n{two}");
+        assert_eq!(
+            parse(&tf32).expect("a TF32 map").maps[0].elem,
+            MapElem::Tf32
+        );
+        let unknown = format!("{head} mapx 0 4096 4096 1 16384 16 32 256 1\n{two}");
+        assert!(parse(&unknown).is_none());
     }
 
     /// What is stored loads back, in a directory created on demand.
@@ -219,9 +257,17 @@ mod tests {
         let mut mapped = kernel();
         mapped.maps.push(smelt_codegen::ptx::TensorMap {
             input: 2,
+            elem: smelt_codegen::ptx::MapElem::B16,
             dims: [64, 7, 1],
             strides: [128, 16],
             boxes: [64, 64, 1],
+        });
+        mapped.maps.push(smelt_codegen::ptx::TensorMap {
+            input: 0,
+            elem: smelt_codegen::ptx::MapElem::Tf32,
+            dims: [4096, 4096, 1],
+            strides: [16384, 16],
+            boxes: [32, 256, 1],
         });
         c.store(9, &mapped);
         assert_eq!(c.load(9), Some(mapped), "tensor maps load back");

@@ -9,7 +9,7 @@ use super::probe::driver_err;
 use crate::{Error, Result};
 use cudarc::driver::result as cu;
 use cudarc::driver::sys::CUtensorMap;
-use smelt_codegen::ptx::{self, PtxKernel, TensorMap};
+use smelt_codegen::ptx::{self, MapElem, PtxKernel, TensorMap};
 use smelt_codegen::Kernel;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
@@ -92,6 +92,11 @@ fn encode(m: &TensorMap, args: &[u64], name: &str) -> Result<CUtensorMap> {
         .ok_or_else(|| Error::Launch(format!("{name}: a tensor map's input has no pointer")))?;
     let mut map = CUtensorMap { opaque: [0; 16] };
     let (dims, strides, boxes, unit) = (m.dims, m.strides, m.boxes, [1u32; 3]);
+    let elem = match m.elem {
+        MapElem::B8 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+        MapElem::B16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT16,
+        MapElem::Tf32 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_TFLOAT32,
+    };
     // SAFETY: the arrays hold `rank` dims, boxes and element strides and
     // `rank - 1` strides; the map is written in place; `ptr` is a device
     // address the copies read only inside `dims` at `strides` (the kernel
@@ -99,7 +104,7 @@ fn encode(m: &TensorMap, args: &[u64], name: &str) -> Result<CUtensorMap> {
     let r = unsafe {
         cudarc::driver::sys::cuTensorMapEncodeTiled(
             &mut map,
-            CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT16,
+            elem,
             3,
             ptr as *mut c_void,
             dims.as_ptr(),

@@ -255,8 +255,15 @@ pub fn wgmma_fits(s: &Shape, t: &Tile) -> bool {
     match s.elem {
         Elem::Tf32 => t.bn() <= 128 || (vector(&s.a, s.m) && vector(&s.b, s.n)),
         // Transposed in registers, 256-wide tiles reach 247-255 registers
-        // (ptxas, 4096^3): too close to spilling with an epilogue.
-        Elem::Fp8 { .. } => t.bn() <= 128 || (s.a.vector_ok(s.k, 16) && s.b.vector_ok(s.k, 16)),
+        // (ptxas, 4096^3): too close to spilling with an epilogue; read by
+        // bytes, one warpgroup's 64x128 (twice the chunks a thread of two
+        // warpgroups copies) spilled 20-32 bytes at K = 7 and 40.
+        Elem::Fp8 { .. } => {
+            let bytes = |op: &Operand, rows| !op.vector_ok(s.k, 16) && !op.rows_only(s.k, rows, 16);
+            let byte_loads = bytes(&s.a, s.m) || bytes(&s.b, s.n);
+            (s.a.vector_ok(s.k, 16) && s.b.vector_ok(s.k, 16))
+                || (t.bn() <= 128 && !(byte_loads && t.threads() == 128 && t.bn() > 64))
+        }
         _ => true,
     }
 }

@@ -36,7 +36,7 @@
 //! registers*: the tensor core reads shared memory through descriptors and
 //! would truncate f32 to TF32, so each chunk is loaded into registers
 //! ([`OperandLoad::fetch`], a 16-byte load or element loads as above),
-//! rounded with `cvt.rna.tf32.f32` as `RoundTf32` rounds, and stored
+//! rounded with `cvt.rn.tf32.f32` as `RoundTf32` rounds, and stored
 //! ([`OperandLoad::put`]). Rounding on the way costs no shared-memory
 //! traffic, where rounding the tiles in place after `cp.async` would read
 //! and write every stage once more next to the MMAs' own reads. The
@@ -47,6 +47,7 @@ use super::config::Tile;
 use super::fp8_rows::RowBytes;
 use super::shape::Operand;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
+use crate::ptx::math;
 
 /// How an operand's tile is laid out in shared memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -400,8 +401,9 @@ impl OperandLoad {
         }
         for (c, regs) in self.chunks.iter().zip(&self.staged) {
             if self.round_tf32 {
+                // Staged tiles are `wgmma`'s: sm_90.
                 for r in regs {
-                    ins!(b, "cvt.rna.tf32.f32 {r}, {r}");
+                    math::round_tf32(b, *r, true);
                 }
             }
             let dst = self.dst(b, c, stage);

@@ -27,6 +27,7 @@ use super::config::{Tile, KSTEP_BYTES};
 use super::load::Layout;
 use super::shape::Elem;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
+use crate::ptx::math;
 
 /// The warp's f32 accumulators: `[mi][ni][c0..c3]`.
 pub type Acc = Vec<Vec<[Reg; 4]>>;
@@ -80,6 +81,8 @@ pub struct Frags {
     mi: u32,
     ni: u32,
     steps: u32,
+    /// The target rounds to TF32 in one instruction (sm_90).
+    tf32_native: bool,
 }
 
 impl Frags {
@@ -89,6 +92,7 @@ impl Frags {
         (warp_m, warp_n): (Reg, Reg),
         t: &Tile,
         (la, lb): (Layout, Layout),
+        tf32_native: bool,
     ) -> Frags {
         let lane7 = b.reg(RegKind::B32);
         ins!(b, "and.b32 {lane7}, {lane}, 7");
@@ -111,6 +115,7 @@ impl Frags {
             mi,
             ni,
             steps,
+            tf32_native,
         }
     }
 
@@ -126,7 +131,7 @@ impl Frags {
             if elem == Elem::Tf32 {
                 // The tensor core would truncate; round as `RoundTf32` does.
                 for x in &r {
-                    ins!(b, "cvt.rna.tf32.f32 {x}, {x}");
+                    math::round_tf32(b, *x, self.tf32_native);
                 }
             }
             r

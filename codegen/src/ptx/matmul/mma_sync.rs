@@ -25,14 +25,14 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, sp: Split) ->
     ins!(b, "rem.u32 {warp_m}, {warp}, {}", t.warps_m);
     ins!(b, "div.u32 {warp_n}, {warp}, {}", t.warps_m);
     let p = Pipeline::new(b, &st, s, t, false, sp);
-    let frags = Frags::new(b, lane, (warp_m, warp_n), t, (p.la.layout, p.lb.layout));
+    let frags = Frags::new(b, lane, (warp_m, warp_n), t, p.layouts, target.sm >= 90);
     let acc = mma::zero_acc(b, t);
     p.prologue(b, t.stages - 1);
     b.comment("main loop: wait for tile kt, refill the stage freed by kt - 1, multiply kt");
     let kt = b.mov(RegKind::B32, "u32", 0);
     let top = b.label();
     b.place(&top);
-    p.wait(b, t.stages - 1);
+    p.wait(b, kt, t.stages - 1);
     ins!(b, "bar.sync 0");
     p.refill(b, kt, t.stages - 1);
     let a_tile = p.stage(b, kt);

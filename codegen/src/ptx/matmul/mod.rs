@@ -36,6 +36,7 @@ mod shape;
 mod simt;
 mod split;
 mod start;
+mod tma;
 mod wgmma;
 
 pub use config::{candidates, tile_names, wgmma_candidates, Tile};

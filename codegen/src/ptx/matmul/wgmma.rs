@@ -50,7 +50,7 @@ use super::split::{self, Split};
 use super::start::{lane_and_warp, start};
 use crate::ir::Kernel;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
-use crate::ptx::module::PtxKernel;
+use crate::ptx::module::{map_param_decl, PtxKernel};
 use crate::ptx::target::Target;
 use crate::DType;
 
@@ -76,7 +76,7 @@ pub(crate) fn descriptor_bits(layout: Layout, bk: u32) -> (u64, u32, u32) {
 /// tile `t` (`t.wgmma`), its `k` split as `sp` (`split.rs`).
 pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, sp: Split) -> PtxKernel {
     debug_assert!(t.wgmma && t.k_bytes == 128 && t.stages >= 3);
-    let (mut bld, st) = start(kernel, target, s, t);
+    let (mut bld, mut st) = start(kernel, target, s, t);
     let tid = st.tid;
     let b = &mut bld;
     let (lane, warp) = lane_and_warp(b, tid);
@@ -96,7 +96,7 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, sp: Split) ->
     let kt = b.mov(RegKind::B32, "u32", 0);
     let top = b.label();
     b.place(&top);
-    p.wait(b, distance);
+    p.wait(b, kt, distance);
     ins!(b, "fence.proxy.async.shared::cta");
     ins!(b, "bar.sync 0");
     p.refill(b, kt, distance);
@@ -105,8 +105,8 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, sp: Split) ->
     ins!(b, "add.u32 {a_tile}, {stage}, {a_rows}");
     ins!(b, "add.u32 {b_tile}, {stage}, {}", p.b_off);
     let bk = t.bk(s.elem.bytes());
-    let (bits_a, step_a, trans_a) = descriptor_bits(p.la.layout, bk);
-    let (bits_b, step_b, trans_b) = descriptor_bits(p.lb.layout, bk);
+    let (bits_a, step_a, trans_a) = descriptor_bits(p.layouts.0, bk);
+    let (bits_b, step_b, trans_b) = descriptor_bits(p.layouts.1, bk);
     let (da, db) = (descriptor(b, a_tile, bits_a), descriptor(b, b_tile, bits_b));
     // One MMA takes 32 bytes of `k` per row: k16 of halves, k8 of TF32,
     // k32 of FP8; TF32 and FP8 have no transpose flags (their tiles are
@@ -173,7 +173,12 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, sp: Split) ->
     // The 128-byte swizzle repeats every 1024 bytes: stages start there.
     let sink = split::sink(b, &st.cx, kernel, s, sp);
     let shared = st.staged_epilogue(b, s, t, &items, (lm, ln), &sink);
+    let shared = p.shared_bytes(shared, t);
+    let maps = p.maps().unwrap_or_default();
+    st.params
+        .extend((0..maps.len()).map(|i| map_param_decl(&st.entry, i)));
     let mut k = st.finish(bld, kernel, target, s, t, 1024, 1, shared);
+    k.maps = maps;
     // wgmma exists only on the architecture-specific target.
     k.ptx = k.ptx.replacen(".target sm_90\n", ".target sm_90a\n", 1);
     split::finish(k, kernel, target, s, sp)

@@ -46,7 +46,7 @@ use crate::attention::Attention;
 use crate::expr::Expr;
 use crate::ir::Kernel;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
-use crate::ptx::module::{map_param, TensorMap};
+use crate::ptx::module::{map_param, MapElem, TensorMap};
 use crate::ptx::{attention::stage::plain, expr};
 
 /// Bytes of the barriers after the buffers: 4 kinds of 3.
@@ -105,6 +105,7 @@ pub(super) fn plan(
             p.row > 0 && units <= i32::MAX as u64 && (2 * p.row.max(unit)) < (1 << 40) && g.lk > 0;
         let m = TensorMap {
             input: p.input,
+            elem: MapElem::B16,
             dims: [u64::from(cols), u64::from(g.lk), units],
             strides: [2 * p.row as u64, 2 * unit as u64],
             boxes: [64, g.bn, 1],
