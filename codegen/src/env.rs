@@ -3,7 +3,7 @@
 //! the accepted values); [`var`] reads a variable and warns once on stderr
 //! about a value it cannot parse, which then counts as unset.
 //! `SMELT_CACHE_DIR` and `SMELT_PTXAS` are paths and are read directly;
-//! `SMELT_VIZ` through [`path`].
+//! `SMELT_VIZ` and `SMELT_PTXAS_CACHE` through [`path`].
 
 use std::collections::HashSet;
 use std::ffi::OsStr;

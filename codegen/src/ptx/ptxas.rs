@@ -1,5 +1,11 @@
 //! Finding and running `ptxas` to validate generated PTX without a GPU
 //! (tests and CI use it on every kernel they generate).
+//!
+//! `SMELT_PTXAS_CACHE=DIR` keeps each accepted module's report in `DIR`
+//! under a hash of ptxas's path, the flags, the architecture and the
+//! PTX: CI's second pass over the suite (and tests that emit the same
+//! kernel) then reads the report instead of assembling the module again.
+//! Rejections are never cached.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -62,9 +68,58 @@ pub fn validate(ptx: &str, sm: u32) -> Result<Option<String>, String> {
 }
 
 fn run(ptx: &str, sm: u32, flags: &[&str]) -> Result<Option<String>, String> {
+    run_in(crate::env::path("SMELT_PTXAS_CACHE"), ptx, sm, flags)
+}
+
+/// [`run`] with the report cache in `cache`, if any.
+fn run_in(
+    cache: Option<PathBuf>,
+    ptx: &str,
+    sm: u32,
+    flags: &[&str],
+) -> Result<Option<String>, String> {
     let Some(ptxas) = find() else {
         return Ok(None);
     };
+    let arch = if ptx.contains(".target sm_90a") {
+        "-arch=sm_90a".to_string()
+    } else {
+        format!("-arch=sm_{sm}")
+    };
+    let cached = cache.map(|dir| {
+        use std::hash::{Hash, Hasher};
+        let mut h = crate::fnv::Fnv1a::default();
+        (ptxas, flags, &arch, ptx).hash(&mut h);
+        dir.join(format!("{:016x}-{}.txt", h.finish(), ptx.len()))
+    });
+    if let Some(text) = cached
+        .as_ref()
+        .and_then(|f| std::fs::read_to_string(f).ok())
+    {
+        return Ok(Some(text));
+    }
+    let report = assemble_file(ptxas, flags, &arch, ptx)?;
+    if let Some(f) = cached {
+        // Written under a name of its own, then renamed: a concurrent
+        // reader or writer of the same key sees all or nothing.
+        static STORES: AtomicU64 = AtomicU64::new(0);
+        let n = STORES.fetch_add(1, Ordering::Relaxed);
+        let tmp = f.with_extension(format!("tmp{}-{n}", std::process::id()));
+        let stored = f
+            .parent()
+            .is_some_and(|d| std::fs::create_dir_all(d).is_ok())
+            && std::fs::write(&tmp, &report).is_ok()
+            && std::fs::rename(&tmp, &f).is_ok();
+        if !stored {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
+    Ok(Some(report))
+}
+
+/// Runs `ptxas` with `flags` for `arch` over `ptx` in a temporary file:
+/// its report, or its diagnostics when it rejects the module.
+fn assemble_file(ptxas: &Path, flags: &[&str], arch: &str, ptx: &str) -> Result<String, String> {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let stem = format!(
         "smelt-{}-{}",
@@ -79,11 +134,7 @@ fn run(ptx: &str, sm: u32, flags: &[&str]) -> Result<Option<String>, String> {
     std::fs::write(&src, ptx).map_err(|e| format!("writing {}: {e}", src.display()))?;
     let out = Command::new(ptxas)
         .args(flags)
-        .arg(if ptx.contains(".target sm_90a") {
-            "-arch=sm_90a".to_string()
-        } else {
-            format!("-arch=sm_{sm}")
-        })
+        .arg(arch)
         .arg(&src)
         .arg("-o")
         .arg(&bin)
@@ -97,8 +148,52 @@ fn run(ptx: &str, sm: u32, flags: &[&str]) -> Result<Option<String>, String> {
         String::from_utf8_lossy(&out.stderr)
     );
     if out.status.success() {
-        Ok(Some(text))
+        Ok(text)
     } else {
         Err(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An accepted module's report is kept and read back (a stand-in
+    /// report written under its key is what the next call returns, so
+    /// ptxas did not run); a rejected module leaves nothing behind.
+    #[test]
+    fn reports_are_cached_and_rejections_are_not() {
+        if find().is_none() {
+            assert!(
+                std::env::var_os("SMELT_REQUIRE_PTXAS").is_none(),
+                "ptxas not found"
+            );
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("smelt-ptxas-cache-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let ok = ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\nret;\n}\n";
+        let first = run_in(Some(dir.clone()), ok, 80, &["-v"]).unwrap().unwrap();
+        let files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+        assert_eq!(files.len(), 1, "one report, no temporary left");
+        assert_eq!(std::fs::read_to_string(files[0].path()).unwrap(), first);
+        std::fs::write(files[0].path(), "stand-in").unwrap();
+        let again = run_in(Some(dir.clone()), ok, 80, &["-v"]).unwrap().unwrap();
+        assert_eq!(again, "stand-in");
+        // Another architecture or flag is another key.
+        assert_ne!(
+            run_in(Some(dir.clone()), ok, 80, &["-O0"])
+                .unwrap()
+                .unwrap(),
+            "stand-in"
+        );
+        let bad = ok.replace("ret;", "bogus;");
+        assert!(run_in(Some(dir.clone()), &bad, 80, &["-v"]).is_err());
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            2,
+            "the rejection is not kept"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
