@@ -157,10 +157,12 @@ pub fn wgmma_candidates() -> Vec<Tile> {
 /// the GPU enough CTAs (the last when none does): big tiles reuse more,
 /// small ones fill small problems. Where warpgroup MMAs apply (sm_90,
 /// halves and TF32): two warpgroups of 128x256 4 stages deep, 128x128 3
-/// deep, 128x64, then one warpgroup of 64x64, the first with at least
-/// 7/8 of a CTA per SM ([`fills_wave`]: 2048^2 outputs take 128x256 as
-/// 128 CTAs, 0.97 waves, rather than 1.94 waves of 128x128; 1024^2 take
-/// 128x64); else `mma.sync` 128x128 of four 64x64 warps, then 128x64,
+/// deep, one of 64x128 4 deep, two of 128x64, then one of 64x64, the
+/// first with at least 7/8 of a CTA per SM ([`fills_wave`]: 2048^2
+/// outputs take 128x256 as 128 CTAs, 0.97 waves, rather than 1.94 waves
+/// of 128x128; 1024^2 take 64x128, which with the copy engine beat
+/// 128x64 by 4% at 1024^3 and 8% at 1024x1024x4096 in f16, H100
+/// 2026-11-28); else `mma.sync` 128x128 of four 64x64 warps, then 128x64,
 /// 64x128, 64x64, the first with a CTA per SM (the fastest measured at
 /// each size on an H100, BENCHMARKS.md). `SMELT_MATMUL_TILE` names the
 /// tile instead where that tile applies to `s` ([`forced`]).
@@ -173,7 +175,7 @@ pub fn choose(s: &Shape, batches: i64, target: &Target) -> Tile {
     }
     if wgmma_applies(s, target) {
         let wg = wgmma_candidates();
-        let prefs: Vec<Tile> = [0, 2, 7, 8]
+        let prefs: Vec<Tile> = [0, 2, 6, 7, 8]
             .iter()
             .map(|i| wg[*i])
             .filter(|t| wgmma_fits(s, t))
