@@ -27,6 +27,7 @@ pub(crate) mod reduce;
 mod runs;
 mod scan;
 pub(crate) mod simd;
+mod spread;
 pub(crate) mod tile;
 pub(crate) mod vals;
 
@@ -159,13 +160,9 @@ pub(crate) fn execute<'a, P: Passes<'a>>(passes: &P) -> Result<(), InterpError> 
         || row_len.div_ceil(chunk.max(1)) <= GROUP
         || passes.ctx().plan.scans
     {
-        // Jobs of a quarter of an even share of blocks at least (a quarter of an even
-        // share): each job sets up its own states and tile vectors, so
-        // fewer jobs allocate less, while four per thread still balance.
-        (0..blocks)
-            .into_par_iter()
-            .with_min_len((blocks / (4 * threads)).max(1))
-            .try_for_each_init(states, |(rs, es), b| block(rs, es, b, false))
+        // Each thread takes the same blocks in every run (`spread`), with
+        // one set of states and tile vectors per thread.
+        spread::spread(blocks, states, |(rs, es), b| block(rs, es, b, false))
     } else {
         // Few rows, each of several groups of chunks (not scans, which
         // carry a row's state from chunk to chunk): split each row's
