@@ -608,7 +608,7 @@ fn sorts_match_the_interpreter_bit_for_bit() {
     };
     for dt in dtypes {
         for view in views {
-            for (rows, len) in [(0, 5), (3, 0), (1, 1), (5, 2), (7, 13), (2, 131)] {
+            for (rows, len) in [(0, 5), (3, 0), (1, 1), (5, 2), (7, 13), (2, 131), (3, 1031)] {
                 for descending in [false, true] {
                     for k in [len, len.min(3), 0] {
                         check(&sort_through(dt, rows, len, k, descending, view), 1);

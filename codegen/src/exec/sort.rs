@@ -3,9 +3,10 @@
 //! the one key every backend sorts by) packed in one unsigned integer,
 //! key above position. The pairs are all distinct, so any correct sort of
 //! them, stable or not, serial or parallel, gives the one stable order
-//! ([`crate::sort`]): `sort_unstable` (rayon's parallel one for a long
-//! row), or for a `topk` a selection of the `k` smallest pairs and a sort
-//! of those only.
+//! ([`crate::sort`]): an LSD radix sort of 32-bit keys (`sort_unstable`
+//! of short rows and 64-bit keys; rayon's parallel sort for a long row),
+//! or for a `topk` a selection of the `k` smallest pairs and a sort of
+//! those only.
 
 use rayon::prelude::*;
 
@@ -19,9 +20,12 @@ const PAR_SORT_MIN: usize = 1 << 16;
 /// A `(key, position)` pair as one integer ordered as the pair: `u64` for
 /// 32-bit keys, `u128` for 64-bit ones. Positions fit `u32` (the plan
 /// declines longer rows).
-trait Pair: Copy + Ord + Send {
+trait Pair: Copy + Ord + Send + Default {
     fn new(key: u64, pos: usize) -> Self;
     fn pos(self) -> usize;
+    /// Sorts a row's pairs, made in position order, on this thread
+    /// (`tmp` a buffer to reuse).
+    fn sort_row(pairs: &mut Vec<Self>, tmp: &mut Vec<Self>);
 }
 
 impl Pair for u64 {
@@ -31,6 +35,13 @@ impl Pair for u64 {
     fn pos(self) -> usize {
         self as u32 as usize
     }
+    fn sort_row(pairs: &mut Vec<u64>, tmp: &mut Vec<u64>) {
+        if pairs.len() < RADIX_MIN {
+            pairs.sort_unstable();
+        } else {
+            radix(pairs, tmp);
+        }
+    }
 }
 
 impl Pair for u128 {
@@ -39,6 +50,48 @@ impl Pair for u128 {
     }
     fn pos(self) -> usize {
         self as u64 as usize
+    }
+    fn sort_row(pairs: &mut Vec<u128>, _: &mut Vec<u128>) {
+        pairs.sort_unstable();
+    }
+}
+
+/// Rows at least this long sort 32-bit keys by [`radix`] (shorter ones
+/// by comparisons: the histograms' fixed cost would dominate).
+const RADIX_MIN: usize = 256;
+
+/// Sorts `pairs` (32-bit keys above positions, made in position order) by
+/// an LSD radix sort of their keys' bytes, skipping bytes that all keys
+/// share (3 of 4 for `U8` and bools): each pass is stable, so pairs of
+/// equal keys keep their position order and the result is the pairs'
+/// sorted order.
+fn radix(pairs: &mut Vec<u64>, tmp: &mut Vec<u64>) {
+    let n = pairs.len();
+    let mut counts = [[0usize; 256]; 4];
+    for p in pairs.iter() {
+        let key = (p >> 32) as u32;
+        for (d, c) in counts.iter_mut().enumerate() {
+            c[(key >> (8 * d)) as u8 as usize] += 1;
+        }
+    }
+    tmp.clear();
+    tmp.resize(n, 0);
+    for (d, c) in counts.iter().enumerate() {
+        if c.contains(&n) {
+            continue;
+        }
+        let mut at = [0usize; 256];
+        let mut sum = 0;
+        for (a, c) in at.iter_mut().zip(c) {
+            *a = sum;
+            sum += c;
+        }
+        for p in pairs.iter() {
+            let b = (p >> (32 + 8 * d)) as u8 as usize;
+            tmp[at[b]] = *p;
+            at[b] += 1;
+        }
+        std::mem::swap(pairs, tmp);
     }
 }
 
@@ -105,13 +158,13 @@ fn positions_in<P: Pair, T: Copy>(
     nc: usize,
     value: impl Fn(T) -> SortValue,
 ) -> Vec<usize> {
-    let mut pairs: Vec<P> = Vec::with_capacity(nc);
+    let (mut pairs, mut tmp): (Vec<P>, Vec<P>) = (Vec::with_capacity(nc), Vec::new());
     let mut at = Vec::with_capacity(nr * nc);
     for row in src.chunks(nc.max(1)).take(nr) {
         pairs.clear();
         let keyed = row.iter().enumerate();
         pairs.extend(keyed.map(|(j, x)| P::new(op.key(value(*x)), j)));
-        order(&mut pairs, op.k);
+        order(&mut pairs, &mut tmp, op.k);
         at.extend(pairs.iter().map(|p| p.pos()));
     }
     at
@@ -119,7 +172,7 @@ fn positions_in<P: Pair, T: Copy>(
 
 /// Puts the `k` smallest of `pairs` first, in order (the rest after them
 /// in no particular order).
-fn order<P: Pair>(pairs: &mut [P], k: usize) {
+fn order<P: Pair>(pairs: &mut Vec<P>, tmp: &mut Vec<P>, k: usize) {
     let n = pairs.len();
     if k == 0 {
         return;
@@ -132,6 +185,6 @@ fn order<P: Pair>(pairs: &mut [P], k: usize) {
     } else if n >= PAR_SORT_MIN && rayon::current_num_threads() > 1 {
         pairs.par_sort_unstable();
     } else {
-        pairs.sort_unstable();
+        P::sort_row(pairs, tmp);
     }
 }
