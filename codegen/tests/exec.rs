@@ -575,7 +575,7 @@ fn sort_through(
 /// `sort`/`argsort` and `topk` prefixes, both directions, every sorted
 /// dtype family, views (permuted, negative steps, ties, broadcast), sizes
 /// 0, 1 and primes, on inputs with NaN, infinities and signed zeros; long
-/// rows (parallel sorts) and many rows on one thread and on two.
+/// rows (parallel sorts) and many rows on one thread and on four.
 #[test]
 fn sorts_match_the_interpreter_bit_for_bit() {
     let interp: engines::Engine = |k, i, s, o| Some(interp::run(k, i, s, o));
@@ -618,16 +618,16 @@ fn sorts_match_the_interpreter_bit_for_bit() {
         }
     }
     // Past the parallel threshold: many short rows, one long row (a
-    // parallel sort on two threads), a topk of it.
+    // parallel sort on four threads), a topk of it.
     for dt in [DType::F32, DType::I64, DType::BF16] {
         for (rows, len, k) in [(2053, 17, 17), (1, 70001, 70001), (1, 70001, 5)] {
-            for threads in [1, 2] {
+            for threads in [1, 4] {
                 let view = if threads == 1 {
                     SortView::Flipped
                 } else {
                     SortView::Rows
                 };
-                check(&sort_through(dt, rows, len, k, threads == 2, view), threads);
+                check(&sort_through(dt, rows, len, k, threads == 4, view), threads);
             }
         }
     }

@@ -13,9 +13,16 @@ use rayon::prelude::*;
 use crate::exec::vals::Vals;
 use crate::sort::{SortOp, SortPart, SortValue};
 
-/// Rows at least this long sort in parallel (when the pool has several
-/// threads): below, splitting costs more than it gains.
+/// Rows at least this long sort in parallel when the pool has
+/// [`PAR_SORT_THREADS`] threads: below, splitting costs more than it
+/// gains.
 const PAR_SORT_MIN: usize = 1 << 16;
+
+/// Threads from which a long row's parallel comparison sort beats the
+/// radix sort on one thread: a row of 2^22 `f32` took 200-210 ms by
+/// [`radix`] on one thread and 220-255 ms by `par_sort_unstable` on two
+/// (the 2-core build machine, under load).
+const PAR_SORT_THREADS: usize = 4;
 
 /// A `(key, position)` pair as one integer ordered as the pair: `u64` for
 /// 32-bit keys, `u128` for 64-bit ones. Positions fit `u32` (the plan
@@ -182,7 +189,7 @@ fn order<P: Pair>(pairs: &mut Vec<P>, tmp: &mut Vec<P>, k: usize) {
         // are sorted.
         pairs.select_nth_unstable(k - 1);
         pairs[..k].sort_unstable();
-    } else if n >= PAR_SORT_MIN && rayon::current_num_threads() > 1 {
+    } else if n >= PAR_SORT_MIN && rayon::current_num_threads() >= PAR_SORT_THREADS {
         pairs.par_sort_unstable();
     } else {
         P::sort_row(pairs, tmp);
