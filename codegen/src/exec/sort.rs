@@ -143,6 +143,9 @@ pub fn sort(op: SortOp, src: &Vals<'_>, nr: usize, nc: usize, out: &mut Vals<'_>
 
 /// For each of `nr` rows of `nc` values `T` (keyed through `value`), the
 /// positions of its elements in sorted order (as [`order`] leaves them).
+/// A row's keys less its smallest key keep their order; where they fit
+/// 32 bits (64-bit keys of `I64` values within `2^32` of each other), the
+/// row sorts as `u64` pairs (by [`radix`]) instead of `u128` ones.
 fn positions<T: Copy>(
     op: SortOp,
     src: &[T],
@@ -150,31 +153,38 @@ fn positions<T: Copy>(
     nc: usize,
     value: impl Fn(T) -> SortValue,
 ) -> Vec<usize> {
-    if op.key_bits() > 32 {
-        positions_in::<u128, T>(op, src, nr, nc, value)
-    } else {
-        positions_in::<u64, T>(op, src, nr, nc, value)
-    }
-}
-
-/// [`positions`] through pairs `P`.
-fn positions_in<P: Pair, T: Copy>(
-    op: SortOp,
-    src: &[T],
-    nr: usize,
-    nc: usize,
-    value: impl Fn(T) -> SortValue,
-) -> Vec<usize> {
-    let (mut pairs, mut tmp): (Vec<P>, Vec<P>) = (Vec::with_capacity(nc), Vec::new());
+    let mut keys = Vec::with_capacity(nc);
+    let (mut narrow, mut narrow_tmp): (Vec<u64>, Vec<u64>) = (Vec::new(), Vec::new());
+    let (mut wide, mut wide_tmp): (Vec<u128>, Vec<u128>) = (Vec::new(), Vec::new());
     let mut at = Vec::with_capacity(nr * nc);
     for row in src.chunks(nc.max(1)).take(nr) {
-        pairs.clear();
-        let keyed = row.iter().enumerate();
-        pairs.extend(keyed.map(|(j, x)| P::new(op.key(value(*x)), j)));
-        order(&mut pairs, &mut tmp, op.k);
-        at.extend(pairs.iter().map(|p| p.pos()));
+        keys.clear();
+        keys.extend(row.iter().map(|x| op.key(value(*x))));
+        let lo = keys.iter().copied().min().unwrap_or(0);
+        let hi = keys.iter().copied().max().unwrap_or(0);
+        if hi - lo <= u64::from(u32::MAX) {
+            sort_keys(&keys, lo, op.k, &mut narrow, &mut narrow_tmp, &mut at);
+        } else {
+            sort_keys(&keys, lo, op.k, &mut wide, &mut wide_tmp, &mut at);
+        }
     }
     at
+}
+
+/// Sorts one row's `keys` (less `lo`, their smallest) as pairs `P`
+/// (`pairs` and `tmp` buffers to reuse), pushing its positions to `at`.
+fn sort_keys<P: Pair>(
+    keys: &[u64],
+    lo: u64,
+    k: usize,
+    pairs: &mut Vec<P>,
+    tmp: &mut Vec<P>,
+    at: &mut Vec<usize>,
+) {
+    pairs.clear();
+    pairs.extend(keys.iter().enumerate().map(|(j, key)| P::new(key - lo, j)));
+    order(pairs, tmp, k);
+    at.extend(pairs.iter().map(|p| p.pos()));
 }
 
 /// Puts the `k` smallest of `pairs` first, in order (the rest after them
