@@ -3,10 +3,10 @@
 //! the one key every backend sorts by) packed in one unsigned integer,
 //! key above position. The pairs are all distinct, so any correct sort of
 //! them, stable or not, serial or parallel, gives the one stable order
-//! ([`crate::sort`]): an LSD radix sort of 32-bit keys (`sort_unstable`
-//! of short rows and 64-bit keys; rayon's parallel sort for a long row),
-//! or for a `topk` a selection of the `k` smallest pairs and a sort of
-//! those only.
+//! ([`crate::sort`]): an LSD radix sort of keys that fit 32 bits once
+//! less the row's smallest (`sort_unstable` of short rows and wider keys;
+//! rayon's parallel sort of a long row on 4 threads or more), or for a
+//! `topk` a selection of the `k` smallest pairs and a sort of those only.
 
 use rayon::prelude::*;
 
@@ -25,10 +25,12 @@ const PAR_SORT_MIN: usize = 1 << 16;
 const PAR_SORT_THREADS: usize = 4;
 
 /// A `(key, position)` pair as one integer ordered as the pair: `u64` for
-/// 32-bit keys, `u128` for 64-bit ones. Positions fit `u32` (the plan
+/// keys of 32 bits, `u128` for wider ones. Positions fit `u32` (the plan
 /// declines longer rows).
-trait Pair: Copy + Ord + Send + Default {
+trait Pair: Copy + Ord + Send {
+    /// The pair of `key` (within this pair's key bits) and `pos`.
     fn new(key: u64, pos: usize) -> Self;
+    /// The pair's position.
     fn pos(self) -> usize;
     /// Sorts a row's pairs, made in position order, on this thread
     /// (`tmp` a buffer to reuse).
