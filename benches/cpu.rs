@@ -4,7 +4,9 @@
 //! (`x + gelu_tanh(x w1) w2`, 512x1024x4096) and a small naive attention
 //! (8 heads, 512 tokens, d = 64), scans (`cumsum` along the rows and down
 //! the columns of `[4096, 4096]`, of 2^24 elements, `cummax` values along
-//! rows, an `int64` `cumsum` along rows), all `f32` but the last, each
+//! rows, an `int64` `cumsum` along rows), sorts (`sort`, `argsort` and
+//! `topk` of 16 along the rows of `[4096, 4096]`, `sort` of 2^22 elements,
+//! an `int64` `sort` along rows), all `f32` but the `int64` ones, each
 //! through
 //! - `exec`: smelt's default CPU executor, fused;
 //! - `interp`: the same fused kernels through the interpreter
@@ -100,6 +102,33 @@ fn workloads(smoke: bool) -> Vec<Workload> {
             name: "cumsum i64 4096x4096",
             shapes: vec![vec![s(4096, 64), s(4096, 65)]],
             build: |x| x[0].cumsum(-1),
+        },
+        // Sorts: values along rows, their indices, a `topk` of 16 per
+        // row, one long row, integers.
+        Workload {
+            name: "sort 4096x4096",
+            shapes: vec![vec![s(4096, 64), s(4096, 65)]],
+            build: |x| x[0].sort(-1, false).0,
+        },
+        Workload {
+            name: "argsort 4096x4096",
+            shapes: vec![vec![s(4096, 64), s(4096, 65)]],
+            build: |x| x[0].argsort(-1, false),
+        },
+        Workload {
+            name: "topk16 4096x4096",
+            shapes: vec![vec![s(4096, 64), s(4096, 65)]],
+            build: |x| x[0].topk(16, -1, true).0,
+        },
+        Workload {
+            name: "sort 2^22",
+            shapes: vec![vec![s(1 << 22, 1000)]],
+            build: |x| x[0].sort(0, false).0,
+        },
+        Workload {
+            name: "sort i64 4096x4096",
+            shapes: vec![vec![s(4096, 64), s(4096, 65)]],
+            build: |x| x[0].sort(-1, false).0,
         },
         // A transformer MLP block: residual + gelu(x w1) w2 (tanh gelu,
         // which NumPy can write without erf).

@@ -3,7 +3,9 @@ same workloads (softmax over [4096, 1024], layer norm over [4096, 4096],
 vector add of 2^24, a sum of 2^24, row sums of [4096, 4096], matmuls of
 1024^3 and 2048^3, an MLP block, a small attention, and scans: cumsum along
 the rows and down the columns of [4096, 4096] and of 2^24, cummax along rows
-(np.maximum.accumulate) and an int64 cumsum; float32 but the last), wall-clock time of each call (the result allocated as the call
+(np.maximum.accumulate) and an int64 cumsum, and sorts: np.sort, a stable
+np.argsort and an np.partition-based topk of 16 along the rows of
+[4096, 4096], np.sort of 2^22 and of int64 rows; float32 but the int64 ones), wall-clock time of each call (the result allocated as the call
 makes it, as smelt's realize does), median of 20 runs after 3 warm-up runs.
 torch runs with all cores and with one thread.
 
@@ -51,6 +53,12 @@ def np_attention(q, k, v):
     return np_softmax(q @ k.swapaxes(-1, -2) / np.float32(q.shape[-1] ** 0.5)) @ v
 
 
+def np_topk16(x, k=16):
+    # np.partition picks each row's 16 largest; only those are sorted.
+    top = np.partition(x, x.shape[-1] - k, -1)[..., -k:]
+    return -np.sort(-top, -1)
+
+
 def workloads(smoke):
     s = (lambda full, small: small) if smoke else (lambda full, small: full)
     return [
@@ -73,6 +81,17 @@ def workloads(smoke):
          lambda x: np.maximum.accumulate(x, -1), lambda t, x: t.cummax(x, -1).values),
         ("cumsum i64 4096x4096", [(s(4096, 64), s(4096, 65))],
          lambda x: np.cumsum(x, -1), lambda t, x: t.cumsum(x, -1)),
+        ("sort 4096x4096", [(s(4096, 64), s(4096, 65))],
+         lambda x: np.sort(x, -1), lambda t, x: t.sort(x, -1).values),
+        ("argsort 4096x4096", [(s(4096, 64), s(4096, 65))],
+         lambda x: np.argsort(x, -1, kind="stable"),
+         lambda t, x: t.argsort(x, dim=-1, stable=True)),
+        ("topk16 4096x4096", [(s(4096, 64), s(4096, 65))], np_topk16,
+         lambda t, x: t.topk(x, 16, -1).values),
+        ("sort 2^22", [(s(1 << 22, 1000),)], np.sort,
+         lambda t, x: t.sort(x).values),
+        ("sort i64 4096x4096", [(s(4096, 64), s(4096, 65))],
+         lambda x: np.sort(x, -1), lambda t, x: t.sort(x, -1).values),
         ("matmul 1024^3", [(s(1024, 33),) * 2] * 2, np.matmul,
          lambda t, a, b: a @ b),
         ("matmul 2048^3", [(s(2048, 65),) * 2] * 2, np.matmul,

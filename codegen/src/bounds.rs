@@ -3,7 +3,7 @@
 //! so a view bug becomes an `Err` instead of an out-of-bounds GPU read.
 
 use crate::expr::{Atom, Expr};
-use crate::ir::{Gather, Inst, Kernel, KernelKind, StoreKind};
+use crate::ir::{Gather, Inst, Kernel, StoreKind};
 
 impl Kernel {
     /// Checks every unmasked load and every store against its buffer's
@@ -34,12 +34,7 @@ impl Kernel {
         });
         // Stores write the first `stored_len` positions of a row only (a
         // sort's `k`).
-        let mut store_ranges = self.ranges.clone();
-        if self.kind == KernelKind::Sort {
-            if let Some(last) = store_ranges.last_mut() {
-                *last = self.stored_len() as i64;
-            }
-        }
+        let store_ranges = self.store_ranges();
         let stores = self.stores.iter().filter(|s| !s.is_add()).map(|s| {
             let len = self.outputs[s.output].len;
             ("output", s.output, &s.index, len, &store_ranges)

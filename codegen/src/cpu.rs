@@ -4,7 +4,7 @@
 //! default engine then; `crate::llvm`), else on the executor
 //! ([`crate::exec`]), or on the interpreter for the kernels the executor
 //! declines (rows spread over the cores where they are independent:
-//! sorts, scans along a strided axis). `SMELT_CPU=exec|interp|llvm` picks the first engine
+//! scans along a strided axis; scatters). `SMELT_CPU=exec|interp|llvm` picks the first engine
 //! tried (by default the JIT takes only kernels worth compiling,
 //! `crate::llvm::worth_compiling`); under `SMELT_CPU=interp` every kernel
 //! runs on the one-thread interpreter (today's reference).

@@ -437,6 +437,19 @@ impl Kernel {
         self.sort_op().map_or_else(|| self.row_len(), |op| op.k)
     }
 
+    /// The variable ranges element-level stores run over: the domain's,
+    /// with a sort kernel's sorted axis (its last) cut to
+    /// [`Kernel::stored_len`].
+    pub fn store_ranges(&self) -> Ranges {
+        let mut ranges = self.ranges.clone();
+        if self.kind == KernelKind::Sort {
+            if let Some(last) = ranges.last_mut() {
+                *last = self.stored_len() as i64;
+            }
+        }
+        ranges
+    }
+
     /// The output of a scan kernel that no store writes, its last: the
     /// look-back status buffer ([`crate::ptx::scan_status_len`]), whose
     /// first [`crate::ptx::scan_status_zeroed_len`] words must hold zeros

@@ -60,6 +60,7 @@ impl SortOp {
     }
 
     /// Bits of this sort's keys: [`key_bits`] of the dtype sorted.
+    #[inline]
     pub fn key_bits(self) -> u32 {
         key_bits(self.dtype)
     }
@@ -67,6 +68,7 @@ impl SortOp {
     /// The key ordering `x` (a value of this sort's operand) in this
     /// sort's direction: ascending keys for an ascending sort, their
     /// complement (within [`SortOp::key_bits`]) for a descending one.
+    #[inline]
     pub fn key(self, x: impl Into<SortValue>) -> u64 {
         let bits = self.key_bits();
         let key = sort_key(bits, x.into());
@@ -81,6 +83,7 @@ impl SortOp {
 /// Bits of the sort keys of `dtype` values: 64 for `F64` and `I64`
 /// (sorted as themselves), 32 for every other dtype (sorted as their
 /// `F32` or `I32` cast, which is exact).
+#[inline]
 pub fn key_bits(dtype: DType) -> u32 {
     match dtype {
         DType::F64 | DType::I64 => 64,
@@ -386,6 +389,7 @@ impl Narrow {
 /// positives and every bit of negatives, so `-inf < .. < -0.0 == 0.0 <
 /// .. < +inf < NaN`. The same steps for both widths: only the sign bit's
 /// place and the float's bits differ.
+#[inline]
 pub fn sort_key(bits: u32, x: SortValue) -> u64 {
     let mask = u64::MAX >> (64 - bits);
     let sign = 1u64 << (bits - 1);

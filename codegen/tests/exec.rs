@@ -504,3 +504,131 @@ fn scans_match_the_interpreter_bit_for_bit() {
         }
     }
 }
+
+/// How [`sort_through`] reads its input.
+#[derive(Clone, Copy, Debug)]
+enum SortView {
+    /// Contiguous rows.
+    Rows,
+    /// Down the columns of a `[len, rows]` buffer (a permuted view).
+    Columns,
+    /// Both axes reversed (negative steps).
+    Flipped,
+    /// Each element of a row read twice (`x[r, j / 2]`): ties.
+    Pairs,
+    /// One row of `len` read by every row.
+    Broadcast,
+}
+
+/// A sort kernel as the front end builds it: `[rows, len]` of `dt`
+/// through `view`, sorted as `F32` (floats up to 32 bits), `I32` (other
+/// integers and bools) or itself (`F64`, `I64`), storing the first `k`
+/// of each row's values (cast back to `dt`) and of their positions.
+fn sort_through(
+    dt: DType,
+    rows: i64,
+    len: i64,
+    k: i64,
+    descending: bool,
+    view: SortView,
+) -> Kernel {
+    use smelt_codegen::{SortOp, SortPart};
+    let r = [rows, len];
+    let name = format!("sort_{dt}_{view:?}_{rows}x{len}_k{k}_desc{descending}");
+    let mut kb = Kb::new(&name, KernelKind::Sort, &r, 1);
+    let n = (rows * len) as usize;
+    let (index, loaded) = match view {
+        SortView::Rows => (contiguous(&r), n),
+        SortView::Columns => (lin(&[(0, 1), (1, rows)], 0), n),
+        SortView::Flipped => (lin(&[(0, -len), (1, -1)], rows * len - 1), n),
+        SortView::Pairs => (Expr::var(1).div(2, &r).add(&lin(&[(0, len)], 0)), n),
+        SortView::Broadcast => (lin(&[(1, 1)], 0), len as usize),
+    };
+    let x = kb.load(dt, loaded, index);
+    let key = match dt {
+        DType::F64 | DType::I64 => dt,
+        _ if dt.is_float() => DType::F32,
+        _ => DType::I32,
+    };
+    let x = if key == dt { x } else { kb.cast(x, key) };
+    let op = |part| SortOp {
+        descending,
+        part,
+        k: k as usize,
+        dtype: dt,
+    };
+    let values = kb.push(Inst::Sort(op(SortPart::Values), x), key);
+    let indices = kb.push(Inst::Sort(op(SortPart::Indices), x), DType::I64);
+    let values = if key == dt {
+        values
+    } else {
+        kb.cast(values, dt)
+    };
+    let out = lin(&[(0, k), (1, 1)], 0);
+    kb.store((rows * k) as usize, out.clone(), values, None);
+    kb.store((rows * k) as usize, out, indices, None);
+    kb.done()
+}
+
+/// The executor's sorts give the interpreter's bits (its oracle: one
+/// stable order by `(key, position)`, NaN above `+inf`, `-0.0 == 0.0`):
+/// `sort`/`argsort` and `topk` prefixes, both directions, every sorted
+/// dtype family, views (permuted, negative steps, ties, broadcast), sizes
+/// 0, 1 and primes, on inputs with NaN, infinities and signed zeros; long
+/// rows (parallel sorts) and many rows on one thread and on four.
+#[test]
+fn sorts_match_the_interpreter_bit_for_bit() {
+    let interp: engines::Engine = |k, i, s, o| Some(interp::run(k, i, s, o));
+    let dtypes = [
+        DType::F32,
+        DType::F64,
+        DType::F16,
+        DType::BF16,
+        DType::I32,
+        DType::I64,
+        DType::U8,
+        DType::Bool,
+    ];
+    let views = [
+        SortView::Rows,
+        SortView::Columns,
+        SortView::Flipped,
+        SortView::Pairs,
+        SortView::Broadcast,
+    ];
+    let mut seed = 0;
+    let mut check = |k: &Kernel, threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .expect("a thread pool");
+        seed += 1;
+        let covered = pool.install(|| engines::bit_equal(k, seed, exec::run, interp));
+        assert!(covered, "{}", k.name);
+    };
+    for dt in dtypes {
+        for view in views {
+            for (rows, len) in [(0, 5), (3, 0), (1, 1), (5, 2), (7, 13), (2, 131), (3, 1031)] {
+                for descending in [false, true] {
+                    for k in [len, len.min(3), 0] {
+                        check(&sort_through(dt, rows, len, k, descending, view), 1);
+                    }
+                }
+            }
+        }
+    }
+    // Past the parallel threshold: many short rows, one long row (a
+    // parallel sort on four threads), a topk of it.
+    for dt in [DType::F32, DType::I64, DType::BF16] {
+        for (rows, len, k) in [(2053, 17, 17), (1, 70001, 70001), (1, 70001, 5)] {
+            for threads in [1, 4] {
+                let view = if threads == 1 {
+                    SortView::Flipped
+                } else {
+                    SortView::Rows
+                };
+                check(&sort_through(dt, rows, len, k, threads == 4, view), threads);
+            }
+        }
+    }
+}

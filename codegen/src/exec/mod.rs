@@ -1,9 +1,9 @@
-//! The CPU executor: runs elementwise, reduce, multi-reduce and scan
-//! kernels (and matmuls the matmul fast path declines) over typed value
-//! vectors, spread over all cores with rayon. The interpreter
+//! The CPU executor: runs elementwise, reduce, multi-reduce, scan and
+//! sort kernels (and matmuls the matmul fast path declines) over typed
+//! value vectors, spread over all cores with rayon. The interpreter
 //! ([`crate::interp`]) stays the reference and runs what this declines
-//! (`plan::Plan::new`: sorts, scatters, attention, scans along a strided
-//! axis, stores that might write an element twice).
+//! (`plan::Plan::new`: scatters, attention, scans along a strided axis,
+//! stores that might write an element twice).
 //!
 //! A kernel's rows are cut into tiles as the interpreter's are (several
 //! short rows, or one chunk of a long row; `TILE` points, 4x the
@@ -27,6 +27,7 @@ pub(crate) mod reduce;
 mod runs;
 mod scan;
 pub(crate) mod simd;
+mod sort;
 mod spread;
 pub(crate) mod tile;
 pub(crate) mod vals;
@@ -142,7 +143,7 @@ impl<'a> Passes<'a> for Typed<'_, 'a> {
 pub(crate) fn execute<'a, P: Passes<'a>>(passes: &P) -> Result<(), InterpError> {
     let k = passes.ctx().k;
     let (rows, row_len) = (k.rows(), k.row_len());
-    let (tile_rows, chunk) = tiling(row_len);
+    let (tile_rows, chunk) = tiling(row_len, passes.ctx().plan.sorts);
     let blocks = rows.div_ceil(tile_rows);
     let points = rows.saturating_mul(row_len.max(1));
     let threads = rayon::current_num_threads();
@@ -173,11 +174,12 @@ pub(crate) fn execute<'a, P: Passes<'a>>(passes: &P) -> Result<(), InterpError> 
 }
 
 /// Rows per tile and reduced positions per chunk for rows of `row_len`:
-/// several whole rows per tile, or one chunk of `TILE` of a longer row.
-fn tiling(row_len: usize) -> (usize, usize) {
+/// several whole rows per tile, or one chunk of `TILE` of a longer row
+/// (but a whole row, however long, when `whole`: a sort's).
+fn tiling(row_len: usize, whole: bool) -> (usize, usize) {
     if row_len == 0 {
         (TILE, 0)
-    } else if row_len <= TILE {
+    } else if row_len <= TILE || whole {
         ((TILE / row_len).max(1), row_len)
     } else {
         (1, TILE)
@@ -192,7 +194,7 @@ fn tiling(row_len: usize) -> (usize, usize) {
 #[cfg(feature = "llvm-jit")]
 pub(crate) fn tiles_hold_rows(k: &Kernel) -> bool {
     let row_len = k.row_len();
-    tiling(row_len).1 == row_len
+    tiling(row_len, k.sort_op().is_some()).1 == row_len
 }
 
 /// Chunks per task when a row's chunks are spread over the threads: a

@@ -2,6 +2,7 @@
 //! kernel, each instruction's level, the runs of its index expressions,
 //! and which element-level instructions each pass needs.
 
+use crate::dims::Ranges;
 use crate::exec::runs::Runs;
 use crate::expr::Cond;
 use crate::ir::{Inst, Kernel, StoreKind, Val};
@@ -52,29 +53,38 @@ pub struct Plan {
     /// Whether the kernel scans (`Inst::Scan`): its rows' chunks then run
     /// in order on one thread, never split over threads.
     pub scans: bool,
+    /// Whether the kernel sorts (`Inst::Sort`): its tiles then hold whole
+    /// rows, however long.
+    pub sorts: bool,
+    /// The ranges the element-level stores run over
+    /// ([`Kernel::store_ranges`]: a sort stores the first `k` positions
+    /// of each row).
+    pub store_ranges: Ranges,
 }
 
 impl Plan {
-    /// The plan of `k`; `None` when the executor does not cover it (sorts,
-    /// scatters, attention, scans beside reductions or along a strided
-    /// axis, or stores that may write one element twice, whose order only
-    /// the interpreter's sequential loop fixes).
+    /// The plan of `k`; `None` when the executor does not cover it
+    /// (scatters, attention, scans beside reductions or along a strided
+    /// axis, sorts of rows past `u32` positions, or stores that may write
+    /// one element twice, whose order only the interpreter's sequential
+    /// loop fixes).
     pub fn new(k: &Kernel) -> Option<Plan> {
-        let covered_kind = !matches!(
-            k.kind,
-            KernelKind::Sort | KernelKind::Scatter | KernelKind::Attention
-        );
+        let covered_kind = !matches!(k.kind, KernelKind::Scatter | KernelKind::Attention);
         let covered_insts = k
             .insts
             .iter()
-            .all(|n| !matches!(n.inst, Inst::Sort(..) | Inst::Dot(..) | Inst::Attend(..)));
+            .all(|n| !matches!(n.inst, Inst::Dot(..) | Inst::Attend(..)));
         let scans = k.insts.iter().any(|n| matches!(n.inst, Inst::Scan(..)));
+        let sorts = k.insts.iter().any(|n| matches!(n.inst, Inst::Sort(..)));
         // A scan carries each row's state from chunk to chunk, so its
         // tiles run once each, in order: only the store pass may read it.
+        // A sort's tile is a whole row, whose positions `exec::sort` packs
+        // in `u32`s.
         let reduces = k.insts.iter().any(|n| matches!(n.inst, Inst::Reduce(..)));
         if !covered_kind
             || !covered_insts
-            || (scans && reduces)
+            || ((scans || sorts) && reduces)
+            || (sorts && (k.kind != KernelKind::Sort || k.row_len() > u32::MAX as usize))
             || k.stores.iter().any(|s| s.kind != StoreKind::Write)
         {
             return None;
@@ -86,7 +96,7 @@ impl Plan {
                 Inst::Const(_) | Inst::Scalar(_) => Level::Uniform,
                 Inst::Reduce(..) => Level::Row,
                 // Element-level even over a row-invariant operand.
-                Inst::Scan(..) => Level::Elem,
+                Inst::Scan(..) | Inst::Sort(..) => Level::Elem,
                 Inst::Load { .. } | Inst::Gather(_) | Inst::Valid(_) | Inst::Index(_) => {
                     if element[i] {
                         Level::Elem
@@ -111,6 +121,7 @@ impl Plan {
                 &k.ranges[..nk]
             }
         };
+        let store_ranges = k.store_ranges();
         let runs: Vec<Runs> = k
             .insts
             .iter()
@@ -128,22 +139,19 @@ impl Plan {
             .collect();
         let (elem_stores, row_stores): (Vec<usize>, Vec<usize>) =
             (0..k.stores.len()).partition(|s| k.store_is_element_level(&k.stores[*s], &element));
-        let store_level = |s: usize| {
+        let store_space = |s: usize| {
             if elem_stores.contains(&s) {
-                Level::Elem
+                &store_ranges[..]
             } else {
-                Level::Row
+                &k.ranges[..nk]
             }
         };
         // Threads take disjoint points; each element must have one writer.
-        if !one_writer(k, |s| space(store_level(s))) {
+        if !one_writer(k, store_space) {
             return None;
         }
         let store_runs: Vec<Runs> = (0..k.stores.len())
-            .map(|s| {
-                let ranges = space(store_level(s));
-                Runs::new(Some(&k.stores[s].index), &Cond::always(), ranges)
-            })
+            .map(|s| Runs::new(Some(&k.stores[s].index), &Cond::always(), store_space(s)))
             .collect();
         // A scanned axis strided in memory (`cumsum(0)` of a matrix): the
         // executor's tiles (4 kernel rows of 4096 points there) read a line
@@ -180,9 +188,11 @@ impl Plan {
                 _ => Vec::new(),
             })
             .collect();
+        // A sort stores a prefix of each row, not the tile's points.
         let direct: Vec<bool> = (0..k.stores.len())
             .map(|s| {
-                elem_stores.contains(&s)
+                !sorts
+                    && elem_stores.contains(&s)
                     && store_runs[s].index == 1
                     && direct_f32(k, &level, &readers, k.stores[s].value)
             })
@@ -207,6 +217,8 @@ impl Plan {
             row_stores,
             elem_stores,
             scans,
+            sorts,
+            store_ranges,
         })
     }
 }

@@ -10,6 +10,7 @@ use crate::exec::memory::{self, Space};
 use crate::exec::plan::{Level, Plan};
 use crate::exec::reduce;
 use crate::exec::scan::{self, Carry};
+use crate::exec::sort;
 use crate::exec::vals::{convert, Sink, Vals};
 use crate::interp::InterpError;
 use crate::ir::{Inst, Kernel, Val};
@@ -187,8 +188,8 @@ fn compute<'a>(
         }
         Inst::Random(draw, ops) => *out = random(*draw, ops, fr, dt),
         Inst::Reduce(..) => unreachable!("reductions are folded by the passes"),
-        Inst::Scan(..) => unreachable!("scans are computed by ElemState::eval"),
-        Inst::Sort(..) | Inst::Dot(..) | Inst::Attend(..) => {
+        Inst::Scan(..) | Inst::Sort(..) => unreachable!("computed by ElemState::eval"),
+        Inst::Dot(..) | Inst::Attend(..) => {
             unreachable!("the plan declines these kernels")
         }
     }
@@ -374,6 +375,10 @@ impl<'a> ElemState<'a> {
                 let src = fr.full(a);
                 scan::scan(op, &src, src_dt, out_dt, t.nr, t.nc, t.c0, carry, &mut out);
                 Ok(())
+            } else if let Inst::Sort(op, a) = ctx.k.insts[i].inst {
+                // Tiles of a sort kernel hold whole rows.
+                sort::sort(op, &fr.full(a), t.nr, t.nc, &mut out);
+                Ok(())
             } else {
                 compute(ctx, i, &fr, sp, &mut out)
             };
@@ -429,12 +434,41 @@ impl<'a> ElemState<'a> {
         Ok(part)
     }
 
+    /// Runs a sort kernel's element-level stores over tile `t` (whole
+    /// rows, values computed): the first [`Kernel::stored_len`] values of
+    /// each row, at the points of [`Plan::store_ranges`].
+    fn store_prefixes(&self, ctx: &Ctx<'a>, row: &[Vals<'a>], t: Tile) -> Result<(), InterpError> {
+        let k = ctx.k.stored_len();
+        let fr = self.frame(ctx, row, t);
+        // The stored points of the tile's rows: `k` per row.
+        let sp = Space {
+            ranges: &ctx.plan.store_ranges,
+            p0: t.r0 * k,
+            n: t.nr * k,
+        };
+        for &s in &ctx.plan.elem_stores {
+            let st = &ctx.k.stores[s];
+            let vals = fr.full(st.value);
+            let vals = match k == t.nc {
+                true => vals,
+                false => Cow::Owned(vals.prefixes(t.nr, t.nc, k)),
+            };
+            let from = ctx.k.insts[st.value].dtype;
+            let runs = &ctx.plan.store_runs[s];
+            memory::store(ctx.k, st.output, &st.index, runs, &vals, from, ctx.outs, sp)?;
+        }
+        Ok(())
+    }
+
     /// Runs the element-level stores over tile `t`. A direct store
     /// ([`Plan::direct`]) whose elements here are one aligned slice gets
     /// its value computed straight into them; elsewhere its value is
     /// computed into its vector and stored as any other.
     pub fn store(&mut self, ctx: &Ctx<'a>, row: &[Vals<'a>], t: Tile) -> Result<(), InterpError> {
         let sp = self.eval(ctx, row, &ctx.plan.store_needs, t)?;
+        if ctx.plan.sorts {
+            return self.store_prefixes(ctx, row, t);
+        }
         for &s in &ctx.plan.elem_stores {
             let st = &ctx.k.stores[s];
             if ctx.plan.direct[s] {

@@ -162,6 +162,23 @@ impl Vals<'_> {
             Vals::I64(v) => rep(v, n, out.i64()),
         }
     }
+
+    /// The first `k` values of each of `segs` segments of `len` (`k <=
+    /// len`), in order.
+    pub fn prefixes(&self, segs: usize, len: usize, k: usize) -> Vals<'static> {
+        fn take<T: Copy>(v: &[T], segs: usize, len: usize, k: usize) -> Vec<T> {
+            let mut out = Vec::with_capacity(segs * k);
+            for s in 0..segs {
+                out.extend_from_slice(&v[s * len..s * len + k]);
+            }
+            out
+        }
+        match self {
+            Vals::F32(_) | Vals::F32In(_) => Vals::F32(take(self.f32s(), segs, len, k)),
+            Vals::F64(v) => Vals::F64(take(v, segs, len, k)),
+            Vals::I64(v) => Vals::I64(take(v, segs, len, k)),
+        }
+    }
 }
 
 /// The values (of dtype `from`) converted to `to` by the one conversion

@@ -139,6 +139,7 @@ pub fn check(k: &Kernel, plan: &Plan) -> Result<(), Decline> {
             Inst::Random(..) => return Err("Philox draws run on the executor"),
             Inst::Gather(_) => return Err("gathers run on the executor"),
             Inst::Scan(..) => return Err("scans run on the executor"),
+            Inst::Sort(..) => return Err("sorts run on the executor"),
             Inst::Unary(op, _)
                 if class(n.dtype) == Class::I64 && !op.keeps_integers() && *op != UnaryOp::Not =>
             {
@@ -596,10 +597,10 @@ impl<'k> Emitter<'k> {
                 self.select(&t, ty(dt), &x, &y)
             }
             Inst::Const(_) | Inst::Scalar(_) => unreachable!("uniform"),
-            Inst::Gather(_) | Inst::Random(..) | Inst::Scan(..) => {
+            Inst::Gather(_) | Inst::Random(..) | Inst::Scan(..) | Inst::Sort(..) => {
                 unreachable!("declined by check")
             }
-            Inst::Sort(..) | Inst::Dot(..) | Inst::Attend(..) => {
+            Inst::Dot(..) | Inst::Attend(..) => {
                 unreachable!("the plan declines these kernels")
             }
         }
