@@ -435,6 +435,18 @@ enum View {
     Broadcast,
 }
 
+/// Every dtype family the scan and sort comparisons cover.
+const EVERY_DTYPE: [DType; 8] = [
+    DType::F32,
+    DType::F64,
+    DType::F16,
+    DType::BF16,
+    DType::I32,
+    DType::I64,
+    DType::U8,
+    DType::Bool,
+];
+
 /// The executor's scans give the interpreter's bits (its oracle: the same
 /// `f64` states, rounded once; integers wrapped in their dtype) for every
 /// op, dtype, view, edge size (rows shorter and longer than a tile, one
@@ -444,16 +456,7 @@ enum View {
 fn scans_match_the_interpreter_bit_for_bit() {
     use smelt_codegen::ScanOp;
     let interp: engines::Engine = |k, i, s, o| Some(interp::run(k, i, s, o));
-    let dtypes = [
-        DType::F32,
-        DType::F64,
-        DType::F16,
-        DType::BF16,
-        DType::I32,
-        DType::I64,
-        DType::U8,
-        DType::Bool,
-    ];
+    let dtypes = EVERY_DTYPE;
     let ops = [
         ScanOp::Sum,
         ScanOp::Prod,
@@ -579,16 +582,7 @@ fn sort_through(
 #[test]
 fn sorts_match_the_interpreter_bit_for_bit() {
     let interp: engines::Engine = |k, i, s, o| Some(interp::run(k, i, s, o));
-    let dtypes = [
-        DType::F32,
-        DType::F64,
-        DType::F16,
-        DType::BF16,
-        DType::I32,
-        DType::I64,
-        DType::U8,
-        DType::Bool,
-    ];
+    let dtypes = EVERY_DTYPE;
     let views = [
         SortView::Rows,
         SortView::Columns,

@@ -70,6 +70,30 @@ impl MapElem {
     }
 }
 
+/// The batch dimension of a tensor map over an input of `len` elements
+/// read at element offsets `Σ coefs[i] · x_i` (a view's constant among
+/// them): its unit, the greatest common divisor of the coefficients (so
+/// every offset is a whole number of units; `default` where all are 0),
+/// and how many units the input spans.
+pub(super) fn batch_units(
+    coefs: impl IntoIterator<Item = i64>,
+    default: i64,
+    len: u64,
+) -> (i64, u64) {
+    fn gcd(a: i64, b: i64) -> i64 {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    let unit = coefs
+        .into_iter()
+        .fold(0, |u, c| gcd(u, c.unsigned_abs() as i64));
+    let unit = if unit == 0 { default } else { unit };
+    (unit, (len.max(1) - 1) / unit as u64 + 1)
+}
+
 /// The name of tensor map `i`'s parameter in entry `entry` (declared
 /// `.param .align 64 .b8 NAME[128]` after the others by [`entry_with_maps`]).
 pub(super) fn map_param(entry: &str, i: usize) -> String {

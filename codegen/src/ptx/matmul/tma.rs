@@ -36,7 +36,7 @@ use super::load::Layout;
 use super::shape::{Elem, Operand, Shape};
 use super::start::Start;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
-use crate::ptx::module::{map_param, MapElem, TensorMap};
+use crate::ptx::module::{batch_units, map_param, MapElem, TensorMap};
 
 /// How one operand's tiles are copied.
 #[derive(Clone, Copy)]
@@ -114,14 +114,8 @@ fn part(
     } else {
         return None;
     };
-    let unit = op
-        .batch
-        .iter()
-        .chain([&op.konst])
-        .fold(0, |u, c| gcd(u, c.unsigned_abs() as i64));
-    let unit = if unit == 0 { 16 / eb } else { unit };
-    let len = kernel.inputs[op.input].len as u64;
-    let units = (len.max(1) - 1) / unit as u64 + 1;
+    let coefs = op.batch.iter().copied().chain([op.konst]);
+    let (unit, units) = batch_units(coefs, 16 / eb, kernel.inputs[op.input].len as u64);
     let fits = (unit * eb) % 16 == 0
         && units <= i32::MAX as u64
         && [dim0, dim1]
@@ -146,14 +140,6 @@ fn part(
         tile_off,
     };
     fits.then_some((p, map))
-}
-
-fn gcd(a: i64, b: i64) -> i64 {
-    if b == 0 {
-        a
-    } else {
-        gcd(b, a % b)
-    }
 }
 
 impl Plan {

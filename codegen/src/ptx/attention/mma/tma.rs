@@ -46,7 +46,7 @@ use crate::attention::Attention;
 use crate::expr::Expr;
 use crate::ir::Kernel;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
-use crate::ptx::module::{map_param, MapElem, TensorMap};
+use crate::ptx::module::{batch_units, map_param, MapElem, TensorMap};
 use crate::ptx::{attention::stage::plain, expr};
 
 /// Bytes of the barriers after the buffers: 4 kinds of 3.
@@ -92,15 +92,9 @@ pub(super) fn plan(
     let part = |root, col, cols: u32, dst, map| -> Option<(MapPart, TensorMap)> {
         let p = plain(k, root, (v.j, col), cols)?;
         let (terms, konst) = p.batch.parts();
-        let unit = terms
-            .iter()
-            .map(|(_, c)| *c)
-            .chain([konst])
-            .fold(0, |u, c| gcd(u, c.unsigned_abs() as i64));
+        let coefs = terms.iter().map(|(_, c)| *c).chain([konst]);
         // One batch: dimension 2 has one unit, of any multiple of 8.
-        let unit = if unit == 0 { 8 } else { unit };
-        let len = k.inputs[p.input].len as u64;
-        let units = (len.max(1) - 1) / unit as u64 + 1;
+        let (unit, units) = batch_units(coefs, 8, k.inputs[p.input].len as u64);
         let fits =
             p.row > 0 && units <= i32::MAX as u64 && (2 * p.row.max(unit)) < (1 << 40) && g.lk > 0;
         let m = TensorMap {
@@ -130,14 +124,6 @@ pub(super) fn plan(
         entry: entry.to_string(),
     };
     Some((tma, vec![km, vm]))
-}
-
-fn gcd(a: i64, b: i64) -> i64 {
-    if b == 0 {
-        a
-    } else {
-        gcd(b, a % b)
-    }
 }
 
 /// The barrier kinds, in their order after the buffers.
