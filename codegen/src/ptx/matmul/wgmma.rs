@@ -8,8 +8,12 @@
 //!   16 `k` of halves (`m64nBNk8` per 8 `k` of TF32, `m64nBNk32` per 32
 //!   `k` of FP8: 32 bytes of `k` every time), accumulating in `bn / 2` f32
 //!   registers per thread.
-//! - TF32 tiles are always k-major and reach shared memory through
-//!   registers, rounded (`load.rs`): the same descriptors then serve.
+//! - Where the copy engine can map both operands and `k` spans more than
+//!   one k-tile, thread 0 copies every tile with it (`tma.rs`): into the
+//!   same layouts, so the same descriptors serve, and TF32 rounded on the
+//!   way; otherwise every thread copies its chunks as below.
+//! - TF32 tiles are always k-major; those the copy engine does not take
+//!   reach shared memory through registers, rounded (`load.rs`).
 //! - FP8 tiles (`e4m3`/`e5m2`, either for each operand) are always
 //!   k-major too: FP8 `wgmma` has no transpose flag. An operand contiguous
 //!   along `k` is copied by `cp.async` as halves are (128 `k` per 128-byte
@@ -36,7 +40,8 @@
 //!   tile `kt - 2`, whose MMAs every warpgroup has finished before the
 //!   barrier. `cp.async` writes through the generic proxy and `wgmma`
 //!   reads through the async proxy, hence `fence.proxy.async` before the
-//!   barrier.
+//!   barrier. Copy-engine tiles are awaited on their stage's `mbarrier`
+//!   instead of a `cp.async` group.
 //! - Accumulator `j` of a thread (warp `v` of its warpgroup, lane `l`) is
 //!   row `16 v + l / 4 + 8 ((j / 2) % 2)`, column `8 (j / 4) + 2 (l % 4) +
 //!   j % 2` of the warpgroup's tile, as for `mma.sync` C fragments.
