@@ -196,22 +196,21 @@ impl Copies {
             st.smem_base,
             Plan::barriers(t).0
         );
-        let mut map = [producer; 2];
-        let mut unit = [producer; 2];
-        for i in 0..2 {
+        // Per operand: the map's generic address, the batch's coordinate.
+        let regs: [(Reg, Reg); 2] = std::array::from_fn(|i| {
             let (m, gm) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
             ins!(b, "mov.b64 {m}, {}", map_param(&st.entry, i));
             ins!(b, "cvta.param.u64 {gm}, {m}");
             let (q, u) = (b.reg(RegKind::B64), b.reg(RegKind::B32));
             ins!(b, "div.s64 {q}, {}, {}", batch_off[i], plan.parts[i].unit);
             ins!(b, "cvt.u32.u64 {u}, {q}");
-            (map[i], unit[i]) = (gm, u);
-        }
+            (gm, u)
+        });
         Copies {
             parts: plan.parts,
             maps: plan.maps.clone(),
-            map,
-            unit,
+            map: regs.map(|r| r.0),
+            unit: regs.map(|r| r.1),
             row0: [st.m0, st.n0],
             producer,
             bars,
