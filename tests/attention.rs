@@ -79,6 +79,8 @@ struct Case {
     /// last batch axis (grouped-query attention).
     group: usize,
     scale: Option<f64>,
+    /// The scale written as a division by its reciprocal.
+    divide: bool,
     mask: Mask,
     form: Form,
     dtype: DType,
@@ -94,6 +96,7 @@ impl Case {
             dv: d,
             group: 1,
             scale: Some(1.0 / (d as f64).sqrt()),
+            divide: false,
             mask: Mask::None,
             form: Form::Softmax,
             dtype,
@@ -158,8 +161,10 @@ fn attention(c: &Case, i: &Inputs) -> Tensor {
     let k = expand_heads(c, &i.k.0);
     let v = expand_heads(c, &i.v.0);
     let mut s = i.q.0.matmul(&k.transpose(-2, -1));
-    if let Some(scale) = c.scale {
-        s = s * scale;
+    match c.scale {
+        Some(scale) if c.divide => s = s / (1.0 / scale),
+        Some(scale) => s = s * scale,
+        None => {}
     }
     let dev = test_device();
     let s = match c.mask {
@@ -580,6 +585,37 @@ fn half_attention_takes_the_tensor_core_kernel() {
     let got = values(o.realize_with(fused).unwrap());
     for (g, w) in got.iter().zip(&want) {
         assert!((g - w).abs() <= 1e-2 * (1.0 + w.abs()), "{g} vs {w}");
+    }
+}
+
+/// A logit that is the score times (or over) a scale: the tensor-core
+/// kernel takes the maxima of the raw scores and folds the scale into the
+/// exponential where it is positive and finite at run time, and evaluates
+/// the logits in full for any other scale (zero, negative), which must
+/// give the same results.
+#[test]
+fn scales_fold_into_the_exponential_where_positive() {
+    let mut n = 0;
+    for (scale, divide) in [(0.125, false), (0.125, true), (-0.5, false), (0.0, false)] {
+        for mask in [Mask::None, Mask::Causal] {
+            let dtype = [DType::F16, DType::BF16][n % 2];
+            n += 1;
+            let mut c = Case::new(&[2], 130, 130, 64, dtype);
+            (c.scale, c.divide, c.mask) = (Some(scale), divide, mask);
+            let i = inputs(&c, 5, &[]);
+            if smelt_codegen::env::flag("SMELT_ATTENTION_MMA", true) {
+                for ptx in attention_ptx(&attention(&c, &i)) {
+                    assert!(ptx.contains("folded into the softmax"), "{c:?}");
+                }
+            }
+            check_inputs(&c, &i);
+        }
+    }
+    // An additive mask is not a scale: the logits are evaluated in full.
+    let mut c = Case::new(&[2], 9, 9, 64, DType::F16);
+    c.mask = Mask::Additive;
+    for ptx in attention_ptx(&attention(&c, &inputs(&c, 5, &[]))) {
+        assert!(!ptx.contains("folded into the softmax"));
     }
 }
 

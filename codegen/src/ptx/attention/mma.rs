@@ -30,7 +30,10 @@
 //!   key; what it computes from the row alone (a causal mask's row index,
 //!   a scale) once per row before the key loop, what it computes from
 //!   the key alone once per key for all the lane's rows; online softmax
-//!   per row on the accumulators: the row maximum of
+//!   per row on the accumulators (where the logit is the score times a
+//!   positive per-row factor, a whole tile's maxima are taken on the raw
+//!   scores and the factor rides in the exponential's FMA: `Scale`): the
+//!   row maximum of
 //!   the lane's elements, then across the 4 lanes of a quad (`shfl.bfly`
 //!   1, 2), which hold the same two rows; `m' = m_new`, or 0 while the
 //!   row is all `-inf` (so a masked tile adds nothing); `p = exp(l - m')`;
@@ -46,8 +49,9 @@
 //!   (keys `16c .. 16c + 15`) are the A fragment of k-step `c` (see
 //!   below). B is `v` (keys x `dv`, `dv` contiguous: row-major), read
 //!   with `ldmatrix.trans`.
-//! - At the end `O / l` (NaN for a row with no finite logit: `0 / 0`, as
-//!   the unfused graph gives) goes through the epilogue part to the
+//! - At the end `O / l`, as `O` times the row's reciprocal of `l` (NaN
+//!   for a row with no finite logit: `0 * inf`, as the unfused graph's
+//!   `0 / 0` gives), goes through the epilogue part to the
 //!   stores, for existing rows and columns only; under split-KV
 //!   (`split.rs`) the CTA walks its split's keys only and stores `m`, `l`
 //!   and `O` to the scratch buffer instead, for the combine entry.
@@ -383,6 +387,13 @@ struct Emitter<'a> {
 /// tile][c0..c3]`.
 type Acc = Vec<[Reg; 4]>;
 
+/// A key tile's logits: `x` times the lane row's factor (1, or the
+/// logit's folded [`Scale`](super::Scale)).
+struct Logits {
+    x: Vec<Acc>,
+    factors: Vec<Reg>,
+}
+
 /// What the logits of a key tile are evaluated from ([`Emitter::tile_logits`]).
 struct LogitCx<'a> {
     coords: &'a Coords,
@@ -392,6 +403,9 @@ struct LogitCx<'a> {
     ln: &'a Lane,
     /// Under a causal mask, the end of the tiles whole for the warp.
     visible: Option<Reg>,
+    /// The logit's [`Scale`](super::Scale) factor per lane row (`f32`),
+    /// and a warp-uniform predicate: every one is positive and finite.
+    fold: Option<(Vec<Reg>, Reg)>,
 }
 
 /// Starts key tile `j` into the buffer at shared address `buf` where `j <
@@ -587,12 +601,14 @@ impl Emitter<'_> {
         let split = LogitSplit::new(k, a);
         let row_vals = self.row_logits(b, &coords, &split, &ln);
         let visible = self.all_visible_end(b, q0, warp);
+        let fold = self.fold(b, &split, &row_vals);
         let lx = LogitCx {
             coords: &coords,
             split: &split,
             rows: &row_vals,
             ln: &ln,
             visible,
+            fold,
         };
         if let (Some(t), Some(live)) = (&self.tma, &live) {
             self.tma_loop(b, &lx, (t, live), (keys, j0), q_addr, (&m, &l, &o[0]));
@@ -705,14 +721,16 @@ impl Emitter<'_> {
     /// The logits of the key tile `j0 .. next` from its scores `s`, in
     /// two versions: for a tile whole for every row of the warp (under a
     /// causal mask, the mask kept, evaluated without it; else every key
-    /// existing), and for the others.
+    /// existing), and for the others. With a fold (`lx.fold`, its factors
+    /// positive), a whole tile's logits are the scores themselves, to be
+    /// multiplied by the row's factor: the returned [`Logits`] say so.
     fn tile_logits(
         &self,
         b: &mut Builder,
         lx: &LogitCx,
         (j0, next): (Reg, Reg),
         s: &[Acc],
-    ) -> Vec<Acc> {
+    ) -> Logits {
         let (coords, split, rows, ln) = (lx.coords, lx.split, lx.rows, lx.ln);
         let all = LogitInsts::All(&split.rest);
         let (whole, fast) = (b.reg(RegKind::Pred), b.label());
@@ -728,19 +746,67 @@ impl Emitter<'_> {
                 all
             }
         };
+        if let Some((_, ok)) = &lx.fold {
+            ins!(b, "and.pred {whole}, {whole}, {ok}");
+        }
+        let one = f32_imm(1.0);
+        let factors: Vec<Reg> = (0..ln.rows.len())
+            .map(|_| b.mov(RegKind::F32, "f32", &one))
+            .collect();
         let done = b.label();
         ins!(b, "@{whole} bra.uni {fast}");
         let x = self.logits(b, coords, (split, rows, all), ln, (j0, false), s);
         ins!(b, "bra.uni {done}");
         b.place(&fast);
-        let y = self.logits(b, coords, (split, rows, fast_insts), ln, (j0, true), s);
+        let y = match &lx.fold {
+            Some((f, _)) => {
+                for (d, src) in factors.iter().zip(f) {
+                    ins!(b, "mov.f32 {d}, {src}");
+                }
+                s.to_vec()
+            }
+            None => self.logits(b, coords, (split, rows, fast_insts), ln, (j0, true), s),
+        };
         for (xt, yt) in x.iter().flatten().zip(y.iter().flatten()) {
             for (xr, yr) in xt.iter().zip(yt) {
                 ins!(b, "mov.f32 {xr}, {yr}");
             }
         }
         b.place(&done);
-        x
+        Logits { x, factors }
+    }
+
+    /// The fold of the logit's [`Scale`](super::Scale) factor, if it has
+    /// one: the factor per lane row (from the per-row values `rows`, its
+    /// reciprocal where the logit divides) and whether all the warp's are
+    /// positive and finite (else every tile takes the general logits).
+    fn fold(&self, b: &mut Builder, split: &LogitSplit, rows: &[Vals]) -> Option<(Vec<Reg>, Reg)> {
+        let sc = split.scale?;
+        b.comment("the logit's scale, folded into the softmax's FMA where positive");
+        let ok = b.reg(RegKind::Pred);
+        ins!(b, "setp.eq.u32 {ok}, 0, 0");
+        let factors = rows
+            .iter()
+            .map(|vals| {
+                let v = vals[sc.factor].as_ref().expect("row value evaluated")[0];
+                let f = ops::convert(b, v, DType::F32).reg;
+                let r = b.reg(RegKind::F32);
+                if sc.divides {
+                    ins!(b, "rcp.rn.f32 {r}, {f}");
+                } else {
+                    ins!(b, "mov.f32 {r}, {f}");
+                }
+                ins!(b, "setp.gt.and.f32 {ok}, {r}, 0f00000000, {ok}");
+                ins!(
+                    b,
+                    "setp.lt.and.f32 {ok}, {r}, {}, {ok}",
+                    f32_imm(f32::INFINITY)
+                );
+                r
+            })
+            .collect();
+        ins!(b, "vote.sync.all.pred {ok}, {ok}, -1");
+        Some((factors, ok))
     }
 
     /// The first query row of CTA `cta`'s row block (u32; the row block
@@ -1022,12 +1088,14 @@ impl Emitter<'_> {
         x
     }
 
-    /// The online softmax of one tile's logits `x` for the lane's rows
-    /// (row `2r + h` of row block `r`: elements c0, c1 for `h` = 0, c2, c3
-    /// for `h` = 1): updates the running maxima `m` and partial sums `l`,
-    /// returns `p` and each row's factor `exp(m_old - m')` for the `O`
+    /// The online softmax of one tile's logits (`lg.x` times the row's
+    /// factor) for the lane's rows (row `2r + h` of row block `r`:
+    /// elements c0, c1 for `h` = 0, c2, c3 for `h` = 1): updates the
+    /// running maxima `m` (of the logits) and partial sums `l`, returns
+    /// `p` and each row's factor `exp(m_old - m')` for the `O`
     /// accumulators ([`rescale`]).
-    fn softmax(&self, b: &mut Builder, x: &[Acc], m: &[Reg], l: &[Reg]) -> (Vec<Acc>, Rescale) {
+    fn softmax(&self, b: &mut Builder, lg: &Logits, m: &[Reg], l: &[Reg]) -> (Vec<Acc>, Rescale) {
+        let x = &lg.x;
         // Whether some row of the thread moved its max (and `O` needs
         // rescaling).
         let any = b.reg(RegKind::Pred);
@@ -1052,6 +1120,10 @@ impl Emitter<'_> {
                     }
                 }
                 quad_reduce(b, ReduceOp::Max, tmax);
+                // A positive factor: the max of the products is the
+                // product of the max, exactly.
+                let f = lg.factors[row];
+                ins!(b, "mul.f32 {tmax}, {tmax}, {f}");
                 ops::combine(b, ReduceOp::Max, DType::F32, tmax, m[row], None);
                 // The max moves only past the old one plus `LAZY_MAX` (or
                 // to NaN: `gtu`); else the old one stays, exactly.
@@ -1073,24 +1145,25 @@ impl Emitter<'_> {
                 // flushing ex2 per element (results below 2^-126 are 0, far
                 // below the half rounding of `p`).
                 let log2e = f32_imm(std::f32::consts::LOG2_E);
-                let nml = b.reg(RegKind::F32);
+                let (nml, fl2e) = (b.reg(RegKind::F32), b.reg(RegKind::F32));
                 ins!(
                     b,
                     "mul.f32 {nml}, {m_use}, {}",
                     f32_imm(-std::f32::consts::LOG2_E)
                 );
-                let exp_minus = |b: &mut Builder, v: Reg| {
+                ins!(b, "mul.f32 {fl2e}, {f}, {log2e}");
+                let exp_minus = |b: &mut Builder, v: Reg, by: &str| {
                     let (t, e) = (b.reg(RegKind::F32), b.reg(RegKind::F32));
-                    ins!(b, "fma.rn.f32 {t}, {v}, {log2e}, {nml}");
+                    ins!(b, "fma.rn.f32 {t}, {v}, {by}, {nml}");
                     ins!(b, "ex2.approx.ftz.f32 {e}, {t}");
                     e
                 };
-                let alpha = exp_minus(b, m[row]);
+                let alpha = exp_minus(b, m[row], &log2e);
                 ins!(b, "selp.f32 {alpha}, {alpha}, {}, {upd}", f32_imm(1.0));
                 let sum = b.mov(RegKind::F32, "f32", f32_imm(0.0));
                 for (tile, pt) in xr.iter().zip(pr) {
                     for c in [2 * h, 2 * h + 1] {
-                        let e = exp_minus(b, tile[c]);
+                        let e = exp_minus(b, tile[c], &fl2e.to_string());
                         ins!(b, "mov.f32 {}, {e}", pt[c]);
                         ins!(b, "add.f32 {sum}, {sum}, {e}");
                     }
@@ -1152,8 +1225,19 @@ impl Emitter<'_> {
             reg,
             dtype: DType::F32,
         };
+        // One reciprocal a row instead of a division an element (the
+        // output is rounded to its type after; `0 * inf` is the NaN of a
+        // row with no finite logit, as `0 / 0` was).
+        let inv: Vec<Reg> = l
+            .iter()
+            .map(|s| {
+                let r = b.reg(RegKind::F32);
+                ins!(b, "rcp.rn.f32 {r}, {s}");
+                r
+            })
+            .collect();
         self.for_each_out(b, ln, o, |b, row, e, acc, ok| {
-            let out = ops::binary(b, BinaryOp::Div, f32v(acc), f32v(l[row]), DType::F32);
+            let out = ops::binary(b, BinaryOp::Mul, f32v(acc), f32v(inv[row]), DType::F32);
             store(
                 b,
                 self.cx,

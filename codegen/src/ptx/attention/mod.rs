@@ -32,7 +32,8 @@ use super::ops::{self, Value};
 use super::target::Target;
 use crate::attention::{part, Attention};
 use crate::env::{self, AttentionTile};
-use crate::ir::{Kernel, Val};
+use crate::ir::{Inst, Kernel, Val};
+use crate::{BinaryOp, DType};
 
 /// What the environment asks of the tensor-core kernel: `None` under
 /// `SMELT_ATTENTION_MMA=0` (the FMA kernel for every input), else
@@ -300,6 +301,21 @@ struct LogitSplit {
     rest: Vec<Val>,
     /// Under a causal mask, `rest` for keys the mask keeps.
     unmasked: Option<Unmasked>,
+    /// Where the logit of a fast tile is the score times a per-row factor.
+    scale: Option<Scale>,
+}
+
+/// A logit that, where a causal mask keeps the key (or without a mask),
+/// is the `f32` score times `factor` (a per-row value: `split.row`), or
+/// divided by it, through casts that keep `f32`. Where the factor is
+/// positive and finite the row max of the logits is the factor times the
+/// scores' (rounding is monotonic), so a kernel can take the maxima of
+/// the raw scores and fold the factor into the exponential's FMA instead
+/// of multiplying every score (FlashAttention's softmax scale).
+#[derive(Clone, Copy)]
+struct Scale {
+    factor: Val,
+    divides: bool,
 }
 
 /// The per-element logit instructions (a [`LogitSplit`]'s `rest`) for a
@@ -331,6 +347,7 @@ impl LogitSplit {
             col: Vec::new(),
             rest: Vec::new(),
             unmasked: None,
+            scale: None,
         };
         for v in logit_part(k, a) {
             match (reads_i[v], reads_j[v]) {
@@ -355,7 +372,44 @@ impl LogitSplit {
                 visible: c.visible,
             }
         });
+        s.scale = s.find_scale(k, a);
         s
+    }
+
+    /// The [`Scale`] of the fast tiles' logit, if it has that form.
+    fn find_scale(&self, k: &Kernel, a: &Attention) -> Option<Scale> {
+        let fast: Vec<Val> = match &self.unmasked {
+            Some(u) => u.before.iter().chain(&u.after).copied().collect(),
+            None => self.rest.clone(),
+        };
+        let f32_at = |v: Val| k.insts[v].dtype == DType::F32;
+        let mut found = None;
+        let mut v = a.logit;
+        while v != a.dot {
+            if let Some(u) = self.unmasked.as_ref().filter(|u| u.mask == v) {
+                v = u.visible;
+                continue;
+            }
+            if !fast.contains(&v) || !f32_at(v) {
+                return None;
+            }
+            let row = |x: Val| self.row.contains(&x);
+            v = match k.insts[v].inst {
+                Inst::Cast(x) if f32_at(x) => x,
+                Inst::Binary(op, x, y) if found.is_none() => {
+                    let (on, factor, divides) = match op {
+                        BinaryOp::Mul if row(y) => (x, y, false),
+                        BinaryOp::Mul if row(x) => (y, x, false),
+                        BinaryOp::Div if row(y) => (x, y, true),
+                        _ => return None,
+                    };
+                    found = Some(Scale { factor, divides });
+                    on
+                }
+                _ => return None,
+            };
+        }
+        found.filter(|_| f32_at(a.dot))
     }
 }
 
