@@ -619,6 +619,33 @@ fn scales_fold_into_the_exponential_where_positive() {
     }
 }
 
+/// The tensor-core kernel stores a lane's two adjacent output columns as
+/// one point where the value dim is even; an odd one (the last column
+/// alone) and an `f32` epilogue (8-byte pairs) store correctly too.
+#[test]
+fn output_columns_in_pairs() {
+    for (dv, dtype) in [(7, DType::F16), (33, DType::BF16), (48, DType::F16)] {
+        let mut c = Case::new(&[2], 19, 70, 32, dtype);
+        c.dv = dv;
+        check(&c);
+    }
+    let c = Case::new(&[2], 19, 70, 64, DType::BF16);
+    let i = inputs(&c, 3, &[]);
+    let want = reference(&c, &i);
+    let fused = Planning::from(Fusion::On).attention(AttentionFusion::On);
+    let o = attention(&c, &i).cast(DType::F32);
+    assert_eq!(attention_kernels(&o.schedule(fused)), 1);
+    if smelt_codegen::env::flag("SMELT_ATTENTION_MMA", true) {
+        for ptx in attention_ptx(&o) {
+            assert!(ptx.contains("st.global.v2.b32"), "the cast is fused, pairs stored");
+        }
+    }
+    let got = values(o.realize_with(fused).unwrap());
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= tolerance(c.dtype) * (1.0 + w.abs()), "{g} vs {w}");
+    }
+}
+
 /// The fused attention kernels the tile tests emit, with (batch, length,
 /// head dim, causal): every head-dim class of the tile rules (up to 64,
 /// up to 128, above), padded and not, f16 and bf16.

@@ -551,7 +551,16 @@ impl<'a> Emitter<'a> {
                 continue;
             }
             let out = ops::binary(b, BinaryOp::Div, self.value(*acc), self.value(s), self.acc);
-            store(b, self.cx, self.a, &th.coords, &insts, (th.i, e), out, ok);
+            store(
+                b,
+                self.cx,
+                self.a,
+                &th.coords,
+                &insts,
+                (th.i, e),
+                &[out],
+                ok,
+            );
         }
     }
 }

@@ -1236,34 +1236,39 @@ impl Emitter<'_> {
                 r
             })
             .collect();
-        self.for_each_out(b, ln, o, |b, row, e, acc, ok| {
-            let out = ops::binary(b, BinaryOp::Mul, f32v(acc), f32v(inv[row]), DType::F32);
-            store(
-                b,
-                self.cx,
-                self.a,
-                coords,
-                &insts,
-                (ln.rows[row], e),
-                out,
-                ok,
-            );
+        // A lane's two columns of a row (`2t`, `2t + 1` of an n8 tile) as
+        // the two lanes of one point, so a contiguous output takes them in
+        // one store (the column count even: both exist or neither).
+        let paired = self.g.dv % 2 == 0;
+        let cxl = paired.then(|| self.cx.with_lanes_along(self.a.vars.e, self.a.attend));
+        let cx = cxl.as_ref().unwrap_or(self.cx);
+        let lanes = if paired { 2 } else { 1 };
+        self.for_each_out(b, ln, o, lanes, |b, row, e, accs, ok| {
+            let out: Vec<Value> = accs
+                .iter()
+                .map(|acc| ops::binary(b, BinaryOp::Mul, f32v(*acc), f32v(inv[row]), DType::F32))
+                .collect();
+            store(b, cx, self.a, coords, &insts, (ln.rows[row], e), &out, ok);
         });
     }
 
-    /// `f(b, row, e, acc, ok)` for each `O` accumulator `acc`: element `c`
-    /// of n8 tile `n` of row block `r` is the lane's row `row = 2r + c /
-    /// 2`, column `e = 8n + 2t + c % 2` (a register), existing where `ok`.
+    /// `f(b, row, e, accs, ok)` for each run of `lanes` (1 or 2) `O`
+    /// accumulators `accs`: element `c` of n8 tile `n` of row block `r` is
+    /// the lane's row `row = 2r + c / 2`, column `e = 8n + 2t + c % 2` (a
+    /// register: the run's first), existing where `ok` (the run's first
+    /// column does).
     fn for_each_out(
         &self,
         b: &mut Builder,
         ln: &Lane,
         o: &[Acc],
-        mut f: impl FnMut(&mut Builder, usize, Reg, Reg, Reg),
+        lanes: usize,
+        mut f: impl FnMut(&mut Builder, usize, Reg, &[Reg], Reg),
     ) {
         for (r, or) in o.iter().enumerate() {
             for (n, tile) in or.iter().enumerate() {
-                for (c, acc) in tile.iter().enumerate() {
+                for (k, accs) in tile.chunks(lanes).enumerate() {
+                    let c = k * lanes;
                     let row = 2 * r + c / 2;
                     let e = b.reg(RegKind::B32);
                     ins!(b, "add.u32 {e}, {}, {}", ln.t2, 8 * n + c % 2);
@@ -1274,7 +1279,7 @@ impl Emitter<'_> {
                         self.g.dv,
                         ln.row_ok[row]
                     );
-                    f(b, row, e, *acc, ok);
+                    f(b, row, e, accs, ok);
                 }
             }
         }
@@ -1299,7 +1304,8 @@ impl Emitter<'_> {
                 rec
             })
             .collect();
-        self.for_each_out(b, ln, o, |b, row, e, acc, ok| {
+        self.for_each_out(b, ln, o, 1, |b, row, e, accs, ok| {
+            let acc = accs[0];
             split::store_column(b, self.a, recs[row], e, acc, ok);
         });
     }

@@ -420,9 +420,10 @@ fn epilogue_part(k: &Kernel, a: &Attention) -> Vec<Val> {
     part(k, &roots, &[a.attend])
 }
 
-/// Stores `out` (the `Attend`'s value, of the accumulation type) at query
-/// row `i`, output column `e` through the epilogue part (`insts`), where
-/// `ok` holds.
+/// Stores `out` (the `Attend`'s values, of the accumulation type, at
+/// output columns `e ..`: one, or one per lane of a `cx` whose lanes step
+/// along `e`, [`Cx::with_lanes_along`]) at query row `i` through the
+/// epilogue part (`insts`), where `ok` holds.
 #[allow(clippy::too_many_arguments)]
 fn store(
     b: &mut Builder,
@@ -431,12 +432,13 @@ fn store(
     c: &Coords,
     insts: &[Val],
     (i, e): (Reg, Reg),
-    out: Value,
+    out: &[Value],
     ok: Reg,
 ) {
-    let p = c.point(b, cx, [(a.vars.i, i), (a.vars.e, e)], ok);
+    let mut p = c.point(b, cx, [(a.vars.i, i), (a.vars.e, e)], ok);
+    p.lanes = out.len();
     let mut vals: Vals = vec![None; cx.k.insts.len()];
-    vals[a.attend] = Some(vec![out]);
+    vals[a.attend] = Some(out.to_vec());
     cx.eval(b, &p, insts, &mut vals);
     for st in &cx.k.stores {
         cx.store(b, &p, st, &vals);

@@ -451,7 +451,7 @@ fn combine(b: &mut Builder, cx: &crate::ptx::eval::Cx, a: &Attention, sp: Split,
     });
     let out = ops::binary(b, BinaryOp::Div, value(o_sum), value(l_sum), a.acc);
     let insts = epilogue_part(k, a);
-    store(b, cx, a, &coords, &insts, (i, e), out, ok);
+    store(b, cx, a, &coords, &insts, (i, e), &[out], ok);
 }
 
 #[cfg(test)]
