@@ -1239,7 +1239,7 @@ impl Emitter<'_> {
         // A lane's two columns of a row (`2t`, `2t + 1` of an n8 tile) as
         // the two lanes of one point, so a contiguous output takes them in
         // one store (the column count even: both exist or neither).
-        let paired = self.g.dv % 2 == 0;
+        let paired = self.g.dv.is_multiple_of(2);
         let cxl = paired.then(|| self.cx.with_lanes_along(self.a.vars.e, self.a.attend));
         let cx = cxl.as_ref().unwrap_or(self.cx);
         let lanes = if paired { 2 } else { 1 };
