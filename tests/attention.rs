@@ -637,12 +637,18 @@ fn output_columns_in_pairs() {
     assert_eq!(attention_kernels(&o.schedule(fused)), 1);
     if smelt_codegen::env::flag("SMELT_ATTENTION_MMA", true) {
         for ptx in attention_ptx(&o) {
-            assert!(ptx.contains("st.global.v2.b32"), "the cast is fused, pairs stored");
+            assert!(
+                ptx.contains("st.global.v2.b32"),
+                "the cast is fused, pairs stored"
+            );
         }
     }
     let got = values(o.realize_with(fused).unwrap());
     for (g, w) in got.iter().zip(&want) {
-        assert!((g - w).abs() <= tolerance(c.dtype) * (1.0 + w.abs()), "{g} vs {w}");
+        assert!(
+            (g - w).abs() <= tolerance(c.dtype) * (1.0 + w.abs()),
+            "{g} vs {w}"
+        );
     }
 }
 

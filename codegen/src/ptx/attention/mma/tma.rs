@@ -234,6 +234,28 @@ impl Live {
         Self::wait(b, bar, at.ph);
     }
 
+    /// Every thread waits until both copies have landed, testing the two
+    /// barriers before either branch (so their latencies overlap; a
+    /// completed phase tests true again until the buffer is refilled,
+    /// which waits for this warp's release).
+    fn both_landed(&self, b: &mut Builder, (k1, at1): (Bar, Slot), (k2, at2): (Bar, Slot)) {
+        let (b1, b2) = (self.bar(b, k1, at1.buf), self.bar(b, k2, at2.buf));
+        let (top, d1, d2) = (b.label(), b.reg(RegKind::Pred), b.reg(RegKind::Pred));
+        b.place(&top);
+        ins!(
+            b,
+            "mbarrier.try_wait.parity.shared::cta.b64 {d1}, [{b1}], {}",
+            at1.ph
+        );
+        ins!(
+            b,
+            "mbarrier.try_wait.parity.shared::cta.b64 {d2}, [{b2}], {}",
+            at2.ph
+        );
+        ins!(b, "and.pred {d1}, {d1}, {d2}");
+        ins!(b, "@!{d1} bra {top}");
+    }
+
     /// The shared address of tile `at`'s `k` or `v` (`off`, buffer 0's).
     fn tile(&self, b: &mut Builder, g: &Geom, at: Slot, off: u32) -> Reg {
         let r = b.reg(RegKind::B32);
@@ -476,8 +498,7 @@ impl Emitter<'_> {
         let ahead = cur.next(b);
         let two = ahead.next(b);
         b.comment("tile n's k and tile n - 1's v have landed");
-        live.landed(b, Bar::KFull, cur);
-        live.landed(b, Bar::VFull, prev);
+        live.both_landed(b, (Bar::KFull, cur), (Bar::VFull, prev));
         let (ka, va) = (
             live.tile(b, &g, cur, g.k_off),
             live.tile(b, &g, prev, g.v_off),
