@@ -794,10 +794,7 @@ fn write_out(
             };
             let a = ats[p];
             if a < 0 || a >= len {
-                return Err(InterpError(format!(
-                    "kernel {}: index {a} is out of range for an axis of size {len}",
-                    k.name
-                )));
+                return Err(position_error(k, a, len));
             }
             j += a * stride;
         }
@@ -815,15 +812,33 @@ fn write_out(
         let buf = unsafe { outs.elems(output, j as usize, 1, dt.size()) };
         let j = 0;
         match &*values {
-            Col::F(v) if add => dt.write(buf, j, dt.round(dt.read(buf, j) + v[p])),
+            Col::F(v) if add => add_float(dt, buf, v[p]),
             Col::F(v) => dt.write(buf, j, v[p]),
-            Col::I(v) if add => {
-                dt.write_int(buf, j, dt.wrap(dt.read_int(buf, j).wrapping_add(v[p])))
-            }
+            Col::I(v) if add => add_int(dt, buf, v[p]),
             Col::I(v) => dt.write_int(buf, j, v[p]),
         }
     }
     Ok(())
+}
+
+/// A scatter's position `a` outside its axis of `len` (a run-time error
+/// on every CPU path).
+pub(crate) fn position_error(k: &Kernel, a: i64, len: i64) -> InterpError {
+    InterpError(format!(
+        "kernel {}: index {a} is out of range for an axis of size {len}",
+        k.name
+    ))
+}
+
+/// Adds `v` to the float element of dtype `dt` in `buf`, rounded to `dt`
+/// (a scatter's add: the exact sum of two values of `dt`, rounded once).
+pub(crate) fn add_float(dt: DType, buf: &mut [u8], v: f64) {
+    dt.write(buf, 0, dt.round(dt.read(buf, 0) + v));
+}
+
+/// Adds `v` to the integer element of dtype `dt` in `buf`, wrapped to `dt`.
+pub(crate) fn add_int(dt: DType, buf: &mut [u8], v: i64) {
+    dt.write_int(buf, 0, dt.wrap(dt.read_int(buf, 0).wrapping_add(v)));
 }
 
 /// Elements `js` of a `dt` buffer as a column (0 where a position is

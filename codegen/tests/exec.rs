@@ -164,6 +164,62 @@ fn gathers_indices_and_their_errors() {
     }
 }
 
+/// `out[at[i], j] += src[i, j]` (an `index_add` along axis 0 of a `[m,
+/// w]` output) over an `[n, w]` source, `src` read through a transpose
+/// when `flip`. The positions are read (mostly in -3..9, some extremes:
+/// out of range is an error in both engines) or, when `wrap`, `7 i mod
+/// m`, all in range with rows repeated, so their sums' order shows.
+fn scatter_add(n: i64, w: i64, m: i64, dt: DType, (flip, wrap): (bool, bool)) -> Kernel {
+    let mut kb = Kb::new("scatter_add", KernelKind::Scatter, &[n, w], 2);
+    let src = if flip {
+        lin(&[(0, 1), (1, n)], 0)
+    } else {
+        lin(&[(0, w), (1, 1)], 0)
+    };
+    let x = kb.load(dt, (n * w) as usize, src);
+    let at = if wrap {
+        let ranges = [n, w];
+        kb.push(
+            Inst::Index(Expr::var(0).scale(7).rem(m, &ranges)),
+            DType::I64,
+        )
+    } else {
+        kb.load(DType::I64, n as usize, Expr::var(0))
+    };
+    kb.k.outputs.push(smelt_codegen::Arg {
+        dtype: dt,
+        len: (m * w) as usize,
+    });
+    kb.k.stores.push(smelt_codegen::Store {
+        output: 0,
+        index: Expr::var(1),
+        value: x,
+        kind: smelt_codegen::StoreKind::AddAt {
+            at,
+            stride: w,
+            len: m,
+        },
+    });
+    kb.done()
+}
+
+#[test]
+fn scatter_adds_match_the_interpreter() {
+    for (n, w) in [(0, 3), (1, 1), (7, 5), (4099, 4), (70001, 1), (300, 223)] {
+        for (dt, m) in [
+            (DType::F32, 9),
+            (DType::F16, 9),
+            (DType::I32, 9),
+            (DType::F64, 70_001),
+        ] {
+            for view in [(false, false), (true, true), (false, true)] {
+                let k = scatter_add(n, w, m, dt, view);
+                assert!(compare(&k, n as u64), "the executor runs scatters");
+            }
+        }
+    }
+}
+
 /// Philox draws of every kind at counters `3 * i + 1`, with the key and
 /// the bound as scalars.
 fn random(n: i64) -> Kernel {

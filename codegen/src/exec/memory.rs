@@ -6,8 +6,8 @@
 use crate::exec::runs::{for_runs, Run, Runs};
 use crate::exec::vals::{class, convert, Class, Vals};
 use crate::expr::{Cond, Expr};
-use crate::interp::InterpError;
-use crate::ir::Kernel;
+use crate::interp::{self, InterpError};
+use crate::ir::{Kernel, Store, StoreKind};
 use crate::outs::Outs;
 use crate::{fp8, DType};
 
@@ -327,6 +327,74 @@ fn encode(dt: DType, vals: &Vals, p: usize, out: &mut [u8]) {
     }
 }
 
+/// A scatter's adds ([`StoreKind::AddAt`] store `st`): `vals` (of dtype
+/// `from`, a value per point of `sp`) added to element `index + at *
+/// stride` of the output, `ats` the positions, point after point in
+/// domain order, each sum rounded (or wrapped) to the output's dtype as
+/// the interpreter adds. A position outside its axis, or an element
+/// outside the output, is an error (as the interpreter reports it).
+pub fn add_at(
+    k: &Kernel,
+    st: &Store,
+    runs: &Runs,
+    (vals, from): (&Vals, DType),
+    ats: &Vals,
+    outs: &Outs,
+    sp: Space,
+) -> Result<(), InterpError> {
+    let StoreKind::AddAt { stride, len, .. } = st.kind else {
+        unreachable!("add_at takes adds")
+    };
+    let (o, arg) = (st.output, k.outputs[st.output]);
+    let (dt, size) = (arg.dtype, arg.dtype.size());
+    let vals = convert(vals, from, dt);
+    let ats = ats.ints();
+    let step = runs.index;
+    // SAFETY: adds run on one thread, and this is the output's only view
+    // while they do.
+    let whole = unsafe { outs.elems(o, 0, arg.len, size) };
+    // `f32` sums rounded once are `f32` additions: those go straight to
+    // the output's `f32`s (where aligned, on a little-endian host).
+    // SAFETY: any bit pattern is an `f32`; only aligned elements are put
+    // in the middle.
+    let aligned = unsafe { whole.align_to::<f32>().0.is_empty() };
+    let mut dst = if dt == DType::F32 && aligned && cfg!(target_endian = "little") {
+        // SAFETY: as above (aligned: no head).
+        Ok(unsafe { whole.align_to_mut::<f32>().1 })
+    } else {
+        Err(whole)
+    };
+    let halves = matches!(&*vals, Vals::F32(_) | Vals::F32In(_));
+    let vf: &[f32] = if halves { vals.f32s() } else { &[] };
+    sp.runs(Some(&st.index), &Cond::always(), runs, |r| {
+        for j in 0..r.len {
+            let p = r.off + j;
+            let a = ats[p];
+            if a < 0 || a >= len {
+                return Err(interp::position_error(k, a, len));
+            }
+            let e = r.base + step * j as i64 + a * stride;
+            if e < 0 || e as usize >= arg.len {
+                return Err(outside(k, o, e));
+            }
+            let e = e as usize;
+            let bytes = match &mut dst {
+                Ok(f32s) => {
+                    f32s[e] += vf[p];
+                    continue;
+                }
+                Err(whole) => &mut whole[e * size..(e + 1) * size],
+            };
+            match &*vals {
+                Vals::I64(v) => interp::add_int(dt, bytes, v[p]),
+                Vals::F64(v) => interp::add_float(dt, bytes, v[p]),
+                _ => interp::add_float(dt, bytes, f64::from(vf[p])),
+            }
+        }
+        Ok(())
+    })
+}
+
 /// Writes `vals` as `N`-byte little-endian elements over `bytes`.
 fn put_run<T: Copy, const N: usize>(bytes: &mut [u8], vals: &[T], enc: impl Fn(T) -> [u8; N]) {
     for (b, x) in bytes.chunks_exact_mut(N).zip(vals) {
@@ -338,15 +406,18 @@ fn put_run<T: Copy, const N: usize>(bytes: &mut [u8], vals: &[T], enc: impl Fn(T
 fn check_store(k: &Kernel, o: usize, r: &Run, step: i64) -> Result<(), InterpError> {
     let len = k.outputs[o].len;
     match touched(r, step) {
-        Some((a, b)) if a < 0 || b as usize >= len => {
-            let bad = if a < 0 { a } else { b };
-            Err(InterpError(format!(
-                "kernel {}: store index {bad} outside out{o} of {len} elements",
-                k.name
-            )))
-        }
+        Some((a, b)) if a < 0 || b as usize >= len => Err(outside(k, o, if a < 0 { a } else { b })),
         _ => Ok(()),
     }
+}
+
+/// A store at element `bad` outside output `o`, as the interpreter
+/// reports it.
+fn outside(k: &Kernel, o: usize, bad: i64) -> InterpError {
+    InterpError(format!(
+        "kernel {}: store index {bad} outside out{o} of {} elements",
+        k.name, k.outputs[o].len
+    ))
 }
 
 /// The elements of `F32` output `o` that a store at `index` (runs `runs`)

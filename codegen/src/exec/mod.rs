@@ -1,8 +1,9 @@
-//! The CPU executor: runs elementwise, reduce, multi-reduce, scan and
-//! sort kernels (and matmuls the matmul fast path declines) over typed
-//! value vectors, spread over all cores with rayon. The interpreter
+//! The CPU executor: runs elementwise, reduce, multi-reduce, scan, sort
+//! and scatter kernels (and matmuls the matmul fast path declines) over
+//! typed value vectors, spread over all cores with rayon (a scatter's
+//! adds on one thread, in domain order). The interpreter
 //! ([`crate::interp`]) stays the reference and runs what this declines
-//! (`plan::Plan::new`: scatters, attention, scans along a strided axis,
+//! (`plan::Plan::new`: attention, scans along a strided axis, overwriting
 //! stores that might write an element twice).
 //!
 //! A kernel's rows are cut into tiles as the interpreter's are (several
@@ -154,7 +155,9 @@ pub(crate) fn execute<'a, P: Passes<'a>>(passes: &P) -> Result<(), InterpError> 
     let states = || (RowState::new(k), passes.elem());
     // With one thread, handing the work to rayon's one worker and waiting
     // for it costs two context switches per kernel and gains nothing.
-    if points < PARALLEL_MIN || threads == 1 {
+    // A scatter's adds go in domain order (the interpreter's), on one
+    // thread.
+    if points < PARALLEL_MIN || threads == 1 || passes.ctx().plan.adds {
         let (mut rs, mut es) = states();
         (0..blocks).try_for_each(|b| block(&mut rs, &mut es, b, false))
     } else if blocks >= 4 * threads

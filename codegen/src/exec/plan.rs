@@ -56,6 +56,10 @@ pub struct Plan {
     /// Whether the kernel sorts (`Inst::Sort`): its tiles then hold whole
     /// rows, however long.
     pub sorts: bool,
+    /// Whether the kernel adds at data positions (a scatter's
+    /// [`StoreKind::AddAt`]): its tiles then run in domain order on one
+    /// thread, so repeated positions sum in the interpreter's order.
+    pub adds: bool,
     /// The ranges the element-level stores run over
     /// ([`Kernel::store_ranges`]: a sort stores the first `k` positions
     /// of each row).
@@ -64,12 +68,12 @@ pub struct Plan {
 
 impl Plan {
     /// The plan of `k`; `None` when the executor does not cover it
-    /// (scatters, attention, scans beside reductions or along a strided
-    /// axis, sorts of rows past `u32` positions, or stores that may write
+    /// (attention, scans beside reductions or along a strided axis, sorts
+    /// of rows past `u32` positions, or overwriting stores that may write
     /// one element twice, whose order only the interpreter's sequential
     /// loop fixes).
     pub fn new(k: &Kernel) -> Option<Plan> {
-        let covered_kind = !matches!(k.kind, KernelKind::Scatter | KernelKind::Attention);
+        let covered_kind = k.kind != KernelKind::Attention;
         let covered_insts = k
             .insts
             .iter()
@@ -81,11 +85,12 @@ impl Plan {
         // A sort's tile is a whole row, whose positions `exec::sort` packs
         // in `u32`s.
         let reduces = k.insts.iter().any(|n| matches!(n.inst, Inst::Reduce(..)));
+        let adds = k.stores.iter().any(|s| s.kind != StoreKind::Write);
         if !covered_kind
             || !covered_insts
             || ((scans || sorts) && reduces)
             || (sorts && (k.kind != KernelKind::Sort || k.row_len() > u32::MAX as usize))
-            || k.stores.iter().any(|s| s.kind != StoreKind::Write)
+            || (adds && (scans || sorts))
         {
             return None;
         }
@@ -146,8 +151,9 @@ impl Plan {
                 &k.ranges[..nk]
             }
         };
-        // Threads take disjoint points; each element must have one writer.
-        if !one_writer(k, store_space) {
+        // Threads take disjoint points; each element must have one writer
+        // (adds run on one thread, in order).
+        if !adds && !one_writer(k, store_space) {
             return None;
         }
         let store_runs: Vec<Runs> = (0..k.stores.len())
@@ -192,6 +198,7 @@ impl Plan {
         let direct: Vec<bool> = (0..k.stores.len())
             .map(|s| {
                 !sorts
+                    && k.stores[s].kind == StoreKind::Write
                     && elem_stores.contains(&s)
                     && store_runs[s].index == 1
                     && direct_f32(k, &level, &readers, k.stores[s].value)
@@ -218,6 +225,7 @@ impl Plan {
             elem_stores,
             scans,
             sorts,
+            adds,
             store_ranges,
         })
     }

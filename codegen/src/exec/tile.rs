@@ -13,7 +13,7 @@ use crate::exec::scan::{self, Carry};
 use crate::exec::sort;
 use crate::exec::vals::{convert, Sink, Vals};
 use crate::interp::InterpError;
-use crate::ir::{Inst, Kernel, Val};
+use crate::ir::{Inst, Kernel, StoreKind, Val};
 use crate::outs::Outs;
 use crate::philox::Draw;
 use crate::DType;
@@ -556,7 +556,15 @@ fn run_stores(
         let vals = fr.full(st.value);
         let from = ctx.k.insts[st.value].dtype;
         let runs = &ctx.plan.store_runs[s];
-        memory::store(ctx.k, st.output, &st.index, runs, &vals, from, ctx.outs, sp)?;
+        match st.kind {
+            StoreKind::Write => {
+                memory::store(ctx.k, st.output, &st.index, runs, &vals, from, ctx.outs, sp)?
+            }
+            StoreKind::AddAt { at, .. } => {
+                let ats = fr.full(at);
+                memory::add_at(ctx.k, st, runs, (&vals, from), &ats, ctx.outs, sp)?
+            }
+        }
     }
     Ok(())
 }

@@ -127,6 +127,10 @@ pub fn module(k: &Kernel, plan: &Plan, passes: &[&PassKeep], attrs: &str) -> Str
 /// # Errors
 /// Why the JIT declines the kernel.
 pub fn check(k: &Kernel, plan: &Plan) -> Result<(), Decline> {
+    if plan.adds {
+        // Their one-thread, in-order adds are the executor's.
+        return Err("a scatter's adds run on the executor");
+    }
     let fp8 = |dt: DType| dt.is_fp8();
     if k.insts.iter().any(|n| fp8(n.dtype))
         || k.inputs.iter().chain(&k.outputs).any(|a| fp8(a.dtype))

@@ -23,8 +23,9 @@
 //! scalar reuses the code) and checked against the kernel itself.
 //!
 //! Declined, so run by the executor (each reported by [`decline`]):
-//! whatever the executor declines (scans, sorts, scatters, attention,
-//! stores that may write an element twice), Philox draws and gathers,
+//! whatever the executor declines (strided scans, attention, stores that
+//! may write an element twice), scans, sorts and scatters (the
+//! executor's), Philox draws and gathers,
 //! stores whose index bounds are not inside their output, and kernels
 //! LLVM fails to compile. A load outside its buffer is detected per point
 //! (the kernel reads element 0 instead and flags it); the run is then
