@@ -799,10 +799,7 @@ fn write_out(
             j += a * stride;
         }
         if j < 0 || j as usize >= arg.len {
-            return Err(InterpError(format!(
-                "kernel {}: store index {j} outside out{output} of {} elements",
-                k.name, arg.len
-            )));
+            return Err(store_outside(k, output, j));
         }
         let dt = arg.dtype;
         // SAFETY: `j` is in bounds (above). One slice lives at a time on
@@ -819,6 +816,15 @@ fn write_out(
         }
     }
     Ok(())
+}
+
+/// A store at element `j` outside output `o` (a scheduler bug, reported
+/// the same way on every CPU path).
+pub(crate) fn store_outside(k: &Kernel, o: usize, j: i64) -> InterpError {
+    InterpError(format!(
+        "kernel {}: store index {j} outside out{o} of {} elements",
+        k.name, k.outputs[o].len
+    ))
 }
 
 /// A scatter's position `a` outside its axis of `len` (a run-time error

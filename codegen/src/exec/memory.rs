@@ -375,7 +375,7 @@ pub fn add_at(
             }
             let e = r.base + step * j as i64 + a * stride;
             if e < 0 || e as usize >= arg.len {
-                return Err(outside(k, o, e));
+                return Err(interp::store_outside(k, o, e));
             }
             let e = e as usize;
             let bytes = match &mut dst {
@@ -406,18 +406,11 @@ fn put_run<T: Copy, const N: usize>(bytes: &mut [u8], vals: &[T], enc: impl Fn(T
 fn check_store(k: &Kernel, o: usize, r: &Run, step: i64) -> Result<(), InterpError> {
     let len = k.outputs[o].len;
     match touched(r, step) {
-        Some((a, b)) if a < 0 || b as usize >= len => Err(outside(k, o, if a < 0 { a } else { b })),
+        Some((a, b)) if a < 0 || b as usize >= len => {
+            Err(interp::store_outside(k, o, if a < 0 { a } else { b }))
+        }
         _ => Ok(()),
     }
-}
-
-/// A store at element `bad` outside output `o`, as the interpreter
-/// reports it.
-fn outside(k: &Kernel, o: usize, bad: i64) -> InterpError {
-    InterpError(format!(
-        "kernel {}: store index {bad} outside out{o} of {} elements",
-        k.name, k.outputs[o].len
-    ))
 }
 
 /// The elements of `F32` output `o` that a store at `index` (runs `runs`)
