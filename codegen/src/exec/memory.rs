@@ -367,7 +367,8 @@ pub fn add_at(
     let halves = matches!(&*vals, Vals::F32(_) | Vals::F32In(_));
     let vf: &[f32] = if halves { vals.f32s() } else { &[] };
     sp.runs(Some(&st.index), &Cond::always(), runs, |r| {
-        for j in 0..r.len {
+        // Point `j` of the run: its value's position and its element.
+        let at = |j: usize| {
             let p = r.off + j;
             let a = ats[p];
             if a < 0 || a >= len {
@@ -377,18 +378,25 @@ pub fn add_at(
             if e < 0 || e as usize >= arg.len {
                 return Err(interp::store_outside(k, o, e));
             }
-            let e = e as usize;
-            let bytes = match &mut dst {
-                Ok(f32s) => {
+            Ok((p, e as usize))
+        };
+        match &mut dst {
+            Ok(f32s) => {
+                for j in 0..r.len {
+                    let (p, e) = at(j)?;
                     f32s[e] += vf[p];
-                    continue;
                 }
-                Err(whole) => &mut whole[e * size..(e + 1) * size],
-            };
-            match &*vals {
-                Vals::I64(v) => interp::add_int(dt, bytes, v[p]),
-                Vals::F64(v) => interp::add_float(dt, bytes, v[p]),
-                _ => interp::add_float(dt, bytes, f64::from(vf[p])),
+            }
+            Err(whole) => {
+                for j in 0..r.len {
+                    let (p, e) = at(j)?;
+                    let bytes = &mut whole[e * size..(e + 1) * size];
+                    match &*vals {
+                        Vals::I64(v) => interp::add_int(dt, bytes, v[p]),
+                        Vals::F64(v) => interp::add_float(dt, bytes, v[p]),
+                        _ => interp::add_float(dt, bytes, f64::from(vf[p])),
+                    }
+                }
             }
         }
         Ok(())
