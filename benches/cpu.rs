@@ -130,6 +130,17 @@ fn workloads(smoke: bool) -> Vec<Workload> {
             shapes: vec![vec![s(4096, 64), s(4096, 65)]],
             build: |x| x[0].sort(-1, false).0,
         },
+        // A scatter: 2^20 rows of 64 added into 1024 rows at random
+        // positions (the `index` input holds row numbers).
+        Workload {
+            name: "index_add 2^20x64",
+            shapes: vec![
+                vec![s(1024, 16), 64],
+                vec![s(1 << 20, 1000)],
+                vec![s(1 << 20, 1000), 64],
+            ],
+            build: |x| x[0].index_add(0, &x[1], &x[2]),
+        },
         // A transformer MLP block: residual + gelu(x w1) w2 (tanh gelu,
         // which NumPy can write without erf).
         Workload {
@@ -249,9 +260,12 @@ fn main() -> Result<()> {
             .enumerate()
             .map(|(j, s)| {
                 let seed = (10 * i + j) as u64;
-                // The integer workloads take `int64` inputs.
+                // The integer workloads take `int64` inputs; a scatter's
+                // index holds row numbers of its first input.
                 let x = if w.name.contains("i64") {
                     Tensor::randint(-1000, 1000, s.clone(), seed, &dev)
+                } else if w.name.starts_with("index_add") && j == 1 {
+                    Tensor::randint(0, w.shapes[0][0] as i64, s.clone(), seed, &dev)
                 } else {
                     Tensor::randn(s.clone(), DType::F32, seed, &dev)
                 };

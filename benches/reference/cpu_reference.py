@@ -5,7 +5,9 @@ vector add of 2^24, a sum of 2^24, row sums of [4096, 4096], matmuls of
 the rows and down the columns of [4096, 4096] and of 2^24, cummax along rows
 (np.maximum.accumulate) and an int64 cumsum, and sorts: np.sort, a stable
 np.argsort and an np.partition-based topk of 16 along the rows of
-[4096, 4096], np.sort of 2^22 and of int64 rows; float32 but the int64 ones), wall-clock time of each call (the result allocated as the call
+[4096, 4096], np.sort of 2^22 and of int64 rows, and an index_add of
+2^20 rows of 64 into 1024 (np.add.at); float32 but the int64 ones and the
+index), wall-clock time of each call (the result allocated as the call
 makes it, as smelt's realize does), median of 20 runs after 3 warm-up runs.
 torch runs with all cores and with one thread.
 
@@ -59,6 +61,12 @@ def np_topk16(x, k=16):
     return -np.sort(-top, -1)
 
 
+def np_index_add(x, index, src):
+    y = x.copy()
+    np.add.at(y, index, src)
+    return y
+
+
 def workloads(smoke):
     s = (lambda full, small: small) if smoke else (lambda full, small: full)
     return [
@@ -96,6 +104,9 @@ def workloads(smoke):
          lambda t, a, b: a @ b),
         ("matmul 2048^3", [(s(2048, 65),) * 2] * 2, np.matmul,
          lambda t, a, b: a @ b),
+        ("index_add 2^20x64",
+         [(s(1024, 16), 64), (s(1 << 20, 1000),), (s(1 << 20, 1000), 64)],
+         np_index_add, lambda t, x, i, v: x.index_add(0, i, v)),
         ("mlp 512x1024x4096",
          [(s(512, 17), s(1024, 33)), (s(1024, 33), s(4096, 65)),
           (s(4096, 65), s(1024, 33))],
@@ -123,6 +134,9 @@ def main():
             xs = [rng.integers(-1000, 1000, sh, dtype=np.int64) for sh in shapes]
         else:
             xs = [rng.standard_normal(sh, dtype=np.float32) for sh in shapes]
+        if name.startswith("index_add"):
+            # The index holds row numbers of the first input.
+            xs[1] = rng.integers(0, shapes[0][0], shapes[1], dtype=np.int64)
         impls = [("numpy", lambda: np_fn(*xs))]
         if torch is not None:
             ts = [torch.from_numpy(x) for x in xs]

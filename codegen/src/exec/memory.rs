@@ -7,7 +7,7 @@ use crate::exec::runs::{for_runs, Run, Runs};
 use crate::exec::vals::{class, convert, Class, Vals};
 use crate::expr::{Cond, Expr};
 use crate::interp::{self, InterpError};
-use crate::ir::{Kernel, Store, StoreKind};
+use crate::ir::Kernel;
 use crate::outs::Outs;
 use crate::{fp8, DType};
 
@@ -25,7 +25,7 @@ pub struct Space<'a> {
 
 impl Space<'_> {
     /// The runs of `index` and `valid` over these points.
-    fn runs<E>(
+    pub(crate) fn runs<E>(
         &self,
         index: Option<&Expr>,
         valid: &Cond,
@@ -45,7 +45,7 @@ fn elem<T, const N: usize>(buf: &[u8], j: usize, dec: impl Fn([u8; N]) -> T) -> 
 /// Appends elements `base + step * j` for `j` in `0..len` of a buffer of
 /// `N`-byte values.
 #[inline(always)]
-fn read_run<T, const N: usize>(
+fn read_run<T: Copy, const N: usize>(
     buf: &[u8],
     base: usize,
     step: i64,
@@ -57,7 +57,10 @@ fn read_run<T, const N: usize>(
         // Nothing valid: `base` may lie outside the buffer.
         return;
     }
-    if step == 1 {
+    if step == 0 {
+        // A broadcast (a scatter's row index along the row).
+        out.extend(std::iter::repeat_n(elem(buf, base, dec), len));
+    } else if step == 1 {
         let bytes = &buf[N * base..N * (base + len)];
         out.extend(
             bytes
@@ -118,7 +121,15 @@ fn read_into(dt: DType, buf: &[u8], r: &Run, step: i64, out: &mut Vals<'_>) {
         }
         Vals::I64(v) => {
             pad(v, r.lo, 0);
-            v.extend((0..n).map(|j| dt.read_int(buf, (first as i64 + step * j as i64) as usize)));
+            match dt {
+                DType::I64 => read_run(buf, first, step, n, i64::from_le_bytes, v),
+                DType::I32 => read_run(buf, first, step, n, |b| i32::from_le_bytes(b).into(), v),
+                DType::I16 => read_run(buf, first, step, n, |b| i16::from_le_bytes(b).into(), v),
+                DType::I8 => read_run(buf, first, step, n, |b: [u8; 1]| (b[0] as i8).into(), v),
+                DType::U8 => read_run(buf, first, step, n, |b: [u8; 1]| b[0].into(), v),
+                DType::Bool => read_run(buf, first, step, n, |b: [u8; 1]| (b[0] != 0).into(), v),
+                _ => unreachable!("{dt} values are not held in i64"),
+            }
             pad(v, r.len - r.hi, 0);
         }
     }
@@ -325,82 +336,6 @@ fn encode(dt: DType, vals: &Vals, p: usize, out: &mut [u8]) {
         Vals::F64(v) => out.copy_from_slice(&v[p].to_le_bytes()),
         Vals::I64(v) => out.copy_from_slice(&v[p].to_le_bytes()[..dt.size()]),
     }
-}
-
-/// A scatter's adds ([`StoreKind::AddAt`] store `st`): `vals` (of dtype
-/// `from`, a value per point of `sp`) added to element `index + at *
-/// stride` of the output, `ats` the positions, point after point in
-/// domain order, each sum rounded (or wrapped) to the output's dtype as
-/// the interpreter adds. A position outside its axis, or an element
-/// outside the output, is an error (as the interpreter reports it).
-pub fn add_at(
-    k: &Kernel,
-    st: &Store,
-    runs: &Runs,
-    (vals, from): (&Vals, DType),
-    ats: &Vals,
-    outs: &Outs,
-    sp: Space,
-) -> Result<(), InterpError> {
-    let StoreKind::AddAt { stride, len, .. } = st.kind else {
-        unreachable!("add_at takes adds")
-    };
-    let (o, arg) = (st.output, k.outputs[st.output]);
-    let (dt, size) = (arg.dtype, arg.dtype.size());
-    let vals = convert(vals, from, dt);
-    let ats = ats.ints();
-    let step = runs.index;
-    // SAFETY: adds run on one thread, and this is the output's only view
-    // while they do.
-    let whole = unsafe { outs.elems(o, 0, arg.len, size) };
-    // `f32` sums rounded once are `f32` additions: those go straight to
-    // the output's `f32`s (where aligned, on a little-endian host).
-    // SAFETY: any bit pattern is an `f32`; only aligned elements are put
-    // in the middle.
-    let aligned = unsafe { whole.align_to::<f32>().0.is_empty() };
-    let mut dst = if dt == DType::F32 && aligned && cfg!(target_endian = "little") {
-        // SAFETY: as above (aligned: no head).
-        Ok(unsafe { whole.align_to_mut::<f32>().1 })
-    } else {
-        Err(whole)
-    };
-    let halves = matches!(&*vals, Vals::F32(_) | Vals::F32In(_));
-    let vf: &[f32] = if halves { vals.f32s() } else { &[] };
-    sp.runs(Some(&st.index), &Cond::always(), runs, |r| {
-        // Point `j` of the run: its value's position and its element.
-        let at = |j: usize| {
-            let p = r.off + j;
-            let a = ats[p];
-            if a < 0 || a >= len {
-                return Err(interp::position_error(k, a, len));
-            }
-            let e = r.base + step * j as i64 + a * stride;
-            if e < 0 || e as usize >= arg.len {
-                return Err(interp::store_outside(k, o, e));
-            }
-            Ok((p, e as usize))
-        };
-        match &mut dst {
-            Ok(f32s) => {
-                for j in 0..r.len {
-                    let (p, e) = at(j)?;
-                    f32s[e] += vf[p];
-                }
-            }
-            Err(whole) => {
-                for j in 0..r.len {
-                    let (p, e) = at(j)?;
-                    let bytes = &mut whole[e * size..(e + 1) * size];
-                    match &*vals {
-                        Vals::I64(v) => interp::add_int(dt, bytes, v[p]),
-                        Vals::F64(v) => interp::add_float(dt, bytes, v[p]),
-                        _ => interp::add_float(dt, bytes, f64::from(vf[p])),
-                    }
-                }
-            }
-        }
-        Ok(())
-    })
 }
 
 /// Writes `vals` as `N`-byte little-endian elements over `bytes`.

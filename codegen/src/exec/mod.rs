@@ -1,7 +1,7 @@
 //! The CPU executor: runs elementwise, reduce, multi-reduce, scan, sort
 //! and scatter kernels (and matmuls the matmul fast path declines) over
 //! typed value vectors, spread over all cores with rayon (a scatter's
-//! adds on one thread, in domain order). The interpreter
+//! adds applied on one thread, in domain order: `scatter`). The interpreter
 //! ([`crate::interp`]) stays the reference and runs what this declines
 //! (`plan::Plan::new`: attention, scans along a strided axis, overwriting
 //! stores that might write an element twice).
@@ -27,6 +27,7 @@ pub(crate) mod plan;
 pub(crate) mod reduce;
 mod runs;
 mod scan;
+mod scatter;
 pub(crate) mod simd;
 mod sort;
 mod spread;
@@ -98,7 +99,7 @@ pub(crate) trait Passes<'a>: Sync {
         t: Tile,
     ) -> Result<Vals<'a>, InterpError>;
     /// Runs the row-level stores at rows `r0..r0 + nr`.
-    fn row_store(&self, row: &[Vals<'a>], r0: usize, nr: usize) -> Result<(), InterpError>;
+    fn row_store(&self, rs: &mut RowState<'a>, r0: usize, nr: usize) -> Result<(), InterpError>;
     /// Runs the element-level stores over tile `t`.
     fn elem_store(&self, es: &mut Self::Elem, row: &[Vals<'a>], t: Tile)
         -> Result<(), InterpError>;
@@ -127,8 +128,8 @@ impl<'a> Passes<'a> for Typed<'_, 'a> {
     ) -> Result<Vals<'a>, InterpError> {
         es.fold(self.0, row, i, t)
     }
-    fn row_store(&self, row: &[Vals<'a>], r0: usize, nr: usize) -> Result<(), InterpError> {
-        tile::row_store(self.0, row, r0, nr)
+    fn row_store(&self, rs: &mut RowState<'a>, r0: usize, nr: usize) -> Result<(), InterpError> {
+        tile::row_store(self.0, rs, r0, nr)
     }
     fn elem_store(
         &self,
@@ -155,9 +156,20 @@ pub(crate) fn execute<'a, P: Passes<'a>>(passes: &P) -> Result<(), InterpError> 
     let states = || (RowState::new(k), passes.elem());
     // With one thread, handing the work to rayon's one worker and waiting
     // for it costs two context switches per kernel and gains nothing.
-    // A scatter's adds go in domain order (the interpreter's), on one
-    // thread.
-    if points < PARALLEL_MIN || threads == 1 || passes.ctx().plan.adds {
+    let parallel = points >= PARALLEL_MIN && threads > 1;
+    if passes.ctx().plan.adds {
+        // The adds go in domain order (the interpreter's), on one thread.
+        let ctx = passes.ctx();
+        let block_points = tile_rows * row_len.max(1);
+        return scatter::run(
+            (k, ctx.outs),
+            (blocks, block_points),
+            parallel,
+            states,
+            |(rs, es), b| block(rs, es, b, false),
+        );
+    }
+    if !parallel {
         let (mut rs, mut es) = states();
         (0..blocks).try_for_each(|b| block(&mut rs, &mut es, b, false))
     } else if blocks >= 4 * threads
@@ -263,7 +275,7 @@ fn run_block<'a, P: Passes<'a>>(
         }
         rs.row[i] = acc;
     }
-    passes.row_store(&rs.row, r0, nr)?;
+    passes.row_store(rs, r0, nr)?;
     if ctx.plan.elem_stores.is_empty() {
         return Ok(());
     }

@@ -57,8 +57,9 @@ pub struct Plan {
     /// rows, however long.
     pub sorts: bool,
     /// Whether the kernel adds at data positions (a scatter's
-    /// [`StoreKind::AddAt`]): its tiles then run in domain order on one
-    /// thread, so repeated positions sum in the interpreter's order.
+    /// [`StoreKind::AddAt`], its only stores): its adds are then applied
+    /// in domain order on one thread ([`crate::exec::scatter`]), so
+    /// repeated positions sum in the interpreter's order.
     pub adds: bool,
     /// The ranges the element-level stores run over
     /// ([`Kernel::store_ranges`]: a sort stores the first `k` positions
@@ -69,9 +70,9 @@ pub struct Plan {
 impl Plan {
     /// The plan of `k`; `None` when the executor does not cover it
     /// (attention, scans beside reductions or along a strided axis, sorts
-    /// of rows past `u32` positions, or overwriting stores that may write
-    /// one element twice, whose order only the interpreter's sequential
-    /// loop fixes).
+    /// of rows past `u32` positions, adds beside writes, or overwriting
+    /// stores that may write one element twice, whose order only the
+    /// interpreter's sequential loop fixes).
     pub fn new(k: &Kernel) -> Option<Plan> {
         let covered_kind = k.kind != KernelKind::Attention;
         let covered_insts = k
@@ -91,6 +92,7 @@ impl Plan {
             || ((scans || sorts) && reduces)
             || (sorts && (k.kind != KernelKind::Sort || k.row_len() > u32::MAX as usize))
             || (adds && (scans || sorts))
+            || (adds && k.stores.iter().any(|s| s.kind == StoreKind::Write))
         {
             return None;
         }
@@ -151,8 +153,13 @@ impl Plan {
                 &k.ranges[..nk]
             }
         };
+        // Adds are collected at row level only (`tile::row_store`): a
+        // scatter kernel has no reduced variable.
+        if adds && !elem_stores.is_empty() {
+            return None;
+        }
         // Threads take disjoint points; each element must have one writer
-        // (adds run on one thread, in order).
+        // (adds are applied on one thread, in order).
         if !adds && !one_writer(k, store_space) {
             return None;
         }

@@ -10,6 +10,7 @@ use crate::exec::memory::{self, Space};
 use crate::exec::plan::{Level, Plan};
 use crate::exec::reduce;
 use crate::exec::scan::{self, Carry};
+use crate::exec::scatter::Pending;
 use crate::exec::sort;
 use crate::exec::vals::{convert, Sink, Vals};
 use crate::interp::InterpError;
@@ -257,6 +258,9 @@ fn uniforms<'a>(ctx: &Ctx<'a>) -> Result<Vec<Vals<'a>>, InterpError> {
 pub struct RowState<'a> {
     /// Per instruction, its values at the block's rows (row-level ones).
     pub row: Vec<Vals<'a>>,
+    /// A scatter's adds at the block's rows, not yet applied
+    /// ([`crate::exec::scatter`]).
+    pub adds: Pending,
 }
 
 impl<'a> RowState<'a> {
@@ -264,6 +268,7 @@ impl<'a> RowState<'a> {
     pub fn new(k: &Kernel) -> RowState<'a> {
         RowState {
             row: vec![Vals::default(); k.insts.len()],
+            adds: Pending::default(),
         }
     }
 
@@ -285,15 +290,15 @@ impl<'a> RowState<'a> {
 }
 
 /// Runs the row-level stores at rows `r0..r0 + nr`, reading the rows'
-/// values from `row`.
+/// values from `rs`; a scatter's adds go to `rs.adds`.
 pub fn row_store<'a>(
     ctx: &Ctx<'a>,
-    row: &[Vals<'a>],
+    rs: &mut RowState<'a>,
     r0: usize,
     nr: usize,
 ) -> Result<(), InterpError> {
-    let (fr, sp) = rows(ctx, row, r0, nr);
-    run_stores(ctx, &fr, &ctx.plan.row_stores, sp)
+    let (fr, sp) = rows(ctx, &rs.row, r0, nr);
+    run_stores(ctx, &fr, &ctx.plan.row_stores, sp, Some(&mut rs.adds))
 }
 
 /// The frame and space of row-level work at rows `r0..r0 + nr`.
@@ -483,7 +488,7 @@ impl<'a> ElemState<'a> {
                 }
                 self.eval(ctx, row, &[st.value], t)?;
             }
-            run_stores(ctx, &self.frame(ctx, row, t), &[s], sp)?;
+            run_stores(ctx, &self.frame(ctx, row, t), &[s], sp, None)?;
         }
         Ok(())
     }
@@ -544,12 +549,14 @@ fn compute_f32_into(ctx: &Ctx<'_>, v: Val, fr: &Frame<'_, '_>, dst: &mut [f32]) 
 }
 
 /// Runs `stores` (indices into the kernel's stores) over the points of
-/// `sp`, their values from `fr`.
+/// `sp`, their values from `fr`, a scatter's adds into `adds` (row-level
+/// stores only: a scatter kernel has no reduced variable).
 fn run_stores(
     ctx: &Ctx<'_>,
     fr: &Frame<'_, '_>,
     stores: &[usize],
     sp: Space<'_>,
+    mut adds: Option<&mut Pending>,
 ) -> Result<(), InterpError> {
     for &s in stores {
         let st = &ctx.k.stores[s];
@@ -561,8 +568,8 @@ fn run_stores(
                 memory::store(ctx.k, st.output, &st.index, runs, &vals, from, ctx.outs, sp)?
             }
             StoreKind::AddAt { at, .. } => {
-                let ats = fr.full(at);
-                memory::add_at(ctx.k, st, runs, (&vals, from), &ats, ctx.outs, sp)?
+                let adds = adds.as_deref_mut().expect("a scatter's adds are row-level");
+                adds.collect(ctx.k, (s, st), runs, (&vals, from), &fr.full(at), sp)?
             }
         }
     }

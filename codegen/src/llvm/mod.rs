@@ -476,9 +476,9 @@ impl<'a> Passes<'a> for Jit<'_, 'a> {
         reduce::fold_segments(op, dt, vals, t.nr, t.nc, &mut part);
         Ok(part)
     }
-    fn row_store(&self, row: &[Vals<'a>], r0: usize, nr: usize) -> Result<(), InterpError> {
+    fn row_store(&self, rs: &mut RowState<'a>, r0: usize, nr: usize) -> Result<(), InterpError> {
         match self.code.row {
-            Some(f) => self.call(f, row, r0, r0, nr, &[], std::ptr::null_mut()),
+            Some(f) => self.call(f, &rs.row, r0, r0, nr, &[], std::ptr::null_mut()),
             None => Ok(()),
         }
     }
