@@ -11,7 +11,8 @@ index), wall-clock time of each call (the result allocated as the call
 makes it, as smelt's realize does), median of 20 runs after 3 warm-up runs.
 torch runs with all cores and with one thread.
 
-python3 benches/reference/cpu_reference.py [--smoke] [--out FILE]
+python3 benches/reference/cpu_reference.py [--smoke] [--only TEXT] [--out FILE]
+(--only: the workloads whose name contains TEXT, as benches/cpu.rs takes it)
 writes a JSON file (default target/bench/cpu_reference.json) with the
 same fields as benches/cpu.rs' cpu.json.
 """
@@ -126,10 +127,13 @@ def main():
         import torch
     except ImportError:
         torch = None
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else ""
     rng = np.random.default_rng(0)
     rows = []
     print(f"{'workload':<22} {'impl':>18} {'ms':>10}")
     for name, shapes, np_fn, torch_fn in workloads(smoke):
+        if only not in name:
+            continue
         if "i64" in name:
             xs = [rng.integers(-1000, 1000, sh, dtype=np.int64) for sh in shapes]
         else:
