@@ -293,11 +293,20 @@ fn out_of_bounds_loads_are_the_executors_errors() {
 #[test]
 fn declines_are_named() {
     // A scan: the executor runs it (its state carried from chunk to
-    // chunk); along a strided axis the executor's plan declines it.
-    let k = ptx_cases::scan(smelt_codegen::ScanOp::Sum, DType::F32, 3, 10, false);
-    assert!(llvm::decline(&k).expect("declined").contains("scans"));
-    let k = ptx_cases::scan(smelt_codegen::ScanOp::Sum, DType::F32, 3, 10, true);
-    assert!(llvm::decline(&k).expect("declined").contains("plan"));
+    // chunk), along a strided axis too (in column tiles).
+    for strided in [false, true] {
+        let k = ptx_cases::scan(smelt_codegen::ScanOp::Sum, DType::F32, 3, 10, strided);
+        assert!(llvm::decline(&k).expect("declined").contains("scans"));
+    }
+    // A store that writes each element from 6 points: only the
+    // interpreter's order defines it, so the executor's plan declines it.
+    let r = [4i64, 6];
+    let mut kb = Kb::new("elementwise_overwrite", KernelKind::Elementwise, &r, 2);
+    let x = kb.load(DType::F32, 24, contiguous(&r));
+    kb.store(4, Expr::var(0), x, None);
+    assert!(llvm::decline(&kb.done())
+        .expect("declined")
+        .contains("plan"));
     // A store whose index may leave its output.
     let r = [4i64, 6];
     let mut kb = Kb::new("elementwise_short_out", KernelKind::Elementwise, &r, 2);

@@ -11,8 +11,11 @@ use crate::ir::Kernel;
 use crate::outs::Outs;
 use crate::{fp8, DType};
 
-/// The points an instruction is evaluated at: `n` consecutive points from
-/// `p0` of the space of variables with sizes `ranges`.
+/// The points an instruction is evaluated at, of the space of variables
+/// with sizes `ranges`: `n` points from `p0`, in segments of `seg`
+/// consecutive points whose starts are `stride` apart (one segment for
+/// most tiles; a column tile's rows for a scan along a strided axis:
+/// `exec::tiling`).
 #[derive(Clone, Copy)]
 pub struct Space<'a> {
     /// Sizes of the space's variables.
@@ -21,18 +24,69 @@ pub struct Space<'a> {
     pub p0: usize,
     /// Number of points.
     pub n: usize,
+    /// Points per segment (`n` for one segment).
+    pub seg: usize,
+    /// Distance between the starts of consecutive segments.
+    pub stride: usize,
 }
 
-impl Space<'_> {
-    /// The runs of `index` and `valid` over these points.
+impl<'a> Space<'a> {
+    /// `n` consecutive points from `p0`.
+    pub fn contiguous(ranges: &'a [i64], p0: usize, n: usize) -> Space<'a> {
+        Space {
+            ranges,
+            p0,
+            n,
+            seg: n,
+            stride: n,
+        }
+    }
+
+    /// `segs` segments of `seg` points from `p0`, `stride` apart.
+    pub fn segments(ranges: &'a [i64], p0: usize, segs: usize, seg: usize, stride: usize) -> Self {
+        if stride == seg {
+            return Space::contiguous(ranges, p0, segs * seg);
+        }
+        Space {
+            ranges,
+            p0,
+            n: segs * seg,
+            seg,
+            stride,
+        }
+    }
+
+    /// Whether `runs` gives these points one run: one segment within one
+    /// span.
+    fn one_run(&self, runs: &Runs) -> bool {
+        self.n > 0
+            && self.seg == self.n
+            && self.p0 / runs.span == (self.p0 + self.n - 1) / runs.span
+    }
+
+    /// The runs of `index` and `valid` over these points, segment after
+    /// segment (each run's offset counts the points of the segments
+    /// before it).
     pub(crate) fn runs<E>(
         &self,
         index: Option<&Expr>,
         valid: &Cond,
         runs: &Runs,
-        f: impl FnMut(Run) -> Result<(), E>,
+        mut f: impl FnMut(Run) -> Result<(), E>,
     ) -> Result<(), E> {
-        for_runs(self.ranges, self.p0, self.n, index, valid, runs, f)
+        if self.seg == self.n {
+            return for_runs(self.ranges, self.p0, self.n, index, valid, runs, f);
+        }
+        for s in 0..self.n / self.seg {
+            let (p0, off) = (self.p0 + s * self.stride, s * self.seg);
+            for_runs(self.ranges, p0, self.seg, index, valid, runs, |r| {
+                f(Run {
+                    off: r.off + off,
+                    ..r
+                })
+            })?;
+        }
+        Ok(())
     }
 }
 
@@ -72,66 +126,143 @@ fn read_run<T: Copy, const N: usize>(
     }
 }
 
-/// Appends the elements of a run of a `dt` buffer (positions `lo..hi` of
-/// the run read, 0 elsewhere) to `out`, which holds `dt`'s class.
-fn read_into(dt: DType, buf: &[u8], r: &Run, step: i64, out: &mut Vals<'_>) {
-    fn pad<T: Copy>(v: &mut Vec<T>, n: usize, zero: T) {
-        v.extend(std::iter::repeat_n(zero, n));
+/// Elements of a buffer to read, in order.
+trait Walk {
+    /// Appends the elements, decoded by `dec` from `N` bytes each, to
+    /// `out`.
+    fn read<T: Copy + Default, const N: usize>(
+        &self,
+        buf: &[u8],
+        dec: impl Fn([u8; N]) -> T + Copy,
+        out: &mut Vec<T>,
+    );
+}
+
+/// A run of points of index step `step`: positions `lo..hi` read, 0
+/// elsewhere.
+struct RunWalk<'r>(&'r Run, i64);
+
+impl Walk for RunWalk<'_> {
+    fn read<T: Copy + Default, const N: usize>(
+        &self,
+        buf: &[u8],
+        dec: impl Fn([u8; N]) -> T + Copy,
+        out: &mut Vec<T>,
+    ) {
+        let (r, step) = (self.0, self.1);
+        let n = r.hi - r.lo;
+        // Unused (and possibly negative) when nothing is valid.
+        let first = if n == 0 {
+            0
+        } else {
+            (r.base + step * r.lo as i64) as usize
+        };
+        out.extend(std::iter::repeat_n(T::default(), r.lo));
+        read_run(buf, first, step, n, dec, out);
+        out.extend(std::iter::repeat_n(T::default(), r.len - r.hi));
     }
-    let n = r.hi - r.lo;
-    // Unused (and possibly negative) when nothing is valid.
-    let first = if n == 0 {
-        0
-    } else {
-        (r.base + step * r.lo as i64) as usize
-    };
-    match out {
-        Vals::F32(v) => {
-            pad(v, r.lo, 0.0);
-            match dt {
-                DType::F32 => read_run(buf, first, step, n, f32::from_le_bytes, v),
-                DType::F16 => read_run(
-                    buf,
-                    first,
-                    step,
-                    n,
-                    |b| half::f16::from_le_bytes(b).to_f32(),
-                    v,
-                ),
-                DType::F8E4M3 | DType::F8E5M2 => {
-                    read_run(buf, first, step, n, |b: [u8; 1]| fp8::to_f32(dt, b[0]), v)
+}
+
+/// A column tile (`Columns`): element `base + s * across + j * along` at
+/// segment `s`, position `j`, appended segment by segment.
+struct ColumnWalk(Columns);
+
+impl Walk for ColumnWalk {
+    fn read<T: Copy + Default, const N: usize>(
+        &self,
+        buf: &[u8],
+        dec: impl Fn([u8; N]) -> T + Copy,
+        out: &mut Vec<T>,
+    ) {
+        let c = &self.0;
+        let start = out.len();
+        out.resize(start + c.segs * c.seg, T::default());
+        let tile = &mut out[start..];
+        // Position by position, each a contiguous row of the buffer (the
+        // segments' elements side by side), in blocks of positions that
+        // fill whole lines of the tile.
+        for j0 in (0..c.seg).step_by(COLUMN_BLOCK) {
+            for j in j0..c.seg.min(j0 + COLUMN_BLOCK) {
+                let row = c.base + j as i64 * c.along;
+                for s in 0..c.segs {
+                    tile[s * c.seg + j] = elem(buf, (row + s as i64) as usize, dec);
                 }
-                DType::BF16 => read_run(
-                    buf,
-                    first,
-                    step,
-                    n,
-                    |b| half::bf16::from_le_bytes(b).to_f32(),
-                    v,
-                ),
-                _ => unreachable!("{dt} values are not held in f32"),
             }
-            pad(v, r.len - r.hi, 0.0);
         }
+    }
+}
+
+/// Positions per block of a column tile's transposed copy: a line of
+/// `f32`s.
+const COLUMN_BLOCK: usize = 16;
+
+/// A tile of `segs` segments of `seg` points whose elements are
+/// `base + s + j * along` (segment `s`, position `j`): neighbouring
+/// segments are neighbours in memory (a scan down the columns of a
+/// matrix, in column tiles).
+#[derive(Clone, Copy, Debug)]
+struct Columns {
+    base: i64,
+    along: i64,
+    segs: usize,
+    seg: usize,
+}
+
+impl Columns {
+    /// The column tile of `index` over `sp` (segments whose runs are
+    /// whole and valid, with bases one element apart), if it is one.
+    fn of(index: &Expr, valid: &Cond, runs: &Runs, sp: Space) -> Option<Columns> {
+        if sp.seg == sp.n || sp.seg < 2 || !valid.is_always() {
+            return None;
+        }
+        let mut bases = Vec::with_capacity(sp.n / sp.seg);
+        sp.runs(Some(index), valid, runs, |r| match r.len == sp.seg {
+            true => {
+                bases.push(r.base);
+                Ok(())
+            }
+            false => Err(()),
+        })
+        .ok()?;
+        let consecutive = bases.windows(2).all(|w| w[1] == w[0] + 1);
+        (consecutive && runs.index.abs() > 1).then(|| Columns {
+            base: bases[0],
+            along: runs.index,
+            segs: bases.len(),
+            seg: sp.seg,
+        })
+    }
+
+    /// The first and last elements the tile touches.
+    fn touched(&self) -> (i64, i64) {
+        let far = self.base + (self.seg as i64 - 1) * self.along;
+        let last = self.segs as i64 - 1;
+        (self.base.min(far), self.base.max(far) + last)
+    }
+}
+
+/// Appends the elements `walk` gives of a `dt` buffer to `out`, which
+/// holds `dt`'s class.
+fn read_into(dt: DType, buf: &[u8], walk: &impl Walk, out: &mut Vals<'_>) {
+    match out {
+        Vals::F32(v) => match dt {
+            DType::F32 => walk.read(buf, f32::from_le_bytes, v),
+            DType::F16 => walk.read(buf, |b| half::f16::from_le_bytes(b).to_f32(), v),
+            DType::F8E4M3 | DType::F8E5M2 => walk.read(buf, |b: [u8; 1]| fp8::to_f32(dt, b[0]), v),
+            DType::BF16 => walk.read(buf, |b| half::bf16::from_le_bytes(b).to_f32(), v),
+            _ => unreachable!("{dt} values are not held in f32"),
+        },
         Vals::F32In(_) => unreachable!("reads go to owned vectors"),
-        Vals::F64(v) => {
-            pad(v, r.lo, 0.0);
-            read_run(buf, first, step, n, f64::from_le_bytes, v);
-            pad(v, r.len - r.hi, 0.0);
-        }
-        Vals::I64(v) => {
-            pad(v, r.lo, 0);
-            match dt {
-                DType::I64 => read_run(buf, first, step, n, i64::from_le_bytes, v),
-                DType::I32 => read_run(buf, first, step, n, |b| i32::from_le_bytes(b).into(), v),
-                DType::I16 => read_run(buf, first, step, n, |b| i16::from_le_bytes(b).into(), v),
-                DType::I8 => read_run(buf, first, step, n, |b: [u8; 1]| (b[0] as i8).into(), v),
-                DType::U8 => read_run(buf, first, step, n, |b: [u8; 1]| b[0].into(), v),
-                DType::Bool => read_run(buf, first, step, n, |b: [u8; 1]| (b[0] != 0).into(), v),
-                _ => unreachable!("{dt} values are not held in i64"),
-            }
-            pad(v, r.len - r.hi, 0);
-        }
+        Vals::F64(v) => walk.read(buf, f64::from_le_bytes, v),
+        Vals::I64(v) => match dt {
+            DType::I64 => walk.read(buf, i64::from_le_bytes, v),
+            DType::I32 => walk.read(buf, |b| i32::from_le_bytes(b).into(), v),
+            DType::I16 => walk.read(buf, |b| i16::from_le_bytes(b).into(), v),
+            DType::I8 => walk.read(buf, |b: [u8; 1]| (b[0] as i8).into(), v),
+            DType::U8 => walk.read(buf, |b: [u8; 1]| b[0].into(), v),
+            DType::Bool => walk.read(buf, |b: [u8; 1]| (b[0] != 0).into(), v),
+            _ => unreachable!("{dt} values are not held in i64"),
+        },
     }
 }
 
@@ -177,16 +308,20 @@ pub fn load<'a>(
         Class::F64 => raw.f64().reserve(sp.n),
         Class::I64 => raw.i64().reserve(sp.n),
     };
-    sp.runs(Some(index), valid, runs, |r| {
-        if let Some((a, b)) = touched(&r, runs.index) {
-            if a < 0 || b as usize >= arg.len {
-                let bad = if a < 0 { a } else { b };
-                return Err(oob(k, input, bad, arg.len));
-            }
-        }
-        read_into(arg.dtype, buf, &r, runs.index, &mut raw);
-        Ok(())
-    })?;
+    let outside = |(a, b): (i64, i64)| match a < 0 || b as usize >= arg.len {
+        true => Err(oob(k, input, if a < 0 { a } else { b }, arg.len)),
+        false => Ok(()),
+    };
+    if let Some(c) = Columns::of(index, valid, runs, sp) {
+        outside(c.touched())?;
+        read_into(arg.dtype, buf, &ColumnWalk(c), &mut raw);
+    } else {
+        sp.runs(Some(index), valid, runs, |r| {
+            touched(&r, runs.index).map_or(Ok(()), outside)?;
+            read_into(arg.dtype, buf, &RunWalk(&r, runs.index), &mut raw);
+            Ok::<(), InterpError>(())
+        })?;
+    }
     *out = match convert(&raw, arg.dtype, dt) {
         std::borrow::Cow::Borrowed(_) => raw,
         std::borrow::Cow::Owned(v) => v,
@@ -209,13 +344,11 @@ fn in_place<'a>(
     sp: Space,
 ) -> Result<Option<Vals<'a>>, InterpError> {
     let arg = k.inputs[input];
-    let one_run = sp.p0 / runs.span == (sp.p0 + sp.n - 1) / runs.span;
     if !cfg!(target_endian = "little")
         || arg.dtype != DType::F32
         || dt != DType::F32
         || runs.index != 1
-        || sp.n == 0
-        || !one_run
+        || !sp.one_run(runs)
     {
         return Ok(None);
     }
@@ -374,11 +507,10 @@ pub unsafe fn out_f32<'o>(
     outs: &'o Outs,
     sp: Space,
 ) -> Result<Option<&'o mut [f32]>, InterpError> {
-    let one_run = sp.n > 0 && sp.p0 / runs.span == (sp.p0 + sp.n - 1) / runs.span;
     if !cfg!(target_endian = "little")
         || k.outputs[o].dtype != DType::F32
         || runs.index != 1
-        || !one_run
+        || !sp.one_run(runs)
     {
         return Ok(None);
     }
@@ -416,6 +548,37 @@ pub fn store(
     let (dt, size) = (arg.dtype, arg.dtype.size());
     let vals = convert(vals, from, dt);
     let step = runs.index;
+    if let Some(c) = Columns::of(index, &Cond::always(), runs, sp) {
+        let (a, b) = c.touched();
+        if a < 0 || b as usize >= arg.len {
+            return Err(interp::store_outside(k, o, if a < 0 { a } else { b }));
+        }
+        // Position by position, each a contiguous row of the output (the
+        // segments' elements side by side), in blocks of positions that
+        // read whole lines of the tile.
+        for j0 in (0..c.seg).step_by(COLUMN_BLOCK) {
+            for j in j0..c.seg.min(j0 + COLUMN_BLOCK) {
+                let row = (c.base + j as i64 * c.along) as usize;
+                // SAFETY: these elements are this tile's points, written by
+                // this thread only.
+                let bytes = unsafe { outs.elems(o, row, c.segs, size) };
+                match (&*vals, dt) {
+                    (Vals::F32(_) | Vals::F32In(_), DType::F32) => {
+                        let v = vals.f32s();
+                        for (s, b) in bytes.chunks_exact_mut(4).enumerate() {
+                            b.copy_from_slice(&v[s * c.seg + j].to_le_bytes());
+                        }
+                    }
+                    _ => {
+                        for (s, b) in bytes.chunks_exact_mut(size).enumerate() {
+                            encode(dt, &vals, s * c.seg + j, b);
+                        }
+                    }
+                }
+            }
+        }
+        return Ok(());
+    }
     sp.runs(Some(index), &Cond::always(), runs, |r| {
         check_store(k, o, &r, step)?;
         if step == 1 && dt == DType::F32 {

@@ -61,6 +61,10 @@ pub struct Plan {
     /// in domain order on one thread ([`crate::exec::scatter`]), so
     /// repeated positions sum in the interpreter's order.
     pub adds: bool,
+    /// Whether the kernel scans along an axis strided in memory: its tiles
+    /// are then column tiles, many rows by a chunk of positions
+    /// (`exec::tiling`).
+    pub columns: bool,
     /// The ranges the element-level stores run over
     /// ([`Kernel::store_ranges`]: a sort stores the first `k` positions
     /// of each row).
@@ -69,7 +73,7 @@ pub struct Plan {
 
 impl Plan {
     /// The plan of `k`; `None` when the executor does not cover it
-    /// (attention, scans beside reductions or along a strided axis, sorts
+    /// (attention, scans beside reductions, sorts
     /// of rows past `u32` positions, adds beside writes, or overwriting
     /// stores that may write one element twice, whose order only the
     /// interpreter's sequential loop fixes).
@@ -166,19 +170,15 @@ impl Plan {
         let store_runs: Vec<Runs> = (0..k.stores.len())
             .map(|s| Runs::new(Some(&k.stores[s].index), &Cond::always(), store_space(s)))
             .collect();
-        // A scanned axis strided in memory (`cumsum(0)` of a matrix): the
-        // executor's tiles (4 kernel rows of 4096 points there) read a line
-        // and a page per element, and ran 2x slower than the interpreter's
-        // parallel rows (one column a tile: 352 against 690 ms for
-        // 4096x4096 on 2 threads). Those stay on the interpreter until
-        // scans get column tiles (docs/ARCHITECTURE.md, "CPU executor").
+        // A scanned axis strided in memory (`cumsum(0)` of a matrix): tiles
+        // of whole rows would read a line and a page per element (2x
+        // slower than the interpreter's parallel rows), so its tiles are
+        // column tiles (`exec::tiling`).
         let strided = |r: &Runs| r.index.abs() > 1;
         let loads_strided =
             (0..k.insts.len()).any(|i| level[i] == Level::Elem && strided(&runs[i]));
         let stores_strided = elem_stores.iter().any(|s| strided(&store_runs[*s]));
-        if scans && (loads_strided || stores_strided) {
-            return None;
-        }
+        let columns = scans && (loads_strided || stores_strided);
         let readers = readers(k);
         let fused: Vec<bool> = (0..k.insts.len())
             .map(|v| {
@@ -233,6 +233,7 @@ impl Plan {
             scans,
             sorts,
             adds,
+            columns,
             store_ranges,
         })
     }

@@ -81,6 +81,18 @@ impl Tile {
     pub fn points(&self, row_len: usize) -> (usize, usize) {
         (self.r0 * row_len + self.c0, self.nr * self.nc)
     }
+
+    /// The tile's points in the space of variables with sizes `ranges`:
+    /// one segment of `nc` positions a row.
+    pub fn space<'r>(&self, ranges: &'r [i64], row_len: usize) -> Space<'r> {
+        Space::segments(
+            ranges,
+            self.r0 * row_len + self.c0,
+            self.nr,
+            self.nc,
+            row_len,
+        )
+    }
 }
 
 /// The values an instruction of some level reads.
@@ -243,11 +255,7 @@ fn uniforms<'a>(ctx: &Ctx<'a>) -> Result<Vec<Vals<'a>>, InterpError> {
             segs: 1,
             len: 1,
         };
-        let sp = Space {
-            ranges: &[],
-            p0: 0,
-            n: 1,
-        };
+        let sp = Space::contiguous(&[], 0, 1);
         compute(ctx, i, &fr, sp, &mut out)?;
         uni[i] = out;
     }
@@ -317,11 +325,7 @@ fn rows<'f, 'a>(
         segs: 1,
         len: nr,
     };
-    let sp = Space {
-        ranges: &ctx.k.ranges[..ctx.k.n_kept],
-        p0: r0,
-        n: nr,
-    };
+    let sp = Space::contiguous(&ctx.k.ranges[..ctx.k.n_kept], r0, nr);
     (fr, sp)
 }
 
@@ -355,11 +359,7 @@ impl<'a> ElemState<'a> {
         t: Tile,
     ) -> Result<Space<'c>, InterpError> {
         let key = t.points(ctx.k.row_len());
-        let sp = Space {
-            ranges: &ctx.k.ranges,
-            p0: key.0,
-            n: key.1,
-        };
+        let sp = t.space(&ctx.k.ranges, ctx.k.row_len());
         for &i in needs {
             if self.at[i] == Some(key) {
                 continue;
@@ -446,11 +446,7 @@ impl<'a> ElemState<'a> {
         let k = ctx.k.stored_len();
         let fr = self.frame(ctx, row, t);
         // The stored points of the tile's rows: `k` per row.
-        let sp = Space {
-            ranges: &ctx.plan.store_ranges,
-            p0: t.r0 * k,
-            n: t.nr * k,
-        };
+        let sp = Space::contiguous(&ctx.plan.store_ranges, t.r0 * k, t.nr * k);
         for &s in &ctx.plan.elem_stores {
             let st = &ctx.k.stores[s];
             let vals = fr.full(st.value);
