@@ -1,10 +1,10 @@
 //! The CPU executor: runs elementwise, reduce, multi-reduce, scan, sort
 //! and scatter kernels (and matmuls the matmul fast path declines) over
 //! typed value vectors, spread over all cores with rayon (a scatter's
-//! adds applied on one thread, in domain order: `scatter`). The interpreter
-//! ([`crate::interp`]) stays the reference and runs what this declines
-//! (`plan::Plan::new`: attention, overwriting
-//! stores that might write an element twice).
+//! adds applied on one thread, in domain order: `scatter`). The
+//! interpreter ([`crate::interp`]) stays the reference and runs what this
+//! declines (`plan::Plan::new`: attention, overwriting stores that might
+//! write an element twice).
 //!
 //! A kernel's rows are cut into tiles as the interpreter's are (several
 //! short rows, or one chunk of a long row; `TILE` points, 4x the
@@ -204,13 +204,11 @@ fn tiling(
 ) -> (usize, usize) {
     if row_len == 0 {
         (TILE, 0)
-    } else if row_len <= TILE / COLUMNS || whole {
-        ((TILE / row_len).max(1), row_len)
-    } else if columns {
+    } else if columns && !whole && row_len > TILE / COLUMNS {
         let n = COLUMNS.min(rows.div_ceil(threads).max(16)).min(rows).max(1);
         (n, TILE / n)
-    } else if row_len <= TILE {
-        (TILE / row_len, row_len)
+    } else if row_len <= TILE || whole {
+        ((TILE / row_len).max(1), row_len)
     } else {
         (1, TILE)
     }

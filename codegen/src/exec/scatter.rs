@@ -140,29 +140,35 @@ impl Pending {
     /// Adds the list's values to the outputs, in order, each sum rounded
     /// (or wrapped) to the output's dtype as the interpreter adds.
     fn apply(&self, k: &Kernel, outs: &Outs) {
-        // Cursors into `elems` and the value vectors.
-        let (mut e0, mut f0, mut d0, mut i0) = (0, 0, 0, 0);
+        // How many of `elems`, `f32s`, `f64s` and `i64s` earlier parts took.
+        let (mut taken, mut f0, mut d0, mut i0) = (0, 0, 0, 0);
         for &part in &self.parts {
             let (store, n) = match part {
                 Part::Span { store, n, .. } | Part::Points { store, n } => (store, n),
             };
-            let o = k.stores[store].output;
-            let (dt, len) = (k.outputs[o].dtype, k.outputs[o].len);
-            let size = dt.size();
+            let points = match part {
+                Part::Points { .. } => {
+                    taken += n;
+                    &self.elems[taken - n..taken]
+                }
+                Part::Span { .. } => &[],
+            };
             // The elements of the part's adds, in order.
-            let elems = |part: Part| -> Box<dyn Iterator<Item = usize> + '_> {
+            let elems = || -> Box<dyn Iterator<Item = usize> + '_> {
                 match part {
                     Part::Span { e0, step, n, .. } => {
                         Box::new((0..n).map(move |j| (e0 as i64 + step * j as i64) as usize))
                     }
-                    Part::Points { .. } => Box::new(self.elems[e0..e0 + n].iter().copied()),
+                    Part::Points { .. } => Box::new(points.iter().copied()),
                 }
             };
+            let o = k.stores[store].output;
+            let (dt, len) = (k.outputs[o].dtype, k.outputs[o].len);
+            let size = dt.size();
             // SAFETY: adds are applied on one thread, and nothing else
             // touches the output while they are (the other threads only
             // compute values).
             let whole = unsafe { outs.elems(o, 0, len, size) };
-            let class = class(dt);
             if dt == DType::F32 && cfg!(target_endian = "little") {
                 // SAFETY: any bit pattern is an `f32`; only aligned
                 // elements are in the middle.
@@ -177,38 +183,32 @@ impl Pending {
                                 *x += v;
                             }
                         }
-                        _ => elems(part).zip(vs).for_each(|(e, v)| f32s[e] += v),
+                        _ => elems().zip(vs).for_each(|(e, v)| f32s[e] += v),
                     }
                     f0 += n;
-                    if matches!(part, Part::Points { .. }) {
-                        e0 += n;
-                    }
                     continue;
                 }
             }
             let at = |e: usize| e * size..(e + 1) * size;
-            match class {
+            match class(dt) {
                 Class::F32 => {
-                    for (e, v) in elems(part).zip(&self.f32s[f0..f0 + n]) {
+                    for (e, v) in elems().zip(&self.f32s[f0..f0 + n]) {
                         interp::add_float(dt, &mut whole[at(e)], f64::from(*v));
                     }
                     f0 += n;
                 }
                 Class::F64 => {
-                    for (e, v) in elems(part).zip(&self.f64s[d0..d0 + n]) {
+                    for (e, v) in elems().zip(&self.f64s[d0..d0 + n]) {
                         interp::add_float(dt, &mut whole[at(e)], *v);
                     }
                     d0 += n;
                 }
                 Class::I64 => {
-                    for (e, v) in elems(part).zip(&self.i64s[i0..i0 + n]) {
+                    for (e, v) in elems().zip(&self.i64s[i0..i0 + n]) {
                         interp::add_int(dt, &mut whole[at(e)], *v);
                     }
                     i0 += n;
                 }
-            }
-            if matches!(part, Part::Points { .. }) {
-                e0 += n;
             }
         }
     }
