@@ -738,16 +738,18 @@ fn sorts_match_the_interpreter_bit_for_bit() {
             }
         }
     }
-    // Past the parallel threshold: many short rows, one long row (a
-    // parallel sort on four threads), a topk of it.
-    for dt in [DType::F32, DType::I64, DType::BF16] {
+    // Past the parallel threshold: many short rows, one long row (its
+    // keys, pairs and gathers in parallel chunks, the MSD pass then LSD
+    // passes per bucket, or a parallel comparison sort of wide keys), a
+    // topk of it; ties (`Pairs`), bytes every key shares (`U8`: one
+    // bucket pass only) and the highest byte shared (`I16`).
+    for dt in [DType::F32, DType::I64, DType::BF16, DType::U8, DType::I16] {
         for (rows, len, k) in [(2053, 17, 17), (1, 70001, 70001), (1, 70001, 5)] {
-            for threads in [1, 4] {
-                let view = if threads == 1 {
-                    SortView::Flipped
-                } else {
-                    SortView::Rows
-                };
+            for (threads, view) in [
+                (1, SortView::Flipped),
+                (4, SortView::Rows),
+                (3, SortView::Pairs),
+            ] {
                 check(&sort_through(dt, rows, len, k, threads == 4, view), threads);
             }
         }

@@ -4,30 +4,32 @@
 //! key above position. The pairs are all distinct, so any correct sort of
 //! them, stable or not, serial or parallel, gives the one stable order
 //! ([`crate::sort`]): an LSD radix sort of keys that fit 32 bits once
-//! less the row's smallest (`sort_unstable` of short rows and wider keys;
-//! rayon's parallel sort of a long row on 4 threads or more), or for a
-//! `topk` a selection of the `k` smallest pairs and a sort of those only.
+//! less the row's smallest (`sort_unstable` of short rows and wider keys),
+//! or for a `topk` a selection of the `k` smallest pairs and a sort of
+//! those only. A long row (one tile, while the pool's other threads have
+//! nothing to do) takes every thread: its keys, pairs and gathers in
+//! parallel chunks, its radix passes as [`par_radix`] (wider keys:
+//! rayon's parallel comparison sort).
 
 use rayon::prelude::*;
 
 use crate::exec::vals::Vals;
 use crate::sort::{SortOp, SortPart, SortValue};
 
-/// Rows at least this long sort in parallel when the pool has
-/// [`PAR_SORT_THREADS`] threads: below, splitting costs more than it
-/// gains.
+/// Rows at least this long sort on every thread of the pool: below,
+/// splitting costs more than it gains. (On one thread the long-row path
+/// measured as fast as the plain one.)
 const PAR_SORT_MIN: usize = 1 << 16;
 
-/// Threads from which a long row's parallel comparison sort beats the
-/// radix sort on one thread: a row of 2^22 `f32` took 200-210 ms by
-/// [`radix`] on one thread and 220-255 ms by `par_sort_unstable` on two
-/// (the 2-core build machine, under load).
-const PAR_SORT_THREADS: usize = 4;
+/// Whether rows of `nc` sort on every thread.
+fn long(nc: usize) -> bool {
+    nc >= PAR_SORT_MIN
+}
 
 /// A `(key, position)` pair as one integer ordered as the pair: `u64` for
 /// keys of 32 bits, `u128` for wider ones. Positions fit `u32` (the plan
 /// declines longer rows).
-trait Pair: Copy + Ord + Send {
+trait Pair: Copy + Ord + Send + Sync {
     /// The pair of `key` (within this pair's key bits) and `pos`.
     fn new(key: u64, pos: usize) -> Self;
     /// The pair's position.
@@ -35,6 +37,8 @@ trait Pair: Copy + Ord + Send {
     /// Sorts a row's pairs, made in position order, on this thread
     /// (`tmp` a buffer to reuse).
     fn sort_row(pairs: &mut Vec<Self>, tmp: &mut Vec<Self>);
+    /// The same on every thread of the pool.
+    fn par_sort_row(pairs: &mut Vec<Self>, tmp: &mut Vec<Self>);
 }
 
 impl Pair for u64 {
@@ -51,6 +55,9 @@ impl Pair for u64 {
             radix(pairs, tmp);
         }
     }
+    fn par_sort_row(pairs: &mut Vec<u64>, tmp: &mut Vec<u64>) {
+        par_radix(pairs, tmp);
+    }
 }
 
 impl Pair for u128 {
@@ -63,29 +70,44 @@ impl Pair for u128 {
     fn sort_row(pairs: &mut Vec<u128>, _: &mut Vec<u128>) {
         pairs.sort_unstable();
     }
+    fn par_sort_row(pairs: &mut Vec<u128>, _: &mut Vec<u128>) {
+        pairs.par_sort_unstable();
+    }
 }
 
 /// Rows at least this long sort 32-bit keys by [`radix`] (shorter ones
 /// by comparisons: the histograms' fixed cost would dominate).
 const RADIX_MIN: usize = 256;
 
+/// Byte `d` of the key of pair `p` (32-bit keys above positions).
+fn digit(p: u64, d: usize) -> usize {
+    (p >> (32 + 8 * d)) as u8 as usize
+}
+
 /// Sorts `pairs` (32-bit keys above positions, made in position order) by
-/// an LSD radix sort of their keys' bytes, skipping bytes that all keys
-/// share (3 of 4 for `U8` and bools): each pass is stable, so pairs of
-/// equal keys keep their position order and the result is the pairs'
-/// sorted order.
+/// an LSD radix sort of their keys' bytes ([`lsd`]).
 fn radix(pairs: &mut Vec<u64>, tmp: &mut Vec<u64>) {
-    let n = pairs.len();
+    tmp.clear();
+    tmp.resize(pairs.len(), 0);
+    if lsd(pairs, tmp, 4) {
+        std::mem::swap(pairs, tmp);
+    }
+}
+
+/// Sorts `a` by the low `digits` bytes of its keys, an LSD radix sort with
+/// `b` (as long) as the other buffer, skipping bytes that all keys share
+/// (3 of 4 for `U8` and bools): each pass is stable, so pairs of equal
+/// keys keep their order. Returns whether the result is in `b`.
+fn lsd<'s>(mut a: &'s mut [u64], mut b: &'s mut [u64], digits: usize) -> bool {
+    let n = a.len();
     let mut counts = [[0usize; 256]; 4];
-    for p in pairs.iter() {
-        let key = (p >> 32) as u32;
-        for (d, c) in counts.iter_mut().enumerate() {
-            c[(key >> (8 * d)) as u8 as usize] += 1;
+    for p in a.iter() {
+        for (d, c) in counts.iter_mut().enumerate().take(digits) {
+            c[digit(*p, d)] += 1;
         }
     }
-    tmp.clear();
-    tmp.resize(n, 0);
-    for (d, c) in counts.iter().enumerate() {
+    let mut in_b = false;
+    for (d, c) in counts.iter().enumerate().take(digits) {
         if c.contains(&n) {
             continue;
         }
@@ -95,13 +117,86 @@ fn radix(pairs: &mut Vec<u64>, tmp: &mut Vec<u64>) {
             *a = sum;
             sum += c;
         }
-        for p in pairs.iter() {
-            let b = (p >> (32 + 8 * d)) as u8 as usize;
-            tmp[at[b]] = *p;
-            at[b] += 1;
+        for p in a.iter() {
+            let x = digit(*p, d);
+            b[at[x]] = *p;
+            at[x] += 1;
         }
-        std::mem::swap(pairs, tmp);
+        std::mem::swap(&mut a, &mut b);
+        in_b = !in_b;
     }
+    in_b
+}
+
+/// [`radix`] on every thread of the pool, as an MSD pass then LSD passes
+/// in cache: the pairs are scattered by their keys' highest byte that
+/// not all share (each of a few chunks a thread counting its bytes, then
+/// writing to its own region of each bucket, bucket by bucket and chunk
+/// by chunk, as one thread would place them: a stable pass over disjoint
+/// slices of `tmp`), then the buckets, whose pairs share that byte and
+/// fit a core's cache at the sizes this runs for, sort by the lower bytes
+/// ([`lsd`]) in parallel. Every pass is stable: the result is
+/// [`radix`]'s, in two passes over memory where it takes four.
+fn par_radix(pairs: &mut Vec<u64>, tmp: &mut Vec<u64>) {
+    let n = pairs.len();
+    let size = n.div_ceil(4 * rayon::current_num_threads()).max(1);
+    let counts: Vec<[[usize; 256]; 4]> = pairs
+        .par_chunks(size)
+        .map(|c| {
+            let mut t = [[0usize; 256]; 4];
+            for p in c {
+                for (d, td) in t.iter_mut().enumerate() {
+                    td[digit(*p, d)] += 1;
+                }
+            }
+            t
+        })
+        .collect();
+    let total = |d: usize, x: usize| counts.iter().map(|c| c[d][x]).sum::<usize>();
+    // Every key equal: the pairs are in order already.
+    let Some(top) = (0..4).rev().find(|&d| (0..256).all(|x| total(d, x) < n)) else {
+        return;
+    };
+    tmp.clear();
+    tmp.par_extend(rayon::iter::repeat_n(0, n));
+    let mut regions: Vec<Vec<&mut [u64]>> =
+        counts.iter().map(|_| Vec::with_capacity(256)).collect();
+    let mut rest: &mut [u64] = tmp;
+    for x in 0..256 {
+        for (region, count) in regions.iter_mut().zip(&counts) {
+            let (head, tail) = std::mem::take(&mut rest).split_at_mut(count[top][x]);
+            region.push(head);
+            rest = tail;
+        }
+    }
+    pairs
+        .par_chunks(size)
+        .zip(regions)
+        .for_each(|(src, mut dst)| {
+            let mut at = [0usize; 256];
+            for p in src {
+                let x = digit(*p, top);
+                dst[x][at[x]] = *p;
+                at[x] += 1;
+            }
+        });
+    // `tmp` holds the buckets; each sorts with its span of `pairs` as the
+    // other buffer, its result copied back into `tmp` where it ends there.
+    let mut buckets = Vec::with_capacity(256);
+    let (mut t, mut p): (&mut [u64], &mut [u64]) = (tmp, pairs);
+    for x in 0..256 {
+        let len = total(top, x);
+        let (th, tt) = std::mem::take(&mut t).split_at_mut(len);
+        let (ph, pt) = std::mem::take(&mut p).split_at_mut(len);
+        buckets.push((th, ph));
+        (t, p) = (tt, pt);
+    }
+    buckets.into_par_iter().for_each(|(t, p)| {
+        if lsd(t, p, top) {
+            t.copy_from_slice(p);
+        }
+    });
+    std::mem::swap(pairs, tmp);
 }
 
 /// Sort `op` of `src` (the values of `op`'s operand, `F32`, `I32`, `F64`
@@ -110,88 +205,112 @@ fn radix(pairs: &mut Vec<u64>, tmp: &mut Vec<u64>) {
 /// its position (`I64`); positions from `op.k` on hold the rest of the
 /// row in no particular order (no store reads them).
 pub fn sort(op: SortOp, src: &Vals<'_>, nr: usize, nc: usize, out: &mut Vals<'_>) {
-    let at = match src {
-        Vals::F32(_) | Vals::F32In(_) => positions(op, src.f32s(), nr, nc, |x| f64::from(x).into()),
-        Vals::F64(v) => positions(op, v, nr, nc, SortValue::from),
-        Vals::I64(v) => positions(op, v, nr, nc, SortValue::from),
-    };
-    // Position `p` of the tile holds element `at[p]` of its row.
-    let gather = |p: usize, j: &usize| (p / nc.max(1)) * nc + j;
+    let shape = (nr, nc);
+    let f32_key = |x: f32| f64::from(x).into();
+    fn index<T>(_: &[T], j: usize) -> i64 {
+        j as i64
+    }
+    fn at<T: Copy>(row: &[T], j: usize) -> T {
+        row[j]
+    }
     *out = match (op.part, src) {
-        (SortPart::Indices, _) => Vals::I64(at.iter().map(|j| *j as i64).collect()),
-        (SortPart::Values, Vals::F32(_) | Vals::F32In(_)) => {
-            let v = src.f32s();
-            Vals::F32(
-                at.iter()
-                    .enumerate()
-                    .map(|(p, j)| v[gather(p, j)])
-                    .collect(),
-            )
+        (SortPart::Indices, Vals::F32(_) | Vals::F32In(_)) => {
+            Vals::I64(sort_rows(op, src.f32s(), shape, f32_key, index))
         }
-        (SortPart::Values, Vals::F64(v)) => Vals::F64(
-            at.iter()
-                .enumerate()
-                .map(|(p, j)| v[gather(p, j)])
-                .collect(),
-        ),
-        (SortPart::Values, Vals::I64(v)) => Vals::I64(
-            at.iter()
-                .enumerate()
-                .map(|(p, j)| v[gather(p, j)])
-                .collect(),
-        ),
+        (SortPart::Indices, Vals::F64(v)) => {
+            Vals::I64(sort_rows(op, v, shape, SortValue::from, index))
+        }
+        (SortPart::Indices, Vals::I64(v)) => {
+            Vals::I64(sort_rows(op, v, shape, SortValue::from, index))
+        }
+        (SortPart::Values, Vals::F32(_) | Vals::F32In(_)) => {
+            Vals::F32(sort_rows(op, src.f32s(), shape, f32_key, at))
+        }
+        (SortPart::Values, Vals::F64(v)) => Vals::F64(sort_rows(op, v, shape, SortValue::from, at)),
+        (SortPart::Values, Vals::I64(v)) => Vals::I64(sort_rows(op, v, shape, SortValue::from, at)),
     };
 }
 
-/// For each of `nr` rows of `nc` values `T` (keyed through `value`), the
-/// positions of its elements in sorted order (as [`order`] leaves them).
-/// A row's keys less its smallest key keep their order; where they fit
-/// 32 bits (64-bit keys of `I64` values within `2^32` of each other), the
-/// row sorts as `u64` pairs (by [`radix`]) instead of `u128` ones.
-fn positions<T: Copy>(
+/// For each of `nr` rows of `nc` values `T` (keyed through `value`),
+/// `emit(row, j)` for its positions `j` in sorted order (as [`order`]
+/// leaves them), on every thread for long rows. A row's keys less its
+/// smallest key keep their order; where they fit 32 bits (64-bit keys of
+/// `I64` values within `2^32` of each other), the row sorts as `u64`
+/// pairs (by [`radix`]) instead of `u128` ones.
+fn sort_rows<T: Copy + Sync, O: Send>(
     op: SortOp,
     src: &[T],
-    nr: usize,
-    nc: usize,
-    value: impl Fn(T) -> SortValue,
-) -> Vec<usize> {
-    let mut keys = Vec::with_capacity(nc);
+    (nr, nc): (usize, usize),
+    value: impl Fn(T) -> SortValue + Sync + Send,
+    emit: impl Fn(&[T], usize) -> O + Sync + Send,
+) -> Vec<O> {
+    let par = long(nc);
     let (mut narrow, mut narrow_tmp): (Vec<u64>, Vec<u64>) = (Vec::new(), Vec::new());
     let (mut wide, mut wide_tmp): (Vec<u128>, Vec<u128>) = (Vec::new(), Vec::new());
-    let mut at = Vec::with_capacity(nr * nc);
+    let mut out = Vec::with_capacity(nr * nc);
+    let mut keys = Vec::with_capacity(nc);
     for row in src.chunks(nc.max(1)).take(nr) {
+        // Keys once (their computation costs more than a pass over them).
         keys.clear();
-        keys.extend(row.iter().map(|x| op.key(value(*x))));
-        let lo = keys.iter().copied().min().unwrap_or(0);
-        let hi = keys.iter().copied().max().unwrap_or(0);
-        if hi - lo <= u64::from(u32::MAX) {
-            sort_keys(&keys, lo, op.k, &mut narrow, &mut narrow_tmp, &mut at);
+        let key = |x: &T| op.key(value(*x));
+        if par {
+            keys.par_extend(row.par_iter().map(key));
         } else {
-            sort_keys(&keys, lo, op.k, &mut wide, &mut wide_tmp, &mut at);
+            keys.extend(row.iter().map(key));
+        }
+        let (lo, hi) = key_range(&keys, par);
+        let emit = |j: usize| emit(row, j);
+        let row = (&keys[..], lo, op.k, par);
+        if hi - lo <= u64::from(u32::MAX) {
+            sort_keys(row, (&mut narrow, &mut narrow_tmp), &mut out, emit);
+        } else {
+            sort_keys(row, (&mut wide, &mut wide_tmp), &mut out, emit);
         }
     }
-    at
+    out
 }
 
-/// Sorts one row's `keys` (less `lo`, their smallest) as pairs `P`
-/// (`pairs` and `tmp` buffers to reuse), pushing its positions to `at`.
-fn sort_keys<P: Pair>(
-    keys: &[u64],
-    lo: u64,
-    k: usize,
-    pairs: &mut Vec<P>,
-    tmp: &mut Vec<P>,
-    at: &mut Vec<usize>,
+/// The smallest and largest of `keys` (`(0, 0)` for none), in parallel
+/// chunks where `par`.
+fn key_range(keys: &[u64], par: bool) -> (u64, u64) {
+    let (lo, hi) = if par {
+        keys.par_iter()
+            .map(|k| (*k, *k))
+            .reduce(|| (u64::MAX, 0), |a, b| (a.0.min(b.0), a.1.max(b.1)))
+    } else {
+        let lo = keys.iter().copied().min().unwrap_or(u64::MAX);
+        (lo, keys.iter().copied().max().unwrap_or(0))
+    };
+    (lo.min(hi), hi)
+}
+
+/// Sorts one row's `keys` (less `lo`, their smallest; on every thread
+/// where `par`) as pairs `P` (`pairs` and `tmp` buffers to reuse),
+/// pushing `emit(j)` of its positions `j` to `out`.
+fn sort_keys<P: Pair, O: Send>(
+    (keys, lo, k, par): (&[u64], u64, usize, bool),
+    (pairs, tmp): (&mut Vec<P>, &mut Vec<P>),
+    out: &mut Vec<O>,
+    emit: impl Fn(usize) -> O + Sync + Send,
 ) {
     pairs.clear();
-    pairs.extend(keys.iter().enumerate().map(|(j, key)| P::new(key - lo, j)));
-    order(pairs, tmp, k);
-    at.extend(pairs.iter().map(|p| p.pos()));
+    let pair = |(j, key): (usize, &u64)| P::new(key - lo, j);
+    if par {
+        pairs.par_extend(keys.par_iter().enumerate().map(pair));
+    } else {
+        pairs.extend(keys.iter().enumerate().map(pair));
+    }
+    order(pairs, tmp, k, par);
+    if par {
+        out.par_extend(pairs.par_iter().map(|p| emit(p.pos())));
+    } else {
+        out.extend(pairs.iter().map(|p| emit(p.pos())));
+    }
 }
 
 /// Puts the `k` smallest of `pairs` first, in order (the rest after them
-/// in no particular order).
-fn order<P: Pair>(pairs: &mut Vec<P>, tmp: &mut Vec<P>, k: usize) {
+/// in no particular order), on every thread where `par`.
+fn order<P: Pair>(pairs: &mut Vec<P>, tmp: &mut Vec<P>, k: usize, par: bool) {
     let n = pairs.len();
     if k == 0 {
         return;
@@ -201,8 +320,8 @@ fn order<P: Pair>(pairs: &mut Vec<P>, tmp: &mut Vec<P>, k: usize) {
         // are sorted.
         pairs.select_nth_unstable(k - 1);
         pairs[..k].sort_unstable();
-    } else if n >= PAR_SORT_MIN && rayon::current_num_threads() >= PAR_SORT_THREADS {
-        pairs.par_sort_unstable();
+    } else if par {
+        P::par_sort_row(pairs, tmp);
     } else {
         P::sort_row(pairs, tmp);
     }
