@@ -242,7 +242,19 @@ fn finite_sums(k: &Kernel, engine: engines::Engine) -> Vec<u8> {
 /// one wave or several, positions equal along rows of 2 and 8 points or
 /// different at every point, repeats in every element), and
 /// the error is the first in domain order (positions past the axis from
-/// point 250000 on: the first bad one is 250).
+/// point 250000 on: the first bad one is 250); outputs long enough to be
+/// applied in slices of elements on several threads.
+/// How a scatter's positions and elements run along a row.
+#[derive(Clone, Copy, Debug)]
+enum Form {
+    /// One position a row, elements up the row.
+    Spans,
+    /// A position per point.
+    Points,
+    /// One position a row, elements down the row.
+    Backwards,
+}
+
 #[test]
 fn scatter_adds_are_the_interpreters_on_any_thread_count() {
     let interp: engines::Engine = |k, i, s, o| Some(smelt_codegen::interp::run(k, i, s, o));
@@ -271,6 +283,34 @@ fn scatter_adds_are_the_interpreters_on_any_thread_count() {
                 let (got, want) = (finite_sums(&k, exec::run), finite_sums(&k, interp));
                 assert!(got == want, "{} {dt}: {threads} threads", k.name);
                 assert!(want.iter().any(|b| *b != 0), "nothing added");
+            }
+            // Outputs long enough to be applied in slices on several
+            // threads: contiguous spans (`f32`'s vector loop, and the
+            // per-element adds of `F16` and `I32`), positions that differ
+            // along a row (point by point) and spans stored backwards.
+            for (n, w, m, dt, form) in [
+                (300_007, 8, 2_003, DType::F32, Form::Spans),
+                (300_007, 8, 2_003, DType::F16, Form::Spans),
+                (200_003, 4, 5_003, DType::I32, Form::Spans),
+                (200_003, 4, 5_003, DType::F32, Form::Points),
+                (100_003, 16, 1_001, DType::F64, Form::Backwards),
+            ] {
+                let mut k = scatter_add(n, w, m, dt, (false, true));
+                let ranges = [n, w];
+                let store = &mut k.stores[0];
+                let smelt_codegen::StoreKind::AddAt { at, .. } = store.kind else {
+                    unreachable!()
+                };
+                match form {
+                    Form::Spans => {}
+                    Form::Points => {
+                        let e = Expr::var(0).scale(7).add(&Expr::var(1).scale(3));
+                        k.insts[at].inst = Inst::Index(e.rem(m, &ranges));
+                    }
+                    Form::Backwards => store.index = lin(&[(1, -1)], w - 1),
+                }
+                let (got, want) = (finite_sums(&k, exec::run), finite_sums(&k, interp));
+                assert!(got == want, "{dt} {form:?}: {threads} threads");
             }
             let (bufs, scalars) = inputs(&late_error, 3);
             let ins: Vec<&[u8]> = bufs.iter().map(|b| b.as_slice()).collect();
