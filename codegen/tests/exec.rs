@@ -242,8 +242,8 @@ fn finite_sums(k: &Kernel, engine: engines::Engine) -> Vec<u8> {
 /// one wave or several, positions equal along rows of 2 and 8 points or
 /// different at every point, repeats in every element), and
 /// the error is the first in domain order (positions past the axis from
-/// point 250000 on: the first bad one is 250); outputs long enough to be
-/// applied in slices of elements on several threads.
+/// point 250000 on: the first bad one is 250); longer outputs with
+/// contiguous spans, point-by-point positions and spans stored backwards.
 /// How a scatter's positions and elements run along a row.
 #[derive(Clone, Copy, Debug)]
 enum Form {
@@ -284,10 +284,10 @@ fn scatter_adds_are_the_interpreters_on_any_thread_count() {
                 assert!(got == want, "{} {dt}: {threads} threads", k.name);
                 assert!(want.iter().any(|b| *b != 0), "nothing added");
             }
-            // Outputs long enough to be applied in slices on several
-            // threads: contiguous spans (`f32`'s vector loop, and the
-            // per-element adds of `F16` and `I32`), positions that differ
-            // along a row (point by point) and spans stored backwards.
+            // Longer outputs: contiguous spans (`f32`'s vector loop, and
+            // the per-element adds of `F16` and `I32`), positions that
+            // differ along a row (point by point) and spans stored
+            // backwards.
             for (n, w, m, dt, form) in [
                 (300_007, 8, 2_003, DType::F32, Form::Spans),
                 (300_007, 8, 2_003, DType::F16, Form::Spans),

@@ -3,13 +3,12 @@
 //! over the threads.
 //!
 //! Repeated positions make the order of the adds part of the result (`f32`
-//! sums round), so each output element takes its adds in domain order.
-//! What comes before them, the values and positions, is most of the time
-//! (about 7/8 of an `f32` `index_add`) and has no order: row blocks
-//! compute theirs in parallel into [`Pending`] lists, a wave of blocks at
-//! a time, and each wave's lists are applied in block order while the
-//! threads compute the next wave, the outputs cut into slices of
-//! elements, one thread a slice (every element still in order).
+//! sums round), so they are applied point after point in domain order, on
+//! one thread. What comes before them, the values and positions, is most
+//! of the time (about 7/8 of an `f32` `index_add`) and has no order: row
+//! blocks compute theirs in parallel into [`Pending`] lists, a wave of
+//! blocks at a time, and one thread applies each wave's lists in block
+//! order while the other threads compute the next wave.
 //!
 //! A scatter kernel has no reduced variable, so its stores are row-level:
 //! [`crate::exec::tile::row_store`] collects them into the block's list.
@@ -138,12 +137,9 @@ impl Pending {
         })
     }
 
-    /// Adds the list's values to slice `t` of `n` of each output (its
-    /// elements `len t / n .. len (t + 1) / n`), in order, each sum
-    /// rounded (or wrapped) to the output's dtype as the interpreter adds.
-    /// The slices of one `n` are disjoint: each runs on its own thread,
-    /// and every element still takes its adds in the list's order.
-    fn apply(&self, k: &Kernel, outs: &Outs, (t, n_slices): (usize, usize)) {
+    /// Adds the list's values to the outputs, in order, each sum rounded
+    /// (or wrapped) to the output's dtype as the interpreter adds.
+    fn apply(&self, k: &Kernel, outs: &Outs) {
         // How many of `elems`, `f32s`, `f64s` and `i64s` earlier parts took.
         let (mut taken, mut f0, mut d0, mut i0) = (0, 0, 0, 0);
         for &part in &self.parts {
@@ -157,40 +153,22 @@ impl Pending {
                 }
                 Part::Span { .. } => &[],
             };
+            // The elements of the part's adds, in order.
+            let elems = || -> Box<dyn Iterator<Item = usize> + '_> {
+                match part {
+                    Part::Span { e0, step, n, .. } => {
+                        Box::new((0..n).map(move |j| (e0 as i64 + step * j as i64) as usize))
+                    }
+                    Part::Points { .. } => Box::new(points.iter().copied()),
+                }
+            };
             let o = k.stores[store].output;
             let (dt, len) = (k.outputs[o].dtype, k.outputs[o].len);
-            let (lo, hi) = (len * t / n_slices, len * (t + 1) / n_slices);
-            // A span's adds into the slice (all of them in the one slice).
-            let within = |e0, step| {
-                if n_slices == 1 {
-                    0..n
-                } else {
-                    span_within(e0, step, n, (lo, hi))
-                }
-            };
-            // The part's adds into this slice, in order: (add, element
-            // within the slice).
-            let adds = || -> Box<dyn Iterator<Item = (usize, usize)> + '_> {
-                match part {
-                    Part::Span { e0, step, .. } => {
-                        let js = within(e0, step);
-                        Box::new(js.map(move |j| (j, (e0 as i64 + step * j as i64) as usize - lo)))
-                    }
-                    Part::Points { .. } => Box::new(
-                        points
-                            .iter()
-                            .enumerate()
-                            .filter(|(_, e)| (lo..hi).contains(*e))
-                            .map(|(j, e)| (j, e - lo)),
-                    ),
-                }
-            };
             let size = dt.size();
-            // SAFETY: this thread's slice of the output, disjoint from the
-            // other threads' (the slices of one `n_slices`), and nothing
-            // else touches the outputs while adds are applied (the other
-            // threads only compute values).
-            let whole = unsafe { outs.elems(o, lo, hi - lo, size) };
+            // SAFETY: adds are applied on one thread, and nothing else
+            // touches the output while they are (the other threads only
+            // compute values).
+            let whole = unsafe { outs.elems(o, 0, len, size) };
             if dt == DType::F32 && cfg!(target_endian = "little") {
                 // SAFETY: any bit pattern is an `f32`; only aligned
                 // elements are in the middle.
@@ -200,16 +178,12 @@ impl Pending {
                     // contiguous span is one vector loop.
                     let vs = &self.f32s[f0..f0 + n];
                     match part {
-                        Part::Span { e0, step: 1, .. } => {
-                            let js = within(e0, 1);
-                            if !js.is_empty() {
-                                let at = e0 + js.start - lo;
-                                for (x, v) in f32s[at..at + js.len()].iter_mut().zip(&vs[js]) {
-                                    *x += v;
-                                }
+                        Part::Span { e0, step: 1, n, .. } => {
+                            for (x, v) in f32s[e0..e0 + n].iter_mut().zip(vs) {
+                                *x += v;
                             }
                         }
-                        _ => adds().for_each(|(j, e)| f32s[e] += vs[j]),
+                        _ => elems().zip(vs).for_each(|(e, v)| f32s[e] += v),
                     }
                     f0 += n;
                     continue;
@@ -218,53 +192,26 @@ impl Pending {
             let at = |e: usize| e * size..(e + 1) * size;
             match class(dt) {
                 Class::F32 => {
-                    let vs = &self.f32s[f0..f0 + n];
-                    for (j, e) in adds() {
-                        interp::add_float(dt, &mut whole[at(e)], f64::from(vs[j]));
+                    for (e, v) in elems().zip(&self.f32s[f0..f0 + n]) {
+                        interp::add_float(dt, &mut whole[at(e)], f64::from(*v));
                     }
                     f0 += n;
                 }
                 Class::F64 => {
-                    let vs = &self.f64s[d0..d0 + n];
-                    for (j, e) in adds() {
-                        interp::add_float(dt, &mut whole[at(e)], vs[j]);
+                    for (e, v) in elems().zip(&self.f64s[d0..d0 + n]) {
+                        interp::add_float(dt, &mut whole[at(e)], *v);
                     }
                     d0 += n;
                 }
                 Class::I64 => {
-                    let vs = &self.i64s[i0..i0 + n];
-                    for (j, e) in adds() {
-                        interp::add_int(dt, &mut whole[at(e)], vs[j]);
+                    for (e, v) in elems().zip(&self.i64s[i0..i0 + n]) {
+                        interp::add_int(dt, &mut whole[at(e)], *v);
                     }
                     i0 += n;
                 }
             }
         }
     }
-
-    /// The number of adds in the list.
-    fn len(&self) -> usize {
-        self.f32s.len() + self.f64s.len() + self.i64s.len()
-    }
-}
-
-/// The adds `j` (in `0..n`) of a span `e0 + step j` whose elements lie in
-/// `lo..hi` (consecutive, as the elements are monotonic in `j`).
-fn span_within(e0: usize, step: i64, n: usize, (lo, hi): (usize, usize)) -> std::ops::Range<usize> {
-    let (e0, lo, hi, n) = (e0 as i64, lo as i64, hi as i64, n as i64);
-    let (first, end) = match step {
-        0 if (lo..hi).contains(&e0) => (0, n),
-        0 => (0, 0),
-        // Increasing: `e0 + s j >= lo` from `j = ceil((lo - e0) / s)`,
-        // `< hi` until `ceil((hi - e0) / s)` (`ceil(a / s) = -floor(-a /
-        // s)`).
-        s if s > 0 => (-(e0 - lo).div_euclid(s), -(e0 - hi).div_euclid(s)),
-        // Decreasing by `t`: `e0 - t j < hi` from `j = floor((e0 - hi) /
-        // t) + 1`, `>= lo` through `floor((e0 - lo) / t)`.
-        s => ((e0 - hi).div_euclid(-s) + 1, (e0 - lo).div_euclid(-s) + 1),
-    };
-    let (first, end) = (first.clamp(0, n), end.clamp(0, n));
-    first as usize..end.max(first) as usize
 }
 
 /// Points per wave, at least: each wave costs a wake-up of the threads
@@ -276,19 +223,6 @@ const WAVE_POINTS: usize = 1 << 19;
 /// Row blocks per thread in a wave, at least: each thread's share evens
 /// out.
 const WAVE_PER_THREAD: usize = 4;
-
-/// Output elements per slice, at least, where a wave's adds are applied
-/// by slices of the outputs on several threads.
-const MIN_SLICE: usize = 4096;
-
-/// Adds in a wave from which its slices are applied in parallel.
-const MIN_PARALLEL_ADDS: usize = 1 << 16;
-
-/// Threads from which the adds are applied in slices: on the 2-core build
-/// machine slicing an `f32` `index_add` of 2^26 adds in two took it from
-/// 61-69 to 72-81 ms (one thread applying while the other computes was
-/// balanced already).
-const SLICE_THREADS: usize = 4;
 
 /// Runs `blocks` row blocks of `block_points` points of kernel `k` with
 /// `block(state, b)`, which leaves block `b`'s adds in the state's
@@ -309,35 +243,12 @@ pub(crate) fn run<'a, E: Send>(
         slot.1 = block(st, b);
         std::mem::swap(&mut st.0.adds, &mut slot.0);
     };
-    let threads = if parallel {
-        rayon::current_num_threads()
-    } else {
-        1
-    };
-    // Each output in as many slices as threads, of at least `MIN_SLICE`
-    // elements (of the longest output) each, from `SLICE_THREADS` threads.
-    let longest = k.stores.iter().map(|st| k.outputs[st.output].len).max();
-    let slices = if threads >= SLICE_THREADS {
-        (longest.unwrap_or(0) / MIN_SLICE).clamp(1, threads)
-    } else {
-        1
-    };
-    // The slots' adds up to the first that failed, each slice of the
-    // outputs on its own thread; then that failure.
     let apply = |slots: &mut [Slot]| {
-        let end = slots.iter().position(|(_, r)| r.is_err());
-        let ok = &slots[..end.unwrap_or(slots.len())];
-        let adds: usize = ok.iter().map(|(p, _)| p.len()).sum();
-        let slice = |t: usize| ok.iter().for_each(|(p, _)| p.apply(k, outs, (t, slices)));
-        if slices > 1 && adds >= MIN_PARALLEL_ADDS {
-            (0..slices).into_par_iter().for_each(slice);
-        } else {
-            (0..slices).for_each(slice);
-        }
-        match end {
-            Some(e) => std::mem::replace(&mut slots[e].1, Ok(())),
-            None => Ok(()),
-        }
+        slots.iter_mut().try_for_each(|(p, r)| {
+            std::mem::replace(r, Ok(()))?;
+            p.apply(k, outs);
+            Ok(())
+        })
     };
     if !parallel {
         let (mut st, mut slot) = (states(), (Pending::default(), Ok(())));
@@ -346,6 +257,7 @@ pub(crate) fn run<'a, E: Send>(
             apply(std::slice::from_mut(&mut slot))
         });
     }
+    let threads = rayon::current_num_threads();
     let wave = (WAVE_PER_THREAD * threads).max(WAVE_POINTS / block_points.max(1));
     let new = || -> Vec<Slot> { (0..wave).map(|_| (Pending::default(), Ok(()))).collect() };
     // One state per thread for the whole kernel (fresh ones every wave

@@ -233,10 +233,10 @@ pub fn sort(op: SortOp, src: &Vals<'_>, nr: usize, nc: usize, out: &mut Vals<'_>
 
 /// For each of `nr` rows of `nc` values `T` (keyed through `value`),
 /// `emit(row, j)` for its positions `j` in sorted order (as [`order`]
-/// leaves them), on every thread for long rows. A row's keys less its
-/// smallest key keep their order; where they fit 32 bits (64-bit keys of
-/// `I64` values within `2^32` of each other), the row sorts as `u64`
-/// pairs (by [`radix`]) instead of `u128` ones.
+/// leaves them), on every thread for long rows. 32-bit keys sort as `u64`
+/// pairs (by [`radix`]); 64-bit keys less the row's smallest keep their
+/// order, and where those fit 32 bits (`I64` values within `2^32` of each
+/// other) the row sorts as `u64` pairs too, else as `u128` ones.
 fn sort_rows<T: Copy + Sync, O: Send>(
     op: SortOp,
     src: &[T],
@@ -250,7 +250,16 @@ fn sort_rows<T: Copy + Sync, O: Send>(
     let mut out = Vec::with_capacity(nr * nc);
     let mut keys = Vec::with_capacity(nc);
     for row in src.chunks(nc.max(1)).take(nr) {
-        // Keys once (their computation costs more than a pass over them).
+        let emit = |j: usize| emit(row, j);
+        if op.key_bits() == 32 {
+            // Every key fits 32 bits: the pairs straight from the row.
+            let key = |j: usize| op.key(value(row[j]));
+            let row = (row.len(), &key, 0, op.k, par);
+            sort_keys(row, (&mut narrow, &mut narrow_tmp), &mut out, emit);
+            continue;
+        }
+        // 64-bit keys, computed once (which costs more than a pass over
+        // them), then less the row's smallest.
         keys.clear();
         let key = |x: &T| op.key(value(*x));
         if par {
@@ -259,8 +268,8 @@ fn sort_rows<T: Copy + Sync, O: Send>(
             keys.extend(row.iter().map(key));
         }
         let (lo, hi) = key_range(&keys, par);
-        let emit = |j: usize| emit(row, j);
-        let row = (&keys[..], lo, op.k, par);
+        let key = |j: usize| keys[j];
+        let row = (keys.len(), &key, lo, op.k, par);
         if hi - lo <= u64::from(u32::MAX) {
             sort_keys(row, (&mut narrow, &mut narrow_tmp), &mut out, emit);
         } else {
@@ -284,21 +293,21 @@ fn key_range(keys: &[u64], par: bool) -> (u64, u64) {
     (lo.min(hi), hi)
 }
 
-/// Sorts one row's `keys` (less `lo`, their smallest; on every thread
-/// where `par`) as pairs `P` (`pairs` and `tmp` buffers to reuse),
-/// pushing `emit(j)` of its positions `j` to `out`.
+/// Sorts one row of `n` keys `key(j)` (less `lo`, at most the smallest;
+/// on every thread where `par`) as pairs `P` (`pairs` and `tmp` buffers
+/// to reuse), pushing `emit(j)` of its positions `j` to `out`.
 fn sort_keys<P: Pair, O: Send>(
-    (keys, lo, k, par): (&[u64], u64, usize, bool),
+    (n, key, lo, k, par): (usize, &(impl Fn(usize) -> u64 + Sync), u64, usize, bool),
     (pairs, tmp): (&mut Vec<P>, &mut Vec<P>),
     out: &mut Vec<O>,
     emit: impl Fn(usize) -> O + Sync + Send,
 ) {
     pairs.clear();
-    let pair = |(j, key): (usize, &u64)| P::new(key - lo, j);
+    let pair = |j: usize| P::new(key(j) - lo, j);
     if par {
-        pairs.par_extend(keys.par_iter().enumerate().map(pair));
+        pairs.par_extend((0..n).into_par_iter().map(pair));
     } else {
-        pairs.extend(keys.iter().enumerate().map(pair));
+        pairs.extend((0..n).map(pair));
     }
     order(pairs, tmp, k, par);
     if par {
