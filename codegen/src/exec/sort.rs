@@ -128,24 +128,46 @@ fn lsd<'s>(mut a: &'s mut [u64], mut b: &'s mut [u64], digits: usize) -> bool {
     in_b
 }
 
-/// [`radix`] on every thread of the pool, as an MSD pass then LSD passes
-/// in cache: the pairs are scattered by their keys' highest byte that
-/// not all share (each of a few chunks a thread counting its bytes, then
-/// writing to its own region of each bucket, bucket by bucket and chunk
-/// by chunk, as one thread would place them: a stable pass over disjoint
-/// slices of `tmp`), then the buckets, whose pairs share that byte and
-/// fit a core's cache at the sizes this runs for, sort by the lower bytes
-/// ([`lsd`]) in parallel. Every pass is stable: the result is
-/// [`radix`]'s, in two passes over memory where it takes four.
+/// [`radix`] on every thread of the pool ([`msd`]).
 fn par_radix(pairs: &mut Vec<u64>, tmp: &mut Vec<u64>) {
-    let n = pairs.len();
-    let size = n.div_ceil(4 * rayon::current_num_threads()).max(1);
-    let counts: Vec<[[usize; 256]; 4]> = pairs
+    tmp.clear();
+    tmp.par_extend(rayon::iter::repeat_n(0, pairs.len()));
+    if msd(pairs, tmp, 4) {
+        std::mem::swap(pairs, tmp);
+    }
+}
+
+/// Pairs from which [`msd`] splits a slice again rather than sorting it
+/// by [`lsd`]: 256 KiB of pairs and as much of the other buffer, in a
+/// core's L2.
+const MSD_MIN: usize = 1 << 15;
+
+/// Sorts `a` by the low `digits` bytes of its keys with `b` (as long) as
+/// the other buffer, like [`lsd`], returning whether the result is in
+/// `b`. A slice of [`MSD_MIN`] pairs or more is scattered by the highest
+/// of those bytes that not all its keys share (each of a few chunks a
+/// thread counting its bytes, then writing to its own region of each
+/// bucket, bucket by bucket and chunk by chunk, as one thread would
+/// place them: a stable pass over disjoint slices of `b`), and each
+/// bucket, whose keys then share that byte, sorts by the lower bytes the
+/// same way, in parallel; smaller ones sort by [`lsd`] in cache. Every
+/// pass is stable: the result is [`lsd`]'s. (Keys bunched in a few
+/// values of their highest byte, as the exponents of floats are, split
+/// again on the next.)
+fn msd<'s>(a: &'s mut [u64], b: &'s mut [u64], digits: usize) -> bool {
+    let n = a.len();
+    if n < MSD_MIN {
+        return lsd(a, b, digits);
+    }
+    let size = n
+        .div_ceil(4 * rayon::current_num_threads())
+        .max(MSD_MIN / 4);
+    let counts: Vec<[[usize; 256]; 4]> = a
         .par_chunks(size)
         .map(|c| {
             let mut t = [[0usize; 256]; 4];
             for p in c {
-                for (d, td) in t.iter_mut().enumerate() {
+                for (d, td) in t.iter_mut().enumerate().take(digits) {
                     td[digit(*p, d)] += 1;
                 }
             }
@@ -153,15 +175,16 @@ fn par_radix(pairs: &mut Vec<u64>, tmp: &mut Vec<u64>) {
         })
         .collect();
     let total = |d: usize, x: usize| counts.iter().map(|c| c[d][x]).sum::<usize>();
-    // Every key equal: the pairs are in order already.
-    let Some(top) = (0..4).rev().find(|&d| (0..256).all(|x| total(d, x) < n)) else {
-        return;
+    // Keys equal in every byte left: the pairs are in order already.
+    let Some(top) = (0..digits)
+        .rev()
+        .find(|&d| (0..256).all(|x| total(d, x) < n))
+    else {
+        return false;
     };
-    tmp.clear();
-    tmp.par_extend(rayon::iter::repeat_n(0, n));
     let mut regions: Vec<Vec<&mut [u64]>> =
         counts.iter().map(|_| Vec::with_capacity(256)).collect();
-    let mut rest: &mut [u64] = tmp;
+    let mut rest: &mut [u64] = &mut *b;
     for x in 0..256 {
         for (region, count) in regions.iter_mut().zip(&counts) {
             let (head, tail) = std::mem::take(&mut rest).split_at_mut(count[top][x]);
@@ -169,34 +192,31 @@ fn par_radix(pairs: &mut Vec<u64>, tmp: &mut Vec<u64>) {
             rest = tail;
         }
     }
-    pairs
-        .par_chunks(size)
-        .zip(regions)
-        .for_each(|(src, mut dst)| {
-            let mut at = [0usize; 256];
-            for p in src {
-                let x = digit(*p, top);
-                dst[x][at[x]] = *p;
-                at[x] += 1;
-            }
-        });
-    // `tmp` holds the buckets; each sorts with its span of `pairs` as the
-    // other buffer, its result copied back into `tmp` where it ends there.
-    let mut buckets = Vec::with_capacity(256);
-    let (mut t, mut p): (&mut [u64], &mut [u64]) = (tmp, pairs);
-    for x in 0..256 {
-        let len = total(top, x);
-        let (th, tt) = std::mem::take(&mut t).split_at_mut(len);
-        let (ph, pt) = std::mem::take(&mut p).split_at_mut(len);
-        buckets.push((th, ph));
-        (t, p) = (tt, pt);
-    }
-    buckets.into_par_iter().for_each(|(t, p)| {
-        if lsd(t, p, top) {
-            t.copy_from_slice(p);
+    a.par_chunks(size).zip(regions).for_each(|(src, mut dst)| {
+        let mut at = [0usize; 256];
+        for p in src {
+            let x = digit(*p, top);
+            dst[x][at[x]] = *p;
+            at[x] += 1;
         }
     });
-    std::mem::swap(pairs, tmp);
+    // `b` holds the buckets; each sorts with its span of `a` as the other
+    // buffer, its result copied back into `b` where it ends in `a`.
+    let mut buckets = Vec::with_capacity(256);
+    let (mut bs, mut as_): (&mut [u64], &mut [u64]) = (b, a);
+    for x in 0..256 {
+        let len = total(top, x);
+        let (bh, bt) = std::mem::take(&mut bs).split_at_mut(len);
+        let (ah, at) = std::mem::take(&mut as_).split_at_mut(len);
+        buckets.push((bh, ah));
+        (bs, as_) = (bt, at);
+    }
+    buckets.into_par_iter().for_each(|(b, a)| {
+        if msd(b, a, top) {
+            b.copy_from_slice(a);
+        }
+    });
+    true
 }
 
 /// Sort `op` of `src` (the values of `op`'s operand, `F32`, `I32`, `F64`
