@@ -3,12 +3,13 @@
 //! the one key every backend sorts by) packed in one unsigned integer,
 //! key above position. The pairs are all distinct, so any correct sort of
 //! them, stable or not, serial or parallel, gives the one stable order
-//! ([`crate::sort`]): an LSD radix sort of keys that fit 32 bits once
-//! less the row's smallest (`sort_unstable` of short rows and wider keys),
-//! or for a `topk` a selection of the `k` smallest pairs and a sort of
-//! those only. A long row (one tile, while the pool's other threads have
-//! nothing to do) takes every thread: its keys, pairs and gathers in
-//! parallel chunks, its radix passes as [`par_radix`] (wider keys:
+//! ([`crate::sort`]): an LSD radix sort of 32-bit keys (and of 64-bit
+//! ones that fit 32 bits once less the row's smallest; `sort_unstable` of
+//! short rows and wider keys), or for a `topk` a selection of the `k`
+//! smallest pairs and a sort of those only. A long row (one tile, while
+//! the pool's other threads have nothing to do) takes every thread: its
+//! pairs and output in parallel chunks, its radix sort as [`par_radix`]
+//! (MSD passes while buckets are big, then LSD in cache; wider keys:
 //! rayon's parallel comparison sort).
 
 use rayon::prelude::*;
