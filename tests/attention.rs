@@ -619,9 +619,12 @@ fn scales_fold_into_the_exponential_where_positive() {
     }
 }
 
-/// The tensor-core kernel stores a lane's two adjacent output columns as
-/// one point where the value dim is even; an odd one (the last column
-/// alone) and an `f32` epilogue (8-byte pairs) store correctly too.
+/// The `mma.sync` kernel stores a lane's two adjacent output columns as
+/// one point where the value dim is even, and the warpgroup kernel
+/// (sm_90) stages `O` through shared memory and stores runs of 16 bytes
+/// where the value dim splits into them (48, with a padded last block of
+/// columns); an odd value dim (the last column alone, or no staging) and
+/// an `f32` epilogue (8-byte pairs, 16-byte runs) store correctly too.
 #[test]
 fn output_columns_in_pairs() {
     for (dv, dtype) in [(7, DType::F16), (33, DType::BF16), (48, DType::F16)] {
@@ -637,10 +640,14 @@ fn output_columns_in_pairs() {
     assert_eq!(attention_kernels(&o.schedule(fused)), 1);
     if smelt_codegen::env::flag("SMELT_ATTENTION_MMA", true) {
         for ptx in attention_ptx(&o) {
-            assert!(
-                ptx.contains("st.global.v2.b32"),
-                "the cast is fused, pairs stored"
-            );
+            let staged = ptx.contains("wgmma.mma_async");
+            let stores = if staged {
+                "st.global.v4.b32"
+            } else {
+                "st.global.v2.b32"
+            };
+            assert!(ptx.contains(stores), "the cast is fused, {stores}");
+            assert_eq!(ptx.contains("st.shared.v2.f32"), staged);
         }
     }
     let got = values(o.realize_with(fused).unwrap());

@@ -311,6 +311,18 @@ fn vec_suffix(words: usize) -> String {
     }
 }
 
+/// Loads the `f32` registers `regs` (1, 2 or 4: one scalar or vector
+/// load) from shared address `at` plus `off` bytes.
+pub fn load_shared_f32(b: &mut Builder, regs: &[Reg], at: Reg, off: u32) {
+    let v = match regs.len() {
+        1 => "",
+        2 => ".v2",
+        4 => ".v4",
+        n => panic!("no shared load of {n} registers"),
+    };
+    ins!(b, "ld.shared{v}.f32 {}, [{at}+{off}]", reg_list(regs));
+}
+
 fn reg_list(regs: &[Reg]) -> String {
     let names: Vec<String> = regs.iter().map(|r| r.to_string()).collect();
     if names.len() == 1 {

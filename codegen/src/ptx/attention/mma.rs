@@ -103,6 +103,7 @@
 //! far below the half rounding of `p`). The logit part runs in `f32`
 //! without half roundings (`Attention::f32_logits`).
 
+mod staged;
 mod tma;
 mod wgmma;
 
@@ -610,8 +611,12 @@ impl Emitter<'_> {
             visible,
             fold,
         };
+        // A buffer the `wgmma` loops leave free for the staged epilogue,
+        // and whether the warpgroups are known to be within a tile.
+        let mut free = None;
         if let (Some(t), Some(live)) = (&self.tma, &live) {
-            self.tma_loop(b, &lx, (t, live), (keys, j0), q_addr, (&m, &l, &o[0]));
+            let area = self.tma_loop(b, &lx, (t, live), (keys, j0), q_addr, (&m, &l, &o[0]));
+            free = Some((area, t.pingpong()));
         } else if g.cta.wgmma {
             let kv = KeyTiles {
                 base,
@@ -621,7 +626,10 @@ impl Emitter<'_> {
                 v: v_addr,
                 load: &load_kv_if,
             };
-            self.pipelined_loop(b, &lx, &kv, q_addr, (&m, &l, &o[0]));
+            free = Some((
+                self.pipelined_loop(b, &lx, &kv, q_addr, (&m, &l, &o[0])),
+                true,
+            ));
         } else {
             // Some CTA's last warps hold no row when `bm` does not divide
             // the rows.
@@ -645,7 +653,7 @@ impl Emitter<'_> {
         // accumulators want every register (at 32 rows a warp, ptxas
         // spilled the rows kept from before the loop).
         let ln = self.lane_again(b);
-        self.finish(b, &coords, &ln, (&m, &l), &o);
+        self.finish(b, &coords, &ln, (&m, &l), &o, free);
     }
 
     /// The head (u32) of CTA `cta`: the CTA index's slower part.
@@ -1204,7 +1212,11 @@ impl Emitter<'_> {
     /// `rows[2r + c / 2]`, column `8n + 2t + c % 2`.
     ///
     /// Under split-KV, `m`, `l` and `O` unnormalized to the rows' partial
-    /// records instead ([`split::record`]).
+    /// records instead ([`split::record`]). Where the key loop left a
+    /// buffer free (`free`: its shared address, and whether the
+    /// warpgroups are within a tile of each other) and the kernel stages
+    /// ([`Emitter::staging`]), through shared memory
+    /// ([`Emitter::staged`]).
     fn finish(
         &self,
         b: &mut Builder,
@@ -1212,6 +1224,7 @@ impl Emitter<'_> {
         ln: &Lane,
         (m, l): (&[Reg], &[Reg]),
         o: &[Acc],
+        free: Option<(Reg, bool)>,
     ) {
         for s in l {
             quad_reduce(b, ReduceOp::Sum, *s);
@@ -1219,12 +1232,6 @@ impl Emitter<'_> {
         if self.sp.is_split() {
             return self.partials(b, ln, (m, l), o);
         }
-        b.comment("epilogue: O / l to the stores");
-        let insts = epilogue_part(self.cx.k, self.a);
-        let f32v = |reg| Value {
-            reg,
-            dtype: DType::F32,
-        };
         // One reciprocal a row instead of a division an element (the
         // output is rounded to its type after; `0 * inf` is the NaN of a
         // row with no finite logit, as `0 / 0` was).
@@ -1236,6 +1243,15 @@ impl Emitter<'_> {
                 r
             })
             .collect();
+        if let (Some((area, together)), Some(st)) = (free, self.staging()) {
+            return self.staged(b, coords, (st, area, together), &inv, &o[0]);
+        }
+        b.comment("epilogue: O / l to the stores");
+        let insts = epilogue_part(self.cx.k, self.a);
+        let f32v = |reg| Value {
+            reg,
+            dtype: DType::F32,
+        };
         // A lane's two columns of a row (`2t`, `2t + 1` of an n8 tile) as
         // the two lanes of one point, so a contiguous output takes them in
         // one store (the column count even: both exist or neither).

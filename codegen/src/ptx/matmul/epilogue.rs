@@ -13,6 +13,7 @@
 use super::shape::Shape;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
 use crate::ptx::eval::{needs, Cx, Point, Vals};
+use crate::ptx::memory;
 use crate::ptx::ops::Value;
 use crate::DType;
 
@@ -175,15 +176,7 @@ pub fn staged(
         ins!(b, "mad.lo.u32 {addr}, {run}, 4, {addr}");
         let regs: Vec<Reg> = (0..lanes).map(|_| b.reg(RegKind::F32)).collect();
         for (q, quad) in regs.chunks(4).enumerate() {
-            let list = quad
-                .iter()
-                .map(|r| r.to_string())
-                .collect::<Vec<_>>()
-                .join(", ");
-            match quad.len() {
-                4 => ins!(b, "ld.shared.v4.f32 {{{list}}}, [{addr}+{}]", 16 * q),
-                _ => ins!(b, "ld.shared.f32 {list}, [{addr}]"),
-            }
+            memory::load_shared_f32(b, quad, addr, 16 * q as u32);
         }
         match sink {
             Sink::Kernel => point(b, &cxl, s, &insts, &batch, (m, n), &regs),

@@ -126,6 +126,13 @@ pub(super) fn plan(
     Some((tma, vec![km, vm]))
 }
 
+impl Tma {
+    /// Whether the two warpgroups take turns at the tensor cores.
+    pub(super) fn pingpong(&self) -> bool {
+        self.pingpong
+    }
+}
+
 /// The barrier kinds, in their order after the buffers.
 #[derive(Clone, Copy)]
 enum Bar {
@@ -439,7 +446,9 @@ impl Emitter<'_> {
 
     /// The pipelined key loop ([`Emitter::pipelined_loop`]'s schedule) on
     /// the copy engine's tiles: barriers instead of `cp.async` groups and
-    /// a CTA barrier, and with two warpgroups the ping-pong.
+    /// a CTA barrier, and with two warpgroups the ping-pong. Returns the
+    /// shared address of the buffer of the tile after the last, which no
+    /// warpgroup reads any more once this one is done (`staged.rs`).
     pub(super) fn tma_loop(
         &self,
         b: &mut Builder,
@@ -448,7 +457,7 @@ impl Emitter<'_> {
         (keys, j0): (Reg, Reg),
         q: Reg,
         (m, l, o): (&[Reg], &[Reg], &Acc),
-    ) {
+    ) -> Reg {
         let (g, h) = (self.g, self.h);
         if let Some((own, _)) = live.turns {
             b.comment("ping-pong: warpgroup 0 issues first");
@@ -544,5 +553,7 @@ impl Emitter<'_> {
             ins!(b, "setp.eq.u32 {wg0}, {own}, 1");
             ins!(b, "@{wg0} bar.sync 1, 256");
         }
+        let after = prev.next(b);
+        live.tile(b, &g, after, g.k_off)
     }
 }

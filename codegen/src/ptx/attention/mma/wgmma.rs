@@ -144,6 +144,8 @@ impl Emitter<'_> {
     /// `p`, sums), wait for the second, rescale `O` (it now holds every
     /// tile to `t - 1`, relative to the old maxima) and pack `p_t`. After
     /// the last tile, `O += P V` of it. Buffer `t % 3` holds tile `t`.
+    /// Returns the shared address of the buffer of the tile after the
+    /// last, which no warpgroup reads any more (`staged.rs`).
     pub(super) fn pipelined_loop(
         &self,
         b: &mut Builder,
@@ -151,7 +153,7 @@ impl Emitter<'_> {
         kv: &KeyTiles,
         q: Reg,
         (m, l, o): (&[Reg], &[Reg], &Acc),
-    ) {
+    ) -> Reg {
         let (g, h) = (self.g, self.h);
         let s = Emitter::zeros(b, g.bn / 8);
         let next = b.reg(RegKind::B32);
@@ -214,5 +216,9 @@ impl Emitter<'_> {
         ins!(b, "wgmma.fence.sync.aligned");
         issue_pv(b, &g, h, va, &pa, o);
         ins!(b, "wgmma.wait_group.sync.aligned 0");
+        let free = b.reg(RegKind::B32);
+        ins!(b, "add.u32 {free}, {}, {cur}", kv.base);
+        ins!(b, "add.u32 {free}, {free}, {}", g.k_off);
+        free
     }
 }
