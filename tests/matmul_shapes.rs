@@ -420,7 +420,9 @@ fn knobs_set() -> bool {
 
 /// Split-K (issue 15): products with too few output tiles for the GPU and
 /// a long `k` (the rule splits them on any GPU: a few 64x64 tiles, `k`
-/// of 2048 to 4097) in f16 with bias + gelu, bf16 batched, TF32, with B
+/// of 2048 to 4097; and 1024x1024 outputs with `k` = 4096, one 64x128
+/// warpgroup tile per SM, split in two on sm_90 so two CTAs share an SM)
+/// in f16 with bias + gelu, bf16 batched, TF32, with B
 /// row-major and transposed, against the f64 reference; a NaN and an
 /// infinity in A reach their rows' outputs as unsplit (cases without the
 /// epilogue). The fused plan
@@ -436,6 +438,7 @@ fn split_k_small_outputs_long_k() {
         (3, 7, 1000, 4097, DType::BF16, Precision::Highest, false),
         (1, 127, 127, 2048, DType::F32, Precision::Tf32, true),
         (2, 64, 72, 3000, DType::F16, Precision::Highest, false),
+        (1, 1024, 1024, 4096, DType::F16, Precision::Highest, true),
     ];
     for (ci, &(batch, m, n, k, dt, precision, epilogue)) in cases.iter().enumerate() {
         let tol = if dt == DType::F32 { 5e-3 } else { 1e-2 };

@@ -60,6 +60,13 @@ impl Tile {
     pub fn shared_bytes(&self) -> u32 {
         self.stages * self.stage_bytes()
     }
+    /// Whether two CTAs of the tile fit one SM's shared memory (228 KiB,
+    /// 1 KiB of it reserved per CTA, a few bytes of barriers): the
+    /// buffers or the epilogue's staged tile, whichever is larger.
+    pub fn two_per_sm(&self) -> bool {
+        let staged = super::epilogue::staging_bytes(self.bm(), self.bn());
+        2 * (self.shared_bytes().max(staged) + 2048) <= 228 * 1024
+    }
     /// A short stable name (`128x256k64w64x64s4g8`): the autotuner's
     /// on-disk cache stores it.
     pub fn name(&self) -> String {
