@@ -85,19 +85,20 @@ impl Emitter<'_> {
     /// `O / l` through shared memory to the stores (see the module docs):
     /// `area` is the free buffer's shared address, `inv` the reciprocal
     /// row sums of the lane's rows `g` and `g + 8`, `o` its accumulators,
-    /// `pingpong` whether the warpgroups took turns (else the CTA waits
-    /// for both first).
+    /// `close` whether the warpgroups are known to be within a tile of
+    /// each other (the ping-pong's turns, or the `cp.async` loop's
+    /// barriers; else the CTA waits for both first).
     pub(super) fn staged(
         &self,
         b: &mut Builder,
         coords: &Coords,
-        (st, area, pingpong): (Staging, Reg, bool),
+        (st, area, close): (Staging, Reg, bool),
         inv: &[Reg],
         o: &Acc,
     ) {
         let g = self.g;
         b.comment("epilogue: O / l staged in a free buffer, then runs of a row to the stores");
-        if !pingpong && g.cta.warps > 4 {
+        if !close && g.cta.warps > 4 {
             ins!(b, "bar.sync 0");
         }
         // Shared memory last written or read by the copy engine and the
