@@ -817,3 +817,23 @@ fn the_copy_engine_takes_operands_it_can_map() {
     assert!(jobs.len() > 40, "{}", jobs.len());
     assemble_no_spills(&jobs, t.sm);
 }
+
+/// The untimed pick over a 1024^2 output: one warpgroup of 64x128 for
+/// `k` = 1024, two of 128x128 for a long `k` (the split rule then halves
+/// `k` for its 64 CTAs, where the kernel has scratch), for halves in
+/// either layout of B.
+#[test]
+fn long_k_over_small_outputs_takes_two_warpgroups_of_128x128() {
+    let t = Target::CHECKED[1];
+    for layout in [Layout::Nt, Layout::Nn] {
+        for (k, threads) in [(1024, 128), (4032, 128), (4096, 256), (8192, 256)] {
+            let kern = kernel(1, 1024, 1024, k, Elem::F16, layout, false);
+            let p = ptx_cases::emit_for(&kern, &t);
+            assert_eq!(p.launches[0].block.0, threads, "k = {k}");
+            assert!(p.ptx.contains("m64n128k16.f32.f16.f16"), "k = {k}");
+        }
+    }
+    // A bigger output fills the GPU with 128x256 tiles at any `k`.
+    let kern = kernel(1, 2048, 2048, 8192, Elem::F16, Layout::Nt, false);
+    assert!(ptx_cases::emit_for(&kern, &t).ptx.contains("m64n256k16"));
+}

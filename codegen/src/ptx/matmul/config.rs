@@ -171,7 +171,13 @@ pub fn wgmma_candidates() -> Vec<Tile> {
 /// 128x64 by 4% at 1024^3 and 8% at 1024x1024x4096 in f16, H100
 /// 2026-11-28); else `mma.sync` 128x128 of four 64x64 warps, then 128x64,
 /// 64x128, 64x64, the first with a CTA per SM (the fastest measured at
-/// each size on an H100, BENCHMARKS.md). `SMELT_MATMUL_TILE` names the
+/// each size on an H100, BENCHMARKS.md). Where the warpgroup pick is one
+/// warpgroup of 64x128 and `k` is long (`split::LONG_SPLIT_K`), two warpgroups of
+/// 128x128 4 deep instead, when twice their CTAs fill the wave: the split
+/// rule then halves `k` for them, and the larger tile reads a third less
+/// per product (1024x1024x4096 f16: 78 -> 83% of cuBLAS for `B^T`, with
+/// bias and gelu 97 -> 103% of cuBLAS and a separate kernel, against
+/// 64x128 split in two; H200 2026-11-28, BENCHMARKS.md). `SMELT_MATMUL_TILE` names the
 /// tile instead where that tile applies to `s` ([`forced`]).
 ///
 /// FP8 has only warpgroup tiles; where they do not apply ([`applies`]
@@ -191,7 +197,12 @@ pub fn choose(s: &Shape, batches: i64, target: &Target) -> Tile {
             .iter()
             .find(|t| fills_wave(ctas(s, batches, t), target.num_sms))
         {
-            return *t;
+            let pair = wg[3];
+            let long = s.k >= super::split::LONG_SPLIT_K
+                && *t == wg[6]
+                && wgmma_fits(s, &pair)
+                && fills_wave(2 * ctas(s, batches, &pair), target.num_sms);
+            return if long { pair } else { *t };
         }
         if let Some(t) = prefs.last() {
             return *t;
