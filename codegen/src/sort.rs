@@ -78,9 +78,7 @@ impl SortOp {
             key
         }
     }
-}
 
-impl SortOp {
     /// [`SortOp::key`] of an `f32` value (of a sort of 32-bit keys),
     /// computed on its bits without the detour through `f64` and
     /// [`SortValue`] and without branches, so a loop over a row

@@ -260,10 +260,9 @@ pub fn sort(op: SortOp, src: &Vals<'_>, nr: usize, nc: usize, out: &mut Vals<'_>
 }
 
 /// For each of `nr` rows of `nc` values `T` (keyed by `key_of`, the
-/// op's key of a value),
-/// `emit(row, j)` for its positions `j` in sorted order (as [`order`]
-/// leaves them), on every thread for long rows. 32-bit keys sort as `u64`
-/// pairs (by [`radix`]); 64-bit keys less the row's smallest keep their
+/// op's key of a value), `emit(row, j)` for its positions `j` in sorted
+/// order (as [`order`] leaves them), on every thread for long rows. 32-bit
+/// keys sort as `u64` pairs (by [`radix`]); 64-bit keys less the row's smallest keep their
 /// order, and where those fit 32 bits (`I64` values within `2^32` of each
 /// other) the row sorts as `u64` pairs too, else as `u128` ones.
 fn sort_rows<T: Copy + Sync, O: Send>(
