@@ -476,14 +476,20 @@ fn with_scratch(mut k: Kernel, planes: usize) -> Kernel {
 /// 4097, batches and an epilogue: `n` splits asked become at most 16 and
 /// what the scratch holds, in whole k-tiles (`chunk = ceil(kt / n)`,
 /// `count = ceil(kt / chunk)`); the first launch's grid has the count as
-/// its `y`, the second is the reduction (a thread per run of columns);
-/// without a scratch buffer, or with one k-tile, it is one launch. Every
-/// split kernel assembles for sm_80 and sm_90 without spills.
+/// its `y`. On sm_90 a count of 2, 4 or 8 dividing the tile's rows into
+/// shares of whole runs per thread adds up in a cluster of the count
+/// along `y` (one launch, no reduction entry, the shares summed from every
+/// rank's staged tile); otherwise the second launch is the reduction (a
+/// thread per run of columns). Without a scratch buffer, or with one
+/// k-tile, it is one launch. Every split kernel assembles for sm_80 and
+/// sm_90 without spills.
 #[test]
 fn split_k_launches_and_assembles_without_spills() {
     let wg = matmul::wgmma_candidates();
     let mma = matmul::candidates();
     let mut jobs: Vec<(String, u32, String)> = Vec::new();
+    // sm_90 split kernels in a cluster and through the scratch.
+    let mut paths = [0usize; 2];
     let cases = [
         (1, 1, 1, 4097, Elem::F16, Layout::Nt, false),
         (1, 7, 1000, 4097, Elem::BF16, Layout::Nn, true),
@@ -524,12 +530,6 @@ fn split_k_launches_and_assembles_without_spills() {
                     let chunk = kt.div_ceil(n_asked);
                     let count = kt.div_ceil(chunk);
                     assert_eq!((sp.count as u64, sp.chunk as u64), (count, chunk), "{kern}");
-                    let [main, reduce] = &p.launches[..] else {
-                        panic!("{kern} {want}: two launches, got {:?}", p.launches)
-                    };
-                    assert_eq!(main.grid.1 as u64, count);
-                    assert!(reduce.entry.ends_with("_splitk"), "{reduce:?}");
-                    assert!(p.ptx.contains(&format!(".entry {}(", reduce.entry)));
                     // A thread per run of 8 columns (16 bytes of halves)
                     // where N allows, else of one; TF32 outputs f32: 4.
                     let lanes = match elem {
@@ -537,14 +537,52 @@ fn split_k_launches_and_assembles_without_spills() {
                         Elem::F16 | Elem::BF16 if n % 8 == 0 => 8,
                         _ => 1,
                     };
+                    let c = count as u32;
+                    let share_runs = t.bm() / c.max(1) * (t.bn() / lanes);
+                    let cluster = target.sm >= 90
+                        && [2, 4, 8].contains(&c)
+                        && t.bm() % c == 0
+                        && share_runs % t.threads() == 0;
+                    let directive = format!(".reqnctapercluster 1, {count}, 1");
+                    assert_eq!(p.ptx.contains(&directive), cluster, "{kern} {}", t.name());
+                    if cluster {
+                        let [main] = &p.launches[..] else {
+                            panic!("{kern} {want}: one launch, got {:?}", p.launches)
+                        };
+                        assert_eq!(main.grid.1 as u64, count);
+                        assert!(!p.ptx.contains("_splitk"), "{kern}");
+                        // Every rank's staged tile, through the cluster.
+                        let peers = p.ptx.matches("mapa.shared::cluster").count();
+                        assert!(peers >= c as usize, "{kern}: {peers} peer reads");
+                        // A cluster CTA's shared addresses carry high bits:
+                        // `wgmma` descriptors keep the low 18.
+                        if t.wgmma {
+                            assert!(p.ptx.contains(", 16383;"), "{kern}: descriptors unmasked");
+                        }
+                        jobs.push((
+                            format!("{kern} {} {count} in a cluster", t.name()),
+                            target.sm,
+                            p.ptx,
+                        ));
+                        paths[0] += 1;
+                        continue;
+                    }
+                    let [main, reduce] = &p.launches[..] else {
+                        panic!("{kern} {want}: two launches, got {:?}", p.launches)
+                    };
+                    assert_eq!(main.grid.1 as u64, count);
+                    assert!(reduce.entry.ends_with("_splitk"), "{reduce:?}");
+                    assert!(p.ptx.contains(&format!(".entry {}(", reduce.entry)));
                     let runs = (m * n) as u32 / lanes;
                     assert_eq!(reduce.grid, (runs.div_ceil(256), 1, batch as u32), "{kern}");
+                    paths[1] += usize::from(target.sm >= 90);
                     let name = format!("{kern} {} {count} splits", t.name());
                     jobs.push((name, target.sm, p.ptx));
                 }
             }
         }
     }
+    assert!(paths[0] > 0 && paths[1] > 0, "sm_90 paths {paths:?}");
     jobs.sort_by(|a, b| (&a.2, a.1).cmp(&(&b.2, b.1)));
     jobs.dedup_by(|a, b| a.2 == b.2 && a.1 == b.1);
     for sm in [80, 90] {
@@ -722,9 +760,9 @@ fn fp8_tiles_assemble_without_spills() {
 }
 
 /// Split-K for FP8 (`split.rs` applies as for halves): a small output
-/// over a long `k` splits under the rule with the default tile, the
-/// split kernel has its reduction launch, and the split kernels of the
-/// small tiles assemble without spills.
+/// over a long `k` splits under the rule with the default tile into a
+/// cluster of 4 or through its reduction launch, and the split kernels of
+/// the small tiles assemble without spills.
 #[test]
 fn fp8_split_k_assembles_without_spills() {
     let t = Target::CHECKED[1];
@@ -734,8 +772,11 @@ fn fp8_split_k_assembles_without_spills() {
         let bare = kernel(1, 512, 512, 8192, elem, layout, true);
         let k = with_scratch(bare, 16);
         let p = ptx_cases::emit_for(&k, &t);
-        assert_eq!(p.launches.len(), 2, "{k}");
-        assert!(p.launches[1].entry.ends_with("_splitk"));
+        let split = p.launches[0].grid.1;
+        let cluster = p.ptx.contains(&format!(".reqnctapercluster 1, {split}, 1"));
+        assert!(split > 1, "{k}: {:?}", p.launches);
+        assert_eq!(p.launches.len(), if cluster { 1 } else { 2 }, "{k}");
+        assert!(cluster || p.launches[1].entry.ends_with("_splitk"));
         let s = matmul::recognise(&k).expect("recognised");
         for tile in [wg[2], wg[7], wg[8]] {
             let sp = matmul::split_plan(&k, &s, &tile, 4);

@@ -314,13 +314,30 @@ fn vec_suffix(words: usize) -> String {
 /// Loads the `f32` registers `regs` (1, 2 or 4: one scalar or vector
 /// load) from shared address `at` plus `off` bytes.
 pub fn load_shared_f32(b: &mut Builder, regs: &[Reg], at: Reg, off: u32) {
+    load_f32_from(b, "shared", regs, at, off);
+}
+
+/// [`load_shared_f32`] from another CTA of the cluster: `at` is a
+/// `shared::cluster` address (`mapa`).
+pub fn load_peer_f32(b: &mut Builder, regs: &[Reg], at: Reg, off: u32) {
+    load_f32_from(b, "shared::cluster", regs, at, off);
+}
+
+fn load_f32_from(b: &mut Builder, space: &str, regs: &[Reg], at: Reg, off: u32) {
     let v = match regs.len() {
         1 => "",
         2 => ".v2",
         4 => ".v4",
         n => panic!("no shared load of {n} registers"),
     };
-    ins!(b, "ld.shared{v}.f32 {}, [{at}+{off}]", reg_list(regs));
+    ins!(b, "ld.{space}{v}.f32 {}, [{at}+{off}]", reg_list(regs));
+}
+
+/// Waits for every thread of the cluster; the shared-memory writes before
+/// it are visible to the whole cluster after it.
+pub fn cluster_barrier(b: &mut Builder) {
+    ins!(b, "barrier.cluster.arrive.release");
+    ins!(b, "barrier.cluster.wait.acquire");
 }
 
 fn reg_list(regs: &[Reg]) -> String {

@@ -145,9 +145,10 @@ pub use target::Target;
 /// and the target, as a hash to mix into a cache key: for attention
 /// kernels `SMELT_ATTENTION_MMA`, `SMELT_ATTENTION_TILE` and
 /// `SMELT_ATTENTION_SPLITS`, for matmuls `SMELT_MATMUL_MMA`,
-/// `SMELT_MATMUL_WGMMA`, `SMELT_MATMUL_TMA`, `SMELT_MATMUL_TILE` and
-/// `SMELT_MATMUL_SPLITS` (the first three as bits, so that the key of
-/// every other setting unset stays as it was); 0 for the others. Without it a module cached
+/// `SMELT_MATMUL_WGMMA`, `SMELT_MATMUL_TMA`, `SMELT_MATMUL_SPLIT_CLUSTER`,
+/// `SMELT_MATMUL_TILE` and `SMELT_MATMUL_SPLITS` (the first four as bits,
+/// so that the key of every other setting unset stays as it was); 0 for
+/// the others. Without it a module cached
 /// under one setting would be reused under another.
 pub fn env_key(kernel: &Kernel) -> u64 {
     match kernel.kind {
@@ -157,14 +158,15 @@ pub fn env_key(kernel: &Kernel) -> u64 {
             let off = |knob| u64::from(!crate::env::flag(knob, true));
             let switches = off("SMELT_MATMUL_MMA")
                 | off("SMELT_MATMUL_WGMMA") << 1
-                | off("SMELT_MATMUL_TMA") << 2;
+                | off("SMELT_MATMUL_TMA") << 2
+                | off("SMELT_MATMUL_SPLIT_CLUSTER") << 3;
             let knobs = matmul::env_knobs();
             if knobs == (None, None) {
                 return switches;
             }
             let mut h = crate::fnv::Fnv1a::default();
             knobs.hash(&mut h);
-            switches ^ h.finish() << 3
+            switches ^ h.finish() << 4
         }
         _ => 0,
     }

@@ -9,6 +9,7 @@ use super::elementwise::used_vars;
 use super::eval::{needs, row_free_load, Cx, Lanes, Point, Vals};
 use super::expr;
 use super::launch::Rows;
+use super::memory::cluster_barrier;
 use super::online::{self, Pattern};
 use super::ops::{self, acc_dtype, Value};
 use crate::ir::{Inst, Val};
@@ -609,13 +610,6 @@ pub fn emit(b: &mut Builder, cx: &Cx, plan: &Rows, smem: &str) -> u32 {
         cluster_barrier(b);
     }
     shared_bytes
-}
-
-/// Waits for every thread of the cluster; the shared-memory writes before
-/// it are visible to the whole cluster after it.
-fn cluster_barrier(b: &mut Builder) {
-    ins!(b, "barrier.cluster.arrive.release");
-    ins!(b, "barrier.cluster.wait.acquire");
 }
 
 /// Combines the team's partial results of `accs` in place: butterfly

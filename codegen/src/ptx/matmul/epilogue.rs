@@ -95,13 +95,20 @@ pub enum Sink {
     /// Split-K (`split.rs`): the f32 sums as they are, to the partial
     /// plane at this u64 address (element `m N + n`), masked to C.
     Partial(Reg),
+    /// Split-K in a cluster (`split.rs`): the `count` CTAs of the tile's
+    /// splits, cluster ranks `0 .. count`, sum their staged tiles in
+    /// split order through distributed shared memory; this CTA (rank
+    /// `rank`, u32) takes rows `rank bm / count ..` of the tile through the
+    /// kernel's epilogue.
+    Cluster { count: u32, rank: Reg },
 }
 
 /// The epilogue through shared memory: after a barrier (the caller has
 /// waited for its copies and MMAs, so the pipeline's buffers are free),
 /// every thread writes its accumulators to a `bm x bn` f32 tile; after a
-/// second barrier each thread takes runs of consecutive columns,
-/// neighbouring threads taking neighbouring runs of a row, to `sink`.
+/// second barrier (over the cluster for [`Sink::Cluster`]) each thread
+/// takes runs of consecutive columns, neighbouring threads taking
+/// neighbouring runs of a row, to `sink`.
 pub fn staged(
     b: &mut Builder,
     cx: &Cx,
@@ -142,10 +149,9 @@ pub fn staged(
             }
         }
     }
-    ins!(b, "bar.sync 0");
     // Partials go out 16 bytes at a time where rows split into them.
     let lanes = match sink {
-        Sink::Kernel => run_lanes(cx, s, st.bn),
+        Sink::Kernel | Sink::Cluster { .. } => run_lanes(cx, s, st.bn),
         Sink::Partial(_) if s.n % 4 == 0 => 4,
         Sink::Partial(_) => 1,
     };
@@ -154,10 +160,23 @@ pub fn staged(
     let cxl = cx.with_lanes_along(s.n_var.unwrap_or(cx.lane_var), s.reduce);
     let insts = row_insts(&cxl, s);
     let batch = match sink {
-        Sink::Kernel => widened(b, &cxl, batch),
+        Sink::Kernel | Sink::Cluster { .. } => widened(b, &cxl, batch),
         Sink::Partial(_) => Vec::new(),
     };
-    for j in 0..st.bm * runs_per_row / st.threads {
+    // The tile's rows this CTA takes: all, or its rank's share.
+    let (rows, first_row) = match sink {
+        Sink::Cluster { count, rank } => {
+            memory::cluster_barrier(b);
+            let first = b.reg(RegKind::B32);
+            ins!(b, "mul.lo.u32 {first}, {rank}, {}", st.bm / count);
+            (st.bm / count, Some(first))
+        }
+        Sink::Kernel | Sink::Partial(_) => {
+            ins!(b, "bar.sync 0");
+            (st.bm, None)
+        }
+    };
+    for j in 0..rows * runs_per_row / st.threads {
         let (g, row, run, m, n) = (
             b.reg(RegKind::B32),
             b.reg(RegKind::B32),
@@ -167,6 +186,9 @@ pub fn staged(
         );
         ins!(b, "add.u32 {g}, {}, {}", st.tid, j * st.threads);
         ins!(b, "div.u32 {row}, {g}, {runs_per_row}");
+        if let Some(first) = first_row {
+            ins!(b, "add.u32 {row}, {row}, {first}");
+        }
         ins!(b, "rem.u32 {run}, {g}, {runs_per_row}");
         ins!(b, "mul.lo.u32 {run}, {run}, {lanes}");
         ins!(b, "add.u32 {m}, {}, {row}", st.origin.0);
@@ -175,12 +197,41 @@ pub fn staged(
         ins!(b, "mad.lo.u32 {addr}, {row}, {pitch}, {}", st.smem);
         ins!(b, "mad.lo.u32 {addr}, {run}, 4, {addr}");
         let regs: Vec<Reg> = (0..lanes).map(|_| b.reg(RegKind::F32)).collect();
-        for (q, quad) in regs.chunks(4).enumerate() {
-            memory::load_shared_f32(b, quad, addr, 16 * q as u32);
+        match sink {
+            Sink::Kernel | Sink::Partial(_) => {
+                for (q, quad) in regs.chunks(4).enumerate() {
+                    memory::load_shared_f32(b, quad, addr, 16 * q as u32);
+                }
+            }
+            Sink::Cluster { count, .. } => peer_sum(b, addr, *count, &regs),
         }
         match sink {
-            Sink::Kernel => point(b, &cxl, s, &insts, &batch, (m, n), &regs),
+            Sink::Kernel | Sink::Cluster { .. } => point(b, &cxl, s, &insts, &batch, (m, n), &regs),
             Sink::Partial(plane) => partial(b, s, *plane, (m, n), &regs),
+        }
+    }
+    if let Sink::Cluster { .. } = sink {
+        // Peers may still read this CTA's staged tile.
+        memory::cluster_barrier(b);
+    }
+}
+
+/// Sets `acc` to the sum of the run at shared address `at` in the staged
+/// tiles of cluster ranks `0 .. count`, in rank (split) order from `+0`,
+/// as split-K's second launch adds its partial planes.
+fn peer_sum(b: &mut Builder, at: Reg, count: u32, acc: &[Reg]) {
+    for a in acc {
+        ins!(b, "mov.f32 {a}, 0f00000000");
+    }
+    let peer = b.reg(RegKind::B32);
+    let part: Vec<Reg> = acc.iter().map(|_| b.reg(RegKind::F32)).collect();
+    for rank in 0..count {
+        ins!(b, "mapa.shared::cluster.u32 {peer}, {at}, {rank}");
+        for (q, quad) in part.chunks(4).enumerate() {
+            memory::load_peer_f32(b, quad, peer, 16 * q as u32);
+        }
+        for (a, p) in acc.iter().zip(&part) {
+            ins!(b, "add.f32 {a}, {a}, {p}");
         }
     }
 }

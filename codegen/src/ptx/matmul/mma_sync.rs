@@ -67,10 +67,10 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, sp: Split) ->
             })
         })
         .collect();
-    let sink = split::sink(b, &st.cx, kernel, s, sp);
+    let sink = split::sink(b, &st.cx, (kernel, target), (s, t), sp);
     let shared = st.staged_epilogue(b, s, t, &items, (lm, ln), &sink);
     // Without `.minnctapersm 1` ptxas caps 8-warp tiles at 128 registers
     // and spills; with it, up to 255 (one CTA per SM).
     let k = st.finish(bld, kernel, target, s, t, 128, 1, shared);
-    split::finish(k, kernel, target, s, sp)
+    split::finish(k, kernel, target, s, (sp, &sink))
 }

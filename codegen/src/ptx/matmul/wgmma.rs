@@ -176,7 +176,7 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, sp: Split) ->
         })
         .collect();
     // The 128-byte swizzle repeats every 1024 bytes: stages start there.
-    let sink = split::sink(b, &st.cx, kernel, s, sp);
+    let sink = split::sink(b, &st.cx, (kernel, target), (s, t), sp);
     let shared = st.staged_epilogue(b, s, t, &items, (lm, ln), &sink);
     let shared = p.shared_bytes(shared, t);
     let maps = p.maps().unwrap_or_default();
@@ -186,7 +186,7 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, sp: Split) ->
     k.maps = maps;
     // wgmma exists only on the architecture-specific target.
     k.ptx = k.ptx.replacen(".target sm_90\n", ".target sm_90a\n", 1);
-    split::finish(k, kernel, target, s, sp)
+    split::finish(k, kernel, target, s, (sp, &sink))
 }
 
 /// The `wgmma` operand type of FP8 dtype `dt`.
@@ -199,11 +199,15 @@ fn fp8_type(dt: DType) -> &'static str {
 }
 
 /// The shared-memory matrix descriptor of a tile at shared address `addr`
-/// (u32, 1024-byte aligned) with the constant `bits`.
+/// (u32, 1024-byte aligned) with the constant `bits`: the address's low
+/// 18 bits in 16-byte units. (In a cluster launch a CTA's shared
+/// addresses carry bits above those; unmasked, they ran into the `LBO`
+/// field and broke the row-major operands' second atom.)
 pub(crate) fn descriptor(b: &mut Builder, addr: Reg, bits: u64) -> Reg {
     let (x, d) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
     ins!(b, "cvt.u64.u32 {x}, {addr}");
     ins!(b, "shr.u64 {x}, {x}, 4");
+    ins!(b, "and.b64 {x}, {x}, 16383");
     ins!(b, "or.b64 {d}, {x}, {bits}");
     d
 }
