@@ -17,7 +17,7 @@
 //! `cargo bench --bench matmul -- --replot FILE` redraws the plot from a
 //! saved `matmul.json`, without a GPU. `SMELT_BENCH_DTYPES=float16,bfloat16` limits
 //! the dtypes and `SMELT_BENCH_SHAPES=1x1024x1024x1024,1x2048x2048x2048`
-//! (`batch x m x n x k`) the shapes (the first run of each large shape
+//! (`batch x m x n x k`, any sizes) the shapes (the first run of each large shape
 //! also autotunes, which makes a full run several minutes long).
 //! `SMELT_MATMUL_TILE=<tile>` and `SMELT_MATMUL_SPLITS=<n>` (printed at the
 //! top) time one tensor-core tile and split-K count on every shape (where
@@ -196,6 +196,28 @@ fn main() -> Result<()> {
     save("matmul_square.svg", &report.square_svg()?)
 }
 
+/// The dense rows' shapes: those `SMELT_BENCH_SHAPES` names (any
+/// `batch x m x n x k`, in its order; names that do not parse are
+/// skipped), else [`SHAPES`].
+fn dense_shapes() -> Vec<(usize, usize, usize, usize)> {
+    let Ok(names) = std::env::var("SMELT_BENCH_SHAPES") else {
+        return SHAPES.to_vec();
+    };
+    names
+        .split(',')
+        .filter_map(|name| {
+            let d: Vec<usize> = name
+                .split('x')
+                .map(|x| x.trim().parse().ok())
+                .collect::<Option<_>>()?;
+            match d[..] {
+                [bs, m, n, k] => Some((bs, m, n, k)),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
 /// Whether `SMELT_BENCH_SHAPES` leaves out the shape named `name`.
 fn shape_left_out(name: &str) -> bool {
     std::env::var("SMELT_BENCH_SHAPES")
@@ -215,11 +237,8 @@ fn dense_rows(dev: &Device, blas: Option<&Blas>, rows: &mut Vec<Row>) -> Result<
                 .is_none_or(|w| w.split(',').any(|x| x == dt.name()))
         });
     for dt in dtypes {
-        for shape in SHAPES {
+        for shape in dense_shapes() {
             let (bs, m, n, k) = shape;
-            if shape_left_out(&format!("{bs}x{m}x{n}x{k}")) {
-                continue;
-            }
             if dt == DType::F32 && m * n * k > 4096 * 4096 * 4096 {
                 continue; // the generic f32 path is slow; skip the largest
             }

@@ -477,9 +477,10 @@ fn with_scratch(mut k: Kernel, planes: usize) -> Kernel {
 /// what the scratch holds, in whole k-tiles (`chunk = ceil(kt / n)`,
 /// `count = ceil(kt / chunk)`); the first launch's grid has the count as
 /// its `y`. On sm_90 a count of 2, 4 or 8 dividing the tile's rows into
-/// shares of whole runs per thread adds up in a cluster of the count
-/// along `y` (one launch, no reduction entry, the shares summed from every
-/// rank's staged tile); otherwise the second launch is the reduction (a
+/// shares of whole runs per thread, whose CTAs make at most a wave of one
+/// per SM, adds up in a cluster of the count along `y` (one launch, no
+/// reduction entry, the shares summed from every rank's staged tile);
+/// otherwise the second launch is the reduction (a
 /// thread per run of columns). Without a scratch buffer, or with one
 /// k-tile, it is one launch. Every split kernel assembles for sm_80 and
 /// sm_90 without spills.
@@ -539,10 +540,13 @@ fn split_k_launches_and_assembles_without_spills() {
                     };
                     let c = count as u32;
                     let share_runs = t.bm() / c.max(1) * (t.bn() / lanes);
+                    let ctas =
+                        (m as u32).div_ceil(t.bm()) * (n as u32).div_ceil(t.bn()) * batch as u32;
                     let cluster = target.sm >= 90
+                        && ctas * c <= target.num_sms
                         && [2, 4, 8].contains(&c)
-                        && t.bm() % c == 0
-                        && share_runs % t.threads() == 0;
+                        && t.bm().is_multiple_of(c)
+                        && share_runs.is_multiple_of(t.threads());
                     let directive = format!(".reqnctapercluster 1, {count}, 1");
                     assert_eq!(p.ptx.contains(&directive), cluster, "{kern} {}", t.name());
                     if cluster {
