@@ -217,19 +217,32 @@ pub fn staged(
 }
 
 /// Sets `acc` to the sum of the run at shared address `at` in the staged
-/// tiles of cluster ranks `0 .. count`, in rank (split) order from `+0`,
-/// as split-K's second launch adds its partial planes.
+/// tiles of cluster ranks `0 .. count` (the splits, in order).
 fn peer_sum(b: &mut Builder, at: Reg, count: u32, acc: &[Reg]) {
-    for a in acc {
-        ins!(b, "mov.f32 {a}, 0f00000000");
-    }
     let peer = b.reg(RegKind::B32);
-    let part: Vec<Reg> = acc.iter().map(|_| b.reg(RegKind::F32)).collect();
-    for rank in 0..count {
+    sum_splits(b, count, acc, |b, rank, part| {
         ins!(b, "mapa.shared::cluster.u32 {peer}, {at}, {rank}");
         for (q, quad) in part.chunks(4).enumerate() {
             memory::load_peer_f32(b, quad, peer, 16 * q as u32);
         }
+    });
+}
+
+/// Sets `acc` to the sum of `count` splits' partial runs, which `load`
+/// puts in its registers, split by split from `+0`: both ways split-K
+/// adds up (`split.rs`) go through here, so they give the same bits.
+pub fn sum_splits(
+    b: &mut Builder,
+    count: u32,
+    acc: &[Reg],
+    mut load: impl FnMut(&mut Builder, u32, &[Reg]),
+) {
+    for a in acc {
+        ins!(b, "mov.f32 {a}, 0f00000000");
+    }
+    let part: Vec<Reg> = acc.iter().map(|_| b.reg(RegKind::F32)).collect();
+    for split in 0..count {
+        load(b, split, &part);
         for (a, p) in acc.iter().zip(&part) {
             ins!(b, "add.f32 {a}, {a}, {p}");
         }

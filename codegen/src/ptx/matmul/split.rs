@@ -91,7 +91,7 @@ const THREADS: u32 = 256;
 
 /// The most CTAs of a cluster that adds its splits (the portable cluster
 /// size).
-pub const MAX_CLUSTER: u32 = 8;
+const MAX_CLUSTER: u32 = 8;
 
 /// `SMELT_MATMUL_SPLITS`: a forced split count (0 or 1: none), `None`
 /// for the rule.
@@ -244,7 +244,7 @@ pub(super) fn k_tiles(b: &mut Builder, sp: Split, kt_total: u32) -> (Reg, Reg) {
 /// that is a power of two of at most [`MAX_CLUSTER`] and divides the
 /// tile's rows, each share of rows whole runs for every thread of the
 /// staged epilogue.
-pub fn clustered(cx: &Cx, s: &Shape, t: &Tile, sp: Split, target: &Target) -> bool {
+fn clustered(cx: &Cx, s: &Shape, t: &Tile, sp: Split, target: &Target) -> bool {
     let count = sp.count;
     let runs = |rows: u32| rows * (t.bn() / epilogue::run_lanes(cx, s, t.bn()));
     let one_wave = config::ctas(s, s.batches(cx.k), t).saturating_mul(u64::from(count))
@@ -380,19 +380,13 @@ fn reduce(b: &mut Builder, cx: &Cx, s: &Shape, sp: Split) -> u32 {
     ins!(b, "mad.wide.u32 {at}, {row}, {}, {at}", s.n);
     ins!(b, "shl.b64 {at}, {at}, 2");
     ins!(b, "add.u64 {at}, {at}, {scratch}");
-    let acc: Vec<Reg> = (0..lanes)
-        .map(|_| b.mov(RegKind::F32, "f32", "0f00000000"))
-        .collect();
-    for split in 0..sp.count {
+    let acc: Vec<Reg> = (0..lanes).map(|_| b.reg(RegKind::F32)).collect();
+    epilogue::sum_splits(b, sp.count, &acc, |b, split, part| {
         if split > 0 {
             ins!(b, "add.u64 {at}, {at}, {}", plane * 4);
         }
-        let part: Vec<Reg> = (0..lanes).map(|_| b.reg(RegKind::F32)).collect();
-        load_run(b, at, &part);
-        for (a, p) in acc.iter().zip(&part) {
-            ins!(b, "add.f32 {a}, {a}, {p}");
-        }
-    }
+        load_run(b, at, part);
+    });
     let z_batch = unravel_batch(b, k, s, z);
     epilogue::evaluate(b, cx, s, (row, col), &z_batch, &acc);
     b.place(&done);
