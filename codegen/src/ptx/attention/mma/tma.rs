@@ -1,5 +1,5 @@
 //! Key and value tiles through the copy engine (`cp.async.bulk.tensor`,
-//! sm_90) for the `wgmma` kernel's two-warpgroup tiles, and the
+//! sm_90) for the `wgmma` kernel's tiles of two or three warpgroups, and the
 //! warpgroups' ping-pong (FlashAttention-3's schedule, without a producer
 //! warp).
 //!
@@ -29,16 +29,17 @@
 //! after the softmax (into tile `t - 2`'s, whose `P V` ended iteration `t
 //! - 1`).
 //!
-//! # Ping-pong (`SMELT_ATTENTION_PINGPONG=0` turns it off)
+//! # Ping-pong (two warpgroups; `SMELT_ATTENTION_PINGPONG=0` turns it off, `=1` on for three)
 //! On an H200 (2026-11-27, same session) it took d = 128 prefill from
 //! 448-451 to 469-470 TFLOP/s at 2048 keys and from 496-517 to 585-591 at
 //! 8192; with `k` copied only one tile ahead it had been 3-5% slower.
-//! Named barriers 1 and 2 order the warpgroups' MMA issues: warpgroup `w`
-//! waits on barrier `1 + w` before issuing and arrives on the other's
-//! after, and warpgroup 1 arrives once first, so the tensor cores run one
-//! warpgroup's products while the other computes its softmax. Warpgroup 0
-//! waits once more at the end for warpgroup 1's last arrival, so both
-//! barriers end complete.
+//! Named barriers `1 ..= n` order the `n` (2 or 3) warpgroups' MMA issues
+//! round-robin: warpgroup `w` waits on barrier `1 + w` before issuing and
+//! arrives on the next warpgroup's after (the last on warpgroup 0's), and
+//! the last arrives once first, so the tensor cores run one warpgroup's
+//! products while the others compute their softmax. Warpgroup 0 waits
+//! once more at the end for the last one's final arrival, so every
+//! barrier ends complete.
 
 use super::wgmma::{issue_pv, issue_scores};
 use super::{pack_p, rescale, Acc, Emitter, Geom, LogitCx};
@@ -85,7 +86,7 @@ pub(super) fn plan(
     g: &Geom,
     (entry, pingpong): (&str, bool),
 ) -> Option<(Tma, Vec<TensorMap>)> {
-    if g.cta.warps != 8 {
+    if g.cta.warps < 8 {
         return None;
     }
     let v = &a.vars;
@@ -154,8 +155,21 @@ pub(super) struct Live {
     /// dimension-2 coordinate.
     map: [Reg; 2],
     unit: [Reg; 2],
-    /// This warpgroup's named barrier and the other's (ping-pong only).
-    turns: Option<(Reg, Reg)>,
+    /// The ping-pong's named barriers: this warpgroup's and the next
+    /// one's, and whether this is the first and the last warpgroup.
+    turns: Option<Turns>,
+}
+
+/// The ping-pong's registers. Barrier ids are registers, not a predicated
+/// instruction per warpgroup with immediate ids: those made d = 128 3-5%
+/// slower (H200, 2026-11-28), though a register id makes ptxas reserve
+/// all 16 barriers.
+#[derive(Clone, Copy)]
+struct Turns {
+    own: Reg,
+    next: Reg,
+    first: Reg,
+    last: Reg,
 }
 
 /// Tile `n`'s buffer index and phase parity (u32 registers).
@@ -279,15 +293,15 @@ impl Live {
 
     /// Waits for this warpgroup's turn at the tensor cores (ping-pong).
     fn my_turn(&self, b: &mut Builder) {
-        if let Some((own, _)) = self.turns {
-            ins!(b, "bar.sync {own}, 256");
+        if let Some(t) = self.turns {
+            ins!(b, "bar.sync {}, 256", t.own);
         }
     }
 
-    /// Hands the tensor cores to the other warpgroup (ping-pong).
+    /// Hands the tensor cores to the next warpgroup (ping-pong).
     fn your_turn(&self, b: &mut Builder) {
-        if let Some((_, other)) = self.turns {
-            ins!(b, "bar.arrive {other}, 256");
+        if let Some(t) = self.turns {
+            ins!(b, "bar.arrive {}, 256", t.next);
         }
     }
 }
@@ -332,15 +346,24 @@ impl Emitter<'_> {
         let (km, ku) = part(&t.k);
         let (vm, vu) = part(&t.v);
         let turns = t.pingpong.then(|| {
-            let (wg, own, other) = (
+            let (wg, own, next) = (
                 b.reg(RegKind::B32),
                 b.reg(RegKind::B32),
                 b.reg(RegKind::B32),
             );
+            let (first, last) = (b.reg(RegKind::Pred), b.reg(RegKind::Pred));
             ins!(b, "shr.u32 {wg}, {warp}, 2");
             ins!(b, "add.u32 {own}, {wg}, 1");
-            ins!(b, "sub.u32 {other}, 2, {wg}");
-            (own, other)
+            ins!(b, "setp.eq.u32 {first}, {wg}, 0");
+            ins!(b, "setp.eq.u32 {last}, {own}, {}", g.cta.warps / 4);
+            ins!(b, "add.u32 {next}, {own}, 1");
+            ins!(b, "selp.u32 {next}, 1, {next}, {last}");
+            Turns {
+                own,
+                next,
+                first,
+                last,
+            }
         });
         let live = Live {
             base,
@@ -459,11 +482,9 @@ impl Emitter<'_> {
         (m, l, o): (&[Reg], &[Reg], &Acc),
     ) -> Reg {
         let (g, h) = (self.g, self.h);
-        if let Some((own, _)) = live.turns {
+        if let Some(t) = live.turns {
             b.comment("ping-pong: warpgroup 0 issues first");
-            let wg1 = b.reg(RegKind::Pred);
-            ins!(b, "setp.eq.u32 {wg1}, {own}, 2");
-            ins!(b, "@{wg1} bar.arrive 1, 256");
+            ins!(b, "@{} bar.arrive 1, 256", t.last);
         }
         let s = Emitter::zeros(b, g.bn / 8);
         let (next, far) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
@@ -547,11 +568,9 @@ impl Emitter<'_> {
         issue_pv(b, &g, h, va, &pa, o);
         live.your_turn(b);
         ins!(b, "wgmma.wait_group.sync.aligned 0");
-        if let Some((own, _)) = live.turns {
-            b.comment("ping-pong: warpgroup 0 takes warpgroup 1's last hand-over");
-            let wg0 = b.reg(RegKind::Pred);
-            ins!(b, "setp.eq.u32 {wg0}, {own}, 1");
-            ins!(b, "@{wg0} bar.sync 1, 256");
+        if let Some(t) = live.turns {
+            b.comment("ping-pong: warpgroup 0 takes the last warpgroup's last hand-over");
+            ins!(b, "@{} bar.sync 1, 256", t.first);
         }
         let after = prev.next(b);
         live.tile(b, &g, after, g.k_off)
