@@ -1290,8 +1290,8 @@ fn default_tile_follows_the_measured_sweep() {
             // Warpgroup MMAs on sm_90 up to head dim 128 (decode too).
             let wgmma = target.sm >= 90 && d <= 128;
             assert_eq!(p.ptx.contains("wgmma.mma_async"), wgmma, "{c:?}");
-            let two_groups = wgmma && threads >= 256;
-            let tma = two_groups && smelt_codegen::env::flag("SMELT_ATTENTION_TMA", true);
+            let several = wgmma && threads >= 256;
+            let tma = several && smelt_codegen::env::flag("SMELT_ATTENTION_TMA", true);
             assert_eq!(p.maps.len(), if tma { 2 } else { 0 }, "{c:?}");
             let reversed = p.ptx.contains("row blocks last first");
             assert_eq!(

@@ -71,7 +71,7 @@ pub(super) struct MapPart {
 pub(super) struct Tma {
     k: MapPart,
     v: MapPart,
-    /// Two warpgroups take turns at the tensor cores.
+    /// The warpgroups take turns at the tensor cores.
     pingpong: bool,
     /// The entry whose map parameters the copies read.
     entry: String,
@@ -128,7 +128,7 @@ pub(super) fn plan(
 }
 
 impl Tma {
-    /// Whether the two warpgroups take turns at the tensor cores.
+    /// Whether the warpgroups take turns at the tensor cores.
     pub(super) fn pingpong(&self) -> bool {
         self.pingpong
     }
@@ -469,7 +469,7 @@ impl Emitter<'_> {
 
     /// The pipelined key loop ([`Emitter::pipelined_loop`]'s schedule) on
     /// the copy engine's tiles: barriers instead of `cp.async` groups and
-    /// a CTA barrier, and with two warpgroups the ping-pong. Returns the
+    /// a CTA barrier, and, where it is on, the ping-pong. Returns the
     /// shared address of the buffer of the tile after the last, which no
     /// warpgroup reads any more once this one is done (`staged.rs`).
     pub(super) fn tma_loop(
