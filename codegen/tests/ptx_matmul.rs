@@ -882,3 +882,73 @@ fn long_k_over_small_outputs_takes_two_warpgroups_of_128x128() {
     let kern = kernel(1, 2048, 2048, 8192, Elem::F16, Layout::Nt, false);
     assert!(ptx_cases::emit_for(&kern, &t).ptx.contains("m64n256k16"));
 }
+
+/// Multicast pairs (issue 15, `SMELT_MATMUL_TILE=<tile>c2`): where the
+/// copy engine maps both operands, the product is unsplit and the tiles
+/// along M are even in number, two CTAs along M form a cluster (launch
+/// bounds `.reqnctapercluster 2, 1, 1`) and each copies half of B's tile
+/// (half the rows of a k-major B in a half-height box, every other
+/// 64-row atom of a row-major one) into both CTAs with multicasts, while
+/// A stays its own; the pair waits on the cluster's barrier before each
+/// refill instead of the CTA's. Elsewhere the tile runs unclustered.
+/// Halves, TF32 and FP8, both layouts of B, a batch: every pair
+/// assembles without spills (the unclustered kernels are the plain
+/// tiles', which the tests above assemble).
+#[test]
+fn multicast_pairs_share_b_through_the_copy_engine() {
+    let t = Target::CHECKED[1];
+    let pairs = matmul::multicast_candidates();
+    assert!(!pairs.is_empty() && pairs.iter().all(|p| p.multicast && p.bn() >= 128));
+    let mut jobs = Vec::new();
+    // Tiles along M even (any bm of 64 or 128) or odd (192 rows: three
+    // of 64), and a `k` of one k-tile (no copy engine).
+    let shapes = [
+        (1, 256, 256, 512),
+        (2, 128, 384, 300),
+        (1, 192, 256, 512),
+        (1, 256, 256, 32),
+    ];
+    for elem in [Elem::F16, Elem::Tf32, FP8_PAIRS[0]] {
+        for layout in [Layout::Nt, Layout::Nn] {
+            for (batch, m, n, k) in shapes {
+                let kern = kernel(batch, m, n, k, elem, layout, batch > 1);
+                for tile in &pairs {
+                    let name = tile.name();
+                    assert!(name.ends_with("c2"), "{name}");
+                    let Some(p) = matmul::emit_variant(&kern, &t, &name) else {
+                        continue;
+                    };
+                    let what = format!("{name} {layout:?} {elem:?} {batch}x{m}x{n}x{k}");
+                    let even = (m as u32).div_ceil(tile.bm()) % 2 == 0;
+                    let paired = !p.maps.is_empty() && even;
+                    assert_eq!(
+                        p.ptx.contains(".reqnctapercluster 2, 1, 1"),
+                        paired,
+                        "{what}"
+                    );
+                    assert_eq!(p.ptx.contains("%cluster_ctarank"), paired, "{what}");
+                    assert_eq!(p.ptx.contains("barrier.cluster.wait"), paired, "{what}");
+                    // Per copy site (one `expect_tx` each): A's one box
+                    // plain, B's share multicast.
+                    let sites = p.ptx.matches("mbarrier.arrive.expect_tx").count();
+                    let multicasts = p.ptx.matches(".multicast::cluster [").count();
+                    let plain = p.ptx.matches("complete_tx::bytes [").count();
+                    let row_major_b = matches!(layout, Layout::Nn) && elem.bytes() == 2;
+                    if paired {
+                        let share = if row_major_b { tile.bn() / 128 } else { 1 };
+                        assert_eq!(multicasts, sites * share as usize, "{what}");
+                        assert_eq!(plain, sites, "{what}: A's boxes");
+                        if !row_major_b {
+                            assert_eq!(p.maps[1].boxes[1], tile.bn() / 2, "{what}: half of B");
+                        }
+                        jobs.push((what, p.ptx));
+                    } else {
+                        assert_eq!(multicasts, 0, "{what}");
+                    }
+                }
+            }
+        }
+    }
+    assert!(jobs.len() > 20, "{}", jobs.len());
+    assemble_no_spills(&jobs, t.sm);
+}
