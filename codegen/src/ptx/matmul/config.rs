@@ -33,11 +33,6 @@ pub struct Tile {
     /// warps are `warp_m = 16` rows of its `m64 x warp_n` product and
     /// `k_bytes` is 128 (the 128-byte swizzle).
     pub wgmma: bool,
-    /// Warpgroup tiles only: two CTAs along M form a cluster and share
-    /// B's tiles, each copying half of every one to both through the copy
-    /// engine's multicast (`tma.rs`), where the plan allows it (else the
-    /// tile runs unclustered).
-    pub multicast: bool,
 }
 
 impl Tile {
@@ -72,11 +67,11 @@ impl Tile {
         let staged = super::epilogue::staging_bytes(self.bm(), self.bn());
         2 * (self.shared_bytes().max(staged) + 2048) <= 228 * 1024
     }
-    /// A short stable name (`128x256k64w64x64s4g8`, `c2` appended for
-    /// a multicast pair): the autotuner's on-disk cache stores it.
+    /// A short stable name (`128x256k64w64x64s4g8`): the autotuner's
+    /// on-disk cache stores it.
     pub fn name(&self) -> String {
         format!(
-            "{}{}x{}k{}w{}x{}s{}g{}{}",
+            "{}{}x{}k{}w{}x{}s{}g{}",
             if self.wgmma { "wg" } else { "" },
             self.bm(),
             self.bn(),
@@ -84,8 +79,7 @@ impl Tile {
             self.warp_m,
             self.warp_n,
             self.stages,
-            self.group_m,
-            if self.multicast { "c2" } else { "" }
+            self.group_m
         )
     }
 }
@@ -126,7 +120,6 @@ pub fn candidates() -> Vec<Tile> {
                 stages,
                 group_m: 8,
                 wgmma: false,
-                multicast: false,
             },
         )
         .inspect(|t| debug_assert!(t.shared_bytes() <= MAX_SHARED, "{t:?}"))
@@ -162,24 +155,8 @@ pub fn wgmma_candidates() -> Vec<Tile> {
             stages,
             group_m: 8,
             wgmma: true,
-            multicast: false,
         })
         .inspect(|t| debug_assert!(t.shared_bytes() <= MAX_SHARED, "{t:?}"))
-        .collect()
-}
-
-/// The warpgroup tiles at least 128 columns wide (so each CTA of a pair
-/// copies whole 64-row atoms of a row-major B) as multicast pairs: named
-/// by `SMELT_MATMUL_TILE` or [`super::emit_variant`] only, not yet timed
-/// by the autotuner or picked by [`choose`].
-pub fn multicast_candidates() -> Vec<Tile> {
-    wgmma_candidates()
-        .into_iter()
-        .filter(|t| t.bn() >= 128)
-        .map(|t| Tile {
-            multicast: true,
-            ..t
-        })
         .collect()
 }
 
@@ -255,34 +232,21 @@ pub fn fills_wave(ctas: u64, num_sms: u32) -> bool {
 }
 
 /// Every tensor-core tile's name (the values `SMELT_MATMUL_TILE`
-/// accepts): [`candidates`], [`wgmma_candidates`], then
-/// [`multicast_candidates`].
+/// accepts): [`candidates`], then [`wgmma_candidates`].
 pub fn tile_names() -> Vec<String> {
     candidates()
         .iter()
         .chain(&wgmma_candidates())
-        .chain(&multicast_candidates())
         .map(Tile::name)
         .collect()
 }
 
 /// The tile `SMELT_MATMUL_TILE` names, if it applies to `s` on `target`
-/// ([`named`]); `None` leaves `s` to the heuristic.
+/// (a warpgroup tile only where [`wgmma_applies`] and [`wgmma_fits`]);
+/// `None` leaves `s` to the heuristic.
 pub fn forced(s: &Shape, target: &Target) -> Option<Tile> {
     let name = crate::env::var("SMELT_MATMUL_TILE", crate::env::parse_matmul_tile)?;
-    named(s, target, &name)
-}
-
-/// The tile called `name` among those that apply to `s` on `target`:
-/// [`tiles`], and the multicast pairs of the warpgroup ones.
-pub fn named(s: &Shape, target: &Target, name: &str) -> Option<Tile> {
-    let pairs = multicast_candidates()
-        .into_iter()
-        .filter(|t| wgmma_applies(s, target) && wgmma_fits(s, t));
-    tiles(s, target)
-        .into_iter()
-        .chain(pairs)
-        .find(|t| t.name() == name)
+    tiles(s, target).into_iter().find(|t| t.name() == name)
 }
 
 /// The tensor-core tiles for `s` on `target`: `mma.sync` ones (not for

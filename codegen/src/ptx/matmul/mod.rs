@@ -39,7 +39,7 @@ mod start;
 mod tma;
 mod wgmma;
 
-pub use config::{candidates, multicast_candidates, tile_names, wgmma_candidates, Tile};
+pub use config::{candidates, tile_names, wgmma_candidates, Tile};
 pub(crate) use load::Layout;
 pub(crate) use mma::{ldmatrix, mma, mma_op};
 pub use shape::{recognise, Elem, Operand, Shape};
@@ -135,8 +135,7 @@ pub fn variants(kernel: &Kernel, target: &Target) -> Vec<String> {
 }
 
 /// `kernel` lowered with the configuration named `name` (one of
-/// [`variants`], a multicast pair of [`config::multicast_candidates`],
-/// or any tensor-core tile named `<tile>-split<n>` for `n`
+/// [`variants`], or any tensor-core tile named `<tile>-split<n>` for `n`
 /// splits as far as the scratch allows); `None` for an unknown name or a
 /// kernel no tuned emitter takes.
 pub fn emit_variant(kernel: &Kernel, target: &Target, name: &str) -> Option<PtxKernel> {
@@ -149,7 +148,9 @@ pub fn emit_variant(kernel: &Kernel, target: &Target, name: &str) -> Option<PtxK
         Some((tile, n)) => (tile, n.parse::<u64>().ok()?),
         None => (name, 1),
     };
-    let t = config::named(&s, target, tile)?;
+    let t = config::tiles(&s, target)
+        .into_iter()
+        .find(|t| t.name() == tile)?;
     let sp = split::plan(kernel, &s, &t, want);
     Some(emit_split(kernel, target, &s, &t, sp))
 }

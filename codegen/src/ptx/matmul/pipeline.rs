@@ -89,9 +89,7 @@ impl Pipeline {
         } else {
             (None, kt_total.to_string(), kt_total)
         };
-        let engine = wgmma
-            .then(|| tma::plan(st.cx.k, s, t, !sp.is_split()))
-            .flatten();
+        let engine = wgmma.then(|| tma::plan(st.cx.k, s, t)).flatten();
         let (layouts, copies) = match engine {
             Some(plan) => {
                 let offs = [&s.a, &s.b].map(|op| batch_offset(b, op, &st.batch));
@@ -171,11 +169,6 @@ impl Pipeline {
         match &self.copies {
             Copies::Engine(c) => {
                 c.init(b);
-                if c.multicast() {
-                    // The pair's copies land in both CTAs: neither starts
-                    // one before both have initialised their barriers.
-                    crate::ptx::memory::cluster_barrier(b);
-                }
                 for kt in 0..n.min(self.kt_most) {
                     let kt = b.mov(RegKind::B32, "u32", kt);
                     let ours = b.reg(RegKind::Pred);
@@ -288,12 +281,6 @@ impl Pipeline {
             }
             None => kt,
         }
-    }
-
-    /// Whether a pair of CTAs shares B's tiles (`tma.rs`): then the CTAs
-    /// of the pair wait for each other before a stage is refilled.
-    pub fn multicast(&self) -> bool {
-        matches!(&self.copies, Copies::Engine(c) if c.multicast())
     }
 
     /// The tensor maps the copies read (A's then B's), if any.

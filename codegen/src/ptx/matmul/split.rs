@@ -56,7 +56,7 @@
 use super::config::{self, Tile};
 use super::epilogue;
 use super::shape::{Elem, Shape};
-use super::start::{in_clusters, unravel_batch};
+use super::start::unravel_batch;
 use crate::env;
 use crate::ir::{Arg, Kernel};
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
@@ -318,7 +318,13 @@ pub(super) fn finish(
     }
     main.launches[0].grid.1 = sp.count;
     if let epilogue::Sink::Cluster { count, .. } = sink {
-        main.ptx = in_clusters(&main.ptx, (1, *count));
+        // The main entry's one launch-bounds directive: the cluster shape
+        // goes beside it (a plain launch then makes the clusters).
+        main.ptx = main.ptx.replacen(
+            ".maxntid",
+            &format!(".reqnctapercluster 1, {count}, 1\n.maxntid"),
+            1,
+        );
         return main;
     }
     let name = format!("{}_splitk", entry_name(k));

@@ -191,17 +191,6 @@ pub(super) fn tile_origin(b: &mut Builder, s: &Shape, t: &impl CtaTile, pid: Reg
     (m0, n0)
 }
 
-/// `ptx` (one entry) launched in clusters of `x` by `y` CTAs: the cluster
-/// shape goes beside the entry's launch bounds, and a plain launch then
-/// makes the clusters.
-pub(super) fn in_clusters(ptx: &str, (x, y): (u32, u32)) -> String {
-    ptx.replacen(
-        ".maxntid",
-        &format!(".reqnctapercluster {x}, {y}, 1\n.maxntid"),
-        1,
-    )
-}
-
 /// The batch variables' values (u32) at batch `z`, row-major.
 pub(super) fn unravel_batch(b: &mut Builder, k: &Kernel, s: &Shape, z: Reg) -> Vec<Reg> {
     let mut out = vec![z; s.batch_vars.len()];

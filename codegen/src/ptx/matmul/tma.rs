@@ -46,18 +46,15 @@ struct Part {
     unit: i64,
     /// Boxes per tile: 1 (k-major) or its 64-row atoms.
     boxes: u32,
-    /// Rows of the tile.
-    rows: u32,
     /// The tile's byte offset within a stage.
     tile_off: u32,
 }
 
-/// The copy engine's plan for one kernel: A's and B's parts, their
-/// tensor maps (A's first), and whether a pair of CTAs shares B's tiles.
+/// The copy engine's plan for one kernel: A's and B's parts, and their
+/// tensor maps (A's first).
 pub struct Plan {
     parts: [Part; 2],
     pub maps: Vec<TensorMap>,
-    pub multicast: bool,
 }
 
 /// Whether the copy engine is on (`SMELT_MATMUL_TMA`, default on).
@@ -67,11 +64,7 @@ pub fn enabled() -> bool {
 
 /// The plan for warpgroup tile `t` over `s` when both operands can be
 /// mapped (and the copy engine is on); `None` keeps the threads' copies.
-/// A multicast tile (`t.multicast`) shares B within pairs of CTAs where
-/// the product is `unsplit` and the pairs are whole: an even number of
-/// tiles along M, visited in even groups, so CTAs `2c` and `2c + 1` are
-/// rows `2i` and `2i + 1` of one column of tiles.
-pub fn plan(kernel: &crate::ir::Kernel, s: &Shape, t: &Tile, unsplit: bool) -> Option<Plan> {
+pub fn plan(kernel: &crate::ir::Kernel, s: &Shape, t: &Tile) -> Option<Plan> {
     if !t.wgmma || !enabled() {
         return None;
     }
@@ -87,44 +80,35 @@ pub fn plan(kernel: &crate::ir::Kernel, s: &Shape, t: &Tile, unsplit: bool) -> O
     if s.k <= i64::from(bk) {
         return None;
     }
-    let tiles_m = (s.m as u32).div_ceil(t.bm());
-    let multicast = t.multicast
-        && unsplit
-        && tiles_m.is_multiple_of(2)
-        && t.group_m.is_multiple_of(2)
-        && t.bn().is_multiple_of(128);
-    let (a, ma) = part(kernel, &s.a, (s.m, t.bm(), 0), (s.k, bk), (elem, 1))?;
-    let share = if multicast { 2 } else { 1 };
+    let (a, ma) = part(kernel, &s.a, (s.m, t.bm(), 0), (s.k, bk), elem)?;
     let (b, mb) = part(
         kernel,
         &s.b,
         (s.n, t.bn(), t.bm() * t.k_bytes),
         (s.k, bk),
-        (elem, share),
+        elem,
     )?;
     Some(Plan {
         parts: [a, b],
         maps: vec![ma, mb],
-        multicast,
     })
 }
 
 /// One operand's part and map: `(rows, tile_rows, tile_off)` of it,
-/// `(k, bk)`, and the CTAs that `share` its tiles (1, or 2: each copies
-/// half the rows, so a k-major box is half a tile).
+/// `(k, bk)`.
 fn part(
     kernel: &crate::ir::Kernel,
     op: &Operand,
     (rows, tile_rows, tile_off): (i64, u32, u32),
     (k, bk): (i64, u32),
-    (elem, share): (MapElem, u32),
+    elem: MapElem,
 ) -> Option<(Part, TensorMap)> {
     let eb = i64::from(elem.bytes());
     let aligned = |stride: i64| stride > 0 && (stride * eb) % 16 == 0;
     // Dimension 0 is the contiguous one: `k` (k-major), else the rows
     // (halves only: the MN-major layout is `wgmma`'s transpose of them).
     let (layout, dim0, dim1, stride1, box_) = if op.k == 1 && aligned(op.row) {
-        (Layout::KMajor, k, rows, op.row, [bk, tile_rows / share])
+        (Layout::KMajor, k, rows, op.row, [bk, tile_rows])
     } else if elem == MapElem::B16 && op.row == 1 && aligned(op.k) {
         (Layout::MnAtoms, rows, k, op.k, [64, bk])
     } else {
@@ -153,7 +137,6 @@ fn part(
         layout,
         unit,
         boxes,
-        rows: tile_rows,
         tile_off,
     };
     fits.then_some((p, map))
@@ -188,9 +171,6 @@ pub struct Copies {
     row0: [Reg; 2],
     /// Thread 0, which starts every copy.
     producer: Reg,
-    /// A multicast pair: the CTA's rank in its cluster and the mask of
-    /// both CTAs (`.b16`).
-    pair: Option<(Reg, Reg)>,
     bars: Reg,
     stages: u32,
     stage_bytes: u32,
@@ -226,16 +206,9 @@ impl Copies {
             ins!(b, "cvt.u32.u64 {u}, {q}");
             (gm, u)
         });
-        let pair = plan.multicast.then(|| {
-            let (rank, mask) = (b.reg(RegKind::B32), b.reg(RegKind::B16));
-            ins!(b, "mov.u32 {rank}, %cluster_ctarank");
-            ins!(b, "mov.b16 {mask}, 3");
-            (rank, mask)
-        });
         Copies {
             parts: plan.parts,
             maps: plan.maps.clone(),
-            pair,
             map: regs.map(|r| r.0),
             unit: regs.map(|r| r.1),
             row0: [st.m0, st.n0],
@@ -250,11 +223,6 @@ impl Copies {
     /// The tensor maps the copies read, A's then B's.
     pub fn maps(&self) -> Vec<TensorMap> {
         self.maps.clone()
-    }
-
-    /// Whether the CTA shares B's tiles with the other of its pair.
-    pub fn multicast(&self) -> bool {
-        self.pair.is_some()
     }
 
     /// Thread 0 initialises the barriers; the caller's `bar.sync` then
@@ -297,45 +265,19 @@ impl Copies {
         let k0 = b.reg(RegKind::B32);
         ins!(b, "mul.lo.u32 {k0}, {g}, {}", self.bk);
         for (i, p) in self.parts.iter().enumerate() {
-            // Shared with the pair (B): this CTA copies its half of the
-            // rows (k-major) or of the atoms (rank `r` takes atoms `2j +
-            // r`) into both CTAs.
-            let pair = self.pair.filter(|_| i == 1);
-            let (step, share) = match p.layout {
-                Layout::KMajor => (p.rows / 2, p.rows / 2 * 128),
-                _ => (64, self.bk * 128),
-            };
-            let (row0, base) = match pair {
-                Some((rank, _)) => {
-                    let (r, d) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-                    ins!(b, "mad.lo.u32 {r}, {rank}, {step}, {}", self.row0[i]);
-                    ins!(b, "mad.lo.u32 {d}, {rank}, {share}, {stage}");
-                    (r, d)
-                }
-                None => (self.row0[i], stage),
-            };
-            let atoms = match (p.layout, pair) {
-                (Layout::KMajor, _) => vec![0],
-                (_, None) => (0..p.boxes).collect(),
-                (_, Some(_)) => (0..p.boxes).step_by(2).collect(),
-            };
-            for a in atoms {
+            for a in 0..p.boxes {
                 // k-major: {k, row}; MN-major atom `a`: {row + 64 a, k}.
                 let (c0, c1, dst) = match p.layout {
-                    Layout::KMajor => (k0, row0, p.tile_off),
+                    Layout::KMajor => (k0, self.row0[i], p.tile_off),
                     _ => {
                         let r = b.reg(RegKind::B32);
-                        ins!(b, "add.u32 {r}, {row0}, {}", 64 * a);
+                        ins!(b, "add.u32 {r}, {}, {}", self.row0[i], 64 * a);
                         (r, k0, p.tile_off + a * self.bk * 128)
                     }
                 };
-                let (mode, mask) = match pair {
-                    Some((_, mask)) => (".multicast::cluster", format!(", {mask}")),
-                    None => ("", String::new()),
-                };
                 ins!(
                     b,
-                    "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes{mode} [{base}+{dst}], [{}, {{{c0}, {c1}, {}}}], [{bar}]{mask}",
+                    "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{stage}+{dst}], [{}, {{{c0}, {c1}, {}}}], [{bar}]",
                     self.map[i],
                     self.unit[i]
                 );

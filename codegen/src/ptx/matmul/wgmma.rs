@@ -52,7 +52,7 @@ use super::load::Layout;
 use super::pipeline::Pipeline;
 use super::shape::{Elem, Shape};
 use super::split::{self, Split};
-use super::start::{in_clusters, lane_and_warp, start};
+use super::start::{lane_and_warp, start};
 use crate::ir::Kernel;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
 use crate::ptx::module::{map_param_decl, PtxKernel};
@@ -97,25 +97,13 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, sp: Split) ->
     ins!(b, "setp.ne.b32 {accumulate}, 1, 0");
     let distance = t.stages - 2;
     p.prologue(b, distance);
-    // A multicast pair refills a stage in both CTAs, so the stage of kt -
-    // 2 must be done with in both: each thread arrives on the cluster's
-    // barrier once its MMAs of a tile are done, and waits on it (for kt -
-    // 2's arrivals) only just before the refill.
-    let pair = p.multicast();
-    if pair {
-        ins!(b, "barrier.cluster.arrive.release");
-    }
     b.comment("main loop: wait for tile kt, refill the stage of kt - 2, multiply kt");
     let kt = b.mov(RegKind::B32, "u32", 0);
     let top = b.label();
     b.place(&top);
     p.wait(b, kt, distance);
     ins!(b, "fence.proxy.async.shared::cta");
-    if pair {
-        ins!(b, "barrier.cluster.wait.acquire");
-    } else {
-        ins!(b, "bar.sync 0");
-    }
+    ins!(b, "bar.sync 0");
     p.refill(b, kt, distance);
     let stage = p.stage(b, kt);
     let (a_tile, b_tile) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
@@ -157,17 +145,10 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, sp: Split) ->
     }
     ins!(b, "wgmma.commit_group.sync.aligned");
     ins!(b, "wgmma.wait_group.sync.aligned 1");
-    if pair {
-        ins!(b, "barrier.cluster.arrive.release");
-    }
     let again = b.reg(RegKind::Pred);
     ins!(b, "add.u32 {kt}, {kt}, 1");
     ins!(b, "setp.lt.u32 {again}, {kt}, {}", p.kt_end);
     ins!(b, "@{again} bra.uni {top}");
-    if pair {
-        // Every arrival waited for (the last one's).
-        ins!(b, "barrier.cluster.wait.acquire");
-    }
     ins!(b, "wgmma.wait_group.sync.aligned 0");
     ins!(b, "cp.async.wait_all");
     b.comment("epilogue");
@@ -203,10 +184,6 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, sp: Split) ->
         .extend((0..maps.len()).map(|i| map_param_decl(&st.entry, i)));
     let mut k = st.finish(bld, kernel, target, s, t, 1024, 1, shared);
     k.maps = maps;
-    if pair {
-        // Consecutive CTAs are the pair (`tma::plan`).
-        k.ptx = in_clusters(&k.ptx, (2, 1));
-    }
     // wgmma exists only on the architecture-specific target.
     k.ptx = k.ptx.replacen(".target sm_90\n", ".target sm_90a\n", 1);
     split::finish(k, kernel, target, s, (sp, &sink))
