@@ -66,8 +66,8 @@ pub fn env_key() -> u64 {
 ///   544-561 TFLOP/s at d = 128 where 64-key tiles made 373-462; reversed
 ///   causal 526-529 at 8192 keys where in order made 502-518); at d = 64
 ///   without a mask three warpgroups of 128-key tiles (`12x16x128w`,
-///   2026-11-28: 398-399 where `8x16x64w` made 379-385, and
-///   `12x16x64w` 322-324; earlier `8x16x64w` had beaten one warpgroup
+///   2026-11-28: 415-417 without ping-pong and 408-411 with it, where
+///   `8x16x64w` made 385-393 and `12x16x64w` 323-324; earlier `8x16x64w` had beaten one warpgroup
 ///   on `cp.async`, `4x16x64w`, 341-343 to 322-329) and `4x16x64w`
 ///   causal (274-276, where `8x16x64w` made 268-269; 2026-11-28
 ///   `12x16x128w` 286-287 against 303-311).
