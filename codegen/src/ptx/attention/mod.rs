@@ -67,10 +67,11 @@ pub fn env_key() -> u64 {
 ///   causal 526-529 at 8192 keys where in order made 502-518); at d = 64
 ///   without a mask three warpgroups of 128-key tiles (`12x16x128w`,
 ///   2026-11-28: 415-417 without ping-pong and 408-411 with it, where
-///   `8x16x64w` made 385-393 and `12x16x64w` 323-324; earlier `8x16x64w` had beaten one warpgroup
-///   on `cp.async`, `4x16x64w`, 341-343 to 322-329) and `4x16x64w`
-///   causal (274-276, where `8x16x64w` made 268-269; 2026-11-28
-///   `12x16x128w` 286-287 against 303-311).
+///   `8x16x64w` made 385-393 and `12x16x64w` 323-324; earlier
+///   `8x16x64w` had beaten one warpgroup on `cp.async`, `4x16x64w`,
+///   341-343 to 322-329) and `4x16x64w` causal (274-276, where
+///   `8x16x64w` made 268-269; 2026-11-28 `12x16x128w` 300-302 against
+///   310-311).
 /// - sm_90, at most 64 query rows (decode), head dims up to 128
 ///   (2026-11-27, late): one warpgroup of 64-key tiles on `cp.async`
 ///   (`4x16x64w`), 4.50-4.66 TB/s of cache read where the `mma.sync`
