@@ -844,8 +844,8 @@ fn wgmma_tiles_assemble_without_spills() {
                 assert_eq!(launch.block, (32 * t.warps, 1, 1));
                 // Three warpgroups take key tiles of 64 past head dim 64.
                 let bn = if t.warps > 8 && d > 64 { 64 } else { t.bn };
-                // Always 3 buffers (the pipelined loop's), then for two
-                // warpgroups the copy engine's 12 barriers (plain k and v:
+                // Always 3 buffers (the pipelined loop's), then for two or
+                // three warpgroups the copy engine's 12 barriers (plain k and v:
                 // every case here).
                 let tma = smelt_codegen::env::flag("SMELT_ATTENTION_TMA", true) && t.warps >= 8;
                 let barriers = if tma { 96 } else { 0 };
