@@ -619,8 +619,23 @@ impl Emitter<'_> {
         // and whether the warpgroups are known to be within a tile.
         let mut free = None;
         if let (Some(t), Some(live)) = (&self.tma, &live) {
-            let area = self.tma_loop(b, &lx, (t, live), (keys, j0), q_addr, (&m, &l, &o[0]));
-            free = Some((area, t.pingpong()));
+            // Only where a warpgroup's rows can end a whole key tile
+            // before the CTA's (the walk's registers cost 128-row CTAs
+            // of 128-key tiles 2-5% where it never applies: H200,
+            // 2026-11-29).
+            let mine = (a.causal.is_some() && g.bm >= 64 + g.bn).then(|| {
+                let first = b.reg(RegKind::B32);
+                ins!(b, "shr.u32 {first}, {warp}, 2");
+                ins!(b, "mad.lo.u32 {first}, {first}, 64, {q0}");
+                let end = key_end(b, k, a, first, 64);
+                ins!(b, "min.u32 {end}, {end}, {keys}");
+                end
+            });
+            let area = self.tma_loop(b, &lx, (t, live), (keys, j0), mine, q_addr, (&m, &l, &o[0]));
+            // Two warpgroups in turns are within a tile of each other;
+            // with three, the middle one's share of the free buffer
+            // overlaps `v` of a tile the last may still be reading.
+            free = Some((area, t.pingpong() && g.cta.warps == 8));
         } else if g.cta.wgmma {
             let kv = KeyTiles {
                 base,

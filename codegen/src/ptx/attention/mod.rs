@@ -69,9 +69,10 @@ pub fn env_key() -> u64 {
 ///   2026-11-28: 415-417 without ping-pong and 408-411 with it, where
 ///   `8x16x64w` made 385-393 and `12x16x64w` 323-324; earlier
 ///   `8x16x64w` had beaten one warpgroup on `cp.async`, `4x16x64w`,
-///   341-343 to 322-329) and `4x16x64w` causal (274-276, where
-///   `8x16x64w` made 268-269; 2026-11-28 `12x16x128w` 300-302 against
-///   310-311).
+///   341-343 to 322-329) and `8x16x64rw` causal (2026-11-29, once each
+///   warpgroup stops at its own rows' last key: 313-316 where
+///   `4x16x64w`, the default before, made 308-309, `8x16x64w` 313-315
+///   and `12x16x128rw` 305-307).
 /// - sm_90, at most 64 query rows (decode), head dims up to 128
 ///   (2026-11-27, late): one warpgroup of 64-key tiles on `cp.async`
 ///   (`4x16x64w`), 4.50-4.66 TB/s of cache read where the `mma.sync`
@@ -102,14 +103,14 @@ fn measured_tile(k: &Kernel, a: &Attention, target: &Target) -> AttentionTile {
         let (warps, bn) = match (wide > 64, causal) {
             (true, _) => (8, 128),
             (false, false) => (12, 128),
-            (false, true) => (4, 64),
+            (false, true) => (8, 64),
         };
         return AttentionTile {
             warps,
             bn,
             wgmma: true,
             // Causal row blocks last first (the longest CTAs start first).
-            reverse: causal && wide > 64,
+            reverse: causal,
             ..AttentionTile::DEFAULT
         };
     }

@@ -26,9 +26,12 @@
 //! the last tile `t` was last filled with tile `t - 2`, which every
 //! warpgroup finished before either passed its last tile's barrier (the
 //! `cp.async` loop), or before the next warpgroup's turn at tile `t`'s
-//! scores (the ping-pong); nothing is copied into it after. Without the
-//! ping-pong the copy engine's warpgroups may be a tile further apart, so
-//! the CTA waits for both first.
+//! scores (the ping-pong of two warpgroups); nothing is copied into it
+//! after. Without the ping-pong the copy engine's warpgroups may be a tile
+//! further apart, and with three in turns the middle one's share overlaps
+//! `v` of tile `t - 2`, which the last may still be multiplying, so there
+//! the CTA waits for every warpgroup first. A warpgroup that stopped early
+//! under a causal mask (`tma.rs`) reads nothing past its last tile.
 
 use super::super::{epilogue_part, store, Coords};
 use super::{Acc, Emitter};

@@ -29,6 +29,22 @@
 //! after the softmax (into tile `t - 2`'s, whose `P V` ended iteration `t
 //! - 1`).
 //!
+//! # Causal masks
+//! A warpgroup's rows end their keys up to a CTA's rows minus 64 before
+//! the CTA's last row does. Where that can be a whole key tile
+//! (`bm >= 64 + bn`: 128-row CTAs of 64-key tiles, 192-row CTAs), each warpgroup's
+//! loop stops at its own rows' end (tile 0 always runs) and then walks
+//! the CTA's remaining tiles without computing them
+//! ([`Emitter::tma_drain`]): it waits for each tile to land before
+//! releasing it, so its arrivals count in that tile's phase of the
+//! "empty" barriers; thread 0 (warpgroup 0, the one that stops first)
+//! keeps starting the copies there; and it takes its turns, so the
+//! round-robin keeps count. On an H200 (2026-11-29) that took causal d =
+//! 64 with `8x16x64rw` from 311-314 to 313-318 TFLOP/s and `12x16x128rw`
+//! from 302-304 to 305-309; 128-row CTAs of 128-key tiles, where it never
+//! applies on a square mask, lost 2-5% to the walk's registers, so they
+//! do without it.
+//!
 //! # Ping-pong (two warpgroups; `SMELT_ATTENTION_PINGPONG=0` turns it off, `=1` on for three)
 //! On an H200 (2026-11-27, same session) it took d = 128 prefill from
 //! 448-451 to 469-470 TFLOP/s at 2048 keys and from 496-517 to 585-591 at
@@ -472,12 +488,19 @@ impl Emitter<'_> {
     /// a CTA barrier, and, where it is on, the ping-pong. Returns the
     /// shared address of the buffer of the tile after the last, which no
     /// warpgroup reads any more once this one is done (`staged.rs`).
+    ///
+    /// Under a causal mask `mine` is this warpgroup's own key end (its
+    /// last row's, at most `keys`): it computes tiles only up to there
+    /// (tile 0 always), then [`Emitter::tma_drain`] walks the CTA's
+    /// remaining tiles without computing them.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn tma_loop(
         &self,
         b: &mut Builder,
         lx: &LogitCx,
         (t, live): (&Tma, &Live),
         (keys, j0): (Reg, Reg),
+        mine: Option<Reg>,
         q: Reg,
         (m, l, o): (&[Reg], &[Reg], &Acc),
     ) -> Reg {
@@ -521,7 +544,7 @@ impl Emitter<'_> {
         let (top, end) = (b.label(), b.label());
         b.place(&top);
         let more = b.reg(RegKind::Pred);
-        ins!(b, "setp.lt.u32 {more}, {j0}, {keys}");
+        ins!(b, "setp.lt.u32 {more}, {j0}, {}", mine.unwrap_or(keys));
         ins!(b, "@!{more} bra.uni {end}");
         ins!(b, "add.u32 {next}, {j0}, {}", g.bn);
         ins!(b, "add.u32 {far}, {next}, {}", g.bn);
@@ -568,11 +591,59 @@ impl Emitter<'_> {
         issue_pv(b, &g, h, va, &pa, o);
         live.your_turn(b);
         ins!(b, "wgmma.wait_group.sync.aligned 0");
+        if mine.is_some() {
+            live.release(b, Bar::VEmpty, prev);
+            self.tma_drain(b, (t, live), (keys, j0), cur);
+        }
         if let Some(t) = live.turns {
             b.comment("ping-pong: warpgroup 0 takes the last warpgroup's last hand-over");
             ins!(b, "@{} bar.sync 1, 256", t.first);
         }
-        let after = prev.next(b);
-        live.tile(b, &g, after, g.k_off)
+        live.tile(b, &g, cur, g.k_off)
+    }
+
+    /// The CTA's key tiles from `j0` (slot `cur`) to `keys`, which this
+    /// warpgroup's rows cannot see: it releases each tile's `k` and `v`
+    /// once it has landed (so its arrivals count in that tile's phase,
+    /// not an earlier one's), thread 0 still starting the copies the
+    /// other warpgroups wait for, and takes its turns (ping-pong) so the
+    /// round-robin stays in step. Why: a CTA's first rows see fewer keys
+    /// under a causal mask; without this every warpgroup computed every
+    /// tile to the CTA's last row's end, masked. Leaves `cur` at the slot
+    /// after the CTA's last tile.
+    fn tma_drain(
+        &self,
+        b: &mut Builder,
+        (t, live): (&Tma, &Live),
+        (keys, j0): (Reg, Reg),
+        cur: Slot,
+    ) {
+        let g = self.g;
+        b.comment("causal: the CTA's tiles past this warpgroup's last visible key");
+        let (top, end) = (b.label(), b.label());
+        let (next, far, more) = (
+            b.reg(RegKind::B32),
+            b.reg(RegKind::B32),
+            b.reg(RegKind::Pred),
+        );
+        b.place(&top);
+        ins!(b, "setp.lt.u32 {more}, {j0}, {keys}");
+        ins!(b, "@!{more} bra.uni {end}");
+        ins!(b, "add.u32 {next}, {j0}, {}", g.bn);
+        ins!(b, "add.u32 {far}, {next}, {}", g.bn);
+        let ahead = cur.next(b);
+        let two = ahead.next(b);
+        live.landed(b, Bar::KFull, cur);
+        live.my_turn(b);
+        live.your_turn(b);
+        self.refill(b, live, t, (two, far, keys), Bar::KFull);
+        live.release(b, Bar::KEmpty, cur);
+        live.landed(b, Bar::VFull, cur);
+        self.refill(b, live, t, (ahead, next, keys), Bar::VFull);
+        live.release(b, Bar::VEmpty, cur);
+        ins!(b, "mov.u32 {j0}, {next}");
+        cur.assign(b, ahead);
+        ins!(b, "bra.uni {top}");
+        b.place(&end);
     }
 }
