@@ -40,10 +40,10 @@
 //! "empty" barriers; thread 0 (warpgroup 0, the one that stops first)
 //! keeps starting the copies there; and it takes its turns, so the
 //! round-robin keeps count. On an H200 (2026-11-29) that took causal d =
-//! 64 with `8x16x64rw` from 311-314 to 313-318 TFLOP/s and `12x16x128rw`
-//! from 302-304 to 305-309; 128-row CTAs of 128-key tiles, where it never
-//! applies on a square mask, lost 2-5% to the walk's registers, so they
-//! do without it.
+//! 64 with `8x16x64rw` from 311-314 to 313-318 TFLOP/s (f16 and bf16)
+//! and `12x16x128rw` from 302-304 to 305-309; 128-row CTAs of 128-key
+//! tiles, where it never applies on a square mask, lost 2-5% to the
+//! walk's registers, so they do without it.
 //!
 //! # Ping-pong (two warpgroups; `SMELT_ATTENTION_PINGPONG=0` turns it off, `=1` on for three)
 //! On an H200 (2026-11-27, same session) it took d = 128 prefill from
