@@ -129,16 +129,27 @@ pub(super) fn product<T: Elem>(
     };
     let threads = rayon::current_num_threads();
     let work = m.saturating_mul(n).saturating_mul(k);
-    if threads > 1 && dofs.len() >= threads && work < gemm::get_threading_threshold() {
+    let batches = dofs.len();
+    if threads > 1 && batches >= threads && work < gemm::get_threading_threshold() {
         // Many small products (attention heads, batched small matrices): one
         // per thread at a time, since each is too small to split.
-        (0..dofs.len())
+        (0..batches)
             .into_par_iter()
             .for_each(|b| one(b, Parallelism::None));
+    } else if threads > 1 && batches > 1 {
+        // Fewer products than threads, or large ones: all at once, each
+        // split over its share of the threads. One after another, each
+        // split over every thread, paid a fan-out and a packing of its
+        // operands per thread per product: 8 heads of 512x512x64 took
+        // 2.5 ms on 16 cores where torch took 1.1.
+        let share = threads.div_ceil(batches);
+        (0..batches)
+            .into_par_iter()
+            .for_each(|b| one(b, Parallelism::Rayon(share)));
     } else {
-        // The crate splits each product itself, and runs small ones on one
-        // thread (its threading threshold).
-        for b in 0..dofs.len() {
+        // One product: the crate splits it itself, and runs a small one
+        // on one thread (its threading threshold).
+        for b in 0..batches {
             one(b, Parallelism::Rayon(threads));
         }
     }
