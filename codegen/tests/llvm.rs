@@ -266,6 +266,110 @@ fn later_passes_read_the_costly_values_earlier_passes_kept() {
     covered(&k, 5);
 }
 
+/// Row lengths of the fold tests: around the lanes (8), a block (256),
+/// four blocks (the JIT folds four side by side), a tile (16384) and
+/// several tiles of one row.
+const FOLD_LENS: [i64; 15] = [
+    0, 1, 7, 8, 9, 255, 256, 257, 1000, 1024, 1031, 4097, 16384, 16411, 70001,
+];
+
+/// `op` over the rows of `[rows, len]` of `dt`: of the load itself
+/// (`neg` false; the JIT folds a max or min from the input in place), or
+/// of its negation (folded from the buffer the JIT's pass writes).
+fn fold_kernel(op: ReduceOp, dt: DType, rows: i64, len: i64, neg: bool) -> Kernel {
+    let r = [rows, len];
+    let mut kb = Kb::new("fold", KernelKind::Reduce, &r, 1);
+    let x = kb.load(dt, (rows * len) as usize, contiguous(&r));
+    let x = if neg { kb.un(UnaryOp::Neg, x) } else { x };
+    let s = kb.reduce(op, x);
+    kb.store(rows as usize, Expr::var(0), s, None);
+    kb.done()
+}
+
+/// Finite inputs whose folds show their order: sums of values in
+/// `[-10, 10)` round by it, products stay near 1, and a third of the
+/// values are `-0` or `+0`, the rest negative in even rows and positive in
+/// odd ones, so a row's max or min is often a zero whose sign is the
+/// first of the tied zeros in fold order. With `nan`, every other row
+/// holds a NaN somewhere.
+fn fold_inputs(k: &Kernel, op: ReduceOp, len: i64, seed: u64, nan: bool) -> Vec<u8> {
+    let arg = k.inputs[0];
+    let mut rng = smelt_codegen::rng::SplitMix64::new(seed);
+    let mut b = vec![0u8; arg.len * arg.dtype.size()];
+    for j in 0..arg.len {
+        let row = j / len.max(1) as usize;
+        let v = match op {
+            ReduceOp::Sum => (rng.next_f64() - 0.5) * 20.0,
+            ReduceOp::Prod => 0.9 + 0.2 * rng.next_f64(),
+            _ if rng.below(3) == 0 => [0.0, -0.0][rng.below(2) as usize],
+            _ => (1.0 + rng.next_f64()) * if row.is_multiple_of(2) { -1.0 } else { 1.0 },
+        };
+        arg.dtype.write(&mut b, j, v);
+    }
+    if nan && len > 0 {
+        for row in (1..arg.len / len as usize).step_by(2) {
+            let at = row * len as usize + (row * 997) % len as usize;
+            arg.dtype.write(&mut b, at, f64::NAN);
+        }
+    }
+    b
+}
+
+/// The JIT's folds (from the input in place, or from its pass's buffer)
+/// against the executor's, bit for bit, on inputs where the order of a
+/// fold shows in its result: sums and products that round, maxima and
+/// minima that are tied zeros of either sign, NaN in some rows; at
+/// lengths around the lanes, blocks, tiles and chunk groups, on one row,
+/// a few, and enough for the driver's threads.
+#[test]
+fn folds_in_the_jit_are_the_executors_bit_for_bit() {
+    for (s, len) in FOLD_LENS.into_iter().enumerate() {
+        for rows in [1, 3, (1 << 16) / len.max(1) + 3] {
+            let rows = rows.min(300_000 / len.max(1)).max(1);
+            for op in [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min] {
+                for dt in [DType::F32, DType::F64] {
+                    for neg in [false, true] {
+                        let k = fold_kernel(op, dt, rows, len, neg);
+                        let nans: &[bool] = match op {
+                            ReduceOp::Max | ReduceOp::Min => &[false, true],
+                            _ => &[false],
+                        };
+                        for &nan in nans {
+                            let seed = 100 * s as u64 + rows as u64;
+                            let x = fold_inputs(&k, op, len, seed, nan);
+                            let run = |engine: engines::Engine| {
+                                let mut out = vec![0u8; rows as usize * dt.size()];
+                                engine(&k, &[&x], &[], &mut [&mut out])
+                                    .expect("covered")
+                                    .expect("runs");
+                                out
+                            };
+                            let (jit, exec) = (run(llvm::run), run(exec::run));
+                            for r in 0..rows as usize {
+                                let (a, b) = (dt.read(&jit, r), dt.read(&exec, r));
+                                let same = a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+                                assert!(same, "{op:?} {dt} neg {neg} nan {nan} {rows}x{len} row {r}: {a:e} vs {b:e}");
+                            }
+                        }
+                    }
+                }
+            }
+            // Softmax's max (in place) and sum of `exp` (from the kept
+            // buffer) on finite inputs.
+            let k = ptx_cases::softmax(rows, len, DType::F32);
+            let x = fold_inputs(&k, ReduceOp::Sum, len, s as u64, false);
+            let run = |engine: engines::Engine| {
+                let mut out = vec![0u8; (rows * len) as usize * 4];
+                engine(&k, &[&x], &[], &mut [&mut out])
+                    .expect("covered")
+                    .expect("runs");
+                out
+            };
+            assert!(run(llvm::run) == run(exec::run), "softmax {rows}x{len}");
+        }
+    }
+}
+
 #[test]
 fn new_scalar_values_reuse_the_compiled_kernel() {
     let k = ptx_cases::softmax_temperature(5, 33);

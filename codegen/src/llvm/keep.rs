@@ -24,16 +24,33 @@ use crate::exec::tiles_hold_rows;
 use crate::ir::{Inst, Kernel, Val};
 
 use super::emit::{self, Pass};
+use super::fold;
+
+/// Who folds a fill's operand, and from where.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fold {
+    /// The executor, from the buffer the pass writes (the operand's, or
+    /// the scratch tile) or from one an earlier pass wrote (then the pass
+    /// has no code). Also the answer for passes that are not fills.
+    Executor,
+    /// The executor, a bare load in place ([`folds_in_place`]): no code,
+    /// and its element state holds the load's values.
+    InPlace,
+    /// The pass, each segment after computing it into the buffer it
+    /// writes ([`fold`]).
+    Jit,
+    /// The pass, a bare contiguous load straight from its input
+    /// ([`fold::direct`]); it computes nothing else.
+    Direct,
+}
 
 /// One element pass and the buffers it writes and reads.
 #[derive(Clone, Debug)]
 pub struct PassKeep {
     /// The pass.
     pub pass: Pass,
-    /// A `Reduce` of a bare load, folded by the executor in place
-    /// ([`folds_in_place`]): no code of its own, and its element state
-    /// holds the load's values.
-    pub in_place: bool,
+    /// Who folds the operand of a fill.
+    pub fold: Fold,
     /// Element values this pass computes and writes to their buffers.
     pub writes: Vec<Val>,
     /// Element values this pass reads from their buffers.
@@ -49,7 +66,7 @@ impl PassKeep {
     pub fn plain(pass: Pass) -> PassKeep {
         PassKeep {
             pass,
-            in_place: false,
+            fold: Fold::Executor,
             writes: Vec::new(),
             reads: Vec::new(),
             scratch: false,
@@ -59,8 +76,13 @@ impl PassKeep {
     /// Whether the pass has a compiled function: not an in-place fold,
     /// nor a fill of an operand that a buffer holds already.
     pub fn has_code(&self) -> bool {
-        !self.in_place
-            && (!matches!(self.pass, Pass::Fill(_)) || self.scratch || !self.writes.is_empty())
+        match self.fold {
+            Fold::InPlace => false,
+            Fold::Direct => true,
+            Fold::Executor | Fold::Jit => {
+                !matches!(self.pass, Pass::Fill(_)) || self.scratch || !self.writes.is_empty()
+            }
+        }
     }
 }
 
@@ -99,8 +121,14 @@ impl Keep {
                     let Inst::Reduce(_, a) = k.insts[i].inst else {
                         unreachable!("fills are of reductions")
                     };
+                    if fold::jit_folds(k, i) && fold::direct(k, plan, i) {
+                        // Later passes load it again: a contiguous load
+                        // costs no more than reading a buffer.
+                        passes[p].fold = Fold::Direct;
+                        continue;
+                    }
                     if folds_in_place(k, plan, i) {
-                        passes[p].in_place = true;
+                        passes[p].fold = Fold::InPlace;
                         first[a].get_or_insert(p);
                         home[a].get_or_insert(p);
                         continue;
@@ -129,7 +157,7 @@ impl Keep {
                 if let Some(f) = first[v].filter(|_| across) {
                     if home[v].is_some() || emit::costly(k, plan, v) {
                         let h = *home[v].get_or_insert(f);
-                        if !passes[h].in_place && !passes[h].writes.contains(&v) {
+                        if passes[h].fold != Fold::InPlace && !passes[h].writes.contains(&v) {
                             passes[h].writes.push(v);
                         }
                         passes[p].reads.push(v);
@@ -144,11 +172,16 @@ impl Keep {
                 first[v].get_or_insert(p);
             }
             // A fill's operand in the reduction's dtype is folded from
-            // its buffer.
+            // its buffer; by the pass itself where it computes it.
             if let Some(a) = operand.filter(|_| !passes[p].scratch) {
                 if !passes[p].reads.contains(&a) {
                     passes[p].writes.push(a);
                     home[a].get_or_insert(p);
+                }
+            }
+            if let Pass::Fill(i) = passes[p].pass {
+                if fold::jit_folds(k, i) && passes[p].has_code() {
+                    passes[p].fold = Fold::Jit;
                 }
             }
         }
