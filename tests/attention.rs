@@ -640,14 +640,28 @@ fn output_columns_in_pairs() {
     assert_eq!(attention_kernels(&o.schedule(fused)), 1);
     if smelt_codegen::env::flag("SMELT_ATTENTION_MMA", true) {
         for ptx in attention_ptx(&o) {
-            let staged = ptx.contains("wgmma.mma_async");
+            let staged = ptx.contains("st.shared.v2.f32");
             let stores = if staged {
                 "st.global.v4.b32"
             } else {
                 "st.global.v2.b32"
             };
             assert!(ptx.contains(stores), "the cast is fused, {stores}");
-            assert_eq!(ptx.contains("st.shared.v2.f32"), staged);
+            // Every warpgroup tile stages here but three warpgroups with
+            // 64-key tiles, whose shares of a buffer hold 16 columns, and
+            // split kernels (forced by the environment), which store
+            // their partial sums instead.
+            let small = std::env::var("SMELT_ATTENTION_TILE")
+                .ok()
+                .and_then(|t| smelt_codegen::env::parse_attention_tile(&t).ok())
+                .is_some_and(|t| t.warps == 12 && t.bn == 64);
+            let split = std::env::var("SMELT_ATTENTION_SPLITS")
+                .ok()
+                .and_then(|n| n.parse::<u32>().ok())
+                .is_some_and(|n| n > 1);
+            if !small && !split {
+                assert_eq!(ptx.contains("wgmma.mma_async"), staged);
+            }
         }
     }
     let got = values(o.realize_with(fused).unwrap());
@@ -797,8 +811,8 @@ fn tensor_core_tiles_assemble_without_spills() {
     }
 }
 
-/// The `wgmma` tiles (`SMELT_ATTENTION_TILE=<warps>x16x<bn>w`: one or
-/// two warpgroups, key tiles of 64 or 128) emit
+/// The `wgmma` tiles (`SMELT_ATTENTION_TILE=<warps>x16x<bn>w`: one, two
+/// or three warpgroups, key tiles of 64 or 128) emit
 /// warpgroup MMAs for sm_90a where both head dims round up to at most 128
 /// and `mma.sync` elsewhere (sm_80, head dim 256), with swizzled tiles in
 /// 1024-byte aligned shared memory, and assemble without spills at head
@@ -810,7 +824,14 @@ fn wgmma_tiles_assemble_without_spills() {
     use smelt_codegen::ptx::{emit_attention_split, ptxas, Target};
     let mut jobs = Vec::new();
     for (_, _, d, causal, kernel) in tile_cases() {
-        for name in ["4x16x64w", "4x16x128w", "8x16x64w", "8x16x128w"] {
+        for name in [
+            "4x16x64w",
+            "4x16x128w",
+            "8x16x64w",
+            "8x16x128w",
+            "12x16x64w",
+            "12x16x128w",
+        ] {
             let t = parse_attention_tile(name).unwrap();
             for target in Target::CHECKED {
                 let p = emit_attention_split(&kernel, &target, Some(&t), 0).expect("emits");
@@ -827,18 +848,25 @@ fn wgmma_tiles_assemble_without_spills() {
                 let dp = (d as u32).next_multiple_of(64);
                 let bm = 16 * t.warps;
                 assert_eq!(launch.block, (32 * t.warps, 1, 1));
-                // Always 3 buffers (the pipelined loop's), then for two
-                // warpgroups the copy engine's 12 barriers (plain k and v:
+                // Three warpgroups take key tiles of 64 past head dim 64.
+                let bn = if t.warps > 8 && d > 64 { 64 } else { t.bn };
+                // Always 3 buffers (the pipelined loop's), then for two or
+                // three warpgroups the copy engine's 12 barriers (plain k and v:
                 // every case here).
-                let tma = smelt_codegen::env::flag("SMELT_ATTENTION_TMA", true) && t.warps == 8;
+                let tma = smelt_codegen::env::flag("SMELT_ATTENTION_TMA", true) && t.warps >= 8;
                 let barriers = if tma { 96 } else { 0 };
-                let shared = bm * 2 * dp + 3 * t.bn * 4 * dp + barriers;
+                let shared = bm * 2 * dp + 3 * bn * 4 * dp + barriers;
                 assert_eq!(launch.shared_bytes, shared, "{name} d{d}");
                 assert_eq!(p.maps.len(), if tma { 2 } else { 0 }, "{name} d{d}");
                 assert_eq!(p.ptx.contains("cp.async.bulk.tensor.3d"), tma);
-                let pingpong = smelt_codegen::env::flag("SMELT_ATTENTION_PINGPONG", true);
+                // Ping-pong by default for two warpgroups, not three.
+                let pingpong = smelt_codegen::env::flag("SMELT_ATTENTION_PINGPONG", t.warps == 8);
                 let turns = tma && pingpong;
                 assert_eq!(p.ptx.contains("bar.arrive"), turns, "{name} d{d}");
+                // Under a causal mask a warpgroup stops computing at its own
+                // rows' last key and walks the CTA's remaining tiles.
+                let drain = p.ptx.contains("past this warpgroup's last visible key");
+                assert_eq!(drain, tma && causal && bm >= 64 + bn, "{name} d{d}");
                 jobs.push((format!("d{d} causal {causal} {name}"), p.ptx));
             }
         }
@@ -1132,19 +1160,20 @@ fn causal_lengths() {
 /// The one way the fused causal kernel differs from the unfused graph, a
 /// decision: keys a row cannot see are skipped, so a non-finite `v` at
 /// such a key no longer makes the row NaN through `0 * inf`. Rows below
-/// 64 here never reach key 199 on any backend (the CPU skips every masked
+/// 64 here never reach key 259 on any backend (the CPU skips every masked
 /// key, the GPU kernels end each CTA's key loop after its last row's last
-/// key), so they stay finite fused and are NaN unfused.
+/// key: at most row 191 of a 192-row CTA, in a key tile of 128 that ends
+/// at key 255), so they stay finite fused and are NaN unfused.
 #[test]
 fn causal_skips_masked_values() {
     for dtype in [DType::F16, DType::F32] {
-        let mut c = Case::new(&[], 200, 200, 16, dtype);
+        let mut c = Case::new(&[], 260, 260, 16, dtype);
         c.mask = Mask::Causal;
         let mut i = inputs(&c, 2, &[]);
         // What rows below 64 give with the finite value.
         let want = reference(&c, &i);
         let mut v = i.v.1.clone();
-        v[199 * c.dv] = f64::INFINITY;
+        v[259 * c.dv] = f64::INFINITY;
         let (t, h) = make(&v, &[c.lk, c.dv], dtype);
         i.v = (t, h.data);
         for mode in plans() {
@@ -1224,8 +1253,8 @@ fn long_sequences_run_as_one_kernel_in_linear_memory() {
 /// Without `SMELT_ATTENTION_TILE`, the tensor-core kernel's tile follows
 /// the measured sweeps (`ptx::attention::measured_tile`): on sm_90,
 /// `wgmma` for prefill up to head dim 128 (two warpgroups past 64 and
-/// without a mask at 64, on the copy engine, causal row blocks last
-/// first past 64; one warpgroup for causal at 64); on sm_80 (and sm_90 otherwise) `mma.sync` with 128-row CTAs
+/// causal at 64, three without a mask at 64, on the copy engine, causal
+/// row blocks last first); on sm_80 (and sm_90 otherwise) `mma.sync` with 128-row CTAs
 /// (4 warps of 32 rows) for prefill, 64-row CTAs for short queries and
 /// for causal attention at head dims up to 64.
 #[test]
@@ -1244,8 +1273,8 @@ fn default_tile_follows_the_measured_sweep() {
     for (lq, lk, d, causal, sm80, sm90) in [
         (200, 200, 128, false, (128, 128), (128, 256)),
         (200, 200, 128, true, (128, 128), (128, 256)),
-        (200, 200, 64, false, (128, 128), (128, 256)),
-        (200, 200, 64, true, (64, 128), (64, 128)),
+        (200, 200, 64, false, (128, 128), (192, 384)),
+        (200, 200, 64, true, (64, 128), (128, 256)),
         (64, 300, 128, false, (64, 128), (64, 128)),
         (1, 300, 128, false, (64, 128), (64, 128)),
         (100, 100, 256, false, (64, 128), (64, 128)),
@@ -1271,16 +1300,11 @@ fn default_tile_follows_the_measured_sweep() {
             // Warpgroup MMAs on sm_90 up to head dim 128 (decode too).
             let wgmma = target.sm >= 90 && d <= 128;
             assert_eq!(p.ptx.contains("wgmma.mma_async"), wgmma, "{c:?}");
-            let two_groups = wgmma && threads == 256;
-            let tma = two_groups && smelt_codegen::env::flag("SMELT_ATTENTION_TMA", true);
+            let several = wgmma && threads >= 256;
+            let tma = several && smelt_codegen::env::flag("SMELT_ATTENTION_TMA", true);
             assert_eq!(p.maps.len(), if tma { 2 } else { 0 }, "{c:?}");
             let reversed = p.ptx.contains("row blocks last first");
-            assert_eq!(
-                reversed,
-                causal && d > 64 && wgmma,
-                "{c:?} sm_{}",
-                target.sm
-            );
+            assert_eq!(reversed, causal && wgmma, "{c:?} sm_{}", target.sm);
             // `mma.sync` warps without rows (a CTA's last, where `bm`
             // does not divide the rows) skip the compute.
             let skips = p.ptx.contains("only copies tiles");

@@ -178,7 +178,8 @@ pub fn parse_device(value: &str) -> Result<DeviceVar, String> {
 /// warpgroups of `wgmma` (sm_90) with key tiles of 128.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct AttentionTile {
-    /// Warps per CTA: 4 or 8.
+    /// Warps per CTA: 4 or 8, or 12 for `wgmma` tiles (three
+    /// warpgroups).
     pub warps: u32,
     /// Query rows per warp: 16 or 32 (32 only where both head dims are
     /// at most 128; 16 above).
@@ -231,8 +232,8 @@ impl Default for AttentionTile {
 /// The accepted values, for anything else.
 pub fn parse_attention_tile(value: &str) -> Result<AttentionTile, String> {
     let bad = || {
-        "<warps>x<rows>x<bn>[x<stages>][r][w]: warps 4|8, rows 16|32, bn 32|64|128, \
-         stages 2|3, r to reverse the row blocks, w for wgmma (rows 16)"
+        "<warps>x<rows>x<bn>[x<stages>][r][w]: warps 4|8 (12 with w), rows 16|32, \
+         bn 32|64|128, stages 2|3, r to reverse the row blocks, w for wgmma (rows 16)"
             .to_string()
     };
     let v = value.trim().to_ascii_lowercase();
@@ -253,7 +254,9 @@ pub fn parse_attention_tile(value: &str) -> Result<AttentionTile, String> {
         [w, m, n, s] => (w, m, n, s),
         _ => return Err(bad()),
     };
-    let ok = matches!(warps, 4 | 8)
+    // Three warpgroups only as warpgroup MMAs (the `mma.sync` tiles were
+    // swept at 4 and 8 warps).
+    let ok = (matches!(warps, 4 | 8) || (warps == 12 && wgmma))
         && matches!(rows, 16 | 32)
         && matches!(bn, 32 | 64 | 128)
         && matches!(stages, 2 | 3)

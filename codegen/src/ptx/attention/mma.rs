@@ -151,14 +151,15 @@ pub fn elem(k: &Kernel, a: &Attention) -> Option<DType> {
 /// launcher raises the default 48 KiB limit).
 const MAX_SHARED: u32 = 227 * 1024;
 
-/// Whether two-warpgroup `wgmma` kernels take their key tiles through
-/// the copy engine (`SMELT_ATTENTION_TMA`) and order their MMAs in
-/// ping-pong (`SMELT_ATTENTION_PINGPONG`), both on by default: see
-/// `mma/tma.rs`.
-pub(super) fn env_tma() -> (bool, bool) {
+/// Whether `wgmma` kernels of `warps` warps (8 or 12) take their key
+/// tiles through the copy engine (`SMELT_ATTENTION_TMA`, on by default)
+/// and order their MMAs in ping-pong (`SMELT_ATTENTION_PINGPONG`; by
+/// default for two warpgroups, not three, which were 1-2% faster without
+/// it at d = 64, H200, 2026-11-28): see `mma/tma.rs`.
+pub(super) fn env_tma(warps: u32) -> (bool, bool) {
     (
         crate::env::flag("SMELT_ATTENTION_TMA", true),
-        crate::env::flag("SMELT_ATTENTION_PINGPONG", true),
+        crate::env::flag("SMELT_ATTENTION_PINGPONG", warps == 8),
     )
 }
 
@@ -188,11 +189,14 @@ impl Cta {
         if wgmma {
             // Score, `O` and packed `p` registers: `bn / 2 + 64 + bn / 4`
             // at most, 160 at key tiles of 128. The pipelined loop reads
-            // two tiles while a third lands: always 3 buffers.
+            // two tiles while a third lands: always 3 buffers, so three
+            // warpgroups past head dim 64 take key tiles of 64 (128 would
+            // need 240 KiB of shared memory).
+            let cap = if t.warps > 8 && wide > 64 { 64 } else { 128 };
             return Cta {
                 warps: t.warps,
                 mt: 1,
-                bn: t.bn,
+                bn: t.bn.min(cap),
                 stages: 3,
                 reverse: t.reverse && causal,
                 wgmma,
@@ -332,7 +336,7 @@ pub fn emit(
     let grid = u32::try_from(heads * u64::from(g.lq.div_ceil(g.bm)))
         .map_err(|_| format!("attention kernel {}: too many CTAs", k.name))?;
     let name = entry_name(k);
-    let (copy, pingpong) = env_tma();
+    let (copy, pingpong) = env_tma(g.cta.warps);
     let tma = (g.cta.wgmma && copy && g.shared + tma::BARRIER_BYTES <= MAX_SHARED)
         .then(|| tma::plan(k, a, &g, (&name, pingpong)))
         .flatten();
@@ -615,8 +619,23 @@ impl Emitter<'_> {
         // and whether the warpgroups are known to be within a tile.
         let mut free = None;
         if let (Some(t), Some(live)) = (&self.tma, &live) {
-            let area = self.tma_loop(b, &lx, (t, live), (keys, j0), q_addr, (&m, &l, &o[0]));
-            free = Some((area, t.pingpong()));
+            // Only where a warpgroup's rows can end a whole key tile
+            // before the CTA's (the walk's registers cost 128-row CTAs
+            // of 128-key tiles 2-5% where it never applies: H200,
+            // 2026-11-29).
+            let mine = (a.causal.is_some() && g.bm >= 64 + g.bn).then(|| {
+                let first = b.reg(RegKind::B32);
+                ins!(b, "shr.u32 {first}, {warp}, 2");
+                ins!(b, "mad.lo.u32 {first}, {first}, 64, {q0}");
+                let end = key_end(b, k, a, first, 64);
+                ins!(b, "min.u32 {end}, {end}, {keys}");
+                end
+            });
+            let area = self.tma_loop(b, &lx, (t, live), (keys, j0), mine, q_addr, (&m, &l, &o[0]));
+            // Two warpgroups in turns are within a tile of each other;
+            // with three, the middle one's share of the free buffer
+            // overlaps `v` of a tile the last may still be reading.
+            free = Some((area, t.pingpong() && g.cta.warps == 8));
         } else if g.cta.wgmma {
             let kv = KeyTiles {
                 base,

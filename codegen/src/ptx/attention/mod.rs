@@ -53,7 +53,7 @@ pub fn env_key() -> u64 {
     let mut h = crate::fnv::Fnv1a::default();
     env_tile().hash(&mut h);
     split::env_splits().hash(&mut h);
-    mma::env_tma().hash(&mut h);
+    (mma::env_tma(8), mma::env_tma(12)).hash(&mut h);
     h.finish()
 }
 
@@ -65,9 +65,14 @@ pub fn env_key() -> u64 {
 ///   causal row blocks last first (`8x16x128w`, `8x16x128rw`: 469-472 /
 ///   544-561 TFLOP/s at d = 128 where 64-key tiles made 373-462; reversed
 ///   causal 526-529 at 8192 keys where in order made 502-518); at d = 64
-///   two warpgroups of 64-key tiles without a mask (`8x16x64w`, 341-343
-///   where one warpgroup on `cp.async`, `4x16x64w`, made 322-329) and
-///   `4x16x64w` causal (274-276, where `8x16x64w` made 268-269).
+///   without a mask three warpgroups of 128-key tiles (`12x16x128w`,
+///   2026-11-28: 415-417 without ping-pong and 408-411 with it, where
+///   `8x16x64w` made 385-393 and `12x16x64w` 323-324; earlier
+///   `8x16x64w` had beaten one warpgroup on `cp.async`, `4x16x64w`,
+///   341-343 to 322-329) and `8x16x64rw` causal (2026-11-29, once each
+///   warpgroup stops at its own rows' last key: 313-316 where
+///   `4x16x64w`, the default before, made 308-309, `8x16x64w` 313-315
+///   and `12x16x128rw` 305-307).
 /// - sm_90, at most 64 query rows (decode), head dims up to 128
 ///   (2026-11-27, late): one warpgroup of 64-key tiles on `cp.async`
 ///   (`4x16x64w`), 4.50-4.66 TB/s of cache read where the `mma.sync`
@@ -97,15 +102,15 @@ fn measured_tile(k: &Kernel, a: &Attention, target: &Target) -> AttentionTile {
         let causal = a.causal.is_some();
         let (warps, bn) = match (wide > 64, causal) {
             (true, _) => (8, 128),
-            (false, false) => (8, 64),
-            (false, true) => (4, 64),
+            (false, false) => (12, 128),
+            (false, true) => (8, 64),
         };
         return AttentionTile {
             warps,
             bn,
             wgmma: true,
             // Causal row blocks last first (the longest CTAs start first).
-            reverse: causal && wide > 64,
+            reverse: causal,
             ..AttentionTile::DEFAULT
         };
     }

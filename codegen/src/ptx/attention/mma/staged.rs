@@ -11,7 +11,7 @@
 //! which is most of what 2048 keys lose to 8192.
 //!
 //! Here each warpgroup writes its `64 x dv` block of `O / l` (f32) to its
-//! half of a key buffer no warpgroup reads any more (the key loops return
+//! share of a key buffer no warpgroup reads any more (the key loops return
 //! it), then every thread takes runs of `lanes` consecutive columns of a
 //! row (neighbouring threads neighbouring runs) through the epilogue part
 //! to the stores: one 16-byte store a run where the output is contiguous
@@ -25,10 +25,13 @@
 //! Why the buffer is free: in the loops, the buffer of tile `t + 1` after
 //! the last tile `t` was last filled with tile `t - 2`, which every
 //! warpgroup finished before either passed its last tile's barrier (the
-//! `cp.async` loop), or before the other warpgroup's turn at tile `t`'s
-//! scores (the ping-pong); nothing is copied into it after. Without the
-//! ping-pong the copy engine's warpgroups may be a tile further apart, so
-//! the CTA waits for both first.
+//! `cp.async` loop), or before the next warpgroup's turn at tile `t`'s
+//! scores (the ping-pong of two warpgroups); nothing is copied into it
+//! after. Without the ping-pong the copy engine's warpgroups may be a tile
+//! further apart, and with three in turns the middle one's share overlaps
+//! `v` of tile `t - 2`, which the last may still be multiplying, so there
+//! the CTA waits for every warpgroup first. A warpgroup that stopped early
+//! under a causal mask (`tma.rs`) reads nothing past its last tile.
 
 use super::super::{epilogue_part, store, Coords};
 use super::{Acc, Emitter};
@@ -77,9 +80,10 @@ impl Emitter<'_> {
         (cols >= MIN_COLS).then_some(Staging { cols, lanes })
     }
 
-    /// Bytes of a warpgroup's staging area: its share of one buffer.
+    /// Bytes of a warpgroup's staging area: its share of one buffer, in
+    /// whole 128-byte lines (three warpgroups' shares are not).
     fn area_bytes(&self) -> u32 {
-        self.g.kv_bytes / (self.g.cta.warps / 4)
+        self.g.kv_bytes / (self.g.cta.warps / 4) / 128 * 128
     }
 
     /// `O / l` through shared memory to the stores (see the module docs):
@@ -107,20 +111,23 @@ impl Emitter<'_> {
         let (tid, cta) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
         ins!(b, "mov.u32 {tid}, %tid.x");
         ins!(b, "mov.u32 {cta}, %ctaid.x");
-        let (wg, local, second) = (
-            b.reg(RegKind::B32),
-            b.reg(RegKind::B32),
-            b.reg(RegKind::Pred),
-        );
+        let (wg, local) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
         ins!(b, "shr.u32 {wg}, {tid}, 7");
         ins!(b, "and.b32 {local}, {tid}, 127");
-        ins!(b, "setp.ne.u32 {second}, {wg}, 0");
+        let which: Vec<Reg> = (0..g.cta.warps / 4)
+            .map(|w| {
+                let p = b.reg(RegKind::Pred);
+                ins!(b, "setp.eq.u32 {p}, {wg}, {w}");
+                p
+            })
+            .collect();
         // Warpgroup `w` syncs on named barrier `1 + w`, the ping-pong's,
         // whose phases have all completed (a register barrier id would
         // make ptxas reserve all 16, one CTA an SM).
         let sync = |b: &mut Builder| {
-            ins!(b, "@!{second} bar.sync 1, 128");
-            ins!(b, "@{second} bar.sync 2, 128");
+            for (w, p) in which.iter().enumerate() {
+                ins!(b, "@{p} bar.sync {}, 128", w + 1);
+            }
         };
         let mine = b.reg(RegKind::B32);
         ins!(b, "mad.lo.u32 {mine}, {wg}, {}, {area}", self.area_bytes());

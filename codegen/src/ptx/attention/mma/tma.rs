@@ -1,5 +1,5 @@
 //! Key and value tiles through the copy engine (`cp.async.bulk.tensor`,
-//! sm_90) for the `wgmma` kernel's two-warpgroup tiles, and the
+//! sm_90) for the `wgmma` kernel's tiles of two or three warpgroups, and the
 //! warpgroups' ping-pong (FlashAttention-3's schedule, without a producer
 //! warp).
 //!
@@ -29,16 +29,33 @@
 //! after the softmax (into tile `t - 2`'s, whose `P V` ended iteration `t
 //! - 1`).
 //!
-//! # Ping-pong (`SMELT_ATTENTION_PINGPONG=0` turns it off)
+//! # Causal masks
+//! A warpgroup's rows end their keys up to a CTA's rows minus 64 before
+//! the CTA's last row does. Where that can be a whole key tile
+//! (`bm >= 64 + bn`: 128-row CTAs of 64-key tiles, 192-row CTAs), each warpgroup's
+//! loop stops at its own rows' end (tile 0 always runs) and then walks
+//! the CTA's remaining tiles without computing them
+//! ([`Emitter::tma_drain`]): it waits for each tile to land before
+//! releasing it, so its arrivals count in that tile's phase of the
+//! "empty" barriers; thread 0 (warpgroup 0, the one that stops first)
+//! keeps starting the copies there; and it takes its turns, so the
+//! round-robin keeps count. On an H200 (2026-11-29) that took causal d =
+//! 64 with `8x16x64rw` from 311-314 to 313-318 TFLOP/s (f16 and bf16)
+//! and `12x16x128rw` from 302-304 to 305-309; 128-row CTAs of 128-key
+//! tiles, where it never applies on a square mask, lost 2-5% to the
+//! walk's registers, so they do without it.
+//!
+//! # Ping-pong (two warpgroups; `SMELT_ATTENTION_PINGPONG=0` turns it off, `=1` on for three)
 //! On an H200 (2026-11-27, same session) it took d = 128 prefill from
 //! 448-451 to 469-470 TFLOP/s at 2048 keys and from 496-517 to 585-591 at
 //! 8192; with `k` copied only one tile ahead it had been 3-5% slower.
-//! Named barriers 1 and 2 order the warpgroups' MMA issues: warpgroup `w`
-//! waits on barrier `1 + w` before issuing and arrives on the other's
-//! after, and warpgroup 1 arrives once first, so the tensor cores run one
-//! warpgroup's products while the other computes its softmax. Warpgroup 0
-//! waits once more at the end for warpgroup 1's last arrival, so both
-//! barriers end complete.
+//! Named barriers `1 ..= n` order the `n` (2 or 3) warpgroups' MMA issues
+//! round-robin: warpgroup `w` waits on barrier `1 + w` before issuing and
+//! arrives on the next warpgroup's after (the last on warpgroup 0's), and
+//! the last arrives once first, so the tensor cores run one warpgroup's
+//! products while the others compute their softmax. Warpgroup 0 waits
+//! once more at the end for the last one's final arrival, so every
+//! barrier ends complete.
 
 use super::wgmma::{issue_pv, issue_scores};
 use super::{pack_p, rescale, Acc, Emitter, Geom, LogitCx};
@@ -70,7 +87,7 @@ pub(super) struct MapPart {
 pub(super) struct Tma {
     k: MapPart,
     v: MapPart,
-    /// Two warpgroups take turns at the tensor cores.
+    /// The warpgroups take turns at the tensor cores.
     pingpong: bool,
     /// The entry whose map parameters the copies read.
     entry: String,
@@ -85,7 +102,7 @@ pub(super) fn plan(
     g: &Geom,
     (entry, pingpong): (&str, bool),
 ) -> Option<(Tma, Vec<TensorMap>)> {
-    if g.cta.warps != 8 {
+    if g.cta.warps < 8 {
         return None;
     }
     let v = &a.vars;
@@ -127,7 +144,7 @@ pub(super) fn plan(
 }
 
 impl Tma {
-    /// Whether the two warpgroups take turns at the tensor cores.
+    /// Whether the warpgroups take turns at the tensor cores.
     pub(super) fn pingpong(&self) -> bool {
         self.pingpong
     }
@@ -154,8 +171,21 @@ pub(super) struct Live {
     /// dimension-2 coordinate.
     map: [Reg; 2],
     unit: [Reg; 2],
-    /// This warpgroup's named barrier and the other's (ping-pong only).
-    turns: Option<(Reg, Reg)>,
+    /// The ping-pong's named barriers: this warpgroup's and the next
+    /// one's, and whether this is the first and the last warpgroup.
+    turns: Option<Turns>,
+}
+
+/// The ping-pong's registers. Barrier ids are registers, not a predicated
+/// instruction per warpgroup with immediate ids: those made d = 128 3-5%
+/// slower (H200, 2026-11-28), though a register id makes ptxas reserve
+/// all 16 barriers.
+#[derive(Clone, Copy)]
+struct Turns {
+    own: Reg,
+    next: Reg,
+    first: Reg,
+    last: Reg,
 }
 
 /// Tile `n`'s buffer index and phase parity (u32 registers).
@@ -279,15 +309,15 @@ impl Live {
 
     /// Waits for this warpgroup's turn at the tensor cores (ping-pong).
     fn my_turn(&self, b: &mut Builder) {
-        if let Some((own, _)) = self.turns {
-            ins!(b, "bar.sync {own}, 256");
+        if let Some(t) = self.turns {
+            ins!(b, "bar.sync {}, 256", t.own);
         }
     }
 
-    /// Hands the tensor cores to the other warpgroup (ping-pong).
+    /// Hands the tensor cores to the next warpgroup (ping-pong).
     fn your_turn(&self, b: &mut Builder) {
-        if let Some((_, other)) = self.turns {
-            ins!(b, "bar.arrive {other}, 256");
+        if let Some(t) = self.turns {
+            ins!(b, "bar.arrive {}, 256", t.next);
         }
     }
 }
@@ -332,15 +362,24 @@ impl Emitter<'_> {
         let (km, ku) = part(&t.k);
         let (vm, vu) = part(&t.v);
         let turns = t.pingpong.then(|| {
-            let (wg, own, other) = (
+            let (wg, own, next) = (
                 b.reg(RegKind::B32),
                 b.reg(RegKind::B32),
                 b.reg(RegKind::B32),
             );
+            let (first, last) = (b.reg(RegKind::Pred), b.reg(RegKind::Pred));
             ins!(b, "shr.u32 {wg}, {warp}, 2");
             ins!(b, "add.u32 {own}, {wg}, 1");
-            ins!(b, "sub.u32 {other}, 2, {wg}");
-            (own, other)
+            ins!(b, "setp.eq.u32 {first}, {wg}, 0");
+            ins!(b, "setp.eq.u32 {last}, {own}, {}", g.cta.warps / 4);
+            ins!(b, "add.u32 {next}, {own}, 1");
+            ins!(b, "selp.u32 {next}, 1, {next}, {last}");
+            Turns {
+                own,
+                next,
+                first,
+                last,
+            }
         });
         let live = Live {
             base,
@@ -446,24 +485,29 @@ impl Emitter<'_> {
 
     /// The pipelined key loop ([`Emitter::pipelined_loop`]'s schedule) on
     /// the copy engine's tiles: barriers instead of `cp.async` groups and
-    /// a CTA barrier, and with two warpgroups the ping-pong. Returns the
+    /// a CTA barrier, and, where it is on, the ping-pong. Returns the
     /// shared address of the buffer of the tile after the last, which no
     /// warpgroup reads any more once this one is done (`staged.rs`).
+    ///
+    /// Under a causal mask `mine` is this warpgroup's own key end (its
+    /// last row's, at most `keys`): it computes tiles only up to there
+    /// (tile 0 always), then [`Emitter::tma_drain`] walks the CTA's
+    /// remaining tiles without computing them.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn tma_loop(
         &self,
         b: &mut Builder,
         lx: &LogitCx,
         (t, live): (&Tma, &Live),
         (keys, j0): (Reg, Reg),
+        mine: Option<Reg>,
         q: Reg,
         (m, l, o): (&[Reg], &[Reg], &Acc),
     ) -> Reg {
         let (g, h) = (self.g, self.h);
-        if let Some((own, _)) = live.turns {
+        if let Some(t) = live.turns {
             b.comment("ping-pong: warpgroup 0 issues first");
-            let wg1 = b.reg(RegKind::Pred);
-            ins!(b, "setp.eq.u32 {wg1}, {own}, 2");
-            ins!(b, "@{wg1} bar.arrive 1, 256");
+            ins!(b, "@{} bar.arrive 1, 256", t.last);
         }
         let s = Emitter::zeros(b, g.bn / 8);
         let (next, far) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
@@ -500,7 +544,7 @@ impl Emitter<'_> {
         let (top, end) = (b.label(), b.label());
         b.place(&top);
         let more = b.reg(RegKind::Pred);
-        ins!(b, "setp.lt.u32 {more}, {j0}, {keys}");
+        ins!(b, "setp.lt.u32 {more}, {j0}, {}", mine.unwrap_or(keys));
         ins!(b, "@!{more} bra.uni {end}");
         ins!(b, "add.u32 {next}, {j0}, {}", g.bn);
         ins!(b, "add.u32 {far}, {next}, {}", g.bn);
@@ -547,13 +591,59 @@ impl Emitter<'_> {
         issue_pv(b, &g, h, va, &pa, o);
         live.your_turn(b);
         ins!(b, "wgmma.wait_group.sync.aligned 0");
-        if let Some((own, _)) = live.turns {
-            b.comment("ping-pong: warpgroup 0 takes warpgroup 1's last hand-over");
-            let wg0 = b.reg(RegKind::Pred);
-            ins!(b, "setp.eq.u32 {wg0}, {own}, 1");
-            ins!(b, "@{wg0} bar.sync 1, 256");
+        if mine.is_some() {
+            live.release(b, Bar::VEmpty, prev);
+            self.tma_drain(b, (t, live), (keys, j0), cur);
         }
-        let after = prev.next(b);
-        live.tile(b, &g, after, g.k_off)
+        if let Some(t) = live.turns {
+            b.comment("ping-pong: warpgroup 0 takes the last warpgroup's last hand-over");
+            ins!(b, "@{} bar.sync 1, 256", t.first);
+        }
+        live.tile(b, &g, cur, g.k_off)
+    }
+
+    /// The CTA's key tiles from `j0` (slot `cur`) to `keys`, which this
+    /// warpgroup's rows cannot see: it releases each tile's `k` and `v`
+    /// once it has landed (so its arrivals count in that tile's phase,
+    /// not an earlier one's), thread 0 still starting the copies the
+    /// other warpgroups wait for, and takes its turns (ping-pong) so the
+    /// round-robin stays in step. Why: a CTA's first rows see fewer keys
+    /// under a causal mask; without this every warpgroup computed every
+    /// tile to the CTA's last row's end, masked. Leaves `cur` at the slot
+    /// after the CTA's last tile.
+    fn tma_drain(
+        &self,
+        b: &mut Builder,
+        (t, live): (&Tma, &Live),
+        (keys, j0): (Reg, Reg),
+        cur: Slot,
+    ) {
+        let g = self.g;
+        b.comment("causal: the CTA's tiles past this warpgroup's last visible key");
+        let (top, end) = (b.label(), b.label());
+        let (next, far, more) = (
+            b.reg(RegKind::B32),
+            b.reg(RegKind::B32),
+            b.reg(RegKind::Pred),
+        );
+        b.place(&top);
+        ins!(b, "setp.lt.u32 {more}, {j0}, {keys}");
+        ins!(b, "@!{more} bra.uni {end}");
+        ins!(b, "add.u32 {next}, {j0}, {}", g.bn);
+        ins!(b, "add.u32 {far}, {next}, {}", g.bn);
+        let ahead = cur.next(b);
+        let two = ahead.next(b);
+        live.landed(b, Bar::KFull, cur);
+        live.my_turn(b);
+        live.your_turn(b);
+        self.refill(b, live, t, (two, far, keys), Bar::KFull);
+        live.release(b, Bar::KEmpty, cur);
+        live.landed(b, Bar::VFull, cur);
+        self.refill(b, live, t, (ahead, next, keys), Bar::VFull);
+        live.release(b, Bar::VEmpty, cur);
+        ins!(b, "mov.u32 {j0}, {next}");
+        cur.assign(b, ahead);
+        ins!(b, "bra.uni {top}");
+        b.place(&end);
     }
 }
