@@ -244,6 +244,14 @@ fn later_passes_read_the_costly_values_earlier_passes_kept() {
     // Softmax: the stores read `exp(x - max)`, which the sum's pass kept.
     let k = ptx_cases::softmax(3, 1000, DType::F32);
     assert!(llvm::kept(&k).contains(&find(&k, exp)));
+    // ... in the output's elements, which the stores then overwrite;
+    // in a tile buffer where the output is another dtype or strided.
+    assert_eq!(llvm::lodged(&k), vec![find(&k, exp)]);
+    let k = ptx_cases::softmax(3, 1000, DType::F64);
+    assert_eq!(llvm::lodged(&k), vec![find(&k, exp)]);
+    let k = ptx_cases::softmax(3, 1000, DType::BF16);
+    assert!(llvm::kept(&k).contains(&find(&k, exp)));
+    assert!(llvm::lodged(&k).is_empty());
     // Layer norm: `x - mean` is one subtraction of a contiguous load,
     // computed again rather than stored and loaded.
     let k = ptx_cases::layernorm(3, 1000, DType::F32);
@@ -252,6 +260,7 @@ fn later_passes_read_the_costly_values_earlier_passes_kept() {
     // the max, read from its element state.
     let k = ptx_cases::softmax_axis0(1000, 3);
     assert!(llvm::kept(&k).contains(&find(&k, load)));
+    assert!(llvm::lodged(&k).is_empty());
     // Views and exponentials, integers through a Rust function.
     let k = view_norm(3, 1000, DType::BF16);
     assert!(llvm::kept(&k).contains(&find(&k, load)));

@@ -68,7 +68,7 @@ pub(super) fn ty(dt: DType) -> &'static str {
 }
 
 /// The LLVM type of a dtype's elements in memory.
-fn mem_ty(dt: DType) -> &'static str {
+pub(super) fn mem_ty(dt: DType) -> &'static str {
     match dt {
         DType::F32 => "float",
         DType::F64 => "double",
@@ -87,8 +87,16 @@ pub(super) fn flit(x: f64) -> String {
 
 /// The module text of `k`'s passes (of a kernel [`check`] admits): shim
 /// declarations, intrinsics, every pass function, with `attrs` (the
-/// host's `target-cpu` and `target-features`) on each.
-pub fn module(k: &Kernel, plan: &Plan, passes: &[&PassKeep], attrs: &str) -> String {
+/// host's `target-cpu` and `target-features`) on each; kept values with
+/// a store in `lodged` live in that store's output elements
+/// ([`super::keep::Keep::lodged`]).
+pub fn module(
+    k: &Kernel,
+    plan: &Plan,
+    passes: &[&PassKeep],
+    lodged: &[Option<usize>],
+    attrs: &str,
+) -> String {
     let mut m = String::new();
     for s in shims::all() {
         m.push_str(s.decl);
@@ -121,7 +129,7 @@ pub fn module(k: &Kernel, plan: &Plan, passes: &[&PassKeep], attrs: &str) -> Str
     writeln!(m, "attributes #1 = {{ nounwind alwaysinline {attrs} }}").expect("to a string");
     let mut folds = Vec::new();
     for p in passes {
-        m.push_str(&function(k, plan, p));
+        m.push_str(&function(k, plan, p, lodged));
         if let Some(f) = folded(k, p).filter(|f| !folds.contains(f)) {
             m.push_str(&fold::function(f.0, f.1, f.2));
             folds.push(f);
@@ -197,10 +205,11 @@ pub fn check(k: &Kernel, plan: &Plan) -> Result<(), Decline> {
 
 /// The pass function of `pk` (a wrapper reading [`super::Args`], and its
 /// body with `noalias` buffer parameters, inlined into it).
-fn function(k: &Kernel, plan: &Plan, pk: &PassKeep) -> String {
+fn function(k: &Kernel, plan: &Plan, pk: &PassKeep, lodged: &[Option<usize>]) -> String {
     let name = pk.pass.symbol();
     let kept: Vec<(Val, bool)> = (pk.writes.iter().map(|v| (*v, true)))
         .chain(pk.reads.iter().map(|v| (*v, false)))
+        .filter(|(v, _)| lodged[*v].is_none())
         .collect();
     let ni = k.inputs.len();
     let no = k.outputs.len();
@@ -281,7 +290,7 @@ fn function(k: &Kernel, plan: &Plan, pk: &PassKeep) -> String {
         params.join(", ")
     )
     .expect("s");
-    w.push_str(&Emitter::body(k, plan, pk));
+    w.push_str(&Emitter::body(k, plan, pk, lodged));
     w.push_str("}\n");
     w
 }
@@ -290,6 +299,9 @@ fn function(k: &Kernel, plan: &Plan, pk: &PassKeep) -> String {
 struct Emitter<'k> {
     k: &'k Kernel,
     plan: &'k Plan,
+    /// Per instruction, the store whose output elements hold its kept
+    /// values, if not a tile buffer.
+    lodged: &'k [Option<usize>],
     /// Per instruction, whether the pass reads it from its buffer.
     reads: Vec<bool>,
     /// Instructions of the body, appended.
@@ -313,10 +325,11 @@ struct Emitter<'k> {
 
 impl<'k> Emitter<'k> {
     /// An emitter over a space of `d` variables, reading no buffers.
-    fn new(k: &'k Kernel, plan: &'k Plan, d: usize) -> Emitter<'k> {
+    fn new(k: &'k Kernel, plan: &'k Plan, lodged: &'k [Option<usize>], d: usize) -> Emitter<'k> {
         Emitter {
             k,
             plan,
+            lodged,
             reads: vec![false; k.insts.len()],
             out: String::new(),
             next: 0,
@@ -330,7 +343,7 @@ impl<'k> Emitter<'k> {
     }
 
     /// The body of pass `pk`: loops over points `p0..p0 + n`.
-    fn body(k: &Kernel, plan: &Plan, pk: &PassKeep) -> String {
+    fn body(k: &Kernel, plan: &Plan, pk: &PassKeep, lodged: &[Option<usize>]) -> String {
         let p = pk.pass;
         let space: Vec<i64> = match p {
             Pass::RowStores => k.ranges[..k.n_kept].to_vec(),
@@ -341,7 +354,7 @@ impl<'k> Emitter<'k> {
         let ranges = if space.is_empty() { vec![1] } else { space };
         let d = ranges.len();
         let inner = ranges[d - 1];
-        let mut e = Emitter::new(k, plan, d);
+        let mut e = Emitter::new(k, plan, lodged, d);
         for v in &pk.reads {
             e.reads[*v] = true;
         }
@@ -437,6 +450,11 @@ impl<'k> Emitter<'k> {
             format!("getelementptr {t}, ptr %in{input}, i64 {idx}")
         } else if pk.scratch {
             format!("getelementptr {t}, ptr %scratch, i64 %sp")
+        } else if self.lodged[a].is_some() {
+            // The segment is contiguous in the output from its first point.
+            self.coords[d - 1] = "%j0".to_string();
+            let (out, idx) = self.lodged_at(a);
+            format!("getelementptr {t}, ptr {out}, i64 {idx}")
         } else {
             format!("getelementptr {t}, ptr %keep{a}, i64 %sp")
         };
@@ -466,7 +484,14 @@ impl<'k> Emitter<'k> {
         for v in &pk.writes {
             let x = self.val(*v);
             let t = ty(self.k.insts[*v].dtype);
-            self.put(&format!("%keep{v}"), t, &x);
+            if self.lodged[*v].is_some() {
+                let (out, idx) = self.lodged_at(*v);
+                let ptr = self.tmp();
+                self.line(format!("{ptr} = getelementptr {t}, ptr {out}, i64 {idx}"));
+                self.line(format!("store {t} {x}, ptr {ptr}"));
+            } else {
+                self.put(&format!("%keep{v}"), t, &x);
+            }
         }
         match pk.pass {
             Pass::Fill(i) if pk.scratch => {
@@ -493,6 +518,15 @@ impl<'k> Emitter<'k> {
         format!(
             "{label}:\n  {j} = phi i64 [ %j0, %{from} ], [ {j}.n, %{label} ]\n{body}  {j}.n = add i64 {j}, 1\n  {j}.c = icmp ult i64 {j}.n, %j1\n  br i1 {j}.c, label %{label}, label %after_{label}\nafter_{label}:\n"
         )
+    }
+
+    /// The output and index (at the current point) of the element that
+    /// holds lodged value `v`: its store's.
+    fn lodged_at(&mut self, v: Val) -> (String, String) {
+        let s = self.lodged[v].expect("a lodged value");
+        let st = &self.k.stores[s];
+        let (out, index) = (format!("%out{}", st.output), st.index.clone());
+        (out, self.expr(&index))
     }
 
     /// Stores `v` (of LLVM type `t`) at the current point's offset of
@@ -613,9 +647,13 @@ impl<'k> Emitter<'k> {
         let v = if self.reads[i] {
             // Computed by an earlier pass over this tile.
             let t = ty(self.k.insts[i].dtype);
+            let (buf, at) = if self.lodged[i].is_some() {
+                self.lodged_at(i)
+            } else {
+                (format!("%keep{i}"), self.at.clone())
+            };
             let (ptr, v) = (self.tmp(), self.tmp());
-            let at = &self.at;
-            self.line(format!("{ptr} = getelementptr {t}, ptr %keep{i}, i64 {at}"));
+            self.line(format!("{ptr} = getelementptr {t}, ptr {buf}, i64 {at}"));
             self.line(format!("{v} = load {t}, ptr {ptr}"));
             v
         } else {
@@ -1257,7 +1295,8 @@ pub fn costly(k: &Kernel, plan: &Plan, v: Val) -> bool {
         }
     }
     // What the pass would emit, with the operands as placeholders.
-    let mut e = Emitter::new(k, plan, k.ranges.len().max(1));
+    let none = vec![None; k.insts.len()];
+    let mut e = Emitter::new(k, plan, &none, k.ranges.len().max(1));
     for (c, name) in e.coords.iter_mut().enumerate() {
         *name = format!("%c{c}");
     }

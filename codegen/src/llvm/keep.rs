@@ -95,6 +95,9 @@ pub struct Keep {
     /// Per instruction, the pass whose buffer holds its values (`None`
     /// for those that no buffer holds).
     pub home: Vec<Option<usize>>,
+    /// Per instruction, the element-level store whose output elements
+    /// hold its kept values in place of a tile buffer ([`lodge`]).
+    pub lodged: Vec<Option<usize>>,
 }
 
 impl Keep {
@@ -185,7 +188,12 @@ impl Keep {
                 }
             }
         }
-        Keep { passes, home }
+        let lodged = lodge(k, plan, &passes, &home);
+        Keep {
+            passes,
+            home,
+            lodged,
+        }
     }
 
     /// The index of element pass `p` in [`Keep::passes`].
@@ -203,4 +211,70 @@ pub fn folds_in_place(k: &Kernel, plan: &Plan, i: Val) -> bool {
         return false;
     };
     matches!(k.insts[a].inst, Inst::Load { .. }) && plan.level[a] == Level::Elem
+}
+
+/// Where the element-level stores' pass reads a kept value that it only
+/// transforms and stores (softmax's `exp(x - max)`, divided by the sum),
+/// the value is kept in the output elements that pass writes at the same
+/// points, instead of a tile buffer: the earlier pass (the sum's fill)
+/// writes it there, and the stores' pass reads each element and
+/// overwrites it with its result. The output's lines are then fetched
+/// while the earlier pass computes (`exp`'s polynomial), and the stores'
+/// pass finds them in cache instead of waiting on them, as torch's
+/// softmax writes `exp` to its output and scales it in place; the tile
+/// buffer (64 KiB of `f32` a thread, beside the input's tile) is not
+/// needed. Each element is read at its own point before it is written
+/// there, by the thread that owns the tile, so the values are the
+/// buffer's.
+///
+/// A value is lodged in store `s`'s output when `s` is the only store
+/// to that output, steps by one along the innermost variable over whole
+/// rows (so a segment the fill folds is contiguous there; the plan's
+/// single-writer rule makes it injective), the output's elements are the
+/// value's class as held in memory (`F32` in `float`, `F64`, `I64`), and
+/// nothing but compiled passes read the value (not the executor's fold
+/// of a fill's buffer). One value an output.
+fn lodge(
+    k: &Kernel,
+    plan: &Plan,
+    passes: &[PassKeep],
+    home: &[Option<usize>],
+) -> Vec<Option<usize>> {
+    let mut lodged = vec![None; k.insts.len()];
+    let Some(stores) = passes.iter().find(|p| p.pass == Pass::ElemStores) else {
+        return lodged;
+    };
+    let inner = k.ranges.last().map_or(1, |r| (*r).max(1) as usize);
+    // Values the executor reads from a fill's buffer.
+    let by_rust = |v: Val| {
+        let folded = |p: &PassKeep| match p.pass {
+            Pass::Fill(i) => matches!(k.insts[i].inst, Inst::Reduce(_, a) if a == v),
+            _ => false,
+        };
+        let in_place = home[v].is_some_and(|h| passes[h].fold == Fold::InPlace);
+        in_place
+            || passes
+                .iter()
+                .any(|p| p.fold == Fold::Executor && !p.scratch && folded(p))
+    };
+    let mut taken: Vec<usize> = Vec::new();
+    for &v in &stores.reads {
+        let fits = |s: &usize| {
+            let o = k.stores[*s].output;
+            let runs = &plan.store_runs[*s];
+            k.stores.iter().filter(|t| t.output == o).count() == 1
+                && !taken.contains(&o)
+                && emit::mem_ty(k.outputs[o].dtype) == emit::ty(k.insts[v].dtype)
+                && runs.index == 1
+                && runs.span >= inner
+        };
+        if by_rust(v) {
+            continue;
+        }
+        if let Some(s) = plan.elem_stores.iter().copied().find(|s| fits(s)) {
+            taken.push(k.stores[s].output);
+            lodged[v] = Some(s);
+        }
+    }
+    lodged
 }

@@ -190,6 +190,19 @@ pub fn kept(kernel: &Kernel) -> Vec<Val> {
     read
 }
 
+/// The kept values of `kernel` that its passes hold in an output's
+/// elements instead of a tile buffer ([`keep::Keep::lodged`]), in SSA
+/// order; empty where [`kept`] is.
+pub fn lodged(kernel: &Kernel) -> Vec<Val> {
+    let Some(plan) = Plan::new(kernel).filter(|p| emit::check(kernel, p).is_ok()) else {
+        return Vec::new();
+    };
+    let keep = Keep::new(kernel, &plan);
+    (0..kernel.insts.len())
+        .filter(|v| keep.lodged[*v].is_some())
+        .collect()
+}
+
 /// The compiled passes of `k` (made once per distinct kernel while it
 /// stays cached).
 fn compiled(k: &Kernel, plan: &Plan) -> Arc<Result<Compiled, String>> {
@@ -217,7 +230,7 @@ fn compile(k: &Kernel, plan: &Plan) -> Result<Compiled, String> {
     if !plan.row_stores.is_empty() {
         passes.push(&row_pass);
     }
-    let ir = emit::module(k, plan, &passes, &jit::host_attrs()?);
+    let ir = emit::module(k, plan, &passes, &keep.lodged, &jit::host_attrs()?);
     if crate::env::var("SMELT_DEBUG", crate::env::parse_debug).unwrap_or(0) >= 4 {
         eprintln!("{ir}");
     }
@@ -382,10 +395,11 @@ impl Jit<'_, '_> {
         let pk = &self.code.keep.passes[p];
         let at = t.points(k.row_len());
         let mut table = vec![std::ptr::null_mut(); k.insts.len()];
-        for v in &pk.writes {
+        let lodged = &self.code.keep.lodged;
+        for v in pk.writes.iter().filter(|v| lodged[**v].is_none()) {
             table[*v] = sized(&mut st.bufs[*v], k.insts[*v].dtype, at.1);
         }
-        for v in &pk.reads {
+        for v in pk.reads.iter().filter(|v| lodged[**v].is_none()) {
             // The pass only reads through it (`readonly`).
             table[*v] = data(self.buffer(st, *v, at)).cast_mut();
         }
