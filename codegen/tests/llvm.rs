@@ -187,6 +187,26 @@ fn view_norm(rows: i64, len: i64, dt: DType) -> Kernel {
     kb.done()
 }
 
+/// `x + 1` and softmax of `x` over the rows of `[rows, len]` `F32`, two
+/// outputs: `exp(x - max)` is kept in the first store's output, which
+/// the stores' pass overwrites with `x + 1` before the softmax's store
+/// reads it, unless the pass reads its kept values first.
+fn shift_and_softmax(rows: i64, len: i64) -> Kernel {
+    let r = [rows, len];
+    let mut kb = Kb::new("multireduce_shift_softmax", KernelKind::MultiReduce, &r, 1);
+    let x = kb.load(DType::F32, (rows * len) as usize, contiguous(&r));
+    let m = kb.reduce(ReduceOp::Max, x);
+    let d = kb.bin(BinaryOp::Sub, x, m);
+    let e = kb.un(UnaryOp::Exp, d);
+    let s = kb.reduce(ReduceOp::Sum, e);
+    let one = kb.c(1.0, DType::F32);
+    let shifted = kb.bin(BinaryOp::Add, x, one);
+    kb.store((rows * len) as usize, contiguous(&r), shifted, None);
+    let y = kb.bin(BinaryOp::Div, e, s);
+    kb.store((rows * len) as usize, contiguous(&r), y, None);
+    kb.done()
+}
+
 /// `q * sum(q) + x` with `q = x % 7` (a Rust function per point) and `x`
 /// an `I32` view ([`view_load`]): integer values kept between passes.
 fn int_view(rows: i64, len: i64) -> Kernel {
@@ -219,6 +239,7 @@ fn multi_pass_kernels_with_kept_values_match_the_executor() {
                 ptx_cases::layernorm(rows, len, DType::F16),
                 ptx_cases::logsumexp_mixed(rows, len),
                 ptx_cases::softmax_axis0(len, rows),
+                shift_and_softmax(rows, len),
                 view_norm(rows, len, DType::F32),
                 view_norm(rows, len, DType::BF16),
                 view_norm(rows, len, DType::F64),
@@ -252,6 +273,8 @@ fn later_passes_read_the_costly_values_earlier_passes_kept() {
     let k = ptx_cases::softmax(3, 1000, DType::BF16);
     assert!(llvm::kept(&k).contains(&find(&k, exp)));
     assert!(llvm::lodged(&k).is_empty());
+    let k = shift_and_softmax(3, 1000);
+    assert_eq!(llvm::lodged(&k), vec![find(&k, exp)]);
     // Layer norm: `x - mean` is one subtraction of a contiguous load,
     // computed again rather than stored and loaded.
     let k = ptx_cases::layernorm(3, 1000, DType::F32);

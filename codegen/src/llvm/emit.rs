@@ -481,6 +481,11 @@ impl<'k> Emitter<'k> {
         self.coords[d - 1] = j.clone();
         self.at = format!("%at.{label}");
         self.line(format!("{} = add i64 %sbase, {j}", self.at));
+        // Lodged values first: a store of this pass may overwrite the
+        // output element that holds one.
+        for v in pk.reads.iter().filter(|v| self.lodged[**v].is_some()) {
+            self.val(*v);
+        }
         for v in &pk.writes {
             let x = self.val(*v);
             let t = ty(self.k.insts[*v].dtype);
