@@ -328,26 +328,22 @@ fn flagged() -> InterpError {
 
 impl Jit<'_, '_> {
     /// Calls pass `f` over points `p0..p0 + n` of the block from row `r0`,
-    /// with `keep` the tile buffers by instruction (null where unused)
-    /// and `[scratch, parts]` the fill's scratch tile and block values.
-    #[allow(clippy::too_many_arguments)]
+    /// with `[keep, rows]` tables by instruction of the tile buffers (null
+    /// where unused) and of the rows' values ([`tables`]), and `[scratch,
+    /// parts]` the fill's scratch tile and block values.
     fn call(
         &self,
         f: PassFn,
-        row: &[Vals<'_>],
-        r0: usize,
-        p0: usize,
-        n: usize,
-        keep: &[*mut u8],
+        (r0, p0, n): (usize, usize, usize),
+        [keep, rows]: [&[usize]; 2],
         [scratch, parts]: [*mut u8; 2],
     ) -> Result<(), InterpError> {
-        let rows: Vec<*const u8> = row.iter().map(data).collect();
         let args = Args {
             ins: self.ins.as_ptr(),
             outs: self.outs.as_ptr(),
             uni: self.uni.as_ptr(),
-            rows: rows.as_ptr(),
-            keep: keep.as_ptr(),
+            rows: rows.as_ptr().cast(),
+            keep: keep.as_ptr().cast(),
             r0: r0 as i64,
             parts,
         };
@@ -394,14 +390,15 @@ impl Jit<'_, '_> {
         let k = self.ctx.k;
         let pk = &self.code.keep.passes[p];
         let at = t.points(k.row_len());
-        let mut table = vec![std::ptr::null_mut(); k.insts.len()];
+        let mut ptrs = std::mem::take(&mut st.ptrs);
+        let (table, rows) = tables(&mut ptrs, row);
         let lodged = &self.code.keep.lodged;
         for v in pk.writes.iter().filter(|v| lodged[**v].is_none()) {
-            table[*v] = sized(&mut st.bufs[*v], k.insts[*v].dtype, at.1);
+            table[*v] = sized(&mut st.bufs[*v], k.insts[*v].dtype, at.1) as usize;
         }
         for v in pk.reads.iter().filter(|v| lodged[**v].is_none()) {
             // The pass only reads through it (`readonly`).
-            table[*v] = data(self.buffer(st, *v, at)).cast_mut();
+            table[*v] = data(self.buffer(st, *v, at)) as usize;
         }
         let scratch = match pk.pass {
             Pass::Fill(i) if pk.scratch => sized(&mut st.scratch, k.insts[i].dtype, at.1),
@@ -413,12 +410,27 @@ impl Jit<'_, '_> {
             }
             _ => std::ptr::null_mut(),
         };
-        self.call(f, row, t.r0, at.0, at.1, &table, [scratch, parts])?;
+        let ran = self.call(f, (t.r0, at.0, at.1), [table, rows], [scratch, parts]);
+        st.ptrs = ptrs;
+        ran?;
         for v in &pk.writes {
             st.at[*v] = Some(at);
         }
         Ok(())
     }
+}
+
+/// A pass's pointer tables by instruction, in `ptrs` (kept by the thread,
+/// so that a pass call allocates nothing): the tile buffers (null) and
+/// the rows' values `row`. Pointers as `usize`, so that the thread state
+/// stays `Send`.
+fn tables<'p>(ptrs: &'p mut Vec<usize>, row: &[Vals<'_>]) -> (&'p mut [usize], &'p [usize]) {
+    let n = row.len();
+    ptrs.clear();
+    ptrs.resize(n, 0);
+    ptrs.extend(row.iter().map(|r| data(r) as usize));
+    let (table, rows) = ptrs.split_at_mut(n);
+    (table, rows)
 }
 
 /// The first of `v`'s values.
@@ -461,6 +473,8 @@ struct Elem<'a> {
     scratch: Vals<'a>,
     /// A fill's block values, where the pass folds.
     parts: Vals<'a>,
+    /// The pass calls' pointer tables ([`tables`]).
+    ptrs: Vec<usize>,
 }
 
 impl<'a> Passes<'a> for Jit<'_, 'a> {
@@ -476,6 +490,7 @@ impl<'a> Passes<'a> for Jit<'_, 'a> {
             at: vec![None; n],
             scratch: Vals::default(),
             parts: Vals::default(),
+            ptrs: Vec::new(),
         }
     }
     fn row(&self, _: &mut RowState<'a>, _: Val, _: usize, _: usize) -> Result<(), InterpError> {
@@ -515,7 +530,11 @@ impl<'a> Passes<'a> for Jit<'_, 'a> {
     }
     fn row_store(&self, rs: &mut RowState<'a>, r0: usize, nr: usize) -> Result<(), InterpError> {
         match self.code.row {
-            Some(f) => self.call(f, &rs.row, r0, r0, nr, &[], [std::ptr::null_mut(); 2]),
+            Some(f) => {
+                let mut ptrs = Vec::new();
+                let (_, rows) = tables(&mut ptrs, &rs.row);
+                self.call(f, (r0, r0, nr), [&[], rows], [std::ptr::null_mut(); 2])
+            }
             None => Ok(()),
         }
     }
