@@ -207,6 +207,25 @@ fn shift_and_softmax(rows: i64, len: i64) -> Kernel {
     kb.done()
 }
 
+/// `exp(-100 q) * sum(q)` with `q = exp(x)` over the rows of `[rows,
+/// len]` `F32`: the stores' pass reads the kept `q` and computes an `exp`
+/// whose inputs leave the polynomial's range, so it redoes runs, which
+/// must read `q` from a buffer and not from the output its first loop
+/// wrote.
+fn exp_of_kept(rows: i64, len: i64) -> Kernel {
+    let r = [rows, len];
+    let mut kb = Kb::new("multireduce_exp_of_kept", KernelKind::MultiReduce, &r, 1);
+    let x = kb.load(DType::F32, (rows * len) as usize, contiguous(&r));
+    let q = kb.un(UnaryOp::Exp, x);
+    let s = kb.reduce(ReduceOp::Sum, q);
+    let c = kb.c(-100.0, DType::F32);
+    let qc = kb.bin(BinaryOp::Mul, q, c);
+    let e = kb.un(UnaryOp::Exp, qc);
+    let y = kb.bin(BinaryOp::Mul, e, s);
+    kb.store((rows * len) as usize, contiguous(&r), y, None);
+    kb.done()
+}
+
 /// `q * sum(q) + x` with `q = x % 7` (a Rust function per point) and `x`
 /// an `I32` view ([`view_load`]): integer values kept between passes.
 fn int_view(rows: i64, len: i64) -> Kernel {
@@ -240,6 +259,7 @@ fn multi_pass_kernels_with_kept_values_match_the_executor() {
                 ptx_cases::logsumexp_mixed(rows, len),
                 ptx_cases::softmax_axis0(len, rows),
                 shift_and_softmax(rows, len),
+                exp_of_kept(rows, len),
                 view_norm(rows, len, DType::F32),
                 view_norm(rows, len, DType::BF16),
                 view_norm(rows, len, DType::F64),
@@ -275,6 +295,9 @@ fn later_passes_read_the_costly_values_earlier_passes_kept() {
     assert!(llvm::lodged(&k).is_empty());
     let k = shift_and_softmax(3, 1000);
     assert_eq!(llvm::lodged(&k), vec![find(&k, exp)]);
+    let k = exp_of_kept(3, 1000);
+    assert!(llvm::kept(&k).contains(&find(&k, exp)));
+    assert!(llvm::lodged(&k).is_empty());
     // Layer norm: `x - mean` is one subtraction of a contiguous load,
     // computed again rather than stored and loaded.
     let k = ptx_cases::layernorm(3, 1000, DType::F32);

@@ -1313,6 +1313,23 @@ pub fn costly(k: &Kernel, plan: &Plan, v: Val) -> bool {
     e.shim_calls > 0 || e.has_exp
 }
 
+/// Whether pass `pk`'s body runs a run a second time (its `F32` `exp`
+/// polynomial flags inputs outside its range; the redo computes them
+/// with the reference), after the first loop has stored its results.
+pub fn redoes(k: &Kernel, plan: &Plan, pk: &PassKeep) -> bool {
+    let d = k.ranges.len().max(1);
+    let none = vec![None; k.insts.len()];
+    let mut e = Emitter::new(k, plan, &none, d);
+    for (c, name) in e.coords.iter_mut().enumerate() {
+        *name = format!("%c{c}");
+    }
+    for v in &pk.reads {
+        e.reads[*v] = true;
+    }
+    e.run_loop(pk, "inner", "ohead", d);
+    e.has_exp
+}
+
 /// The zero of `dt`'s class, as a literal.
 fn zero(dt: DType) -> String {
     match class(dt) {
