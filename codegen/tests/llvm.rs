@@ -187,6 +187,45 @@ fn view_norm(rows: i64, len: i64, dt: DType) -> Kernel {
     kb.done()
 }
 
+/// `x + 1` and softmax of `x` over the rows of `[rows, len]` `F32`, two
+/// outputs: `exp(x - max)` is kept in the first store's output, which
+/// the stores' pass overwrites with `x + 1` before the softmax's store
+/// reads it, unless the pass reads its kept values first.
+fn shift_and_softmax(rows: i64, len: i64) -> Kernel {
+    let r = [rows, len];
+    let mut kb = Kb::new("multireduce_shift_softmax", KernelKind::MultiReduce, &r, 1);
+    let x = kb.load(DType::F32, (rows * len) as usize, contiguous(&r));
+    let m = kb.reduce(ReduceOp::Max, x);
+    let d = kb.bin(BinaryOp::Sub, x, m);
+    let e = kb.un(UnaryOp::Exp, d);
+    let s = kb.reduce(ReduceOp::Sum, e);
+    let one = kb.c(1.0, DType::F32);
+    let shifted = kb.bin(BinaryOp::Add, x, one);
+    kb.store((rows * len) as usize, contiguous(&r), shifted, None);
+    let y = kb.bin(BinaryOp::Div, e, s);
+    kb.store((rows * len) as usize, contiguous(&r), y, None);
+    kb.done()
+}
+
+/// `exp(-100 q) * sum(q)` with `q = exp(x)` over the rows of `[rows,
+/// len]` `F32`: the stores' pass reads the kept `q` and computes an `exp`
+/// whose inputs leave the polynomial's range, so it redoes runs, which
+/// must read `q` from a buffer and not from the output its first loop
+/// wrote.
+fn exp_of_kept(rows: i64, len: i64) -> Kernel {
+    let r = [rows, len];
+    let mut kb = Kb::new("multireduce_exp_of_kept", KernelKind::MultiReduce, &r, 1);
+    let x = kb.load(DType::F32, (rows * len) as usize, contiguous(&r));
+    let q = kb.un(UnaryOp::Exp, x);
+    let s = kb.reduce(ReduceOp::Sum, q);
+    let c = kb.c(-100.0, DType::F32);
+    let qc = kb.bin(BinaryOp::Mul, q, c);
+    let e = kb.un(UnaryOp::Exp, qc);
+    let y = kb.bin(BinaryOp::Mul, e, s);
+    kb.store((rows * len) as usize, contiguous(&r), y, None);
+    kb.done()
+}
+
 /// `q * sum(q) + x` with `q = x % 7` (a Rust function per point) and `x`
 /// an `I32` view ([`view_load`]): integer values kept between passes.
 fn int_view(rows: i64, len: i64) -> Kernel {
@@ -219,6 +258,8 @@ fn multi_pass_kernels_with_kept_values_match_the_executor() {
                 ptx_cases::layernorm(rows, len, DType::F16),
                 ptx_cases::logsumexp_mixed(rows, len),
                 ptx_cases::softmax_axis0(len, rows),
+                shift_and_softmax(rows, len),
+                exp_of_kept(rows, len),
                 view_norm(rows, len, DType::F32),
                 view_norm(rows, len, DType::BF16),
                 view_norm(rows, len, DType::F64),
@@ -244,6 +285,19 @@ fn later_passes_read_the_costly_values_earlier_passes_kept() {
     // Softmax: the stores read `exp(x - max)`, which the sum's pass kept.
     let k = ptx_cases::softmax(3, 1000, DType::F32);
     assert!(llvm::kept(&k).contains(&find(&k, exp)));
+    // ... in the output's elements, which the stores then overwrite;
+    // in a tile buffer where the output is another dtype or strided.
+    assert_eq!(llvm::lodged(&k), vec![find(&k, exp)]);
+    let k = ptx_cases::softmax(3, 1000, DType::F64);
+    assert_eq!(llvm::lodged(&k), vec![find(&k, exp)]);
+    let k = ptx_cases::softmax(3, 1000, DType::BF16);
+    assert!(llvm::kept(&k).contains(&find(&k, exp)));
+    assert!(llvm::lodged(&k).is_empty());
+    let k = shift_and_softmax(3, 1000);
+    assert_eq!(llvm::lodged(&k), vec![find(&k, exp)]);
+    let k = exp_of_kept(3, 1000);
+    assert!(llvm::kept(&k).contains(&find(&k, exp)));
+    assert!(llvm::lodged(&k).is_empty());
     // Layer norm: `x - mean` is one subtraction of a contiguous load,
     // computed again rather than stored and loaded.
     let k = ptx_cases::layernorm(3, 1000, DType::F32);
@@ -252,6 +306,7 @@ fn later_passes_read_the_costly_values_earlier_passes_kept() {
     // the max, read from its element state.
     let k = ptx_cases::softmax_axis0(1000, 3);
     assert!(llvm::kept(&k).contains(&find(&k, load)));
+    assert!(llvm::lodged(&k).is_empty());
     // Views and exponentials, integers through a Rust function.
     let k = view_norm(3, 1000, DType::BF16);
     assert!(llvm::kept(&k).contains(&find(&k, load)));
@@ -264,6 +319,110 @@ fn later_passes_read_the_costly_values_earlier_passes_kept() {
     let k = ptx_cases::softmax(2, 16411, DType::F32);
     assert!(llvm::kept(&k).is_empty());
     covered(&k, 5);
+}
+
+/// Row lengths of the fold tests: around the lanes (8), a block (256),
+/// four blocks (the JIT folds four side by side), a tile (16384) and
+/// several tiles of one row.
+const FOLD_LENS: [i64; 15] = [
+    0, 1, 7, 8, 9, 255, 256, 257, 1000, 1024, 1031, 4097, 16384, 16411, 70001,
+];
+
+/// `op` over the rows of `[rows, len]` of `dt`: of the load itself
+/// (`neg` false; the JIT folds a max or min from the input in place), or
+/// of its negation (folded from the buffer the JIT's pass writes).
+fn fold_kernel(op: ReduceOp, dt: DType, rows: i64, len: i64, neg: bool) -> Kernel {
+    let r = [rows, len];
+    let mut kb = Kb::new("fold", KernelKind::Reduce, &r, 1);
+    let x = kb.load(dt, (rows * len) as usize, contiguous(&r));
+    let x = if neg { kb.un(UnaryOp::Neg, x) } else { x };
+    let s = kb.reduce(op, x);
+    kb.store(rows as usize, Expr::var(0), s, None);
+    kb.done()
+}
+
+/// Finite inputs whose folds show their order: sums of values in
+/// `[-10, 10)` round by it, products stay near 1, and a third of the
+/// values are `-0` or `+0`, the rest negative in even rows and positive in
+/// odd ones, so a row's max or min is often a zero whose sign is the
+/// first of the tied zeros in fold order. With `nan`, every other row
+/// holds a NaN somewhere.
+fn fold_inputs(k: &Kernel, op: ReduceOp, len: i64, seed: u64, nan: bool) -> Vec<u8> {
+    let arg = k.inputs[0];
+    let mut rng = smelt_codegen::rng::SplitMix64::new(seed);
+    let mut b = vec![0u8; arg.len * arg.dtype.size()];
+    for j in 0..arg.len {
+        let row = j / len.max(1) as usize;
+        let v = match op {
+            ReduceOp::Sum => (rng.next_f64() - 0.5) * 20.0,
+            ReduceOp::Prod => 0.9 + 0.2 * rng.next_f64(),
+            _ if rng.below(3) == 0 => [0.0, -0.0][rng.below(2) as usize],
+            _ => (1.0 + rng.next_f64()) * if row.is_multiple_of(2) { -1.0 } else { 1.0 },
+        };
+        arg.dtype.write(&mut b, j, v);
+    }
+    if nan && len > 0 {
+        for row in (1..arg.len / len as usize).step_by(2) {
+            let at = row * len as usize + (row * 997) % len as usize;
+            arg.dtype.write(&mut b, at, f64::NAN);
+        }
+    }
+    b
+}
+
+/// The JIT's folds (from the input in place, or from its pass's buffer)
+/// against the executor's, bit for bit, on inputs where the order of a
+/// fold shows in its result: sums and products that round, maxima and
+/// minima that are tied zeros of either sign, NaN in some rows; at
+/// lengths around the lanes, blocks, tiles and chunk groups, on one row,
+/// a few, and enough for the driver's threads.
+#[test]
+fn folds_in_the_jit_are_the_executors_bit_for_bit() {
+    for (s, len) in FOLD_LENS.into_iter().enumerate() {
+        for rows in [1, 3, (1 << 16) / len.max(1) + 3] {
+            let rows = rows.min(300_000 / len.max(1)).max(1);
+            for op in [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min] {
+                for dt in [DType::F32, DType::F64] {
+                    for neg in [false, true] {
+                        let k = fold_kernel(op, dt, rows, len, neg);
+                        let nans: &[bool] = match op {
+                            ReduceOp::Max | ReduceOp::Min => &[false, true],
+                            _ => &[false],
+                        };
+                        for &nan in nans {
+                            let seed = 100 * s as u64 + rows as u64;
+                            let x = fold_inputs(&k, op, len, seed, nan);
+                            let run = |engine: engines::Engine| {
+                                let mut out = vec![0u8; rows as usize * dt.size()];
+                                engine(&k, &[&x], &[], &mut [&mut out])
+                                    .expect("covered")
+                                    .expect("runs");
+                                out
+                            };
+                            let (jit, exec) = (run(llvm::run), run(exec::run));
+                            for r in 0..rows as usize {
+                                let (a, b) = (dt.read(&jit, r), dt.read(&exec, r));
+                                let same = a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+                                assert!(same, "{op:?} {dt} neg {neg} nan {nan} {rows}x{len} row {r}: {a:e} vs {b:e}");
+                            }
+                        }
+                    }
+                }
+            }
+            // Softmax's max (in place) and sum of `exp` (from the kept
+            // buffer) on finite inputs.
+            let k = ptx_cases::softmax(rows, len, DType::F32);
+            let x = fold_inputs(&k, ReduceOp::Sum, len, s as u64, false);
+            let run = |engine: engines::Engine| {
+                let mut out = vec![0u8; (rows * len) as usize * 4];
+                engine(&k, &[&x], &[], &mut [&mut out])
+                    .expect("covered")
+                    .expect("runs");
+                out
+            };
+            assert!(run(llvm::run) == run(exec::run), "softmax {rows}x{len}");
+        }
+    }
 }
 
 #[test]

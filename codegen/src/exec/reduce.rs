@@ -13,9 +13,9 @@ use crate::ops::ReduceOp;
 use crate::DType;
 
 /// Values per block folded in lanes before blocks are folded pairwise.
-const BLOCK: usize = 256;
+pub(crate) const BLOCK: usize = 256;
 /// Independent accumulators per block, so the loop vectorises.
-const LANES: usize = 8;
+pub(crate) const LANES: usize = 8;
 
 /// `f` over `v`: blocks of [`BLOCK`] folded in [`LANES`] interleaved
 /// lanes, blocks and lanes combined pairwise, so rounding error grows with
@@ -36,6 +36,14 @@ fn tree<T: Copy>(v: &[T], id: T, f: &impl Fn(T, T) -> T) -> T {
         parts.push(block(b, id, f));
     }
     pairwise(&parts, f)
+}
+
+/// The blocks [`tree`] folds a segment of `len` values in: one for a
+/// segment of at most [`BLOCK`] (even an empty one), whose value is the
+/// tree's.
+#[cfg(feature = "llvm-jit")]
+pub(crate) fn blocks(len: usize) -> usize {
+    len.div_ceil(BLOCK).max(1)
 }
 
 /// Folds one block of at most [`BLOCK`] values in [`LANES`] lanes.
@@ -61,13 +69,21 @@ fn block<T: Copy>(v: &[T], id: T, f: &impl Fn(T, T) -> T) -> T {
 }
 
 /// `f` over `parts` (at least one), halves first (the left one the
-/// larger), recursively.
+/// larger), recursively. Up to four parts (a row of 1024 has four
+/// blocks) the same tree written out: the recursion's calls were 2% of
+/// a one-thread JIT softmax 4096x1024, whose tiles fold 16 rows' blocks.
+#[inline]
 fn pairwise<T: Copy>(parts: &[T], f: &impl Fn(T, T) -> T) -> T {
-    if parts.len() == 1 {
-        return parts[0];
+    match *parts {
+        [a] => a,
+        [a, b] => f(a, b),
+        [a, b, c] => f(f(a, b), c),
+        [a, b, c, d] => f(f(a, b), f(c, d)),
+        _ => {
+            let (l, r) = parts.split_at(parts.len().div_ceil(2));
+            f(pairwise(l, f), pairwise(r, f))
+        }
     }
-    let (l, r) = parts.split_at(parts.len().div_ceil(2));
-    f(pairwise(l, f), pairwise(r, f))
 }
 
 /// `n` copies of `op`'s identity in `dt`.
@@ -139,9 +155,51 @@ fn fold_extreme<T: Copy + PartialOrd>(
     nan: T,
 ) {
     if max {
-        fold_picked(v, acc, segs, len, id, nan, |a, x| if x > a { x } else { a });
+        fold_picked(v, acc, segs, len, id, nan, pick_max);
     } else {
-        fold_picked(v, acc, segs, len, id, nan, |a, x| if x < a { x } else { a });
+        fold_picked(v, acc, segs, len, id, nan, pick_min);
+    }
+}
+
+/// `Max`'s fold step on values without NaN: `a` on ties.
+#[inline(always)]
+fn pick_max<T: PartialOrd>(a: T, x: T) -> T {
+    if x > a {
+        x
+    } else {
+        a
+    }
+}
+
+/// `Min`'s fold step on values without NaN: `a` on ties.
+#[inline(always)]
+fn pick_min<T: PartialOrd>(a: T, x: T) -> T {
+    if x < a {
+        x
+    } else {
+        a
+    }
+}
+
+/// `op`'s fold step on `F32` values: in `f64`, rounded once (for sums
+/// and products exactly the `f32` operation).
+#[inline(always)]
+fn step_f32(op: ReduceOp) -> impl Fn(f32, f32) -> f32 {
+    move |a, x| op.combine(a as f64, x as f64) as f32
+}
+
+/// `acc` (a segment's accumulator) after an extreme's fold over the
+/// segment, whose values pick to `tree` when none is NaN: `nan` if `acc`
+/// or the segment holds a NaN, as [`ReduceOp::combine`] gives.
+#[inline(always)]
+fn extreme<T: Copy + PartialEq>(acc: T, seg_nan: bool, nan: T, tree: impl FnOnce() -> T) -> T {
+    // `x != x`: `x` is NaN.
+    #[allow(clippy::eq_op)]
+    let acc_nan = acc != acc;
+    if acc_nan || seg_nan {
+        nan
+    } else {
+        tree()
     }
 }
 
@@ -164,11 +222,66 @@ fn fold_picked<T: Copy + PartialOrd>(
         // Or-folded in a `u32` (not `any`, nor a `bool`), so that it
         // vectorises.
         let seg_nan = seg.iter().fold(0u32, |o, x| o | u32::from(is_nan(*x)));
-        *a = if is_nan(*a) || seg_nan != 0 {
-            nan
-        } else {
-            pick(*a, tree(seg, id, &pick))
-        };
+        *a = extreme(*a, seg_nan != 0, nan, || pick(*a, tree(seg, id, &pick)));
+    }
+}
+
+/// Folds each of `acc`'s segments from its `n` block values in `parts`
+/// (the values [`block`] gives for the segment's [`blocks`]) as
+/// [`fold_each`] folds the segment: blocks pairwise, then into `acc[s]`.
+#[cfg(feature = "llvm-jit")]
+#[inline(always)]
+fn fold_parts<T: Copy>(parts: &[T], acc: &mut [T], n: usize, f: impl Fn(T, T) -> T) {
+    for (a, seg) in acc.iter_mut().zip(parts.chunks_exact(n)) {
+        *a = f(*a, pairwise(seg, &f));
+    }
+}
+
+/// [`fold_parts`] for a float `Max` or `Min` as [`fold_picked`] folds
+/// (a block holding a NaN is NaN: the segment's result is `nan`).
+#[cfg(feature = "llvm-jit")]
+fn fold_parts_picked<T: Copy + PartialOrd>(
+    parts: &[T],
+    acc: &mut [T],
+    n: usize,
+    nan: T,
+    pick: impl Fn(T, T) -> T,
+) {
+    // `x != x`: `x` is NaN.
+    #[allow(clippy::eq_op)]
+    let is_nan = |x: &T| x != x;
+    for (a, seg) in acc.iter_mut().zip(parts.chunks_exact(n)) {
+        let seg_nan = seg.iter().any(is_nan);
+        *a = extreme(*a, seg_nan, nan, || pick(*a, pairwise(seg, &pick)));
+    }
+}
+
+/// Folds each segment of `acc` from `n` block values a segment in
+/// `parts`, each a [`BLOCK`] of the segment folded in [`LANES`] lanes as
+/// [`fold_segments`] folds it (the LLVM JIT computes them in its loops),
+/// into the same values [`fold_segments`] gives. `F32` and `F64`
+/// reductions only (halves round at every step, integers take
+/// [`fold_segments`]).
+#[cfg(feature = "llvm-jit")]
+pub fn fold_blocks(op: ReduceOp, dt: DType, parts: &Vals, n: usize, acc: &mut Vals) {
+    match (op, parts, acc) {
+        (ReduceOp::Max, Vals::F32(p), Vals::F32(acc)) if dt == DType::F32 => {
+            fold_parts_picked(p, acc, n, f32::NAN, pick_max)
+        }
+        (ReduceOp::Min, Vals::F32(p), Vals::F32(acc)) if dt == DType::F32 => {
+            fold_parts_picked(p, acc, n, f32::NAN, pick_min)
+        }
+        (ReduceOp::Max, Vals::F64(p), Vals::F64(acc)) => {
+            fold_parts_picked(p, acc, n, f64::NAN, pick_max)
+        }
+        (ReduceOp::Min, Vals::F64(p), Vals::F64(acc)) => {
+            fold_parts_picked(p, acc, n, f64::NAN, pick_min)
+        }
+        (_, Vals::F32(p), Vals::F32(acc)) if dt == DType::F32 => {
+            fold_parts(p, acc, n, step_f32(op))
+        }
+        (_, Vals::F64(p), Vals::F64(acc)) => fold_parts(p, acc, n, |a, x| op.combine(a, x)),
+        _ => unreachable!("block values of F32 and F64 reductions"),
     }
 }
 
@@ -210,7 +323,7 @@ pub fn fold_segments_at(
             let id = op.identity(dt) as f32;
             if dt == DType::F32 {
                 with_reduce!(op, OP => vectorised!(level, fold_each(
-                    v, acc, segs, len, id, |a: f32, x: f32| OP.combine(a as f64, x as f64) as f32)))
+                    v, acc, segs, len, id, step_f32(OP))))
             } else {
                 vectorised!(
                     level,
@@ -252,6 +365,43 @@ mod tests {
                 ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
             })
             .collect()
+    }
+
+    /// The written-out small cases of `pairwise` are its recursive tree:
+    /// the bracketing of `a`, `b`, ... for every length up to nine.
+    #[test]
+    fn pairwise_brackets_halves_first() {
+        fn tree(p: &[u64]) -> String {
+            match p {
+                [a] => format!("{a}"),
+                _ => {
+                    let (l, r) = p.split_at(p.len().div_ceil(2));
+                    format!("({} {})", tree(l), tree(r))
+                }
+            }
+        }
+        // Values encode their bracketing: each leaf a digit, each step
+        // a new number looked up in `steps`.
+        for n in 1..=9u64 {
+            let leaves: Vec<u64> = (0..n).collect();
+            let steps = std::cell::RefCell::new(Vec::<String>::new());
+            let name = |x: u64| {
+                let s = steps.borrow();
+                if x < 100 {
+                    x.to_string()
+                } else {
+                    s[(x - 100) as usize].clone()
+                }
+            };
+            let f = |a: u64, b: u64| {
+                let t = format!("({} {})", name(a), name(b));
+                let mut s = steps.borrow_mut();
+                s.push(t);
+                99 + s.len() as u64
+            };
+            let r = pairwise(&leaves, &f);
+            assert_eq!(name(r), tree(&leaves), "{n} parts");
+        }
     }
 
     /// `op` over `segs` segments of `len` values at `level`.
@@ -320,6 +470,67 @@ mod tests {
                             ),
                         }
                     }
+                }
+            }
+        }
+    }
+
+    #[cfg(feature = "llvm-jit")]
+    #[test]
+    fn folding_the_blocks_values_is_folding_the_segments() {
+        // What the LLVM JIT hands over: each segment's block values.
+        for (segs, len) in [
+            (3, 0),
+            (2, 1),
+            (2, 9),
+            (1, 256),
+            (3, 257),
+            (1, 1031),
+            (2, 4097),
+        ] {
+            let mut v = values(segs * len, len as u64 + 1);
+            if len > 600 {
+                // A NaN in the last segment's third block; zeros tied
+                // with the max in the first.
+                v[(segs - 1) * len + 600] = f32::NAN;
+                v.iter_mut().take(len).for_each(|x| *x = -x.abs());
+                (v[5], v[300]) = (-0.0, 0.0);
+            }
+            let n = blocks(len);
+            for op in [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min] {
+                let (id, f32_step) = (op.identity(DType::F32) as f32, step_f32(op));
+                let f = |a: f32, x: f32| match (op, a.is_nan() || x.is_nan()) {
+                    (ReduceOp::Max, false) => pick_max(a, x),
+                    (ReduceOp::Min, false) => pick_min(a, x),
+                    _ => f32_step(a, x),
+                };
+                let parts: Vec<f32> = (0..segs)
+                    .flat_map(|s| {
+                        let seg = &v[s * len..(s + 1) * len];
+                        let chunks: Vec<&[f32]> = match len {
+                            0 => vec![seg],
+                            _ => seg.chunks(BLOCK).collect(),
+                        };
+                        chunks
+                            .into_iter()
+                            .map(|b| block(b, id, &f))
+                            .collect::<Vec<_>>()
+                    })
+                    .collect();
+                assert_eq!(parts.len(), segs * n);
+                let want = fold(
+                    Level::Sse2,
+                    op,
+                    DType::F32,
+                    &Vals::F32(v.clone()),
+                    segs,
+                    len,
+                );
+                let mut got = identity(op, DType::F32, segs);
+                fold_blocks(op, DType::F32, &Vals::F32(parts), n, &mut got);
+                for (g, w) in got.f32s().iter().zip(want.f32s()) {
+                    let same = g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan());
+                    assert!(same, "{op:?} {segs}x{len}: {g} vs {w}");
                 }
             }
         }

@@ -22,10 +22,11 @@ use crate::exec::plan::{Level, Plan};
 use crate::exec::vals::{class, Class};
 use crate::expr::{Atom, Cond, Expr};
 use crate::ir::{Inst, Kernel, Val};
-use crate::ops::{BinaryOp, UnaryOp};
+use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
 use crate::DType;
 
-use super::keep::PassKeep;
+use super::fold;
+use super::keep::{Fold, PassKeep};
 use super::shims::{self, binary_id, dtype_id, unary_id};
 
 /// What one pass function computes.
@@ -33,7 +34,9 @@ use super::shims::{self, binary_id, dtype_id, unary_id};
 pub enum Pass {
     /// The operand of `Reduce` instruction `i` at every point `p` of the
     /// domain: written to its buffer at `p - p0`, or converted to the
-    /// reduction's dtype and written to `scratch[p - p0]`.
+    /// reduction's dtype and written to `scratch[p - p0]`; where the pass
+    /// folds ([`fold`]), each segment then folded into its blocks' values
+    /// at `parts`.
     Fill(Val),
     /// The element-level stores, over points of the domain.
     ElemStores,
@@ -56,7 +59,7 @@ impl Pass {
 pub type Decline = &'static str;
 
 /// The LLVM type holding a dtype's values.
-fn ty(dt: DType) -> &'static str {
+pub(super) fn ty(dt: DType) -> &'static str {
     match class(dt) {
         Class::F32 => "float",
         Class::F64 => "double",
@@ -65,7 +68,7 @@ fn ty(dt: DType) -> &'static str {
 }
 
 /// The LLVM type of a dtype's elements in memory.
-fn mem_ty(dt: DType) -> &'static str {
+pub(super) fn mem_ty(dt: DType) -> &'static str {
     match dt {
         DType::F32 => "float",
         DType::F64 => "double",
@@ -78,14 +81,22 @@ fn mem_ty(dt: DType) -> &'static str {
 
 /// A float literal in LLVM's hexadecimal form (exact for any `f64`; an
 /// `f32` constant must be exact in `f32`, as LLVM requires).
-fn flit(x: f64) -> String {
+pub(super) fn flit(x: f64) -> String {
     format!("0x{:016X}", x.to_bits())
 }
 
 /// The module text of `k`'s passes (of a kernel [`check`] admits): shim
 /// declarations, intrinsics, every pass function, with `attrs` (the
-/// host's `target-cpu` and `target-features`) on each.
-pub fn module(k: &Kernel, plan: &Plan, passes: &[&PassKeep], attrs: &str) -> String {
+/// host's `target-cpu` and `target-features`) on each; kept values with
+/// a store in `lodged` live in that store's output elements
+/// ([`super::keep::Keep::lodged`]).
+pub fn module(
+    k: &Kernel,
+    plan: &Plan,
+    passes: &[&PassKeep],
+    lodged: &[Option<usize>],
+    attrs: &str,
+) -> String {
     let mut m = String::new();
     for s in shims::all() {
         m.push_str(s.decl);
@@ -113,12 +124,33 @@ pub fn module(k: &Kernel, plan: &Plan, passes: &[&PassKeep], attrs: &str) -> Str
     }
     m.push_str("declare i64 @llvm.fptosi.sat.i64.f64(double)\n");
     m.push_str("declare i64 @llvm.smax.i64(i64, i64)\ndeclare i64 @llvm.smin.i64(i64, i64)\n");
+    m.push_str(&fold::declarations());
     writeln!(m, "attributes #0 = {{ nounwind {attrs} }}").expect("to a string");
     writeln!(m, "attributes #1 = {{ nounwind alwaysinline {attrs} }}").expect("to a string");
+    let mut folds = Vec::new();
     for p in passes {
-        m.push_str(&function(k, plan, p));
+        m.push_str(&function(k, plan, p, lodged));
+        if let Some(f) = folded(k, p).filter(|f| !folds.contains(f)) {
+            m.push_str(&fold::function(f.0, f.1, f.2));
+            folds.push(f);
+        }
     }
     m
+}
+
+/// The reduction a fill pass folds itself, its dtype and the blocks
+/// folded side by side.
+fn folded(k: &Kernel, pk: &PassKeep) -> Option<(ReduceOp, DType, usize)> {
+    match (pk.pass, pk.fold) {
+        (Pass::Fill(i), Fold::Jit | Fold::Direct) => {
+            let Inst::Reduce(op, _) = k.insts[i].inst else {
+                unreachable!("fills are of reductions")
+            };
+            let side = fold::side(pk.fold == Fold::Direct);
+            Some((op, k.insts[i].dtype, side))
+        }
+        _ => None,
+    }
 }
 
 /// Kernels and instructions the JIT leaves to the executor (each a
@@ -173,10 +205,11 @@ pub fn check(k: &Kernel, plan: &Plan) -> Result<(), Decline> {
 
 /// The pass function of `pk` (a wrapper reading [`super::Args`], and its
 /// body with `noalias` buffer parameters, inlined into it).
-fn function(k: &Kernel, plan: &Plan, pk: &PassKeep) -> String {
+fn function(k: &Kernel, plan: &Plan, pk: &PassKeep, lodged: &[Option<usize>]) -> String {
     let name = pk.pass.symbol();
     let kept: Vec<(Val, bool)> = (pk.writes.iter().map(|v| (*v, true)))
         .chain(pk.reads.iter().map(|v| (*v, false)))
+        .filter(|(v, _)| lodged[*v].is_none())
         .collect();
     let ni = k.inputs.len();
     let no = k.outputs.len();
@@ -189,6 +222,7 @@ fn function(k: &Kernel, plan: &Plan, pk: &PassKeep) -> String {
         "ptr noalias %scratch".to_string(),
         "ptr noalias readonly %uni".to_string(),
         "i64 %r0".to_string(),
+        "ptr noalias %parts".to_string(),
     ];
     params.extend((0..ni).map(|i| format!("ptr noalias readonly %in{i}")));
     params.extend((0..no).map(|o| format!("ptr noalias %out{o}")));
@@ -218,12 +252,14 @@ fn function(k: &Kernel, plan: &Plan, pk: &PassKeep) -> String {
     field(&mut w, 3, "ptr", "rows");
     field(&mut w, 4, "ptr", "keep");
     field(&mut w, 5, "i64", "r0");
+    field(&mut w, 6, "ptr", "parts");
     let mut args = vec![
         "i64 %p0".to_string(),
         "i64 %n".to_string(),
         "ptr %scratch".to_string(),
         "ptr %uni".to_string(),
         "i64 %r0".to_string(),
+        "ptr %parts".to_string(),
     ];
     let mut elem = |w: &mut String, table: &str, i: usize, to: String| {
         writeln!(w, "  %{to}.a = getelementptr ptr, ptr %{table}, i64 {i}").expect("s");
@@ -254,7 +290,7 @@ fn function(k: &Kernel, plan: &Plan, pk: &PassKeep) -> String {
         params.join(", ")
     )
     .expect("s");
-    w.push_str(&Emitter::body(k, plan, pk));
+    w.push_str(&Emitter::body(k, plan, pk, lodged));
     w.push_str("}\n");
     w
 }
@@ -263,6 +299,9 @@ fn function(k: &Kernel, plan: &Plan, pk: &PassKeep) -> String {
 struct Emitter<'k> {
     k: &'k Kernel,
     plan: &'k Plan,
+    /// Per instruction, the store whose output elements hold its kept
+    /// values, if not a tile buffer.
+    lodged: &'k [Option<usize>],
     /// Per instruction, whether the pass reads it from its buffer.
     reads: Vec<bool>,
     /// Instructions of the body, appended.
@@ -286,10 +325,11 @@ struct Emitter<'k> {
 
 impl<'k> Emitter<'k> {
     /// An emitter over a space of `d` variables, reading no buffers.
-    fn new(k: &'k Kernel, plan: &'k Plan, d: usize) -> Emitter<'k> {
+    fn new(k: &'k Kernel, plan: &'k Plan, lodged: &'k [Option<usize>], d: usize) -> Emitter<'k> {
         Emitter {
             k,
             plan,
+            lodged,
             reads: vec![false; k.insts.len()],
             out: String::new(),
             next: 0,
@@ -303,7 +343,7 @@ impl<'k> Emitter<'k> {
     }
 
     /// The body of pass `pk`: loops over points `p0..p0 + n`.
-    fn body(k: &Kernel, plan: &Plan, pk: &PassKeep) -> String {
+    fn body(k: &Kernel, plan: &Plan, pk: &PassKeep, lodged: &[Option<usize>]) -> String {
         let p = pk.pass;
         let space: Vec<i64> = match p {
             Pass::RowStores => k.ranges[..k.n_kept].to_vec(),
@@ -314,7 +354,7 @@ impl<'k> Emitter<'k> {
         let ranges = if space.is_empty() { vec![1] } else { space };
         let d = ranges.len();
         let inner = ranges[d - 1];
-        let mut e = Emitter::new(k, plan, d);
+        let mut e = Emitter::new(k, plan, lodged, d);
         for v in &pk.reads {
             e.reads[*v] = true;
         }
@@ -333,9 +373,16 @@ impl<'k> Emitter<'k> {
                 .expect("s");
             }
         }
+        let folds = folded(k, pk);
+        // Where the run's block values go, when the pass folds (one
+        // segment a run).
+        let parts = match folds {
+            Some(_) => "  %pp = phi ptr [ %parts, %entry ], [ %ppnext, %latch ]\n",
+            None => "",
+        };
         writeln!(
             head,
-            "  %end = add i64 %p0, %n\n  br label %outer\nouter:\n  %p = phi i64 [ %p0, %entry ], [ %pnext, %latch ]\n  %more = icmp slt i64 %p, %end\n  br i1 %more, label %ohead, label %exit\nohead:\n  %o = udiv i64 %p, {inner}\n  %j0 = urem i64 %p, {inner}\n  %rest = sub i64 %end, %p\n  %lim = sub i64 {inner}, %j0\n  %lt = icmp ult i64 %lim, %rest\n  %cnt = select i1 %lt, i64 %lim, i64 %rest\n  %j1 = add i64 %j0, %cnt\n  %sp = sub i64 %p, %p0\n  %sbase = sub i64 %sp, %j0"
+            "  %end = add i64 %p0, %n\n  br label %outer\nouter:\n  %p = phi i64 [ %p0, %entry ], [ %pnext, %latch ]\n{parts}  %more = icmp slt i64 %p, %end\n  br i1 %more, label %ohead, label %exit\nohead:\n  %o = udiv i64 %p, {inner}\n  %j0 = urem i64 %p, {inner}\n  %rest = sub i64 %end, %p\n  %lim = sub i64 {inner}, %j0\n  %lt = icmp ult i64 %lim, %rest\n  %cnt = select i1 %lt, i64 %lim, i64 %rest\n  %j1 = add i64 %j0, %cnt\n  %sp = sub i64 %p, %p0\n  %sbase = sub i64 %sp, %j0"
         )
         .expect("s");
         // The outer variables from the run's outer index.
@@ -350,27 +397,77 @@ impl<'k> Emitter<'k> {
             e.coords[v] = format!("%c{v}");
             rest = format!("%q{v}");
         }
-        head.push_str("  store i8 0, ptr %flag\n  br label %inner\n");
-        // The fast loop, then (when an exp flagged an input outside the
-        // polynomial's range) the same run again with the reference.
-        let fast = e.run_loop(pk, "inner", "ohead", d);
-        let has_exp = e.has_exp;
         let mut s = head;
-        s.push_str(&fast);
-        if has_exp {
-            s.push_str(
-                "  %fl = load i8, ptr %flag\n  %redo = icmp ne i8 %fl, 0\n  br i1 %redo, label %slow, label %latch\n",
-            );
-            e.fast = false;
-            e.out.clear();
-            s.push_str(&e.run_loop(pk, "slow", "after_inner", d));
+        if pk.fold == Fold::Direct {
+            // Nothing to compute: the fold reads the input.
             s.push_str("  br label %latch\n");
         } else {
+            s.push_str("  store i8 0, ptr %flag\n  br label %inner\n");
+            // The fast loop, then (when an exp flagged an input outside
+            // the polynomial's range) the same run again with the
+            // reference.
+            s.push_str(&e.run_loop(pk, "inner", "ohead", d));
+            if e.has_exp {
+                s.push_str(
+                    "  %fl = load i8, ptr %flag\n  %redo = icmp ne i8 %fl, 0\n  br i1 %redo, label %slow, label %latch\n",
+                );
+                e.fast = false;
+                e.out.clear();
+                s.push_str(&e.run_loop(pk, "slow", "after_inner", d));
+            }
             s.push_str("  br label %latch\n");
         }
+        s.push_str("latch:\n");
+        if let Some((_, dt, side)) = folds {
+            s.push_str(&e.fold_run(pk, dt, side, d));
+        }
         s.push_str(
-            "latch:\n  %pnext = add i64 %p, %cnt\n  br label %outer\nexit:\n  %ev = load i8, ptr %err\n  %ret = zext i8 %ev to i32\n  ret i32 %ret\n",
+            "  %pnext = add i64 %p, %cnt\n  br label %outer\nexit:\n  %ev = load i8, ptr %err\n  %ret = zext i8 %ev to i32\n  ret i32 %ret\n",
         );
+        s
+    }
+
+    /// The fold of the run `j0..j0 + cnt` (one segment of the tile: the
+    /// kernel reduces one variable, [`fold::jit_folds`]) by a fill that
+    /// folds (reduction dtype `dt`, `side` blocks side by side): its values
+    /// (the input's in place, or the buffer the pass wrote) folded into
+    /// its blocks' values at `%pp`, and `%ppnext` past them.
+    fn fold_run(&mut self, pk: &PassKeep, dt: DType, side: usize, d: usize) -> String {
+        let Pass::Fill(i) = pk.pass else {
+            unreachable!("folds are fills'")
+        };
+        let Inst::Reduce(op, a) = self.k.insts[i].inst else {
+            unreachable!("fills are of reductions")
+        };
+        let t = ty(dt);
+        self.out.clear();
+        let src = if pk.fold == Fold::Direct {
+            let Inst::Load { input, index, .. } = &self.k.insts[a].inst else {
+                unreachable!("a direct fold's operand is a load")
+            };
+            self.coords[d - 1] = "%j0".to_string();
+            let idx = self.expr(index);
+            format!("getelementptr {t}, ptr %in{input}, i64 {idx}")
+        } else if pk.scratch {
+            format!("getelementptr {t}, ptr %scratch, i64 %sp")
+        } else if self.lodged[a].is_some() {
+            // The segment is contiguous in the output from its first point.
+            self.coords[d - 1] = "%j0".to_string();
+            let (out, idx) = self.lodged_at(a);
+            format!("getelementptr {t}, ptr {out}, i64 {idx}")
+        } else {
+            format!("getelementptr {t}, ptr %keep{a}, i64 %sp")
+        };
+        let mut s = std::mem::take(&mut self.out);
+        // The segment's `reduce::blocks(cnt)` values: at least one.
+        let block = crate::exec::reduce::BLOCK;
+        writeln!(
+            s,
+            "  %fsrc = {src}\n  call void @{}(ptr %fsrc, i64 %cnt, ptr %pp)\n  %nb.a = add i64 %cnt, {}\n  %nb.b = udiv i64 %nb.a, {block}\n  %nb.z = icmp eq i64 %nb.b, 0\n  %nb = select i1 %nb.z, i64 1, i64 %nb.b\n  %ppnext = getelementptr {t}, ptr %pp, i64 %nb",
+            fold::symbol(op, dt, side),
+            block - 1
+        )
+        .expect("s");
         s
     }
 
@@ -384,10 +481,22 @@ impl<'k> Emitter<'k> {
         self.coords[d - 1] = j.clone();
         self.at = format!("%at.{label}");
         self.line(format!("{} = add i64 %sbase, {j}", self.at));
+        // Lodged values first: a store of this pass may overwrite the
+        // output element that holds one.
+        for v in pk.reads.iter().filter(|v| self.lodged[**v].is_some()) {
+            self.val(*v);
+        }
         for v in &pk.writes {
             let x = self.val(*v);
             let t = ty(self.k.insts[*v].dtype);
-            self.put(&format!("%keep{v}"), t, &x);
+            if self.lodged[*v].is_some() {
+                let (out, idx) = self.lodged_at(*v);
+                let ptr = self.tmp();
+                self.line(format!("{ptr} = getelementptr {t}, ptr {out}, i64 {idx}"));
+                self.line(format!("store {t} {x}, ptr {ptr}"));
+            } else {
+                self.put(&format!("%keep{v}"), t, &x);
+            }
         }
         match pk.pass {
             Pass::Fill(i) if pk.scratch => {
@@ -414,6 +523,15 @@ impl<'k> Emitter<'k> {
         format!(
             "{label}:\n  {j} = phi i64 [ %j0, %{from} ], [ {j}.n, %{label} ]\n{body}  {j}.n = add i64 {j}, 1\n  {j}.c = icmp ult i64 {j}.n, %j1\n  br i1 {j}.c, label %{label}, label %after_{label}\nafter_{label}:\n"
         )
+    }
+
+    /// The output and index (at the current point) of the element that
+    /// holds lodged value `v`: its store's.
+    fn lodged_at(&mut self, v: Val) -> (String, String) {
+        let s = self.lodged[v].expect("a lodged value");
+        let st = &self.k.stores[s];
+        let (out, index) = (format!("%out{}", st.output), st.index.clone());
+        (out, self.expr(&index))
     }
 
     /// Stores `v` (of LLVM type `t`) at the current point's offset of
@@ -534,9 +652,13 @@ impl<'k> Emitter<'k> {
         let v = if self.reads[i] {
             // Computed by an earlier pass over this tile.
             let t = ty(self.k.insts[i].dtype);
+            let (buf, at) = if self.lodged[i].is_some() {
+                self.lodged_at(i)
+            } else {
+                (format!("%keep{i}"), self.at.clone())
+            };
             let (ptr, v) = (self.tmp(), self.tmp());
-            let at = &self.at;
-            self.line(format!("{ptr} = getelementptr {t}, ptr %keep{i}, i64 {at}"));
+            self.line(format!("{ptr} = getelementptr {t}, ptr {buf}, i64 {at}"));
             self.line(format!("{v} = load {t}, ptr {ptr}"));
             v
         } else {
@@ -1152,7 +1274,7 @@ impl<'k> Emitter<'k> {
 /// Whether a load of `input` at `index` where `valid` is checked at each
 /// point (its bounds do not prove it inside the buffer, or it has a
 /// condition).
-fn checked(k: &Kernel, input: usize, index: &Expr, valid: &Cond) -> bool {
+pub(super) fn checked(k: &Kernel, input: usize, index: &Expr, valid: &Cond) -> bool {
     let (lo, hi) = index.bounds(&k.ranges);
     !valid.is_always() || lo < 0 || hi >= k.inputs[input].len as i64
 }
@@ -1178,7 +1300,8 @@ pub fn costly(k: &Kernel, plan: &Plan, v: Val) -> bool {
         }
     }
     // What the pass would emit, with the operands as placeholders.
-    let mut e = Emitter::new(k, plan, k.ranges.len().max(1));
+    let none = vec![None; k.insts.len()];
+    let mut e = Emitter::new(k, plan, &none, k.ranges.len().max(1));
     for (c, name) in e.coords.iter_mut().enumerate() {
         *name = format!("%c{c}");
     }
@@ -1188,6 +1311,23 @@ pub fn costly(k: &Kernel, plan: &Plan, v: Val) -> bool {
     }
     e.val(v);
     e.shim_calls > 0 || e.has_exp
+}
+
+/// Whether pass `pk`'s body runs a run a second time (its `F32` `exp`
+/// polynomial flags inputs outside its range; the redo computes them
+/// with the reference), after the first loop has stored its results.
+pub fn redoes(k: &Kernel, plan: &Plan, pk: &PassKeep) -> bool {
+    let d = k.ranges.len().max(1);
+    let none = vec![None; k.insts.len()];
+    let mut e = Emitter::new(k, plan, &none, d);
+    for (c, name) in e.coords.iter_mut().enumerate() {
+        *name = format!("%c{c}");
+    }
+    for v in &pk.reads {
+        e.reads[*v] = true;
+    }
+    e.run_loop(pk, "inner", "ohead", d);
+    e.has_exp
 }
 
 /// The zero of `dt`'s class, as a literal.

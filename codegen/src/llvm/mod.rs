@@ -6,10 +6,14 @@
 //! the same tiles, threads and fold order) and plan ([`Plan`]: levels,
 //! which stores run per row). Each pass is one compiled loop over a range
 //! of points that evaluates every instruction it needs at each point
-//! ([`emit`]): the operand of a `Reduce` into a tile buffer (folded by the
-//! executor's blocked, pairwise [`crate::exec::reduce`]; a `Reduce` of a
-//! bare load is the executor's own fold, which reads in place), the
-//! element-level stores, the row-level stores. Where tiles hold whole
+//! ([`emit`]): the operand of a `Reduce` into a tile buffer, the
+//! element-level stores, the row-level stores. An `F32` or `F64`
+//! reduction over one variable is folded by its pass, each segment while
+//! it is in L1, in the order of the executor's blocked, pairwise
+//! [`crate::exec::reduce`] ([`fold`]; a max or min of a bare contiguous
+//! load straight from the input); other reductions by the executor from
+//! the buffer (a `Reduce` of another bare load is the executor's own
+//! fold, which reads in place). Where tiles hold whole
 //! rows, element values that an earlier pass computed over the tile and
 //! that are costly to compute again are read from buffers ([`keep`]), as
 //! the executor keeps a tile's values between its passes. Values are the
@@ -32,6 +36,7 @@
 //! redone by the executor, which reports the error.
 
 mod emit;
+mod fold;
 mod jit;
 mod keep;
 mod shims;
@@ -49,11 +54,12 @@ use crate::ir::{Inst, Kernel, Val};
 use crate::outs::Outs;
 use crate::DType;
 use emit::Pass;
-use keep::{Keep, PassKeep};
+use keep::{Fold, Keep, PassKeep};
 
 /// What a pass function reads: pointer tables (per input, output, and
-/// per instruction for the rows' values and the tile buffers) and the
-/// block's first row.
+/// per instruction for the rows' values and the tile buffers), the
+/// block's first row, and where a fill that folds writes its segments'
+/// block values.
 #[repr(C)]
 struct Args {
     ins: *const *const u8,
@@ -62,6 +68,7 @@ struct Args {
     rows: *const *const u8,
     keep: *const *mut u8,
     r0: i64,
+    parts: *mut u8,
 }
 
 /// A compiled pass: `(args, p0, n, scratch) -> error flag`.
@@ -183,6 +190,19 @@ pub fn kept(kernel: &Kernel) -> Vec<Val> {
     read
 }
 
+/// The kept values of `kernel` that its passes hold in an output's
+/// elements instead of a tile buffer ([`keep::Keep::lodged`]), in SSA
+/// order; empty where [`kept`] is.
+pub fn lodged(kernel: &Kernel) -> Vec<Val> {
+    let Some(plan) = Plan::new(kernel).filter(|p| emit::check(kernel, p).is_ok()) else {
+        return Vec::new();
+    };
+    let keep = Keep::new(kernel, &plan);
+    (0..kernel.insts.len())
+        .filter(|v| keep.lodged[*v].is_some())
+        .collect()
+}
+
 /// The compiled passes of `k` (made once per distinct kernel while it
 /// stays cached).
 fn compiled(k: &Kernel, plan: &Plan) -> Arc<Result<Compiled, String>> {
@@ -210,7 +230,7 @@ fn compile(k: &Kernel, plan: &Plan) -> Result<Compiled, String> {
     if !plan.row_stores.is_empty() {
         passes.push(&row_pass);
     }
-    let ir = emit::module(k, plan, &passes, &jit::host_attrs()?);
+    let ir = emit::module(k, plan, &passes, &keep.lodged, &jit::host_attrs()?);
     if crate::env::var("SMELT_DEBUG", crate::env::parse_debug).unwrap_or(0) >= 4 {
         eprintln!("{ir}");
     }
@@ -308,32 +328,31 @@ fn flagged() -> InterpError {
 
 impl Jit<'_, '_> {
     /// Calls pass `f` over points `p0..p0 + n` of the block from row `r0`,
-    /// with `keep` the tile buffers by instruction (null where unused).
-    #[allow(clippy::too_many_arguments)]
+    /// with `[keep, rows]` tables by instruction of the tile buffers (null
+    /// where unused) and of the rows' values ([`tables`]), and `[scratch,
+    /// parts]` the fill's scratch tile and block values.
     fn call(
         &self,
         f: PassFn,
-        row: &[Vals<'_>],
-        r0: usize,
-        p0: usize,
-        n: usize,
-        keep: &[*mut u8],
-        scratch: *mut u8,
+        (r0, p0, n): (usize, usize, usize),
+        [keep, rows]: [&[usize]; 2],
+        [scratch, parts]: [*mut u8; 2],
     ) -> Result<(), InterpError> {
-        let rows: Vec<*const u8> = row.iter().map(data).collect();
         let args = Args {
             ins: self.ins.as_ptr(),
             outs: self.outs.as_ptr(),
             uni: self.uni.as_ptr(),
-            rows: rows.as_ptr(),
-            keep: keep.as_ptr(),
+            rows: rows.as_ptr().cast(),
+            keep: keep.as_ptr().cast(),
             r0: r0 as i64,
+            parts,
         };
         // SAFETY: the pass reads the kernel's inputs at indices it checks
         // (or bounds prove), the rows' values of this block, the buffers
         // it reads at `0..n` (each holds the tile's `n` values), writes
-        // the outputs at indices `emit::check` proved inside them, and
-        // `scratch` and the buffers it writes at `0..n`.
+        // the outputs at indices `emit::check` proved inside them,
+        // `scratch` and the buffers it writes at `0..n`, and `parts` at
+        // the tile's block values (`run_pass` sizes it).
         let bad = unsafe { f(&args, p0 as i64, n as i64, scratch) };
         if bad != 0 {
             return Err(flagged());
@@ -347,7 +366,7 @@ impl Jit<'_, '_> {
     fn buffer<'s, 'a>(&self, st: &'s Elem<'a>, v: Val, at: (usize, usize)) -> &'s Vals<'a> {
         let keep = &self.code.keep;
         let home = keep.home[v].expect("a kept value has a home pass");
-        let held = if keep.passes[home].in_place {
+        let held = if keep.passes[home].fold == Fold::InPlace {
             st.es.kept(v, at)
         } else {
             (st.at[v] == Some(at)).then(|| &st.bufs[v])
@@ -371,24 +390,47 @@ impl Jit<'_, '_> {
         let k = self.ctx.k;
         let pk = &self.code.keep.passes[p];
         let at = t.points(k.row_len());
-        let mut table = vec![std::ptr::null_mut(); k.insts.len()];
-        for v in &pk.writes {
-            table[*v] = sized(&mut st.bufs[*v], k.insts[*v].dtype, at.1);
+        let mut ptrs = std::mem::take(&mut st.ptrs);
+        let (table, rows) = tables(&mut ptrs, row);
+        let lodged = &self.code.keep.lodged;
+        for v in pk.writes.iter().filter(|v| lodged[**v].is_none()) {
+            table[*v] = sized(&mut st.bufs[*v], k.insts[*v].dtype, at.1) as usize;
         }
-        for v in &pk.reads {
+        for v in pk.reads.iter().filter(|v| lodged[**v].is_none()) {
             // The pass only reads through it (`readonly`).
-            table[*v] = data(self.buffer(st, *v, at)).cast_mut();
+            table[*v] = data(self.buffer(st, *v, at)) as usize;
         }
         let scratch = match pk.pass {
             Pass::Fill(i) if pk.scratch => sized(&mut st.scratch, k.insts[i].dtype, at.1),
             _ => std::ptr::null_mut(),
         };
-        self.call(f, row, t.r0, at.0, at.1, &table, scratch)?;
+        let parts = match pk.pass {
+            Pass::Fill(i) if matches!(pk.fold, Fold::Jit | Fold::Direct) => {
+                sized(&mut st.parts, k.insts[i].dtype, t.nr * reduce::blocks(t.nc))
+            }
+            _ => std::ptr::null_mut(),
+        };
+        let ran = self.call(f, (t.r0, at.0, at.1), [table, rows], [scratch, parts]);
+        st.ptrs = ptrs;
+        ran?;
         for v in &pk.writes {
             st.at[*v] = Some(at);
         }
         Ok(())
     }
+}
+
+/// A pass's pointer tables by instruction, in `ptrs` (kept by the thread,
+/// so that a pass call allocates nothing): the tile buffers (null) and
+/// the rows' values `row`. Pointers as `usize`, so that the thread state
+/// stays `Send`.
+fn tables<'p>(ptrs: &'p mut Vec<usize>, row: &[Vals<'_>]) -> (&'p mut [usize], &'p [usize]) {
+    let n = row.len();
+    ptrs.clear();
+    ptrs.resize(n, 0);
+    ptrs.extend(row.iter().map(|r| data(r) as usize));
+    let (table, rows) = ptrs.split_at_mut(n);
+    (table, rows)
 }
 
 /// The first of `v`'s values.
@@ -429,6 +471,10 @@ struct Elem<'a> {
     at: Vec<Option<(usize, usize)>>,
     /// A fill's operand converted to the reduction's dtype.
     scratch: Vals<'a>,
+    /// A fill's block values, where the pass folds.
+    parts: Vals<'a>,
+    /// The pass calls' pointer tables ([`tables`]).
+    ptrs: Vec<usize>,
 }
 
 impl<'a> Passes<'a> for Jit<'_, 'a> {
@@ -443,6 +489,8 @@ impl<'a> Passes<'a> for Jit<'_, 'a> {
             bufs: vec![Vals::default(); n],
             at: vec![None; n],
             scratch: Vals::default(),
+            parts: Vals::default(),
+            ptrs: Vec::new(),
         }
     }
     fn row(&self, _: &mut RowState<'a>, _: Val, _: usize, _: usize) -> Result<(), InterpError> {
@@ -462,23 +510,31 @@ impl<'a> Passes<'a> for Jit<'_, 'a> {
         };
         let p = self.code.keep.index(Pass::Fill(i));
         let pk = &self.code.keep.passes[p];
-        if pk.in_place {
+        if pk.fold == Fold::InPlace {
             return st.es.fold(self.ctx, row, i, t);
         }
         self.run_pass(st, row, p, t)?;
         let dt = k.insts[i].dtype;
+        let mut part = reduce::identity(op, dt, t.nr);
+        if pk.fold != Fold::Executor {
+            reduce::fold_blocks(op, dt, &st.parts, reduce::blocks(t.nc), &mut part);
+            return Ok(part);
+        }
         let vals = if pk.scratch {
             &st.scratch
         } else {
             self.buffer(st, a, t.points(k.row_len()))
         };
-        let mut part = reduce::identity(op, dt, t.nr);
         reduce::fold_segments(op, dt, vals, t.nr, t.nc, &mut part);
         Ok(part)
     }
     fn row_store(&self, rs: &mut RowState<'a>, r0: usize, nr: usize) -> Result<(), InterpError> {
         match self.code.row {
-            Some(f) => self.call(f, &rs.row, r0, r0, nr, &[], std::ptr::null_mut()),
+            Some(f) => {
+                let mut ptrs = Vec::new();
+                let (_, rows) = tables(&mut ptrs, &rs.row);
+                self.call(f, (r0, r0, nr), [&[], rows], [std::ptr::null_mut(); 2])
+            }
             None => Ok(()),
         }
     }
