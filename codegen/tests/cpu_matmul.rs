@@ -179,6 +179,30 @@ fn scalar_epilogues_take_the_fast_path() {
             );
         }
     }
+    // The GEMM applies a finite nonzero scale to its sums; a zero or
+    // infinite one goes through the epilogue, so an infinite sum times 0
+    // is NaN and a zero sum times inf too, as the interpreter has them.
+    let mut a = a;
+    a[0] = f32::INFINITY;
+    let inputs = [bytes(&a, DType::F32), bytes(&b, DType::F32)];
+    for s in [0.0, f64::INFINITY, 0.25] {
+        let got = f32s(&run_fast(&kernel, &inputs, &[s]));
+        let mut outs = vec![vec![0u8; got.len() * 4]];
+        let mut views: Vec<&mut [u8]> = outs.iter_mut().map(|o| o.as_mut_slice()).collect();
+        let ins: Vec<&[u8]> = inputs.iter().map(|i| i.as_slice()).collect();
+        interp::run(&kernel, &ins, &[s], &mut views).expect("interpreter runs");
+        let want = f32s(&outs[0]);
+        assert!(
+            got[0].is_nan() || got[0].is_infinite(),
+            "scale {s}: {}",
+            got[0]
+        );
+        for (idx, (g, w)) in got.iter().zip(&want).enumerate() {
+            let same =
+                (g.is_nan() && w.is_nan()) || g == w || (g - w).abs() <= 1e-5 * (1.0 + w.abs());
+            assert!(same, "scale {s} at {idx}: {g} vs interpreter {w}");
+        }
+    }
 }
 
 /// Little-endian bytes of `len` values of `dtype`, deterministic in

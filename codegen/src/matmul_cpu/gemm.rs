@@ -63,7 +63,7 @@ pub(super) struct Strided<'a, T> {
     pub layout: &'a Layout,
 }
 
-/// `dst[b] = x[b] · y[b]ᵀ` for every batch position `b` (batch sizes
+/// `dst[b] = scale · x[b] · y[b]ᵀ` for every batch position `b` (batch sizes
 /// `batch`): `x` holds `m x k` matrices, `y` holds `n x k` (its rows are
 /// the product's columns) and `dst` `m x n`. Elements of `dst` outside the
 /// layout keep their values.
@@ -78,6 +78,7 @@ pub(super) fn product<T: Elem>(
     batch: &[usize],
     dst: &mut [T],
     dl: &Layout,
+    scale: T,
 ) {
     let (xl, yl) = (x.layout, y.layout);
     let (m, n, k) = (xl.rows, yl.rows, xl.cols);
@@ -119,7 +120,7 @@ pub(super) fn product<T: Elem>(
                 yl.rs,
                 yl.cs,
                 T::ZERO,
-                T::ONE,
+                scale,
                 false,
                 false,
                 false,

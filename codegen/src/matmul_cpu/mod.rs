@@ -12,8 +12,10 @@
 //!    a packed f32 copy when it is a half load cast up, else from a packed
 //!    matrix that the generic path computes (`operand`);
 //! 2. the `gemm` crate multiplies them per batch position (`gemm`);
-//! 3. a kernel that only stores its one product's result has it written
-//!    straight into the output through the store's strides; otherwise each
+//! 3. a kernel that only stores its one product's result, or that result
+//!    times a constant or scalar (attention's `q @ k^T * scale`), has it
+//!    written straight into the output through the store's strides, the
+//!    factor applied by the GEMM to its sums; otherwise each
 //!    result goes to a temporary of the product's dtype, and the epilogue
 //!    (every store, each `Reduce` replaced by a load of its temporary: bias,
 //!    activations, residuals, casts, several products combined) runs over
@@ -33,8 +35,8 @@ mod recognise;
 use crate::extract::{epilogue, row_major, RowInput};
 use crate::host_alloc::filled;
 use crate::interp::InterpError;
-use crate::ir::{Kernel, StoreKind};
-use crate::DType;
+use crate::ir::{Inst, Kernel, StoreKind, Val};
+use crate::{BinaryOp, DType};
 use gemm::{Elem, Strided};
 use layout::Layout;
 use operand::Source;
@@ -64,9 +66,34 @@ struct Plan {
     /// The stores, each product's `Reduce` loaded from its temporary
     /// (extra inputs in product order, `[batch, m, n]` row-major).
     epilogue: Kernel,
-    /// When the kernel only stores its one product: that output and the
-    /// result's layout in it.
-    direct: Option<(usize, Layout)>,
+    /// When the kernel only stores its one product (or it times a factor):
+    /// that output, the result's layout in it and the factor.
+    direct: Option<(usize, Layout, Factor)>,
+}
+
+/// What a directly stored product is multiplied by.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Factor {
+    One,
+    /// A constant of the kernel's code.
+    Const(f64),
+    /// A scalar parameter (`Kernel::scalars` slot).
+    Scalar(usize),
+}
+
+impl Factor {
+    /// The factor's value at this run, if the GEMM may apply it: finite and
+    /// not zero, so `beta * sum` rounds as the epilogue's `sum * s` would
+    /// (the crate may skip a product whose factor is zero, which would
+    /// lose an infinite sum's NaN).
+    fn value(self, scalars: &[f64]) -> Option<f64> {
+        let v = match self {
+            Factor::One => 1.0,
+            Factor::Const(c) => c,
+            Factor::Scalar(slot) => scalars[slot],
+        };
+        (v.is_finite() && v != 0.0).then_some(v)
+    }
 }
 
 impl Plan {
@@ -108,15 +135,17 @@ impl Plan {
         scalars: &[f64],
         outputs: &mut [&mut [u8]],
     ) -> Result<(), InterpError> {
-        if let Some((out, layout)) = &self.direct {
-            let buf = &mut *outputs[*out];
-            let p = &self.products[0];
-            let done = match p.dtype {
-                DType::F32 => self.write_output::<f32>(k, inputs, scalars, buf, layout),
-                _ => self.write_output::<f64>(k, inputs, scalars, buf, layout),
-            }?;
-            if done {
-                return Ok(());
+        if let Some((out, layout, factor)) = &self.direct {
+            if let Some(f) = factor.value(scalars) {
+                let buf = &mut *outputs[*out];
+                let p = &self.products[0];
+                let done = match p.dtype {
+                    DType::F32 => self.write_output::<f32>(k, (inputs, scalars), buf, layout, f),
+                    _ => self.write_output::<f64>(k, (inputs, scalars), buf, layout, f),
+                }?;
+                if done {
+                    return Ok(());
+                }
             }
         }
         let mut values = Vec::with_capacity(self.products.len());
@@ -131,22 +160,24 @@ impl Plan {
         crate::cpu::run(&self.epilogue, &ins, scalars, outputs)
     }
 
-    /// Writes the one product into output buffer `buf` at `layout`;
-    /// `false` (nothing written) if the buffer is not aligned for `T`.
+    /// Writes the one product times `factor` into output buffer `buf` at
+    /// `layout`; `false` (nothing written) if the buffer is not aligned for
+    /// `T`.
     fn write_output<T: Elem>(
         &self,
         k: &Kernel,
-        inputs: &[&[u8]],
-        scalars: &[f64],
+        (inputs, scalars): (&[&[u8]], &[f64]),
         buf: &mut [u8],
         layout: &Layout,
+        factor: f64,
     ) -> Result<bool, InterpError> {
         // SAFETY: every bit pattern is a valid f32 / f64.
         let (head, out, _) = unsafe { buf.align_to_mut::<T>() };
         if !head.is_empty() {
             return Ok(false);
         }
-        self.multiply(0, k, inputs, scalars, out, layout)?;
+        let factor = T::from_f64(factor);
+        self.multiply(0, k, (inputs, scalars), out, layout, factor)?;
         Ok(true)
     }
 
@@ -161,7 +192,7 @@ impl Plan {
         let (batch, m, n) = self.dims(i, k);
         let mut out = filled(k.rows(), T::ZERO)?;
         let layout = Layout::packed(&batch, m, n);
-        self.multiply(i, k, inputs, scalars, &mut out, &layout)?;
+        self.multiply(i, k, (inputs, scalars), &mut out, &layout, T::ONE)?;
         Ok(out)
     }
 
@@ -173,16 +204,16 @@ impl Plan {
         (batch, size(&p.m), size(&p.n))
     }
 
-    /// Reads product `i`'s factors and multiplies them into `dst` at
-    /// `layout`.
+    /// Reads product `i`'s factors and multiplies them, times `scale`, into
+    /// `dst` at `layout`.
     fn multiply<T: Elem>(
         &self,
         i: usize,
         k: &Kernel,
-        inputs: &[&[u8]],
-        scalars: &[f64],
+        (inputs, scalars): (&[&[u8]], &[f64]),
         dst: &mut [T],
         layout: &Layout,
+        scale: T,
     ) -> Result<(), InterpError> {
         let (batch, m, n) = self.dims(i, k);
         let depth = self.red.iter().map(|v| k.ranges[*v] as usize).product();
@@ -201,26 +232,52 @@ impl Plan {
             &batch,
             dst,
             layout,
+            scale,
         );
         Ok(())
     }
 }
 
-/// The output and layout a kernel's only store writes its only product
-/// to, when that store is a plain write of the `Reduce` itself (no
-/// epilogue) to an output of the product's dtype whose index has one
-/// stride per group and never repeats a place.
-fn direct_store(k: &Kernel, products: &[Product]) -> Option<(usize, Layout)> {
+/// The output, layout and factor a kernel's only store writes its only
+/// product to, when that store is a plain write of the `Reduce` itself, or
+/// of it times a constant or scalar (no other epilogue), to an output of
+/// the product's dtype whose index has one stride per group and never
+/// repeats a place.
+fn direct_store(k: &Kernel, products: &[Product]) -> Option<(usize, Layout, Factor)> {
     let ([p], [s]) = (products, &k.stores[..]) else {
         return None;
     };
     let out = &k.outputs[s.output];
-    if s.kind != StoreKind::Write || s.value != p.reduce || out.dtype != p.dtype {
+    let factor = factor_of(k, s.value, p.reduce)?;
+    if s.kind != StoreKind::Write || out.dtype != p.dtype {
         return None;
     }
     let layout = Layout::of_index(&s.index, &k.ranges, out.len, (&p.batch, &p.m, &p.n))?;
     let batch: Vec<usize> = p.batch.iter().map(|v| k.ranges[*v] as usize).collect();
-    layout.injective(&batch).then_some((s.output, layout))
+    layout
+        .injective(&batch)
+        .then_some((s.output, layout, factor))
+}
+
+/// What `value` multiplies the product `reduce` by: the product itself, or
+/// `reduce * c` / `c * reduce` with `c` a constant or scalar.
+fn factor_of(k: &Kernel, value: Val, reduce: Val) -> Option<Factor> {
+    if value == reduce {
+        return Some(Factor::One);
+    }
+    let Inst::Binary(BinaryOp::Mul, a, b) = k.insts[value].inst else {
+        return None;
+    };
+    let c = match (a == reduce, b == reduce) {
+        (true, false) => b,
+        (false, true) => a,
+        _ => return None,
+    };
+    match k.insts[c].inst {
+        Inst::Const(v) => Some(Factor::Const(v)),
+        Inst::Scalar(slot) => Some(Factor::Scalar(slot)),
+        _ => None,
+    }
 }
 
 /// A product's results as the epilogue reads them.
@@ -316,6 +373,35 @@ mod tests {
         }
     }
 
+    /// A store of the product times a constant or a scalar is written in
+    /// place, the factor given to the GEMM; any other epilogue is not.
+    #[test]
+    fn scaled_products_are_written_in_place() {
+        let with_factor = |inst: Inst| {
+            let mut k = kernel(DType::F32, false);
+            let (reduce, c) = (k.stores[0].value, k.insts.len());
+            k.insts.push(Node {
+                inst,
+                dtype: DType::F32,
+            });
+            k.insts.push(Node {
+                inst: Inst::Binary(BinaryOp::Mul, c, reduce),
+                dtype: DType::F32,
+            });
+            k.stores[0].value = c + 1;
+            k.scalars = vec![DType::F32];
+            Plan::new(&k).expect("taken").direct.map(|d| d.2)
+        };
+        assert_eq!(with_factor(Inst::Const(0.125)), Some(Factor::Const(0.125)));
+        assert_eq!(with_factor(Inst::Scalar(0)), Some(Factor::Scalar(0)));
+        assert_eq!(with_factor(Inst::Unary(crate::UnaryOp::Exp, 3)), None);
+        // A factor the GEMM would not apply as the epilogue does falls back.
+        for v in [0.0, f64::INFINITY, f64::NAN] {
+            assert_eq!(Factor::Const(v).value(&[]), None);
+        }
+        assert_eq!(Factor::Scalar(0).value(&[-2.0]), Some(-2.0));
+    }
+
     #[test]
     fn plain_views_are_read_and_written_in_place() {
         let p = Plan::new(&kernel(DType::F32, false)).expect("taken");
@@ -323,7 +409,8 @@ mod tests {
             p.sources[0],
             [Source::Direct { .. }, Source::Direct { .. }]
         ));
-        let (_, out) = p.direct.expect("written in place");
+        let (_, out, factor) = p.direct.expect("written in place");
+        assert_eq!(factor, Factor::One);
         assert_eq!(
             (out.batch, out.rows, out.rs, out.cols, out.cs),
             (vec![12], 3, 1, 4, 3)
