@@ -330,13 +330,17 @@ fn in_range(x: f32) -> bool {
 
 /// `e^x` of every value of `xs`, appended to `out`, within 2 ulp of the
 /// correctly rounded `f32` (the interpreter's `f64` `exp` rounded once;
-/// the GPU's `ex2.approx` is within 2 ulp too): `x = n ln 2 + r` with
-/// `|r| <= ln2/2` (`ln 2` split in two parts, so the reduction is exact),
-/// a degree-6 polynomial for `e^r` (Cephes' `expf` coefficients) and `2^n`
-/// built from its exponent bits. Branch-free, so it vectorises; values
-/// outside `+-EXP_RANGE` (overflow, subnormal results, infinities, NaN)
-/// are redone by the reference in a second pass. No fused multiply-adds,
-/// at any vector width: every level, and the LLVM JIT's copy, round alike.
+/// the GPU's `ex2.approx` is within 2 ulp too; over every 3rd `f32` of
+/// `+-EXP_RANGE`, 1 ulp at most, 0.8% of them off by one): `x = n ln 2 +
+/// r` with `|r| <= ln2/2` (`ln 2` split in two parts), a degree-6
+/// polynomial for `e^r` (Cephes' `expf` coefficients) and `2^n` built from
+/// its exponent bits. Branch-free, so it vectorises; values outside
+/// `+-EXP_RANGE` (overflow, subnormal results, infinities, NaN) are
+/// redone by the reference in a second pass. Fused multiply-adds
+/// (`mul_add`, one rounding, so every level and the LLVM JIT's copy round
+/// alike): 9 of the 20 operations a value costs, which made the exp-bound
+/// passes of a softmax faster (BENCHMARKS.md, "CPU"); the AVX2 and AVX-512
+/// levels have them in hardware, the SSE2 baseline calls libm's `fmaf`.
 pub fn exp_f32(xs: &[f32], out: impl Sink<f32>) {
     exp_f32_at(simd::level(), xs, out);
 }
@@ -373,16 +377,17 @@ fn exp_poly(x: f32) -> f32 {
     const ROUND: f32 = 12_582_912.0;
     const ROUND_BITS: u32 = 0x4B40_0000;
     let c = if in_range(x) { x } else { 0.0 };
-    let t = c * LOG2E + ROUND;
+    let t = c.mul_add(LOG2E, ROUND);
     let n = t - ROUND;
-    let r = c - n * LN2_HI - n * LN2_LO;
+    let r = (-n).mul_add(LN2_HI, c);
+    let r = (-n).mul_add(LN2_LO, r);
     let p = 1.987_569_1e-4_f32;
-    let p = p * r + 1.398_199_9e-3;
-    let p = p * r + 8.333_452e-3;
-    let p = p * r + 4.166_579_6e-2;
-    let p = p * r + 1.666_666_5e-1;
-    let p = p * r + 0.5;
-    let e = p * (r * r) + r + 1.0;
+    let p = p.mul_add(r, 1.398_199_9e-3);
+    let p = p.mul_add(r, 8.333_452e-3);
+    let p = p.mul_add(r, 4.166_579_6e-2);
+    let p = p.mul_add(r, 1.666_666_5e-1);
+    let p = p.mul_add(r, 0.5);
+    let e = p.mul_add(r * r, r) + 1.0;
     // The biased exponent n + 127 (in 1..=253), from t's low bits.
     let scale = f32::from_bits(t.to_bits().wrapping_sub(ROUND_BITS - 127) << 23);
     e * scale

@@ -111,13 +111,14 @@ pub fn module(
         "roundeven",
         "maxnum",
         "minnum",
+        "fma",
     ] {
         for t in ["f64", "f32"] {
             let ll = if t == "f64" { "double" } else { "float" };
-            let args = if f == "maxnum" || f == "minnum" {
-                format!("{ll}, {ll}")
-            } else {
-                ll.to_string()
+            let args = match f {
+                "maxnum" | "minnum" => format!("{ll}, {ll}"),
+                "fma" => format!("{ll}, {ll}, {ll}"),
+                _ => ll.to_string(),
             };
             writeln!(m, "declare {ll} @llvm.{f}.{t}({args})").expect("to a string");
         }
@@ -1203,9 +1204,10 @@ impl<'k> Emitter<'k> {
     }
 
     /// `F32` `exp` as [`crate::exec::arith::exp_f32`] computes it: on the
-    /// fast pass the same branch-free `f32` operations (no fused
-    /// multiply-adds, so the same roundings), flagging inputs outside
-    /// its range; on the redo the reference for those inputs.
+    /// fast pass the same branch-free `f32` operations (its fused
+    /// multiply-adds as `llvm.fma`, so the same roundings), flagging
+    /// inputs outside its range; on the redo the reference for those
+    /// inputs.
     fn exp_f32(&mut self, x: &str) -> String {
         self.has_exp = true;
         let ax = self.call("float", "llvm.fabs.f32", &[format!("float {x}")]);
@@ -1235,17 +1237,16 @@ impl<'k> Emitter<'k> {
     }
 
     /// The polynomial of [`crate::exec::arith::exp_f32`] (its constants,
-    /// its order of operations).
+    /// its operations in its order).
     fn exp_poly(&mut self, x: &str, inr: &str) -> String {
         let f = |v: f32| flit(v as f64);
         let c = self.select(inr, "float", x, "0.0");
-        let t0 = self.op2("fmul", "float", &c, &f(std::f32::consts::LOG2_E));
-        let t = self.op2("fadd", "float", &t0, &f(12_582_912.0));
+        let t = self.fma(&c, &f(std::f32::consts::LOG2_E), &f(12_582_912.0));
         let n = self.op2("fsub", "float", &t, &f(12_582_912.0));
-        let a = self.op2("fmul", "float", &n, &f(0.693_359_4));
-        let r0 = self.op2("fsub", "float", &c, &a);
-        let b = self.op2("fmul", "float", &n, &f(-2.121_944_4e-4));
-        let r = self.op2("fsub", "float", &r0, &b);
+        let m = self.tmp();
+        self.line(format!("{m} = fneg float {n}"));
+        let r0 = self.fma(&m, &f(0.693_359_4), &c);
+        let r = self.fma(&m, &f(-2.121_944_4e-4), &r0);
         let mut p = f(1.987_569_1e-4);
         for k in [
             1.398_199_9e-3f32,
@@ -1254,12 +1255,10 @@ impl<'k> Emitter<'k> {
             1.666_666_5e-1,
             0.5,
         ] {
-            let m = self.op2("fmul", "float", &p, &r);
-            p = self.op2("fadd", "float", &m, &f(k));
+            p = self.fma(&p, &r, &f(k));
         }
         let rr = self.op2("fmul", "float", &r, &r);
-        let e0 = self.op2("fmul", "float", &p, &rr);
-        let e1 = self.op2("fadd", "float", &e0, &r);
+        let e1 = self.fma(&p, &rr, &r);
         let e = self.op2("fadd", "float", &e1, &f(1.0));
         let tb = self.tmp();
         self.line(format!("{tb} = bitcast float {t} to i32"));
@@ -1268,6 +1267,12 @@ impl<'k> Emitter<'k> {
         let scale = self.tmp();
         self.line(format!("{scale} = bitcast i32 {sh} to float"));
         self.op2("fmul", "float", &e, &scale)
+    }
+
+    /// `a * b + c` in `f32`, rounded once.
+    fn fma(&mut self, a: &str, b: &str, c: &str) -> String {
+        let args = [a, b, c].map(|v| format!("float {v}"));
+        self.call("float", "llvm.fma.f32", &args)
     }
 }
 
