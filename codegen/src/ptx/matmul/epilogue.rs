@@ -58,6 +58,20 @@ pub struct Staging {
     pub origin: (Reg, Reg),
     /// The thread's first row and column within the tile.
     pub local: (Reg, Reg),
+    /// The `threads` synchronise on named barrier 1 (other threads of the
+    /// CTA take no part), not on the CTA's barrier 0.
+    pub named_barrier: bool,
+}
+
+impl Staging {
+    /// Waits for the staging threads.
+    fn sync(&self, b: &mut Builder) {
+        if self.named_barrier {
+            ins!(b, "bar.sync 1, {}", self.threads);
+        } else {
+            ins!(b, "bar.sync 0");
+        }
+    }
 }
 
 /// f32 words of padding per staged row: 8 rows of fragments written at
@@ -119,7 +133,7 @@ pub fn staged(
     sink: &Sink,
 ) {
     let pitch = (st.bn + PAD) * 4;
-    ins!(b, "bar.sync 0");
+    st.sync(b);
     let base = b.reg(RegKind::B32);
     ins!(b, "mad.lo.u32 {base}, {}, {pitch}, {}", st.local.0, st.smem);
     let col = b.reg(RegKind::B32);
@@ -172,7 +186,7 @@ pub fn staged(
             (st.bm / count, Some(first))
         }
         Sink::Kernel | Sink::Partial(_) => {
-            ins!(b, "bar.sync 0");
+            st.sync(b);
             (st.bm, None)
         }
     };

@@ -1,0 +1,216 @@
+//! The warp-specialised warpgroup kernel (issue 15; opt-in pending
+//! measurement: `SMELT_MATMUL_WS=1`, or a tile name ending in `ws`): where
+//! the copy engine maps both operands (`tma.rs`) and `k` is not split, one
+//! extra **producer** warpgroup copies every k-tile while the tile's
+//! warpgroups (the **consumers**) only multiply and run the epilogue.
+//!
+//! # Roles
+//! Threads `0 .. C` (`C` = the tile's threads) are the consumers, exactly
+//! as in `wgmma.rs` (same accumulators, same epilogue mapping); threads
+//! `C .. C + 128` the producer, of which thread `C` alone issues. After
+//! the barriers are initialised and one CTA-wide `bar.sync`, the roles
+//! split on warpgroup boundaries and never meet again:
+//! - the producer runs `setmaxnreg.dec` to [`PRODUCER_REGS`]; thread `C`
+//!   waits for stage `kt % stages` to be empty, announces its bytes on the
+//!   stage's "full" barrier (`expect_tx`) and starts its boxes, for every
+//!   k-tile; the other 127 threads exit at once;
+//! - the consumers run `setmaxnreg.inc` (registers the producer gave back)
+//!   and per k-tile wait for its "full" phase, issue their MMAs, and after
+//!   `wgmma.wait_group 1` (the MMAs of k-tile `kt - 1` are complete) lane
+//!   0 of every consumer warp arrives on the "empty" barrier of `kt - 1`;
+//!   after the loop, `wait_group 0` and the last k-tile's release. The
+//!   epilogue synchronises on named barrier 1 over the `C` consumers.
+//!
+//! # Invariants
+//! - "full" barrier of stage `s` (count 1: the producer's `expect_tx`)
+//!   completes its phase `n` when k-tile `s + n stages` has landed:
+//!   consumers wait on parity `(kt / stages) % 2`, so nobody reads a stage
+//!   before its copies completed (the copy engine's `complete_tx` makes
+//!   them visible to the threads that see the phase).
+//! - "empty" barrier of stage `s` (count: the consumer warps) completes
+//!   phase `n` when every consumer warp has retired its MMAs of k-tile `s
+//!   + n stages`. Before refilling with k-tile `kt`, the producer waits on
+//!   parity `(kt / stages + 1) % 2`: the release of `kt - stages`, and for
+//!   `kt < stages` the phase before the first, which a fresh barrier
+//!   counts as complete (CUTLASS's producer start state). So no copy
+//!   overwrites a stage an MMA may still read, and the stage ring never
+//!   needs a CTA-wide barrier.
+//! - No copy is in flight at exit: consumers wait on every k-tile's
+//!   "full" phase before they finish, and the producer thread itself waits
+//!   for the release of the last `stages` k-tiles before it exits (as
+//!   CUTLASS's producer tail does).
+//! - The epilogue's staging area overlaps the stages: consumers enter it
+//!   after their last "full" wait and `wait_group 0`, when the producer
+//!   has no copy left to start, and named barrier 1 orders every
+//!   consumer's last MMA before any staging write.
+//! - Registers ([`Budget`]): `.maxnreg` makes `threads x launch` fit the
+//!   64K register file (per CTA of the SM's share), and what the producer
+//!   gives back covers what the consumers take.
+//!
+//! Split-K keeps `wgmma.rs`'s pipeline (its partial sinks and cluster
+//! barriers assume every thread in the epilogue).
+
+use super::config::{Schedule, Tile};
+use super::epilogue;
+use super::pipeline::stage_address;
+use super::shape::Shape;
+use super::split::Split;
+use super::start::{batch_offset, lane_and_warp, start, Bounds};
+use super::tma::{self, Plan};
+use super::wgmma::{self, Mma};
+use crate::ir::Kernel;
+use crate::ptx::builder::{ins, Builder, Reg, RegKind};
+use crate::ptx::module::PtxKernel;
+use crate::ptx::target::Target;
+
+/// Registers of a producer thread after `setmaxnreg.dec`: its loop holds
+/// the maps' addresses, coordinates and a few counters.
+pub const PRODUCER_REGS: u32 = 40;
+
+/// Threads of the producer warpgroup.
+const PRODUCER_THREADS: u32 = 128;
+
+/// 32-bit registers of one SM.
+const REGISTER_FILE: u32 = 64 * 1024;
+
+/// Per-thread registers of a warp-specialised CTA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// CTAs per SM the launch budget leaves room for.
+    pub ctas: u32,
+    /// At launch (`.maxnreg`), every thread.
+    pub launch: u32,
+    /// A producer thread after `setmaxnreg.dec`.
+    pub producer: u32,
+    /// A consumer thread after `setmaxnreg.inc`.
+    pub consumer: u32,
+}
+
+/// The budget of tile `t`: two CTAs per SM where the tile has one consumer
+/// warpgroup and two fit in shared memory (a lone warpgroup's 64 x `bn`
+/// accumulators fit the 216 registers that leaves), else one. The launch
+/// budget is the register file's share per thread (a multiple of 8, at
+/// most 248); the producer keeps [`PRODUCER_REGS`] and the consumers split
+/// the rest of the CTA's pool (multiples of 8, at most 256): 168 / 40 /
+/// 232 for two consumer warpgroups, 128 / 40 / 216 for one at two CTAs.
+pub fn budget(t: &Tile) -> Budget {
+    let consumers = t.threads();
+    let threads = consumers + PRODUCER_THREADS;
+    let ctas = if consumers == 128 && t.two_per_sm() {
+        2
+    } else {
+        1
+    };
+    let launch = (REGISTER_FILE / (ctas * threads) / 8 * 8).min(248);
+    let freed = (launch - PRODUCER_REGS) * PRODUCER_THREADS;
+    let consumer = ((launch + freed / consumers) / 8 * 8).min(256);
+    Budget {
+        ctas,
+        launch,
+        producer: PRODUCER_REGS,
+        consumer,
+    }
+}
+
+/// The copy engine's plan when tile `t` of `s` is warp-specialised: a
+/// specialised schedule, `k` unsplit, and both operands mapped.
+pub fn plan(kernel: &Kernel, s: &Shape, t: &Tile, sp: Split) -> Option<Plan> {
+    if t.schedule == Schedule::Plain || sp.is_split() {
+        return None;
+    }
+    tma::plan(kernel, s, t)
+}
+
+/// Lowers `kernel` (recognised as `s`) with warpgroup tile `t`, its
+/// operands copied as `plan` maps them (from [`plan`]).
+pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, plan: &Plan) -> PtxKernel {
+    let (mut bld, mut st) = start(kernel, target, s, t);
+    let b = &mut bld;
+    let tid = st.tid;
+    let consumers = t.threads();
+    let budget = budget(t);
+    let offs = [&s.a, &s.b].map(|op| batch_offset(b, op, &st.batch));
+    let copies = tma::Copies::new(b, plan, &st, (s, t), offs, consumers);
+    let kt_end = (s.k as u64).div_ceil(u64::from(t.bk(s.elem.bytes()))) as u32;
+    let (full_end, _) = Plan::barriers(t);
+    let empties = b.reg(RegKind::B32);
+    ins!(
+        b,
+        "add.u32 {empties}, {}, {}",
+        st.smem_base,
+        full_end + 8 * t.stages
+    );
+    // Lane 0 of every consumer warp releases a stage.
+    copies.init(b, Some(consumers / 32));
+    ins!(b, "bar.sync 0");
+    let (producer, consume) = (b.reg(RegKind::Pred), b.label());
+    ins!(b, "setp.ge.u32 {producer}, {tid}, {consumers}");
+    ins!(b, "@!{producer} bra.uni {consume}");
+
+    b.comment("producer warpgroup: thread C copies every k-tile once its stage is empty");
+    ins!(b, "setmaxnreg.dec.sync.aligned.u32 {}", budget.producer);
+    let (issuer, done) = (b.reg(RegKind::Pred), b.label());
+    ins!(b, "setp.eq.u32 {issuer}, {tid}, {consumers}");
+    ins!(b, "@!{issuer} bra {done}");
+    let kt = b.mov(RegKind::B32, "u32", 0);
+    let top = b.label();
+    b.place(&top);
+    // Past the last k-tile the loop only waits: the release of the last
+    // `stages` k-tiles (the producer's tail).
+    tma::wait_phase(b, empties, t.stages, kt, true);
+    let more = b.reg(RegKind::Pred);
+    ins!(b, "setp.lt.u32 {more}, {kt}, {kt_end}");
+    let stage = stage_address(b, kt, t, st.smem_base);
+    copies.start(b, (kt, kt), stage, Some(more));
+    let again = b.reg(RegKind::Pred);
+    ins!(b, "add.u32 {kt}, {kt}, 1");
+    ins!(b, "setp.lt.u32 {again}, {kt}, {}", kt_end + t.stages);
+    ins!(b, "@{again} bra {top}");
+    b.place(&done);
+    ins!(b, "ret");
+
+    b.place(&consume);
+    b.comment("consumer warpgroups: wait for k-tile kt, multiply it, release kt - 1");
+    ins!(b, "setmaxnreg.inc.sync.aligned.u32 {}", budget.consumer);
+    let (lane, warp) = lane_and_warp(b, tid);
+    let mma = Mma::new(b, s, t, plan.layouts(), tid);
+    let lead = b.reg(RegKind::Pred);
+    ins!(b, "setp.eq.u32 {lead}, {lane}, 0");
+    let kt = b.mov(RegKind::B32, "u32", 0);
+    let top = b.label();
+    b.place(&top);
+    copies.wait(b, kt);
+    let stage = stage_address(b, kt, t, st.smem_base);
+    mma.issue(b, stage);
+    ins!(b, "wgmma.wait_group.sync.aligned 1");
+    let (first, release) = (b.reg(RegKind::Pred), b.reg(RegKind::Pred));
+    ins!(b, "setp.ne.u32 {first}, {kt}, 0");
+    ins!(b, "and.pred {release}, {first}, {lead}");
+    release_previous(b, empties, t.stages, kt, release);
+    let again = b.reg(RegKind::Pred);
+    ins!(b, "add.u32 {kt}, {kt}, 1");
+    ins!(b, "setp.lt.u32 {again}, {kt}, {kt_end}");
+    ins!(b, "@{again} bra.uni {top}");
+    ins!(b, "wgmma.wait_group.sync.aligned 0");
+    release_previous(b, empties, t.stages, kt, lead);
+    b.comment("epilogue (consumers, named barrier 1)");
+    let (items, local) = mma.items(b, lane, warp);
+    st.named_barrier = true;
+    let sink = epilogue::Sink::Kernel;
+    st.staged_epilogue(b, s, t, &items, local, &sink);
+    let shared = Plan::barriers(t).1 + 8 * t.stages;
+    let bounds = Bounds::Registers {
+        threads: consumers + PRODUCER_THREADS,
+        regs: budget.launch,
+    };
+    wgmma::finish(st, bld, (kernel, target), (s, t), plan.maps.clone(), bounds, shared)
+}
+
+/// Where `go` holds, arrives on the "empty" barrier (of those at
+/// `empties`) of k-tile `kt - 1`, whose MMAs this warp has retired.
+fn release_previous(b: &mut Builder, empties: Reg, stages: u32, kt: Reg, go: Reg) {
+    let prev = b.reg(RegKind::B32);
+    ins!(b, "add.u32 {prev}, {kt}, {}", stages - 1);
+    let bar = tma::barrier(b, empties, stages, prev);
+    ins!(b, "@{go} mbarrier.arrive.shared::cta.b64 _, [{bar}]");
+}
