@@ -882,3 +882,135 @@ fn long_k_over_small_outputs_takes_two_warpgroups_of_128x128() {
     let kern = kernel(1, 2048, 2048, 8192, Elem::F16, Layout::Nt, false);
     assert!(ptx_cases::emit_for(&kern, &t).ptx.contains("m64n256k16"));
 }
+
+/// The warp-specialised warpgroup kernel (issue 15, tile names ending in
+/// `ws`, `SMELT_MATMUL_WS=1`): for halves, TF32 and FP8 in every layout,
+/// M, N and K through 1, 7, 127 and 4097, batches and an epilogue, the
+/// main tiles and the small ones. Where the copy engine maps both
+/// operands and `k` spans several k-tiles, the kernel has a producer
+/// warpgroup more (`setmaxnreg.dec` to 40, one thread issuing after the
+/// stage's "empty" barrier), consumers that `setmaxnreg.inc`, release
+/// stages by `mbarrier.arrive` and synchronise only on named barrier 1
+/// (the one CTA-wide `bar.sync` initialises the barriers, before the
+/// roles split), twice the barriers, `.maxnreg` at the budget; everywhere
+/// else it is the plain tile's kernel. All assemble without spills.
+#[test]
+fn warp_specialised_kernels_assemble_without_spills() {
+    let t = Target::CHECKED[1];
+    let wg = matmul::wgmma_candidates();
+    let shapes = [
+        (1, 1, 1, 1),
+        (1, 7, 7, 7),
+        (1, 127, 127, 127),
+        (1, 4097, 4097, 4097),
+        (1, 1, 4097, 4096),
+        (1, 4097, 7, 1024),
+        (1, 127, 4096, 4104),
+        (1, 7, 127, 520),
+        (3, 127, 136, 4096),
+        (2, 1000, 1, 264),
+    ];
+    let mut jobs = Vec::new();
+    let mut specialised = 0;
+    for elem in [Elem::F16, Elem::BF16, Elem::Tf32, FP8_PAIRS[2]] {
+        for layout in [Layout::Nt, Layout::Nn, Layout::Tn] {
+            for (i, (batch, m, n, k)) in shapes.into_iter().enumerate() {
+                let kern = kernel(batch, m, n, k, elem, layout, i % 2 == 1);
+                let names = matmul::variants(&kern, &t);
+                // The main tiles (128x256, 128x128, 64x128), the small ones.
+                for tile in [wg[0], wg[2], wg[6], wg[7], wg[8]] {
+                    if !names.contains(&tile.name()) {
+                        continue;
+                    }
+                    let what = format!("{kern} {}ws", tile.name());
+                    let ws = tile.with(matmul::Schedule::Specialized);
+                    let p = matmul::emit_variant(&kern, &t, &ws.name()).expect("a ws name");
+                    let plain = matmul::emit_variant(&kern, &t, &tile.name()).expect("listed");
+                    if p.maps.is_empty() {
+                        assert_eq!(p, plain, "{what}: no copy engine, the plain kernel");
+                        continue;
+                    }
+                    check_specialised(&p, &ws, &what);
+                    specialised += 1;
+                    jobs.push((what, p.ptx));
+                }
+            }
+        }
+    }
+    assert!(specialised > 100, "{specialised}");
+    assemble_no_spills(&jobs, t.sm);
+}
+
+/// The producer/consumer structure of warp-specialised kernel `p` of tile
+/// `t` (see [`warp_specialised_kernels_assemble_without_spills`]).
+fn check_specialised(p: &smelt_codegen::ptx::PtxKernel, t: &matmul::Tile, what: &str) {
+    let budget = matmul::budget(t);
+    let ptx = &p.ptx;
+    assert_eq!(p.launches.len(), 1, "{what}");
+    let l = &p.launches[0];
+    assert_eq!(l.block.0, t.threads() + 128, "{what}");
+    let directives = format!(".maxntid {}, 1, 1\n.maxnreg {}\n", l.block.0, budget.launch);
+    assert!(ptx.contains(&directives), "{what}");
+    assert!(ptx.contains("setmaxnreg.dec.sync.aligned.u32 40;"), "{what}");
+    let inc = format!("setmaxnreg.inc.sync.aligned.u32 {};", budget.consumer);
+    assert!(ptx.contains(&inc), "{what}");
+    // Full barriers of count 1, empty ones of one arrival per consumer
+    // warp, and lane 0 of each releasing.
+    let empty = format!("], {};", t.threads() / 32);
+    let inits: Vec<&str> = ptx.lines().filter(|l| l.contains("mbarrier.init")).collect();
+    assert_eq!(inits.len() as u32, 2 * t.stages, "{what}");
+    assert_eq!(
+        inits.iter().filter(|l| l.ends_with(&empty)).count() as u32,
+        t.stages,
+        "{what}"
+    );
+    assert_eq!(ptx.matches("mbarrier.arrive.shared::cta.b64 _,").count(), 2);
+    assert_eq!(ptx.matches("mbarrier.arrive.expect_tx").count(), 1);
+    // One CTA-wide barrier, before the roles split; the consumers' main
+    // loop has none; the epilogue waits for the consumers only.
+    assert_eq!(ptx.matches("bar.sync").count(), 3, "{what}");
+    assert_eq!(ptx.matches("bar.sync 0;").count(), 1, "{what}");
+    let named = format!("bar.sync 1, {};", t.threads());
+    assert_eq!(ptx.matches(&named).count(), 2, "{what}");
+    let split = ptx.find("setmaxnreg.dec").expect("a producer");
+    assert!(ptx.find("bar.sync 0;").expect("one") < split, "{what}");
+    assert!(!ptx.contains("cp.async.cg") && !ptx.contains("cp.async.wait"));
+    // Both barrier sets past the stages and the staging area.
+    let staged = (t.shared_bytes()).max(t.bm() * (t.bn() + 8) * 4);
+    assert_eq!(l.shared_bytes, staged + 16 * t.stages, "{what}");
+    assert!(l.shared_bytes <= 227 * 1024, "{what}");
+}
+
+/// The register budgets of the warp-specialised tiles: every thread fits
+/// the register file at launch (two CTAs per SM for one consumer
+/// warpgroup where two fit in shared memory), the producer gives back at
+/// least what the consumers take, all multiples of 8 in `setmaxnreg`'s
+/// range; 168 / 40 / 232 for two consumer warpgroups.
+#[test]
+fn warp_specialised_register_budgets_fit() {
+    for t in matmul::wgmma_candidates() {
+        let b = matmul::budget(&t);
+        let (c, threads) = (t.threads(), t.threads() + 128);
+        assert!(b.ctas * threads * b.launch <= 65536, "{t:?} {b:?}");
+        assert!(128 * b.producer + c * b.consumer <= threads * b.launch, "{b:?}");
+        for r in [b.launch, b.producer, b.consumer] {
+            assert!(r % 8 == 0 && (24..=256).contains(&r), "{t:?} {b:?}");
+        }
+        assert!(b.launch <= 248 && b.producer <= b.launch && b.launch <= b.consumer);
+        let want = match (c, b.ctas) {
+            (256, 1) => (168, 232),
+            (128, 2) => (128, 216),
+            (128, 1) => (248, 256),
+            _ => panic!("{t:?} {b:?}"),
+        };
+        assert_eq!((b.launch, b.consumer), want, "{t:?}");
+        assert_eq!(b.ctas == 2, c == 128 && t.two_per_sm(), "{t:?}");
+    }
+    // The names `SMELT_MATMUL_TILE` accepts include every specialised one.
+    let names = matmul::tile_names();
+    for t in matmul::wgmma_candidates() {
+        let ws = t.with(matmul::Schedule::Specialized).name();
+        assert_eq!(ws, format!("{}ws", t.name()));
+        assert!(names.contains(&ws), "{ws}");
+    }
+}
