@@ -951,13 +951,19 @@ fn check_specialised(p: &smelt_codegen::ptx::PtxKernel, t: &matmul::Tile, what: 
     assert_eq!(l.block.0, t.threads() + 128, "{what}");
     let directives = format!(".maxntid {}, 1, 1\n.maxnreg {}\n", l.block.0, budget.launch);
     assert!(ptx.contains(&directives), "{what}");
-    assert!(ptx.contains("setmaxnreg.dec.sync.aligned.u32 40;"), "{what}");
+    assert!(
+        ptx.contains("setmaxnreg.dec.sync.aligned.u32 40;"),
+        "{what}"
+    );
     let inc = format!("setmaxnreg.inc.sync.aligned.u32 {};", budget.consumer);
     assert!(ptx.contains(&inc), "{what}");
     // Full barriers of count 1, empty ones of one arrival per consumer
     // warp, and lane 0 of each releasing.
     let empty = format!("], {};", t.threads() / 32);
-    let inits: Vec<&str> = ptx.lines().filter(|l| l.contains("mbarrier.init")).collect();
+    let inits: Vec<&str> = ptx
+        .lines()
+        .filter(|l| l.contains("mbarrier.init"))
+        .collect();
     assert_eq!(inits.len() as u32, 2 * t.stages, "{what}");
     assert_eq!(
         inits.iter().filter(|l| l.ends_with(&empty)).count() as u32,
@@ -992,7 +998,10 @@ fn warp_specialised_register_budgets_fit() {
         let b = matmul::budget(&t);
         let (c, threads) = (t.threads(), t.threads() + 128);
         assert!(b.ctas * threads * b.launch <= 65536, "{t:?} {b:?}");
-        assert!(128 * b.producer + c * b.consumer <= threads * b.launch, "{b:?}");
+        assert!(
+            128 * b.producer + c * b.consumer <= threads * b.launch,
+            "{b:?}"
+        );
         for r in [b.launch, b.producer, b.consumer] {
             assert!(r % 8 == 0 && (24..=256).contains(&r), "{t:?} {b:?}");
         }

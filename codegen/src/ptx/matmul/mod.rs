@@ -41,10 +41,10 @@ mod tma;
 mod wgmma;
 
 pub use config::{candidates, tile_names, wgmma_candidates, Schedule, Tile};
-pub use specialized::{budget, Budget};
 pub(crate) use load::Layout;
 pub(crate) use mma::{ldmatrix, mma, mma_op};
 pub use shape::{recognise, Elem, Operand, Shape};
+pub use specialized::{budget, Budget};
 pub use split::{Split, MAX_SPLITS, MIN_SPLIT_K, PLAN_SMS};
 pub(crate) use wgmma::{descriptor, descriptor_bits};
 

@@ -203,7 +203,15 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, plan: &Plan) 
         threads: consumers + PRODUCER_THREADS,
         regs: budget.launch,
     };
-    wgmma::finish(st, bld, (kernel, target), (s, t), plan.maps.clone(), bounds, shared)
+    wgmma::finish(
+        st,
+        bld,
+        (kernel, target),
+        (s, t),
+        plan.maps.clone(),
+        bounds,
+        shared,
+    )
 }
 
 /// Where `go` holds, arrives on the "empty" barrier (of those at
