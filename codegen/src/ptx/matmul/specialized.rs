@@ -124,7 +124,7 @@ pub fn plan(kernel: &Kernel, s: &Shape, t: &Tile, sp: Split) -> Option<Plan> {
 /// Lowers `kernel` (recognised as `s`) with warpgroup tile `t`, its
 /// operands copied as `plan` maps them (from [`plan`]).
 pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, plan: &Plan) -> PtxKernel {
-    let (mut bld, mut st) = start(kernel, target, s, t);
+    let (mut bld, st) = start(kernel, target, s, t);
     let b = &mut bld;
     let tid = st.tid;
     let consumers = t.threads();
@@ -195,9 +195,19 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, plan: &Plan) 
     release_previous(b, empties, t.stages, kt, lead);
     b.comment("epilogue (consumers, named barrier 1)");
     let (items, local) = mma.items(b, lane, warp);
-    st.named_barrier = true;
-    let sink = epilogue::Sink::Kernel;
-    st.staged_epilogue(b, s, t, &items, local, &sink);
+    let staging = epilogue::Staging {
+        named_barrier: true,
+        ..st.staging(t, local)
+    };
+    epilogue::staged(
+        b,
+        &st.cx,
+        s,
+        &items,
+        &staging,
+        &st.batch,
+        &epilogue::Sink::Kernel,
+    );
     let shared = Plan::barriers(t).1 + 8 * t.stages;
     let bounds = Bounds::Registers {
         threads: consumers + PRODUCER_THREADS,

@@ -24,10 +24,6 @@ pub(super) struct Start<'k> {
     pub(super) m0: Reg,
     pub(super) n0: Reg,
     pub(super) batch: Vec<Reg>,
-    /// The staged epilogue synchronises on named barrier 1 over the
-    /// tile's threads, not the whole CTA (warp-specialised kernels, whose
-    /// producer warpgroup takes no part).
-    pub(super) named_barrier: bool,
 }
 
 /// How the module bounds a CTA's registers.
@@ -75,12 +71,27 @@ pub(super) fn start<'k>(
         m0,
         n0,
         batch,
-        named_barrier: false,
     };
     (b, start)
 }
 
 impl Start<'_> {
+    /// Where the CTA's threads stage tile `t` for the epilogue: the whole
+    /// tile at the shared base, each thread's items from `local`.
+    pub(super) fn staging(&self, t: &Tile, local: (Reg, Reg)) -> epilogue::Staging {
+        epilogue::Staging {
+            smem: self.smem_base,
+            tid: self.tid,
+            threads: t.threads(),
+            bm: t.bm(),
+            bn: t.bn(),
+            origin: (self.m0, self.n0),
+            local,
+            cols: t.bn(),
+            named_barrier: false,
+        }
+    }
+
     /// The staged epilogue (see [`epilogue::staged`]) of a tensor-core
     /// tile `t` whose thread holds `items` from `local` (row, column within
     /// the tile), to `sink`; returns the dynamic shared memory the kernel
@@ -94,16 +105,7 @@ impl Start<'_> {
         local: (Reg, Reg),
         sink: &epilogue::Sink,
     ) -> u32 {
-        let staging = epilogue::Staging {
-            smem: self.smem_base,
-            tid: self.tid,
-            threads: t.threads(),
-            bm: t.bm(),
-            bn: t.bn(),
-            origin: (self.m0, self.n0),
-            local,
-            named_barrier: self.named_barrier,
-        };
+        let staging = self.staging(t, local);
         epilogue::staged(b, &self.cx, s, items, &staging, &self.batch, sink);
         t.shared_bytes()
             .max(epilogue::staging_bytes(t.bm(), t.bn()))
