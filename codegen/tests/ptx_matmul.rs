@@ -9,7 +9,7 @@
 mod ptx_cases;
 
 use ptx_cases::{lin, matmul_domain, matmul_layout as kernel, Kb, MatLayout as Layout};
-use smelt_codegen::ptx::matmul::Elem;
+use smelt_codegen::ptx::matmul::{Elem, Schedule};
 use smelt_codegen::ptx::{matmul, ptxas, MapElem, Target};
 use smelt_codegen::{BinaryOp, DType, Kernel, KernelKind, ReduceOp};
 
@@ -922,28 +922,36 @@ fn warp_specialised_kernels_assemble_without_spills() {
                     if !names.contains(&tile.name()) {
                         continue;
                     }
-                    let what = format!("{kern} {}ws", tile.name());
-                    let ws = tile.with(matmul::Schedule::Specialized);
-                    let p = matmul::emit_variant(&kern, &t, &ws.name()).expect("a ws name");
                     let plain = matmul::emit_variant(&kern, &t, &tile.name()).expect("listed");
-                    if p.maps.is_empty() {
-                        assert_eq!(p, plain, "{what}: no copy engine, the plain kernel");
-                        continue;
+                    for schedule in [Schedule::Specialized, Schedule::Persistent] {
+                        let ws = tile.with(schedule);
+                        let what = format!("{kern} {}", ws.name());
+                        let p = matmul::emit_variant(&kern, &t, &ws.name()).expect("a ws name");
+                        if p.maps.is_empty() {
+                            assert_eq!(p, plain, "{what}: no copy engine, the plain kernel");
+                            continue;
+                        }
+                        check_specialised(&p, &ws, (&kern, &t), &what);
+                        specialised += 1;
+                        jobs.push((what, p.ptx));
                     }
-                    check_specialised(&p, &ws, &what);
-                    specialised += 1;
-                    jobs.push((what, p.ptx));
                 }
             }
         }
     }
-    assert!(specialised > 100, "{specialised}");
+    assert!(specialised > 200, "{specialised}");
     assemble_no_spills(&jobs, t.sm);
 }
 
 /// The producer/consumer structure of warp-specialised kernel `p` of tile
-/// `t` (see [`warp_specialised_kernels_assemble_without_spills`]).
-fn check_specialised(p: &smelt_codegen::ptx::PtxKernel, t: &matmul::Tile, what: &str) {
+/// `t` for `kern` on `target` (see
+/// [`warp_specialised_kernels_assemble_without_spills`]).
+fn check_specialised(
+    p: &smelt_codegen::ptx::PtxKernel,
+    t: &matmul::Tile,
+    (kern, target): (&Kernel, &Target),
+    what: &str,
+) {
     let budget = matmul::budget(t);
     let ptx = &p.ptx;
     assert_eq!(p.launches.len(), 1, "{what}");
@@ -974,17 +982,36 @@ fn check_specialised(p: &smelt_codegen::ptx::PtxKernel, t: &matmul::Tile, what: 
     assert_eq!(ptx.matches("mbarrier.arrive.expect_tx").count(), 1);
     // One CTA-wide barrier, before the roles split; the consumers' main
     // loop has none; the epilogue waits for the consumers only.
-    assert_eq!(ptx.matches("bar.sync").count(), 3, "{what}");
     assert_eq!(ptx.matches("bar.sync 0;").count(), 1, "{what}");
     let named = format!("bar.sync 1, {};", t.threads());
-    assert_eq!(ptx.matches(&named).count(), 2, "{what}");
+    let syncs = ptx.matches("bar.sync").count();
+    assert_eq!(syncs, 1 + ptx.matches(&named).count(), "{what}");
     let split = ptx.find("setmaxnreg.dec").expect("a producer");
     assert!(ptx.find("bar.sync 0;").expect("one") < split, "{what}");
     assert!(!ptx.contains("cp.async.cg") && !ptx.contains("cp.async.wait"));
-    // Both barrier sets past the stages and the staging area.
-    let staged = (t.shared_bytes()).max(t.bm() * (t.bn() + 8) * 4);
-    assert_eq!(l.shared_bytes, staged + 16 * t.stages, "{what}");
+    // Both barrier sets past the stages and the staging area (past the
+    // stages too in a persistent kernel, in slices of columns where the
+    // whole tile does not fit).
+    let staged = t.bm() * (t.bn() + 8) * 4;
+    let s = matmul::recognise(kern).expect("recognised");
+    let tiles = (s.m as u32).div_ceil(t.bm()) * (s.n as u32).div_ceil(t.bn());
     assert!(l.shared_bytes <= 227 * 1024, "{what}");
+    assert_eq!(l.grid.2 as i64, s.batches(kern), "{what}");
+    if t.schedule == Schedule::Persistent {
+        assert!(l.shared_bytes > t.shared_bytes() + 16 * t.stages, "{what}");
+        let slices = ptx.matches(&named).count() / 2;
+        let full = t.shared_bytes() + staged + 16 * t.stages <= 227 * 1024;
+        assert_eq!(slices == 1, full, "{what}");
+        // At most a wave (two CTAs per SM at most), shared by the batches.
+        let wave = (2 * target.num_sms / l.grid.2).max(1);
+        assert!(l.grid.0 >= 1 && l.grid.0 <= tiles.min(wave), "{what}");
+        assert!(ptx.contains("%nctaid.x"), "{what}");
+    } else {
+        assert_eq!(ptx.matches(&named).count(), 2, "{what}");
+        assert_eq!(l.grid.0, tiles, "{what}");
+        let shared = t.shared_bytes().max(staged);
+        assert_eq!(l.shared_bytes, shared + 16 * t.stages, "{what}");
+    }
 }
 
 /// The register budgets of the warp-specialised tiles: every thread fits
@@ -1018,8 +1045,12 @@ fn warp_specialised_register_budgets_fit() {
     // The names `SMELT_MATMUL_TILE` accepts include every specialised one.
     let names = matmul::tile_names();
     for t in matmul::wgmma_candidates() {
-        let ws = t.with(matmul::Schedule::Specialized).name();
-        assert_eq!(ws, format!("{}ws", t.name()));
-        assert!(names.contains(&ws), "{ws}");
+        let ws = t.with(Schedule::Specialized).name();
+        let wsp = t.with(Schedule::Persistent).name();
+        assert_eq!(
+            (&ws, &wsp),
+            (&format!("{}ws", t.name()), &format!("{}wsp", t.name()))
+        );
+        assert!(names.contains(&ws) && names.contains(&wsp), "{ws}");
     }
 }

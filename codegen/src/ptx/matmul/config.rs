@@ -49,6 +49,9 @@ pub enum Schedule {
     /// `ws`); where the engine does not apply or `k` is split, as
     /// [`Schedule::Plain`].
     Specialized,
+    /// [`Schedule::Specialized`] on a persistent grid of at most a wave,
+    /// each CTA looping over output tiles (name suffix `wsp`).
+    Persistent,
 }
 
 impl Tile {
@@ -84,8 +87,8 @@ impl Tile {
         2 * (self.shared_bytes().max(staged) + 2048) <= 228 * 1024
     }
     /// A short stable name (`128x256k64w64x64s4g8`, `ws` appended for a
-    /// [`Schedule::Specialized`] one): the autotuner's on-disk cache
-    /// stores it.
+    /// [`Schedule::Specialized`] one, `wsp` for [`Schedule::Persistent`]):
+    /// the autotuner's on-disk cache stores it.
     pub fn name(&self) -> String {
         format!(
             "{}{}x{}k{}w{}x{}s{}g{}{}",
@@ -100,6 +103,7 @@ impl Tile {
             match self.schedule {
                 Schedule::Plain => "",
                 Schedule::Specialized => "ws",
+                Schedule::Persistent => "wsp",
             }
         )
     }
@@ -112,7 +116,7 @@ impl Tile {
 
 /// Shared memory one CTA may use on sm_80 and sm_90 (227 KiB; the
 /// launcher raises the default 48 KiB limit).
-const MAX_SHARED: u32 = 227 * 1024;
+pub const MAX_SHARED: u32 = 227 * 1024;
 
 /// The `mma.sync` configurations worth timing, as `(warps_m, warps_n,
 /// warp_m, warp_n, k_bytes, stages)`: the eight that were fastest for some
@@ -261,7 +265,7 @@ pub fn fills_wave(ctas: u64, num_sms: u32) -> bool {
 
 /// Every tensor-core tile's name (the values `SMELT_MATMUL_TILE`
 /// accepts): [`candidates`], then [`wgmma_candidates`], then those
-/// [`Schedule::Specialized`].
+/// [`Schedule::Specialized`] and [`Schedule::Persistent`].
 pub fn tile_names() -> Vec<String> {
     let wg = wgmma_candidates();
     candidates()
@@ -273,18 +277,17 @@ pub fn tile_names() -> Vec<String> {
         .collect()
 }
 
-/// The [`Schedule::Specialized`] tiles of the warpgroup tiles among
-/// `tiles`.
+/// The [`Schedule::Specialized`], then the [`Schedule::Persistent`],
+/// tiles of the warpgroup tiles among `tiles`.
 fn specialized(tiles: &[Tile]) -> Vec<Tile> {
-    tiles
+    [Schedule::Specialized, Schedule::Persistent]
         .iter()
-        .filter(|t| t.wgmma)
-        .map(|t| t.with(Schedule::Specialized))
+        .flat_map(|sc| tiles.iter().filter(|t| t.wgmma).map(|t| t.with(*sc)))
         .collect()
 }
 
 /// The tiles a name may pick for `s` on `target` ([`tiles`], then their
-/// [`Schedule::Specialized`] warpgroup tiles): what `SMELT_MATMUL_TILE`
+/// warpgroup tiles specialised and persistent): what `SMELT_MATMUL_TILE`
 /// and the autotuner's names choose from.
 pub fn named(s: &Shape, target: &Target) -> Vec<Tile> {
     let mut all = tiles(s, target);
@@ -301,14 +304,17 @@ pub fn forced(s: &Shape, target: &Target) -> Option<Tile> {
 }
 
 /// `t` as the environment schedules it: a plain warpgroup tile is
-/// [`Schedule::Specialized`] under `SMELT_MATMUL_WS=1` (off by default,
-/// pending measurement on a GPU).
+/// [`Schedule::Specialized`] under `SMELT_MATMUL_WS=1`, and
+/// [`Schedule::Persistent`] with `SMELT_MATMUL_PERSIST=1` too (both off
+/// by default, pending measurement on a GPU).
 pub fn scheduled(t: &Tile) -> Tile {
-    let ws = t.wgmma && t.schedule == Schedule::Plain && crate::env::flag("SMELT_MATMUL_WS", false);
-    if ws {
-        t.with(Schedule::Specialized)
-    } else {
+    let flag = |name| crate::env::flag(name, false);
+    if !t.wgmma || t.schedule != Schedule::Plain || !flag("SMELT_MATMUL_WS") {
         *t
+    } else if flag("SMELT_MATMUL_PERSIST") {
+        t.with(Schedule::Persistent)
+    } else {
+        t.with(Schedule::Specialized)
     }
 }
 

@@ -108,7 +108,8 @@ impl Pipeline {
         let (layouts, copies) = match engine {
             Some(plan) => {
                 let offs = [&s.a, &s.b].map(|op| batch_offset(b, op, &st.batch));
-                let c = tma::Copies::new(b, &plan, st, (s, t), offs, 0);
+                let at = (0, tma::Plan::barriers(t).0);
+                let c = tma::Copies::new(b, &plan, st, (s, t), offs, at);
                 (plan.layouts(), Copies::Engine(c))
             }
             None => {

@@ -50,16 +50,17 @@
 //! Split-K keeps `wgmma.rs`'s pipeline (its partial sinks and cluster
 //! barriers assume every thread in the epilogue).
 
-use super::config::{Schedule, Tile};
+use super::config::{Schedule, Tile, MAX_SHARED};
 use super::epilogue;
 use super::pipeline::stage_address;
 use super::shape::Shape;
 use super::split::Split;
-use super::start::{batch_offset, lane_and_warp, start, Bounds};
+use super::start::{batch_offset, lane_and_warp, start, tile_origin, Bounds, Start};
 use super::tma::{self, Plan};
 use super::wgmma::{self, Mma};
 use crate::ir::Kernel;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
+use crate::ptx::eval::Cx;
 use crate::ptx::module::PtxKernel;
 use crate::ptx::target::Target;
 
@@ -121,25 +122,50 @@ pub fn plan(kernel: &Kernel, s: &Shape, t: &Tile, sp: Split) -> Option<Plan> {
     tma::plan(kernel, s, t)
 }
 
+/// Where a CTA of tile `t` stages its epilogue: the byte offset in
+/// dynamic shared memory and the columns staged at once
+/// ([`epilogue::Staging::cols`]), and the barriers' offset. Over the
+/// stages as `wgmma.rs` does, but for [`Schedule::Persistent`]: past them,
+/// since the producer fills the next tile's stages during the epilogue,
+/// in the widest slices of `bn / 2^i` columns (multiples of 8, whole runs
+/// for every thread) with which everything fits in [`MAX_SHARED`]; `None`
+/// where none does.
+fn layout(cx: &Cx, s: &Shape, t: &Tile) -> Option<(u32, u32, u32)> {
+    let bars = |end: u32| end.next_multiple_of(8);
+    if t.schedule != Schedule::Persistent {
+        return Some((0, t.bn(), Plan::barriers(t).0));
+    }
+    let stages = t.shared_bytes();
+    (0..4).map(|i| t.bn() >> i).find_map(|cols| {
+        let runs = cols / epilogue::run_lanes(cx, s, cols);
+        let whole = cols % 8 == 0 && (t.bm() * runs).is_multiple_of(t.threads());
+        let at = bars(stages + epilogue::staging_bytes(t.bm(), cols));
+        (whole && at + 16 * t.stages <= MAX_SHARED).then_some((stages, cols, at))
+    })
+}
+
 /// Lowers `kernel` (recognised as `s`) with warpgroup tile `t`, its
-/// operands copied as `plan` maps them (from [`plan`]).
-pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, plan: &Plan) -> PtxKernel {
+/// operands copied as `plan` maps them (from [`plan`]); `None` for a
+/// persistent tile whose stages and epilogue do not fit together.
+pub fn emit(
+    kernel: &Kernel,
+    target: &Target,
+    s: &Shape,
+    t: &Tile,
+    plan: &Plan,
+) -> Option<PtxKernel> {
     let (mut bld, st) = start(kernel, target, s, t);
+    let (staging_at, cols, bars_at) = layout(&st.cx, s, t)?;
     let b = &mut bld;
     let tid = st.tid;
     let consumers = t.threads();
     let budget = budget(t);
     let offs = [&s.a, &s.b].map(|op| batch_offset(b, op, &st.batch));
-    let copies = tma::Copies::new(b, plan, &st, (s, t), offs, consumers);
+    let copies = tma::Copies::new(b, plan, &st, (s, t), offs, (consumers, bars_at));
     let kt_end = (s.k as u64).div_ceil(u64::from(t.bk(s.elem.bytes()))) as u32;
-    let (full_end, _) = Plan::barriers(t);
+    let tiles = (s.m as u32).div_ceil(t.bm()) * (s.n as u32).div_ceil(t.bn());
     let empties = b.reg(RegKind::B32);
-    ins!(
-        b,
-        "add.u32 {empties}, {}, {}",
-        st.smem_base,
-        full_end + 8 * t.stages
-    );
+    ins!(b, "add.u32 {empties}, {}, {}", copies.bars(), 8 * t.stages);
     // Lane 0 of every consumer warp releases a stage.
     copies.init(b, Some(consumers / 32));
     ins!(b, "bar.sync 0");
@@ -152,20 +178,25 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, plan: &Plan) 
     let (issuer, done) = (b.reg(RegKind::Pred), b.label());
     ins!(b, "setp.eq.u32 {issuer}, {tid}, {consumers}");
     ins!(b, "@!{issuer} bra {done}");
+    let it = b.mov(RegKind::B32, "u32", 0);
+    let tile_loop = TileLoop::new(b, &st, s, t, tiles);
     let kt = b.mov(RegKind::B32, "u32", 0);
     let top = b.label();
     b.place(&top);
-    // Past the last k-tile the loop only waits: the release of the last
-    // `stages` k-tiles (the producer's tail).
-    tma::wait_phase(b, empties, t.stages, kt, true);
-    let more = b.reg(RegKind::Pred);
-    ins!(b, "setp.lt.u32 {more}, {kt}, {kt_end}");
-    let stage = stage_address(b, kt, t, st.smem_base);
-    copies.start(b, (kt, kt), stage, Some(more));
+    tma::wait_phase(b, empties, t.stages, it, true);
+    let stage = stage_address(b, it, t, st.smem_base);
+    copies.start(b, (it, kt), stage, None);
+    next_k_tile(b, (it, kt), kt_end, &top);
+    tile_loop.next(b);
+    b.comment("the producer's tail: the release of the last stages k-tiles");
+    let (tail, end) = (b.label(), b.reg(RegKind::B32));
+    ins!(b, "add.u32 {end}, {it}, {}", t.stages);
+    b.place(&tail);
+    tma::wait_phase(b, empties, t.stages, it, true);
     let again = b.reg(RegKind::Pred);
-    ins!(b, "add.u32 {kt}, {kt}, 1");
-    ins!(b, "setp.lt.u32 {again}, {kt}, {}", kt_end + t.stages);
-    ins!(b, "@{again} bra {top}");
+    ins!(b, "add.u32 {it}, {it}, 1");
+    ins!(b, "setp.lt.u32 {again}, {it}, {end}");
+    ins!(b, "@{again} bra {tail}");
     b.place(&done);
     ins!(b, "ret");
 
@@ -176,26 +207,30 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, plan: &Plan) 
     let mma = Mma::new(b, s, t, plan.layouts(), tid);
     let lead = b.reg(RegKind::Pred);
     ins!(b, "setp.eq.u32 {lead}, {lane}, 0");
+    let (items, local) = mma.items(b, lane, warp);
+    let staging_base = b.reg(RegKind::B32);
+    ins!(b, "add.u32 {staging_base}, {}, {staging_at}", st.smem_base);
+    let it = b.mov(RegKind::B32, "u32", 0);
+    let tile_loop = TileLoop::new(b, &st, s, t, tiles);
+    mma.zero(b);
     let kt = b.mov(RegKind::B32, "u32", 0);
     let top = b.label();
     b.place(&top);
-    copies.wait(b, kt);
-    let stage = stage_address(b, kt, t, st.smem_base);
+    copies.wait(b, it);
+    let stage = stage_address(b, it, t, st.smem_base);
     mma.issue(b, stage);
     ins!(b, "wgmma.wait_group.sync.aligned 1");
     let (first, release) = (b.reg(RegKind::Pred), b.reg(RegKind::Pred));
     ins!(b, "setp.ne.u32 {first}, {kt}, 0");
     ins!(b, "and.pred {release}, {first}, {lead}");
-    release_previous(b, empties, t.stages, kt, release);
-    let again = b.reg(RegKind::Pred);
-    ins!(b, "add.u32 {kt}, {kt}, 1");
-    ins!(b, "setp.lt.u32 {again}, {kt}, {kt_end}");
-    ins!(b, "@{again} bra.uni {top}");
+    release_previous(b, empties, t.stages, it, release);
+    next_k_tile(b, (it, kt), kt_end, &top);
     ins!(b, "wgmma.wait_group.sync.aligned 0");
-    release_previous(b, empties, t.stages, kt, lead);
+    release_previous(b, empties, t.stages, it, lead);
     b.comment("epilogue (consumers, named barrier 1)");
-    let (items, local) = mma.items(b, lane, warp);
     let staging = epilogue::Staging {
+        smem: staging_base,
+        cols,
         named_barrier: true,
         ..st.staging(t, local)
     };
@@ -208,20 +243,69 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, plan: &Plan) 
         &st.batch,
         &epilogue::Sink::Kernel,
     );
-    let shared = Plan::barriers(t).1 + 8 * t.stages;
+    tile_loop.next(b);
+    let shared = bars_at + 16 * t.stages;
     let bounds = Bounds::Registers {
         threads: consumers + PRODUCER_THREADS,
         regs: budget.launch,
     };
-    wgmma::finish(
-        st,
-        bld,
-        (kernel, target),
-        (s, t),
-        plan.maps.clone(),
-        bounds,
-        shared,
-    )
+    let maps = plan.maps.clone();
+    let mut k = wgmma::finish(st, bld, (kernel, target), (s, t), maps, bounds, shared);
+    if t.schedule == Schedule::Persistent {
+        // At most a wave: the CTAs per SM the registers and shared memory
+        // allow, shared among the batches.
+        let fit = 2 * (shared + 1024) <= 228 * 1024;
+        let per_sm = if fit { budget.ctas } else { 1 };
+        let l = &mut k.launches[0];
+        let wave = (target.num_sms * per_sm / l.grid.2.max(1)).max(1);
+        l.grid.0 = tiles.min(wave);
+    }
+    Some(k)
+}
+
+/// The loop over a CTA's output tiles: `%ctaid.x`, then every
+/// `%nctaid.x`-th (one tile unless the grid is persistent), each setting
+/// the tile's origin (`Start::m0`, `n0`) in place.
+struct TileLoop {
+    tile: Reg,
+    top: String,
+    tiles: u32,
+}
+
+impl TileLoop {
+    /// Starts the loop over `tiles` tiles of `t` (its first iteration's
+    /// origin set).
+    fn new(b: &mut Builder, st: &Start, s: &Shape, t: &Tile, tiles: u32) -> TileLoop {
+        let tile = b.reg(RegKind::B32);
+        ins!(b, "mov.u32 {tile}, %ctaid.x");
+        let top = b.label();
+        b.place(&top);
+        let (m0, n0) = tile_origin(b, s, t, tile);
+        ins!(b, "mov.u32 {}, {m0}", st.m0);
+        ins!(b, "mov.u32 {}, {n0}", st.n0);
+        TileLoop { tile, top, tiles }
+    }
+
+    /// Ends an iteration: the next tile of the CTA, if any.
+    fn next(&self, b: &mut Builder) {
+        let (step, again) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
+        ins!(b, "mov.u32 {step}, %nctaid.x");
+        ins!(b, "add.u32 {}, {}, {step}", self.tile, self.tile);
+        ins!(b, "setp.lt.u32 {again}, {}, {}", self.tile, self.tiles);
+        ins!(b, "@{again} bra.uni {}", self.top);
+    }
+}
+
+/// Advances the CTA's k-tile count `it` (the stage ring's, across tiles)
+/// and the tile's `kt`, back to `top` while `kt < kt_end`; resets `kt`
+/// after the last.
+fn next_k_tile(b: &mut Builder, (it, kt): (Reg, Reg), kt_end: u32, top: &str) {
+    let again = b.reg(RegKind::Pred);
+    ins!(b, "add.u32 {it}, {it}, 1");
+    ins!(b, "add.u32 {kt}, {kt}, 1");
+    ins!(b, "setp.lt.u32 {again}, {kt}, {kt_end}");
+    ins!(b, "@{again} bra.uni {top}");
+    ins!(b, "mov.u32 {kt}, 0");
 }
 
 /// Where `go` holds, arrives on the "empty" barrier (of those at

@@ -180,24 +180,21 @@ pub struct Copies {
 impl Copies {
     /// The copies' registers for the CTA at `st`, the operands' batch
     /// offsets `batch_off` (elements, s64) and the tile `t` of `s`; thread
-    /// `issuer` starts every copy.
+    /// `issuer` starts every copy, and the barriers lie at byte `bars` of
+    /// dynamic shared memory ([`Plan::barriers`] but in the persistent
+    /// kernel).
     pub fn new(
         b: &mut Builder,
         plan: &Plan,
         st: &Start,
         (s, t): (&Shape, &Tile),
         batch_off: [Reg; 2],
-        issuer: u32,
+        (issuer, bars_at): (u32, u32),
     ) -> Copies {
         let producer = b.reg(RegKind::Pred);
         ins!(b, "setp.eq.u32 {producer}, {}, {issuer}", st.tid);
         let bars = b.reg(RegKind::B32);
-        ins!(
-            b,
-            "add.u32 {bars}, {}, {}",
-            st.smem_base,
-            Plan::barriers(t).0
-        );
+        ins!(b, "add.u32 {bars}, {}, {bars_at}", st.smem_base);
         // Per operand: the map's generic address, the batch's coordinate.
         let regs: [(Reg, Reg); 2] = std::array::from_fn(|i| {
             let (m, gm) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
@@ -220,6 +217,11 @@ impl Copies {
             stage_bytes: t.stage_bytes(),
             bk: t.bk(s.elem.bytes()),
         }
+    }
+
+    /// The shared address of the barriers.
+    pub fn bars(&self) -> Reg {
+        self.bars
     }
 
     /// The tensor maps the copies read, A's then B's.

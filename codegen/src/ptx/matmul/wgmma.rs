@@ -83,8 +83,9 @@ pub(crate) fn descriptor_bits(layout: Layout, bk: u32) -> (u64, u32, u32) {
 /// (`specialized.rs`) where `t`'s schedule asks and that applies.
 pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, sp: Split) -> PtxKernel {
     debug_assert!(t.wgmma && t.k_bytes == 128 && t.stages >= 3);
-    if let Some(plan) = specialized::plan(kernel, s, t, sp) {
-        return specialized::emit(kernel, target, s, t, &plan);
+    let plan = specialized::plan(kernel, s, t, sp);
+    if let Some(k) = plan.and_then(|plan| specialized::emit(kernel, target, s, t, &plan)) {
+        return k;
     }
     let (mut bld, st) = start(kernel, target, s, t);
     let tid = st.tid;
@@ -218,6 +219,13 @@ impl Mma {
             trans,
             steps: t.k_bytes / KSTEP_BYTES,
             bn: t.bn(),
+        }
+    }
+
+    /// Zeroes the accumulators again (for another output tile).
+    pub(super) fn zero(&self, b: &mut Builder) {
+        for r in &self.acc {
+            ins!(b, "mov.f32 {r}, 0f00000000");
         }
     }
 
