@@ -888,7 +888,7 @@ fn long_k_over_small_outputs_takes_two_warpgroups_of_128x128() {
 /// M, N and K through 1, 7, 127 and 4097, batches and an epilogue, the
 /// main tiles and the small ones. Where the copy engine maps both
 /// operands and `k` spans several k-tiles, the kernel has a producer
-/// warpgroup more (`setmaxnreg.dec` to 40, one thread issuing after the
+/// warpgroup more (`setmaxnreg.dec` to 24, one thread issuing after the
 /// stage's "empty" barrier), consumers that `setmaxnreg.inc`, release
 /// stages by `mbarrier.arrive` and synchronise only on named barrier 1
 /// (the one CTA-wide `bar.sync` initialises the barriers, before the
@@ -952,17 +952,15 @@ fn check_specialised(
     (kern, target): (&Kernel, &Target),
     what: &str,
 ) {
-    let budget = matmul::budget(t);
     let ptx = &p.ptx;
     assert_eq!(p.launches.len(), 1, "{what}");
     let l = &p.launches[0];
+    let budget = matmul::budget(t, l.shared_bytes);
     assert_eq!(l.block.0, t.threads() + 128, "{what}");
     let directives = format!(".maxntid {}, 1, 1\n.maxnreg {}\n", l.block.0, budget.launch);
     assert!(ptx.contains(&directives), "{what}");
-    assert!(
-        ptx.contains("setmaxnreg.dec.sync.aligned.u32 40;"),
-        "{what}"
-    );
+    let dec = format!("setmaxnreg.dec.sync.aligned.u32 {};", budget.producer);
+    assert!(ptx.contains(&dec), "{what}");
     let inc = format!("setmaxnreg.inc.sync.aligned.u32 {};", budget.consumer);
     assert!(ptx.contains(&inc), "{what}");
     // Full barriers of count 1, empty ones of one arrival per consumer
@@ -1002,8 +1000,8 @@ fn check_specialised(
         let slices = ptx.matches(&named).count() / 2;
         let full = t.shared_bytes() + staged + 16 * t.stages <= 227 * 1024;
         assert_eq!(slices == 1, full, "{what}");
-        // At most a wave (two CTAs per SM at most), shared by the batches.
-        let wave = (2 * target.num_sms / l.grid.2).max(1);
+        // At most a wave, shared by the batches.
+        let wave = (budget.ctas * target.num_sms / l.grid.2).max(1);
         assert!(l.grid.0 >= 1 && l.grid.0 <= tiles.min(wave), "{what}");
         assert!(ptx.contains("%nctaid.x"), "{what}");
     } else {
@@ -1014,17 +1012,25 @@ fn check_specialised(
     }
 }
 
-/// The register budgets of the warp-specialised tiles: every thread fits
-/// the register file at launch (two CTAs per SM for one consumer
-/// warpgroup where two fit in shared memory), the producer gives back at
-/// least what the consumers take, all multiples of 8 in `setmaxnreg`'s
-/// range; 168 / 40 / 232 for two consumer warpgroups.
+/// The register budgets of the warp-specialised tiles (with the shared
+/// memory of their kernels that are not persistent): every thread fits
+/// the register file at launch, the producer gives back at least what the
+/// consumers take, all multiples of 8 in `setmaxnreg`'s range; two CTAs
+/// per SM where two fit in shared memory and the launch budget keeps 40
+/// registers over the accumulators.
 #[test]
 fn warp_specialised_register_budgets_fit() {
-    for t in matmul::wgmma_candidates() {
-        let b = matmul::budget(&t);
+    let wg = matmul::wgmma_candidates();
+    let budget = |t: &matmul::Tile| {
+        let staged = t.bm() * (t.bn() + 8) * 4;
+        let shared = t.shared_bytes().max(staged) + 16 * t.stages;
+        (matmul::budget(t, shared), shared)
+    };
+    for t in &wg {
+        let (b, shared) = budget(t);
         let (c, threads) = (t.threads(), t.threads() + 128);
         assert!(b.ctas * threads * b.launch <= 65536, "{t:?} {b:?}");
+        assert!(b.ctas * (shared + 1024) <= 228 * 1024, "{t:?} {b:?}");
         assert!(
             128 * b.producer + c * b.consumer <= threads * b.launch,
             "{b:?}"
@@ -1033,15 +1039,19 @@ fn warp_specialised_register_budgets_fit() {
             assert!(r % 8 == 0 && (24..=256).contains(&r), "{t:?} {b:?}");
         }
         assert!(b.launch <= 248 && b.producer <= b.launch && b.launch <= b.consumer);
-        let want = match (c, b.ctas) {
-            (256, 1) => (168, 232),
-            (128, 2) => (128, 216),
-            (128, 1) => (248, 256),
-            _ => panic!("{t:?} {b:?}"),
-        };
-        assert_eq!((b.launch, b.consumer), want, "{t:?}");
-        assert_eq!(b.ctas == 2, c == 128 && t.two_per_sm(), "{t:?}");
+        // ptxas compiles the consumers within the launch budget.
+        assert!(b.launch >= t.bn() / 2 + 40, "{t:?} {b:?}");
     }
+    let shape = |t: &matmul::Tile| {
+        let b = budget(t).0;
+        (b.ctas, b.launch, b.producer, b.consumer)
+    };
+    assert_eq!(shape(&wg[0]), (1, 168, 24, 240), "128x256");
+    assert_eq!(shape(&wg[2]), (1, 168, 24, 240), "128x128, 3 stages");
+    assert_eq!(shape(&wg[7]), (2, 80, 24, 104), "128x64");
+    assert_eq!(shape(&wg[3]), (1, 168, 24, 240), "128x128, 4 stages");
+    assert_eq!(shape(&wg[6]), (2, 128, 24, 232), "64x128");
+    assert_eq!(shape(&wg[4]), (1, 248, 24, 256), "64x256");
     // The names `SMELT_MATMUL_TILE` accepts include every specialised one.
     let names = matmul::tile_names();
     for t in matmul::wgmma_candidates() {

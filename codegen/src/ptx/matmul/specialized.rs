@@ -1,54 +1,74 @@
 //! The warp-specialised warpgroup kernel (issue 15; opt-in pending
-//! measurement: `SMELT_MATMUL_WS=1`, or a tile name ending in `ws`): where
-//! the copy engine maps both operands (`tma.rs`) and `k` is not split, one
-//! extra **producer** warpgroup copies every k-tile while the tile's
-//! warpgroups (the **consumers**) only multiply and run the epilogue.
+//! measurement: `SMELT_MATMUL_WS=1`, or a tile name ending in `ws`; with
+//! `SMELT_MATMUL_PERSIST=1` too, or `wsp`, persistent): where the copy
+//! engine maps both operands (`tma.rs`) and `k` is not split, one extra
+//! **producer** warpgroup copies every k-tile while the tile's warpgroups
+//! (the **consumers**) only multiply and run the epilogue.
 //!
 //! # Roles
 //! Threads `0 .. C` (`C` = the tile's threads) are the consumers, exactly
 //! as in `wgmma.rs` (same accumulators, same epilogue mapping); threads
 //! `C .. C + 128` the producer, of which thread `C` alone issues. After
 //! the barriers are initialised and one CTA-wide `bar.sync`, the roles
-//! split on warpgroup boundaries and never meet again:
-//! - the producer runs `setmaxnreg.dec` to [`PRODUCER_REGS`]; thread `C`
-//!   waits for stage `kt % stages` to be empty, announces its bytes on the
-//!   stage's "full" barrier (`expect_tx`) and starts its boxes, for every
-//!   k-tile; the other 127 threads exit at once;
-//! - the consumers run `setmaxnreg.inc` (registers the producer gave back)
+//! split on warpgroup boundaries and never meet again. Both loop over the
+//! CTA's output tiles in the same order (`%ctaid.x`, then every
+//! `%nctaid.x`-th, in the grouped order; one tile unless persistent) and
+//! count the CTA's k-tiles `it` over all of them: k-tile `it` lives in
+//! stage `it % stages`.
+//! - The producer runs `setmaxnreg.dec` to [`PRODUCER_REGS`]; thread `C`
+//!   waits for k-tile `it`'s stage to be empty, announces its bytes on the
+//!   stage's "full" barrier (`expect_tx`) and starts its boxes; the other
+//!   127 threads exit at once.
+//! - The consumers run `setmaxnreg.inc` (registers the producer gave back)
 //!   and per k-tile wait for its "full" phase, issue their MMAs, and after
-//!   `wgmma.wait_group 1` (the MMAs of k-tile `kt - 1` are complete) lane
-//!   0 of every consumer warp arrives on the "empty" barrier of `kt - 1`;
-//!   after the loop, `wait_group 0` and the last k-tile's release. The
-//!   epilogue synchronises on named barrier 1 over the `C` consumers.
+//!   `wgmma.wait_group 1` (the MMAs of k-tile `it - 1` are complete) lane
+//!   0 of every consumer warp arrives on the "empty" barrier of `it - 1`
+//!   (but at a tile's first k-tile: the previous tile's last is released
+//!   already); after a tile's last k-tile, `wait_group 0`, its release, and
+//!   the epilogue, synchronised on named barrier 1 over the `C` consumers.
 //!
 //! # Invariants
 //! - "full" barrier of stage `s` (count 1: the producer's `expect_tx`)
 //!   completes its phase `n` when k-tile `s + n stages` has landed:
-//!   consumers wait on parity `(kt / stages) % 2`, so nobody reads a stage
+//!   consumers wait on parity `(it / stages) % 2`, so nobody reads a stage
 //!   before its copies completed (the copy engine's `complete_tx` makes
-//!   them visible to the threads that see the phase).
+//!   them visible to the threads that see the phase). The producer re-arms
+//!   it for `it + stages` only after every consumer warp waited on `it`
+//!   (below), so no phase is missed.
 //! - "empty" barrier of stage `s` (count: the consumer warps) completes
 //!   phase `n` when every consumer warp has retired its MMAs of k-tile `s
-//!   + n stages`. Before refilling with k-tile `kt`, the producer waits on
-//!   parity `(kt / stages + 1) % 2`: the release of `kt - stages`, and for
-//!   `kt < stages` the phase before the first, which a fresh barrier
+//!   + n stages`. Before refilling with k-tile `it`, the producer waits on
+//!   parity `(it / stages + 1) % 2`: the release of `it - stages`, and for
+//!   `it < stages` the phase before the first, which a fresh barrier
 //!   counts as complete (CUTLASS's producer start state). So no copy
-//!   overwrites a stage an MMA may still read, and the stage ring never
-//!   needs a CTA-wide barrier.
+//!   overwrites a stage an MMA may still read, the stage ring never needs
+//!   a CTA-wide barrier, and the producer runs up to `stages` k-tiles
+//!   ahead, across tiles too.
 //! - No copy is in flight at exit: consumers wait on every k-tile's
 //!   "full" phase before they finish, and the producer thread itself waits
 //!   for the release of the last `stages` k-tiles before it exits (as
 //!   CUTLASS's producer tail does).
-//! - The epilogue's staging area overlaps the stages: consumers enter it
-//!   after their last "full" wait and `wait_group 0`, when the producer
-//!   has no copy left to start, and named barrier 1 orders every
-//!   consumer's last MMA before any staging write.
+//! - The epilogue's staging area: with one tile per CTA it overlaps the
+//!   stages, as in `wgmma.rs`: consumers enter it after their last "full"
+//!   wait and `wait_group 0`, when the producer has no copy left to start,
+//!   and named barrier 1 orders every consumer's last MMA before any
+//!   staging write. Persistent, the producer fills the next tile's stages
+//!   meanwhile, so it lies past the stages (in column slices where the
+//!   whole tile does not fit, see [`layout`]), and the next epilogue's
+//!   first barrier orders this one's reads before its writes.
 //! - Registers ([`Budget`]): `.maxnreg` makes `threads x launch` fit the
 //!   64K register file (per CTA of the SM's share), and what the producer
-//!   gives back covers what the consumers take.
+//!   gives back covers what the consumers take, so `setmaxnreg.inc`
+//!   cannot wait forever. ptxas compiles both roles within the launch
+//!   budget (at 4096^3 f16 the producer uses 10 registers, the consumers
+//!   of 128x256 155, 128x128 91, 64x128 92; `USETMAXREG` in the SASS), so
+//!   the launch budget must hold the consumers: the registers the
+//!   producer gives back are not ones ptxas lets the consumers use.
 //!
-//! Split-K keeps `wgmma.rs`'s pipeline (its partial sinks and cluster
-//! barriers assume every thread in the epilogue).
+//! The persistent grid is at most a wave (the CTAs per SM the registers
+//! and shared memory allow), shared by the batches on grid `z`. Split-K
+//! keeps `wgmma.rs`'s pipeline (its partial sinks and cluster barriers
+//! assume every thread in the epilogue).
 
 use super::config::{Schedule, Tile, MAX_SHARED};
 use super::epilogue;
@@ -64,9 +84,19 @@ use crate::ptx::eval::Cx;
 use crate::ptx::module::PtxKernel;
 use crate::ptx::target::Target;
 
-/// Registers of a producer thread after `setmaxnreg.dec`: its loop holds
-/// the maps' addresses, coordinates and a few counters.
-pub const PRODUCER_REGS: u32 = 40;
+/// Registers of a producer thread after `setmaxnreg.dec`, the least
+/// `setmaxnreg` allows: its loop holds the maps' addresses, coordinates
+/// and a few counters (10 registers, ptxas 13.0 at 4096^3).
+pub const PRODUCER_REGS: u32 = 24;
+
+/// Registers a consumer thread needs besides its `bn / 2` accumulators
+/// (descriptors, counters, the epilogue's addresses): at most 28 over
+/// them in f16 kernels at 4096^3 (ptxas 13.0), so two CTAs to an SM are
+/// planned only where the launch budget leaves this much more. (ptxas
+/// compiles every instruction within the launch budget, `setmaxnreg.inc`
+/// regions too: with `.maxnreg 80` and `setmaxnreg.inc 104`, 128x128
+/// consumers needing 90 failed with "Insufficient registers (80)".)
+const CONSUMER_SPARE: u32 = 40;
 
 /// Threads of the producer warpgroup.
 const PRODUCER_THREADS: u32 = 128;
@@ -74,10 +104,14 @@ const PRODUCER_THREADS: u32 = 128;
 /// 32-bit registers of one SM.
 const REGISTER_FILE: u32 = 64 * 1024;
 
+/// Shared memory of one SM, of which each CTA takes 1 KiB more than it
+/// asks for.
+const SM_SHARED: u32 = 228 * 1024;
+
 /// Per-thread registers of a warp-specialised CTA.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Budget {
-    /// CTAs per SM the launch budget leaves room for.
+    /// CTAs per SM the registers (and shared memory) leave room for.
     pub ctas: u32,
     /// At launch (`.maxnreg`), every thread.
     pub launch: u32,
@@ -87,29 +121,34 @@ pub struct Budget {
     pub consumer: u32,
 }
 
-/// The budget of tile `t`: two CTAs per SM where the tile has one consumer
-/// warpgroup and two fit in shared memory (a lone warpgroup's 64 x `bn`
-/// accumulators fit the 216 registers that leaves), else one. The launch
-/// budget is the register file's share per thread (a multiple of 8, at
-/// most 248); the producer keeps [`PRODUCER_REGS`] and the consumers split
-/// the rest of the CTA's pool (multiples of 8, at most 256): 168 / 40 /
-/// 232 for two consumer warpgroups, 128 / 40 / 216 for one at two CTAs.
-pub fn budget(t: &Tile) -> Budget {
+/// The budget of tile `t` whose CTA asks for `shared` dynamic bytes: for
+/// two CTAs per SM where two fit in shared memory and the launch budget
+/// leaves [`CONSUMER_SPARE`] registers over the accumulators, else one. The
+/// launch budget is the register file's share per thread (a multiple of
+/// 8, at most 248); the producer keeps [`PRODUCER_REGS`] and the consumers
+/// split the rest of the CTA's pool (multiples of 8, at most 256): at one
+/// CTA, 168 / 24 / 240 for two consumer warpgroups (248 / 24 / 256 for
+/// one); at two, 80 / 24 / 104 for two (128x64 only) and 128 / 24 / 232
+/// for one.
+pub fn budget(t: &Tile, shared: u32) -> Budget {
     let consumers = t.threads();
     let threads = consumers + PRODUCER_THREADS;
-    let ctas = if consumers == 128 && t.two_per_sm() {
-        2
-    } else {
-        1
+    let at = |ctas: u32| {
+        let launch = (REGISTER_FILE / (ctas * threads) / 8 * 8).min(248);
+        let freed = (launch - PRODUCER_REGS) * PRODUCER_THREADS;
+        Budget {
+            ctas,
+            launch,
+            producer: PRODUCER_REGS,
+            consumer: ((launch + freed / consumers) / 8 * 8).min(256),
+        }
     };
-    let launch = (REGISTER_FILE / (ctas * threads) / 8 * 8).min(248);
-    let freed = (launch - PRODUCER_REGS) * PRODUCER_THREADS;
-    let consumer = ((launch + freed / consumers) / 8 * 8).min(256);
-    Budget {
-        ctas,
-        launch,
-        producer: PRODUCER_REGS,
-        consumer,
+    let two = at(2);
+    let fits = 2 * (shared + 1024) <= SM_SHARED && two.launch >= t.bn() / 2 + CONSUMER_SPARE;
+    if fits {
+        two
+    } else {
+        at(1)
     }
 }
 
@@ -159,7 +198,8 @@ pub fn emit(
     let b = &mut bld;
     let tid = st.tid;
     let consumers = t.threads();
-    let budget = budget(t);
+    let shared = bars_at + 16 * t.stages;
+    let budget = budget(t, shared);
     let offs = [&s.a, &s.b].map(|op| batch_offset(b, op, &st.batch));
     let copies = tma::Copies::new(b, plan, &st, (s, t), offs, (consumers, bars_at));
     let kt_end = (s.k as u64).div_ceil(u64::from(t.bk(s.elem.bytes()))) as u32;
@@ -244,7 +284,6 @@ pub fn emit(
         &epilogue::Sink::Kernel,
     );
     tile_loop.next(b);
-    let shared = bars_at + 16 * t.stages;
     let bounds = Bounds::Registers {
         threads: consumers + PRODUCER_THREADS,
         regs: budget.launch,
@@ -252,12 +291,9 @@ pub fn emit(
     let maps = plan.maps.clone();
     let mut k = wgmma::finish(st, bld, (kernel, target), (s, t), maps, bounds, shared);
     if t.schedule == Schedule::Persistent {
-        // At most a wave: the CTAs per SM the registers and shared memory
-        // allow, shared among the batches.
-        let fit = 2 * (shared + 1024) <= 228 * 1024;
-        let per_sm = if fit { budget.ctas } else { 1 };
+        // At most a wave, shared among the batches.
         let l = &mut k.launches[0];
-        let wave = (target.num_sms * per_sm / l.grid.2.max(1)).max(1);
+        let wave = (target.num_sms * budget.ctas / l.grid.2.max(1)).max(1);
         l.grid.0 = tiles.min(wave);
     }
     Some(k)
