@@ -140,7 +140,10 @@ pub fn staged(
 ) {
     let cols = st.cols;
     debug_assert!(
-        cols == st.bn || (matches!(sink, Sink::Kernel) && cols % 8 == 0 && st.bn % cols == 0)
+        cols == st.bn
+            || (matches!(sink, Sink::Kernel)
+                && cols.is_multiple_of(8)
+                && st.bn.is_multiple_of(cols))
     );
     let pitch = (cols + PAD) * 4;
     // Partials go out 16 bytes at a time where rows split into them.

@@ -36,8 +36,8 @@
 //!   it for `it + stages` only after every consumer warp waited on `it`
 //!   (below), so no phase is missed.
 //! - "empty" barrier of stage `s` (count: the consumer warps) completes
-//!   phase `n` when every consumer warp has retired its MMAs of k-tile `s
-//!   + n stages`. Before refilling with k-tile `it`, the producer waits on
+//!   phase `n` when every consumer warp has retired its MMAs of k-tile
+//!   `s + n stages`. Before refilling with k-tile `it`, the producer waits on
 //!   parity `(it / stages + 1) % 2`: the release of `it - stages`, and for
 //!   `it < stages` the phase before the first, which a fresh barrier
 //!   counts as complete (CUTLASS's producer start state). So no copy
