@@ -137,8 +137,9 @@ pub fn variants(kernel: &Kernel, target: &Target) -> Vec<String> {
 }
 
 /// `kernel` lowered with the configuration named `name` (one of
-/// [`variants`], any of their warpgroup tiles with `ws` appended
-/// ([`Schedule::Specialized`]), or any tensor-core tile named
+/// [`variants`], any of their warpgroup tiles with `ws` or `wsp` appended
+/// ([`Schedule::Specialized`], [`Schedule::Persistent`]), or any
+/// tensor-core tile named
 /// `<tile>-split<n>` for `n`
 /// splits as far as the scratch allows); `None` for an unknown name or a
 /// kernel no tuned emitter takes.
