@@ -9,7 +9,7 @@
 mod ptx_cases;
 
 use ptx_cases::{lin, matmul_domain, matmul_layout as kernel, Kb, MatLayout as Layout};
-use smelt_codegen::ptx::matmul::Elem;
+use smelt_codegen::ptx::matmul::{Elem, Schedule};
 use smelt_codegen::ptx::{matmul, ptxas, MapElem, Target};
 use smelt_codegen::{BinaryOp, DType, Kernel, KernelKind, ReduceOp};
 
@@ -881,4 +881,186 @@ fn long_k_over_small_outputs_takes_two_warpgroups_of_128x128() {
     // A bigger output fills the GPU with 128x256 tiles at any `k`.
     let kern = kernel(1, 2048, 2048, 8192, Elem::F16, Layout::Nt, false);
     assert!(ptx_cases::emit_for(&kern, &t).ptx.contains("m64n256k16"));
+}
+
+/// The warp-specialised warpgroup kernel (issue 15, tile names ending in
+/// `ws`, `SMELT_MATMUL_WS=1`): for halves, TF32 and FP8 in every layout,
+/// M, N and K through 1, 7, 127 and 4097, batches and an epilogue, the
+/// main tiles and the small ones. Where the copy engine maps both
+/// operands and `k` spans several k-tiles, the kernel has a producer
+/// warpgroup more (`setmaxnreg.dec` to 24, one thread issuing after the
+/// stage's "empty" barrier), consumers that `setmaxnreg.inc`, release
+/// stages by `mbarrier.arrive` and synchronise only on named barrier 1
+/// (the one CTA-wide `bar.sync` initialises the barriers, before the
+/// roles split), twice the barriers, `.maxnreg` at the budget; everywhere
+/// else it is the plain tile's kernel. All assemble without spills.
+#[test]
+fn warp_specialised_kernels_assemble_without_spills() {
+    let t = Target::CHECKED[1];
+    let wg = matmul::wgmma_candidates();
+    let shapes = [
+        (1, 1, 1, 1),
+        (1, 7, 7, 7),
+        (1, 127, 127, 127),
+        (1, 4097, 4097, 4097),
+        (1, 1, 4097, 4096),
+        (1, 4097, 7, 1024),
+        (1, 127, 4096, 4104),
+        (1, 7, 127, 520),
+        (3, 127, 136, 4096),
+        (2, 1000, 1, 264),
+    ];
+    let mut jobs = Vec::new();
+    let mut specialised = 0;
+    for elem in [Elem::F16, Elem::BF16, Elem::Tf32, FP8_PAIRS[2]] {
+        for layout in [Layout::Nt, Layout::Nn, Layout::Tn] {
+            for (i, (batch, m, n, k)) in shapes.into_iter().enumerate() {
+                let kern = kernel(batch, m, n, k, elem, layout, i % 2 == 1);
+                let names = matmul::variants(&kern, &t);
+                // The main tiles (128x256, 128x128, 64x128), the small ones.
+                for tile in [wg[0], wg[2], wg[6], wg[7], wg[8]] {
+                    if !names.contains(&tile.name()) {
+                        continue;
+                    }
+                    let plain = matmul::emit_variant(&kern, &t, &tile.name()).expect("listed");
+                    for schedule in [Schedule::Specialized, Schedule::Persistent] {
+                        let ws = tile.with(schedule);
+                        let what = format!("{kern} {}", ws.name());
+                        let p = matmul::emit_variant(&kern, &t, &ws.name()).expect("a ws name");
+                        if p.maps.is_empty() {
+                            assert_eq!(p, plain, "{what}: no copy engine, the plain kernel");
+                            continue;
+                        }
+                        check_specialised(&p, &ws, (&kern, &t), &what);
+                        specialised += 1;
+                        jobs.push((what, p.ptx));
+                    }
+                }
+            }
+        }
+    }
+    assert!(specialised > 200, "{specialised}");
+    assemble_no_spills(&jobs, t.sm);
+}
+
+/// The producer/consumer structure of warp-specialised kernel `p` of tile
+/// `t` for `kern` on `target` (see
+/// [`warp_specialised_kernels_assemble_without_spills`]).
+fn check_specialised(
+    p: &smelt_codegen::ptx::PtxKernel,
+    t: &matmul::Tile,
+    (kern, target): (&Kernel, &Target),
+    what: &str,
+) {
+    let ptx = &p.ptx;
+    assert_eq!(p.launches.len(), 1, "{what}");
+    let l = &p.launches[0];
+    let budget = matmul::budget(t, l.shared_bytes);
+    assert_eq!(l.block.0, t.threads() + 128, "{what}");
+    let directives = format!(".maxntid {}, 1, 1\n.maxnreg {}\n", l.block.0, budget.launch);
+    assert!(ptx.contains(&directives), "{what}");
+    let dec = format!("setmaxnreg.dec.sync.aligned.u32 {};", budget.producer);
+    assert!(ptx.contains(&dec), "{what}");
+    let inc = format!("setmaxnreg.inc.sync.aligned.u32 {};", budget.consumer);
+    assert!(ptx.contains(&inc), "{what}");
+    // Full barriers of count 1, empty ones of one arrival per consumer
+    // warp, and lane 0 of each releasing.
+    let empty = format!("], {};", t.threads() / 32);
+    let inits: Vec<&str> = ptx
+        .lines()
+        .filter(|l| l.contains("mbarrier.init"))
+        .collect();
+    assert_eq!(inits.len() as u32, 2 * t.stages, "{what}");
+    assert_eq!(
+        inits.iter().filter(|l| l.ends_with(&empty)).count() as u32,
+        t.stages,
+        "{what}"
+    );
+    assert_eq!(ptx.matches("mbarrier.arrive.shared::cta.b64 _,").count(), 2);
+    assert_eq!(ptx.matches("mbarrier.arrive.expect_tx").count(), 1);
+    // One CTA-wide barrier, before the roles split; the consumers' main
+    // loop has none; the epilogue waits for the consumers only.
+    assert_eq!(ptx.matches("bar.sync 0;").count(), 1, "{what}");
+    let named = format!("bar.sync 1, {};", t.threads());
+    let syncs = ptx.matches("bar.sync").count();
+    assert_eq!(syncs, 1 + ptx.matches(&named).count(), "{what}");
+    let split = ptx.find("setmaxnreg.dec").expect("a producer");
+    assert!(ptx.find("bar.sync 0;").expect("one") < split, "{what}");
+    assert!(!ptx.contains("cp.async.cg") && !ptx.contains("cp.async.wait"));
+    // Both barrier sets past the stages and the staging area (past the
+    // stages too in a persistent kernel, in slices of columns where the
+    // whole tile does not fit).
+    let staged = t.bm() * (t.bn() + 8) * 4;
+    let s = matmul::recognise(kern).expect("recognised");
+    let tiles = (s.m as u32).div_ceil(t.bm()) * (s.n as u32).div_ceil(t.bn());
+    assert!(l.shared_bytes <= 227 * 1024, "{what}");
+    assert_eq!(l.grid.2 as i64, s.batches(kern), "{what}");
+    if t.schedule == Schedule::Persistent {
+        assert!(l.shared_bytes > t.shared_bytes() + 16 * t.stages, "{what}");
+        let slices = ptx.matches(&named).count() / 2;
+        let full = t.shared_bytes() + staged + 16 * t.stages <= 227 * 1024;
+        assert_eq!(slices == 1, full, "{what}");
+        // At most a wave, shared by the batches.
+        let wave = (budget.ctas * target.num_sms / l.grid.2).max(1);
+        assert!(l.grid.0 >= 1 && l.grid.0 <= tiles.min(wave), "{what}");
+        assert!(ptx.contains("%nctaid.x"), "{what}");
+    } else {
+        assert_eq!(ptx.matches(&named).count(), 2, "{what}");
+        assert_eq!(l.grid.0, tiles, "{what}");
+        let shared = t.shared_bytes().max(staged);
+        assert_eq!(l.shared_bytes, shared + 16 * t.stages, "{what}");
+    }
+}
+
+/// The register budgets of the warp-specialised tiles (with the shared
+/// memory of their kernels that are not persistent): every thread fits
+/// the register file at launch, the producer gives back at least what the
+/// consumers take, all multiples of 8 in `setmaxnreg`'s range; two CTAs
+/// per SM where two fit in shared memory and the launch budget keeps 40
+/// registers over the accumulators.
+#[test]
+fn warp_specialised_register_budgets_fit() {
+    let wg = matmul::wgmma_candidates();
+    let budget = |t: &matmul::Tile| {
+        let staged = t.bm() * (t.bn() + 8) * 4;
+        let shared = t.shared_bytes().max(staged) + 16 * t.stages;
+        (matmul::budget(t, shared), shared)
+    };
+    for t in &wg {
+        let (b, shared) = budget(t);
+        let (c, threads) = (t.threads(), t.threads() + 128);
+        assert!(b.ctas * threads * b.launch <= 65536, "{t:?} {b:?}");
+        assert!(b.ctas * (shared + 1024) <= 228 * 1024, "{t:?} {b:?}");
+        assert!(
+            128 * b.producer + c * b.consumer <= threads * b.launch,
+            "{b:?}"
+        );
+        for r in [b.launch, b.producer, b.consumer] {
+            assert!(r % 8 == 0 && (24..=256).contains(&r), "{t:?} {b:?}");
+        }
+        assert!(b.launch <= 248 && b.producer <= b.launch && b.launch <= b.consumer);
+        // ptxas compiles the consumers within the launch budget.
+        assert!(b.launch >= t.bn() / 2 + 40, "{t:?} {b:?}");
+    }
+    let shape = |t: &matmul::Tile| {
+        let b = budget(t).0;
+        (b.ctas, b.launch, b.producer, b.consumer)
+    };
+    assert_eq!(shape(&wg[0]), (1, 168, 24, 240), "128x256");
+    assert_eq!(shape(&wg[2]), (1, 168, 24, 240), "128x128, 3 stages");
+    assert_eq!(shape(&wg[7]), (2, 80, 24, 104), "128x64");
+    assert_eq!(shape(&wg[3]), (1, 168, 24, 240), "128x128, 4 stages");
+    assert_eq!(shape(&wg[6]), (2, 128, 24, 232), "64x128");
+    assert_eq!(shape(&wg[4]), (1, 248, 24, 256), "64x256");
+    // The names `SMELT_MATMUL_TILE` accepts include every specialised one.
+    let names = matmul::tile_names();
+    for t in matmul::wgmma_candidates() {
+        let ws = t.with(Schedule::Specialized).name();
+        let wsp = t.with(Schedule::Persistent).name();
+        assert_eq!(
+            (&ws, &wsp),
+            (&format!("{}ws", t.name()), &format!("{}wsp", t.name()))
+        );
+        assert!(names.contains(&ws) && names.contains(&wsp), "{ws}");
+    }
 }

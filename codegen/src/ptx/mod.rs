@@ -146,10 +146,11 @@ pub use target::Target;
 /// kernels `SMELT_ATTENTION_MMA`, `SMELT_ATTENTION_TILE` and
 /// `SMELT_ATTENTION_SPLITS`, for matmuls `SMELT_MATMUL_MMA`,
 /// `SMELT_MATMUL_WGMMA`, `SMELT_MATMUL_TMA`, `SMELT_MATMUL_SPLIT_CLUSTER`,
-/// `SMELT_MATMUL_TILE` and `SMELT_MATMUL_SPLITS` (the first four as bits,
-/// so that the key of every other setting unset stays as it was); 0 for
-/// the others. Without it a module cached
-/// under one setting would be reused under another.
+/// `SMELT_MATMUL_WS`, `SMELT_MATMUL_PERSIST`, `SMELT_MATMUL_TILE` and
+/// `SMELT_MATMUL_SPLITS` (the first six as bits, set when not at their default, so that the key of
+/// every setting left at its default stays as it was); 0 for the others.
+/// Without it a module cached under one setting would be reused under
+/// another.
 pub fn env_key(kernel: &Kernel) -> u64 {
     match kernel.kind {
         KernelKind::Attention => attention::env_key(),
@@ -159,7 +160,9 @@ pub fn env_key(kernel: &Kernel) -> u64 {
             let switches = off("SMELT_MATMUL_MMA")
                 | off("SMELT_MATMUL_WGMMA") << 1
                 | off("SMELT_MATMUL_TMA") << 2
-                | off("SMELT_MATMUL_SPLIT_CLUSTER") << 3;
+                | off("SMELT_MATMUL_SPLIT_CLUSTER") << 3
+                | u64::from(crate::env::flag("SMELT_MATMUL_WS", false)) << 63
+                | u64::from(crate::env::flag("SMELT_MATMUL_PERSIST", false)) << 62;
             let knobs = matmul::env_knobs();
             if knobs == (None, None) {
                 return switches;

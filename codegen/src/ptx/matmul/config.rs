@@ -33,6 +33,25 @@ pub struct Tile {
     /// warps are `warp_m = 16` rows of its `m64 x warp_n` product and
     /// `k_bytes` is 128 (the 128-byte swizzle).
     pub wgmma: bool,
+    /// How a warpgroup tile's CTA divides the work ([`Schedule::Plain`]
+    /// for `mma.sync` tiles).
+    pub schedule: Schedule,
+}
+
+/// Who copies and who multiplies in a warpgroup tile's CTA (issue 15).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Schedule {
+    /// Every warpgroup multiplies; the copies start between the MMAs
+    /// (`wgmma.rs`).
+    Plain,
+    /// An extra producer warpgroup copies through the copy engine while
+    /// the tile's warpgroups multiply (`specialized.rs`, name suffix
+    /// `ws`); where the engine does not apply or `k` is split, as
+    /// [`Schedule::Plain`].
+    Specialized,
+    /// [`Schedule::Specialized`] on a persistent grid of at most a wave,
+    /// each CTA looping over output tiles (name suffix `wsp`).
+    Persistent,
 }
 
 impl Tile {
@@ -67,11 +86,12 @@ impl Tile {
         let staged = super::epilogue::staging_bytes(self.bm(), self.bn());
         2 * (self.shared_bytes().max(staged) + 2048) <= 228 * 1024
     }
-    /// A short stable name (`128x256k64w64x64s4g8`): the autotuner's
-    /// on-disk cache stores it.
+    /// A short stable name (`128x256k64w64x64s4g8`, `ws` appended for a
+    /// [`Schedule::Specialized`] one, `wsp` for [`Schedule::Persistent`]):
+    /// the autotuner's on-disk cache stores it.
     pub fn name(&self) -> String {
         format!(
-            "{}{}x{}k{}w{}x{}s{}g{}",
+            "{}{}x{}k{}w{}x{}s{}g{}{}",
             if self.wgmma { "wg" } else { "" },
             self.bm(),
             self.bn(),
@@ -79,14 +99,24 @@ impl Tile {
             self.warp_m,
             self.warp_n,
             self.stages,
-            self.group_m
+            self.group_m,
+            match self.schedule {
+                Schedule::Plain => "",
+                Schedule::Specialized => "ws",
+                Schedule::Persistent => "wsp",
+            }
         )
+    }
+
+    /// This tile with schedule `schedule`.
+    pub fn with(self, schedule: Schedule) -> Tile {
+        Tile { schedule, ..self }
     }
 }
 
 /// Shared memory one CTA may use on sm_80 and sm_90 (227 KiB; the
 /// launcher raises the default 48 KiB limit).
-const MAX_SHARED: u32 = 227 * 1024;
+pub const MAX_SHARED: u32 = 227 * 1024;
 
 /// The `mma.sync` configurations worth timing, as `(warps_m, warps_n,
 /// warp_m, warp_n, k_bytes, stages)`: the eight that were fastest for some
@@ -120,6 +150,7 @@ pub fn candidates() -> Vec<Tile> {
                 stages,
                 group_m: 8,
                 wgmma: false,
+                schedule: Schedule::Plain,
             },
         )
         .inspect(|t| debug_assert!(t.shared_bytes() <= MAX_SHARED, "{t:?}"))
@@ -155,6 +186,7 @@ pub fn wgmma_candidates() -> Vec<Tile> {
             stages,
             group_m: 8,
             wgmma: true,
+            schedule: Schedule::Plain,
         })
         .inspect(|t| debug_assert!(t.shared_bytes() <= MAX_SHARED, "{t:?}"))
         .collect()
@@ -232,13 +264,35 @@ pub fn fills_wave(ctas: u64, num_sms: u32) -> bool {
 }
 
 /// Every tensor-core tile's name (the values `SMELT_MATMUL_TILE`
-/// accepts): [`candidates`], then [`wgmma_candidates`].
+/// accepts): [`candidates`], then [`wgmma_candidates`], then those
+/// [`Schedule::Specialized`] and [`Schedule::Persistent`].
 pub fn tile_names() -> Vec<String> {
+    let wg = wgmma_candidates();
     candidates()
         .iter()
-        .chain(&wgmma_candidates())
-        .map(Tile::name)
+        .chain(&wg)
+        .copied()
+        .chain(specialized(&wg))
+        .map(|t| t.name())
         .collect()
+}
+
+/// The [`Schedule::Specialized`], then the [`Schedule::Persistent`],
+/// tiles of the warpgroup tiles among `tiles`.
+fn specialized(tiles: &[Tile]) -> Vec<Tile> {
+    [Schedule::Specialized, Schedule::Persistent]
+        .iter()
+        .flat_map(|sc| tiles.iter().filter(|t| t.wgmma).map(|t| t.with(*sc)))
+        .collect()
+}
+
+/// The tiles a name may pick for `s` on `target` ([`tiles`], then their
+/// warpgroup tiles specialised and persistent): what `SMELT_MATMUL_TILE`
+/// and the autotuner's names choose from.
+pub fn named(s: &Shape, target: &Target) -> Vec<Tile> {
+    let mut all = tiles(s, target);
+    all.extend(specialized(&all));
+    all
 }
 
 /// The tile `SMELT_MATMUL_TILE` names, if it applies to `s` on `target`
@@ -246,7 +300,22 @@ pub fn tile_names() -> Vec<String> {
 /// `None` leaves `s` to the heuristic.
 pub fn forced(s: &Shape, target: &Target) -> Option<Tile> {
     let name = crate::env::var("SMELT_MATMUL_TILE", crate::env::parse_matmul_tile)?;
-    tiles(s, target).into_iter().find(|t| t.name() == name)
+    named(s, target).into_iter().find(|t| t.name() == name)
+}
+
+/// `t` as the environment schedules it: a plain warpgroup tile is
+/// [`Schedule::Specialized`] under `SMELT_MATMUL_WS=1`, and
+/// [`Schedule::Persistent`] with `SMELT_MATMUL_PERSIST=1` too (both off
+/// by default, pending measurement on a GPU).
+pub fn scheduled(t: &Tile) -> Tile {
+    let flag = |name| crate::env::flag(name, false);
+    if !t.wgmma || t.schedule != Schedule::Plain || !flag("SMELT_MATMUL_WS") {
+        *t
+    } else if flag("SMELT_MATMUL_PERSIST") {
+        t.with(Schedule::Persistent)
+    } else {
+        t.with(Schedule::Specialized)
+    }
 }
 
 /// The tensor-core tiles for `s` on `target`: `mma.sync` ones (not for

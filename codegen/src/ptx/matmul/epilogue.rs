@@ -58,6 +58,25 @@ pub struct Staging {
     pub origin: (Reg, Reg),
     /// The thread's first row and column within the tile.
     pub local: (Reg, Reg),
+    /// Columns staged at once: `bn`, or (for [`Sink::Kernel`]) a
+    /// multiple of 8 dividing it, the tile then going through in slices
+    /// of these columns, each staged and stored before the next (a smaller
+    /// staging area: the persistent kernel's, see `specialized.rs`).
+    pub cols: u32,
+    /// The `threads` synchronise on named barrier 1 (other threads of the
+    /// CTA take no part), not on the CTA's barrier 0.
+    pub named_barrier: bool,
+}
+
+impl Staging {
+    /// Waits for the staging threads.
+    fn sync(&self, b: &mut Builder) {
+        if self.named_barrier {
+            ins!(b, "bar.sync 1, {}", self.threads);
+        } else {
+            ins!(b, "bar.sync 0");
+        }
+    }
 }
 
 /// f32 words of padding per staged row: 8 rows of fragments written at
@@ -108,7 +127,8 @@ pub enum Sink {
 /// every thread writes its accumulators to a `bm x bn` f32 tile; after a
 /// second barrier (over the cluster for [`Sink::Cluster`]) each thread
 /// takes runs of consecutive columns, neighbouring threads taking
-/// neighbouring runs of a row, to `sink`.
+/// neighbouring runs of a row, to `sink`. With [`Staging::cols`] below
+/// `bn`, slice by slice of those columns.
 pub fn staged(
     b: &mut Builder,
     cx: &Cx,
@@ -118,96 +138,126 @@ pub fn staged(
     batch: &[Reg],
     sink: &Sink,
 ) {
-    let pitch = (st.bn + PAD) * 4;
-    ins!(b, "bar.sync 0");
-    let base = b.reg(RegKind::B32);
-    ins!(b, "mad.lo.u32 {base}, {}, {pitch}, {}", st.local.0, st.smem);
-    let col = b.reg(RegKind::B32);
-    ins!(b, "shl.b32 {col}, {}, 2", st.local.1);
-    ins!(b, "add.u32 {base}, {base}, {col}");
-    let mut i = 0;
-    while i < items.len() {
-        let it = &items[i];
-        let off = it.dm * pitch + it.dn * 4;
-        // Column pairs (even dn, thread columns even) as one 8-byte store.
-        let pair = items
-            .get(i + 1)
-            .filter(|n| n.dm == it.dm && n.dn == it.dn + 1 && it.dn.is_multiple_of(2));
-        match pair {
-            Some(n) => {
-                ins!(
-                    b,
-                    "st.shared.v2.f32 [{base}+{off}], {{{}, {}}}",
-                    it.reg,
-                    n.reg
-                );
-                i += 2;
-            }
-            None => {
-                ins!(b, "st.shared.f32 [{base}+{off}], {}", it.reg);
-                i += 1;
-            }
-        }
-    }
+    let cols = st.cols;
+    debug_assert!(
+        cols == st.bn
+            || (matches!(sink, Sink::Kernel)
+                && cols.is_multiple_of(8)
+                && st.bn.is_multiple_of(cols))
+    );
+    let pitch = (cols + PAD) * 4;
     // Partials go out 16 bytes at a time where rows split into them.
     let lanes = match sink {
-        Sink::Kernel | Sink::Cluster { .. } => run_lanes(cx, s, st.bn),
+        Sink::Kernel | Sink::Cluster { .. } => run_lanes(cx, s, cols),
         Sink::Partial(_) if s.n % 4 == 0 => 4,
         Sink::Partial(_) => 1,
     };
-    let runs_per_row = st.bn / lanes;
+    let runs_per_row = cols / lanes;
     // Lanes step along n (with one lane, the lane variable is unused).
     let cxl = cx.with_lanes_along(s.n_var.unwrap_or(cx.lane_var), s.reduce);
     let insts = row_insts(&cxl, s);
-    let batch = match sink {
-        Sink::Kernel | Sink::Cluster { .. } => widened(b, &cxl, batch),
-        Sink::Partial(_) => Vec::new(),
-    };
-    // The tile's rows this CTA takes: all, or its rank's share.
-    let (rows, first_row) = match sink {
-        Sink::Cluster { count, rank } => {
-            memory::cluster_barrier(b);
-            let first = b.reg(RegKind::B32);
-            ins!(b, "mul.lo.u32 {first}, {rank}, {}", st.bm / count);
-            (st.bm / count, Some(first))
-        }
-        Sink::Kernel | Sink::Partial(_) => {
-            ins!(b, "bar.sync 0");
-            (st.bm, None)
-        }
-    };
-    for j in 0..rows * runs_per_row / st.threads {
-        let (g, row, run, m, n) = (
-            b.reg(RegKind::B32),
-            b.reg(RegKind::B32),
-            b.reg(RegKind::B32),
-            b.reg(RegKind::B32),
-            b.reg(RegKind::B32),
-        );
-        ins!(b, "add.u32 {g}, {}, {}", st.tid, j * st.threads);
-        ins!(b, "div.u32 {row}, {g}, {runs_per_row}");
-        if let Some(first) = first_row {
-            ins!(b, "add.u32 {row}, {row}, {first}");
-        }
-        ins!(b, "rem.u32 {run}, {g}, {runs_per_row}");
-        ins!(b, "mul.lo.u32 {run}, {run}, {lanes}");
-        ins!(b, "add.u32 {m}, {}, {row}", st.origin.0);
-        ins!(b, "add.u32 {n}, {}, {run}", st.origin.1);
-        let addr = b.reg(RegKind::B32);
-        ins!(b, "mad.lo.u32 {addr}, {row}, {pitch}, {}", st.smem);
-        ins!(b, "mad.lo.u32 {addr}, {run}, 4, {addr}");
-        let regs: Vec<Reg> = (0..lanes).map(|_| b.reg(RegKind::F32)).collect();
-        match sink {
-            Sink::Kernel | Sink::Partial(_) => {
-                for (q, quad) in regs.chunks(4).enumerate() {
-                    memory::load_shared_f32(b, quad, addr, 16 * q as u32);
+    let mut start: Option<(Reg, Vec<Reg>)> = None;
+    for slice in 0..st.bn / cols {
+        st.sync(b);
+        let first_col = slice * cols;
+        let base = match &start {
+            Some((base, _)) => *base,
+            None => {
+                let base = b.reg(RegKind::B32);
+                ins!(b, "mad.lo.u32 {base}, {}, {pitch}, {}", st.local.0, st.smem);
+                let col = b.reg(RegKind::B32);
+                ins!(b, "shl.b32 {col}, {}, 2", st.local.1);
+                ins!(b, "add.u32 {base}, {base}, {col}");
+                base
+            }
+        };
+        // A thread's column `dn` lies in slice `dn / cols`: the
+        // fragments' column within an 8-column group is below 8.
+        let mine: Vec<&Item> = items.iter().filter(|it| it.dn / cols == slice).collect();
+        let mut i = 0;
+        while i < mine.len() {
+            let it = mine[i];
+            let off = it.dm * pitch + (it.dn - first_col) * 4;
+            // Column pairs (even dn, thread columns even) as one 8-byte store.
+            let pair = mine
+                .get(i + 1)
+                .filter(|n| n.dm == it.dm && n.dn == it.dn + 1 && it.dn.is_multiple_of(2));
+            match pair {
+                Some(n) => {
+                    ins!(
+                        b,
+                        "st.shared.v2.f32 [{base}+{off}], {{{}, {}}}",
+                        it.reg,
+                        n.reg
+                    );
+                    i += 2;
+                }
+                None => {
+                    ins!(b, "st.shared.f32 [{base}+{off}], {}", it.reg);
+                    i += 1;
                 }
             }
-            Sink::Cluster { count, .. } => peer_sum(b, addr, *count, &regs),
         }
-        match sink {
-            Sink::Kernel | Sink::Cluster { .. } => point(b, &cxl, s, &insts, &batch, (m, n), &regs),
-            Sink::Partial(plane) => partial(b, s, *plane, (m, n), &regs),
+        let batch = &start
+            .get_or_insert_with(|| {
+                let batch = match sink {
+                    Sink::Kernel | Sink::Cluster { .. } => widened(b, &cxl, batch),
+                    Sink::Partial(_) => Vec::new(),
+                };
+                (base, batch)
+            })
+            .1;
+        // The tile's rows this CTA takes: all, or its rank's share.
+        let (rows, first_row) = match sink {
+            Sink::Cluster { count, rank } => {
+                memory::cluster_barrier(b);
+                let first = b.reg(RegKind::B32);
+                ins!(b, "mul.lo.u32 {first}, {rank}, {}", st.bm / count);
+                (st.bm / count, Some(first))
+            }
+            Sink::Kernel | Sink::Partial(_) => {
+                st.sync(b);
+                (st.bm, None)
+            }
+        };
+        for j in 0..rows * runs_per_row / st.threads {
+            let (g, row, run, m, n) = (
+                b.reg(RegKind::B32),
+                b.reg(RegKind::B32),
+                b.reg(RegKind::B32),
+                b.reg(RegKind::B32),
+                b.reg(RegKind::B32),
+            );
+            ins!(b, "add.u32 {g}, {}, {}", st.tid, j * st.threads);
+            ins!(b, "div.u32 {row}, {g}, {runs_per_row}");
+            if let Some(first) = first_row {
+                ins!(b, "add.u32 {row}, {row}, {first}");
+            }
+            ins!(b, "rem.u32 {run}, {g}, {runs_per_row}");
+            ins!(b, "mul.lo.u32 {run}, {run}, {lanes}");
+            ins!(b, "add.u32 {m}, {}, {row}", st.origin.0);
+            ins!(b, "add.u32 {n}, {}, {run}", st.origin.1);
+            if first_col > 0 {
+                ins!(b, "add.u32 {n}, {n}, {first_col}");
+            }
+            let addr = b.reg(RegKind::B32);
+            ins!(b, "mad.lo.u32 {addr}, {row}, {pitch}, {}", st.smem);
+            ins!(b, "mad.lo.u32 {addr}, {run}, 4, {addr}");
+            let regs: Vec<Reg> = (0..lanes).map(|_| b.reg(RegKind::F32)).collect();
+            match sink {
+                Sink::Kernel | Sink::Partial(_) => {
+                    for (q, quad) in regs.chunks(4).enumerate() {
+                        memory::load_shared_f32(b, quad, addr, 16 * q as u32);
+                    }
+                }
+                Sink::Cluster { count, .. } => peer_sum(b, addr, *count, &regs),
+            }
+            match sink {
+                Sink::Kernel | Sink::Cluster { .. } => {
+                    point(b, &cxl, s, &insts, batch, (m, n), &regs)
+                }
+                Sink::Partial(plane) => partial(b, s, *plane, (m, n), &regs),
+            }
         }
     }
     if let Sink::Cluster { .. } = sink {

@@ -8,7 +8,7 @@ use super::mma::{self, Frags};
 use super::pipeline::Pipeline;
 use super::shape::Shape;
 use super::split::{self, Split};
-use super::start::{lane_and_warp, start};
+use super::start::{lane_and_warp, start, Bounds};
 use crate::ir::Kernel;
 use crate::ptx::builder::{ins, RegKind};
 use crate::ptx::module::PtxKernel;
@@ -71,6 +71,6 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, sp: Split) ->
     let shared = st.staged_epilogue(b, s, t, &items, (lm, ln), &sink);
     // Without `.minnctapersm 1` ptxas caps 8-warp tiles at 128 registers
     // and spills; with it, up to 255 (one CTA per SM).
-    let k = st.finish(bld, kernel, target, s, t, 128, 1, shared);
+    let k = st.finish(bld, kernel, target, s, t, 128, Bounds::MinCtas(1), shared);
     split::finish(k, kernel, target, s, (sp, &sink))
 }

@@ -34,15 +34,17 @@ mod mma_sync;
 mod pipeline;
 mod shape;
 mod simt;
+mod specialized;
 mod split;
 mod start;
 mod tma;
 mod wgmma;
 
-pub use config::{candidates, tile_names, wgmma_candidates, Tile};
+pub use config::{candidates, tile_names, wgmma_candidates, Schedule, Tile};
 pub(crate) use load::Layout;
 pub(crate) use mma::{ldmatrix, mma, mma_op};
 pub use shape::{recognise, Elem, Operand, Shape};
+pub use specialized::{budget, Budget};
 pub use split::{Split, MAX_SPLITS, MIN_SPLIT_K, PLAN_SMS};
 pub(crate) use wgmma::{descriptor, descriptor_bits};
 
@@ -135,7 +137,10 @@ pub fn variants(kernel: &Kernel, target: &Target) -> Vec<String> {
 }
 
 /// `kernel` lowered with the configuration named `name` (one of
-/// [`variants`], or any tensor-core tile named `<tile>-split<n>` for `n`
+/// [`variants`], any of their warpgroup tiles with `ws` or `wsp` appended
+/// ([`Schedule::Specialized`], [`Schedule::Persistent`]), or any
+/// tensor-core tile named
+/// `<tile>-split<n>` for `n`
 /// splits as far as the scratch allows); `None` for an unknown name or a
 /// kernel no tuned emitter takes.
 pub fn emit_variant(kernel: &Kernel, target: &Target, name: &str) -> Option<PtxKernel> {
@@ -148,7 +153,7 @@ pub fn emit_variant(kernel: &Kernel, target: &Target, name: &str) -> Option<PtxK
         Some((tile, n)) => (tile, n.parse::<u64>().ok()?),
         None => (name, 1),
     };
-    let t = config::tiles(&s, target)
+    let t = config::named(&s, target)
         .into_iter()
         .find(|t| t.name() == tile)?;
     let sp = split::plan(kernel, &s, &t, want);
@@ -169,10 +174,11 @@ pub fn split_plan(kernel: &Kernel, s: &Shape, t: &Tile, want: u64) -> Split {
 }
 
 /// `s` of `kernel` with tile `t`, its `k` split as `sp` (from
-/// [`split_plan`]; [`Split::NONE`] for none).
+/// [`split_plan`]; [`Split::NONE`] for none); a warpgroup tile scheduled
+/// as `SMELT_MATMUL_WS` asks ([`config::scheduled`]).
 pub fn emit_split(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile, sp: Split) -> PtxKernel {
     if t.wgmma {
-        wgmma::emit(kernel, target, s, t, sp)
+        wgmma::emit(kernel, target, s, &config::scheduled(t), sp)
     } else {
         mma_sync::emit(kernel, target, s, t, sp)
     }

@@ -66,6 +66,21 @@ pub fn stages_in_registers(s: &Shape) -> bool {
     }
 }
 
+/// Shared address of k-tile `kt`'s stage among `stages` of `stage_bytes`
+/// from `base`.
+fn stage_at(b: &mut Builder, kt: Reg, (stages, stage_bytes): (u32, u32), base: Reg) -> Reg {
+    let (st, addr) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
+    ins!(b, "rem.u32 {st}, {kt}, {stages}");
+    ins!(b, "mad.lo.u32 {addr}, {st}, {stage_bytes}, {base}");
+    addr
+}
+
+/// Shared address of k-tile `kt`'s stage of tile `t` whose stages start
+/// at `base`.
+pub fn stage_address(b: &mut Builder, kt: Reg, t: &Tile, base: Reg) -> Reg {
+    stage_at(b, kt, (t.stages, t.stage_bytes()), base)
+}
+
 impl Pipeline {
     /// The per-thread copy state of the CTA at `st`, over its k-tiles
     /// under split `sp`. For `wgmma` (`wgmma`), operands the copy engine
@@ -93,7 +108,8 @@ impl Pipeline {
         let (layouts, copies) = match engine {
             Some(plan) => {
                 let offs = [&s.a, &s.b].map(|op| batch_offset(b, op, &st.batch));
-                let c = tma::Copies::new(b, &plan, st, (s, t), offs);
+                let at = (0, tma::Plan::barriers(t).0);
+                let c = tma::Copies::new(b, &plan, st, (s, t), offs, at);
                 (plan.layouts(), Copies::Engine(c))
             }
             None => {
@@ -145,15 +161,7 @@ impl Pipeline {
 
     /// Shared address of the stage of k-tile `kt`.
     pub fn stage(&self, b: &mut Builder, kt: Reg) -> Reg {
-        let (st, addr) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
-        ins!(b, "rem.u32 {st}, {kt}, {}", self.stages);
-        ins!(
-            b,
-            "mad.lo.u32 {addr}, {st}, {}, {}",
-            self.stage_bytes,
-            self.smem_base
-        );
-        addr
+        stage_at(b, kt, (self.stages, self.stage_bytes), self.smem_base)
     }
 
     /// Starts the copies of the first `n` k-tiles, one commit group each
@@ -168,7 +176,7 @@ impl Pipeline {
         b.comment("pipeline prologue");
         match &self.copies {
             Copies::Engine(c) => {
-                c.init(b);
+                c.init(b, None);
                 for kt in 0..n.min(self.kt_most) {
                     let kt = b.mov(RegKind::B32, "u32", kt);
                     let ours = b.reg(RegKind::Pred);

@@ -63,7 +63,7 @@
 
 use super::epilogue;
 use super::shape::{Operand, Shape};
-use super::start::{batch_offset, start, CtaTile};
+use super::start::{batch_offset, start, Bounds, CtaTile};
 use crate::ir::Kernel;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
 use crate::ptx::module::PtxKernel;
@@ -641,7 +641,16 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Simt) -> PtxKernel 
         .collect();
     epilogue::emit(b, cx, s, &items, &origin);
     let min_ctas = 65536 / (REGS * t.threads());
-    st.finish(bld, kernel, target, s, t, 16, min_ctas, t.shared_bytes())
+    st.finish(
+        bld,
+        kernel,
+        target,
+        s,
+        t,
+        16,
+        Bounds::MinCtas(min_ctas),
+        t.shared_bytes(),
+    )
 }
 
 #[cfg(test)]

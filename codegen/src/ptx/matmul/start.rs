@@ -26,6 +26,16 @@ pub(super) struct Start<'k> {
     pub(super) batch: Vec<Reg>,
 }
 
+/// How the module bounds a CTA's registers.
+pub(super) enum Bounds {
+    /// ptxas keeps registers low enough for this many CTAs per SM of the
+    /// tile's threads.
+    MinCtas(u32),
+    /// `threads` per CTA (the tile's and more), each launched with at most
+    /// `regs` registers (`.maxnreg`, what `setmaxnreg` needs).
+    Registers { threads: u32, regs: u32 },
+}
+
 /// The common start of a matmul kernel with CTA tiles `t`, and the
 /// builder holding its code so far.
 pub(super) fn start<'k>(
@@ -66,6 +76,22 @@ pub(super) fn start<'k>(
 }
 
 impl Start<'_> {
+    /// Where the CTA's threads stage tile `t` for the epilogue: the whole
+    /// tile at the shared base, each thread's items from `local`.
+    pub(super) fn staging(&self, t: &Tile, local: (Reg, Reg)) -> epilogue::Staging {
+        epilogue::Staging {
+            smem: self.smem_base,
+            tid: self.tid,
+            threads: t.threads(),
+            bm: t.bm(),
+            bn: t.bn(),
+            origin: (self.m0, self.n0),
+            local,
+            cols: t.bn(),
+            named_barrier: false,
+        }
+    }
+
     /// The staged epilogue (see [`epilogue::staged`]) of a tensor-core
     /// tile `t` whose thread holds `items` from `local` (row, column within
     /// the tile), to `sink`; returns the dynamic shared memory the kernel
@@ -79,24 +105,16 @@ impl Start<'_> {
         local: (Reg, Reg),
         sink: &epilogue::Sink,
     ) -> u32 {
-        let staging = epilogue::Staging {
-            smem: self.smem_base,
-            tid: self.tid,
-            threads: t.threads(),
-            bm: t.bm(),
-            bn: t.bn(),
-            origin: (self.m0, self.n0),
-            local,
-        };
+        let staging = self.staging(t, local);
         epilogue::staged(b, &self.cx, s, items, &staging, &self.batch, sink);
         t.shared_bytes()
             .max(epilogue::staging_bytes(t.bm(), t.bn()))
     }
 
     /// The module around the body emitted into `b` (which this ends with
-    /// `ret`), launched as one CTA of `t.threads()` per tile and batch
-    /// with `shared` dynamic shared bytes aligned to `align`; ptxas keeps
-    /// registers low enough for `min_ctas` CTAs per SM.
+    /// `ret`), launched as one CTA per tile and batch (of `t.threads()`,
+    /// or the threads `bounds` gives) with `shared` dynamic shared bytes
+    /// aligned to `align`, its registers bounded as `bounds` says.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn finish(
         self,
@@ -106,12 +124,21 @@ impl Start<'_> {
         s: &Shape,
         t: &impl CtaTile,
         align: u32,
-        min_ctas: u32,
+        bounds: Bounds,
         shared: u32,
     ) -> PtxKernel {
         ins!(b, "ret");
         let decls = format!(".extern .shared .align {align} .b8 {}[];\n\n", self.smem);
-        let directives = format!(".maxntid {}, 1, 1\n.minnctapersm {min_ctas}\n", t.threads());
+        let (threads, directives) = match bounds {
+            Bounds::MinCtas(n) => (
+                t.threads(),
+                format!(".maxntid {}, 1, 1\n.minnctapersm {n}\n", t.threads()),
+            ),
+            Bounds::Registers { threads, regs } => (
+                threads,
+                format!(".maxntid {threads}, 1, 1\n.maxnreg {regs}\n"),
+            ),
+        };
         let ctas_m = (s.m as u32).div_ceil(t.bm());
         let ctas_n = (s.n as u32).div_ceil(t.bn());
         let ptx = module(
@@ -128,7 +155,7 @@ impl Start<'_> {
             launches: vec![Launch {
                 entry: self.entry,
                 grid: (ctas_m * ctas_n, 1, s.batches(kernel) as u32),
-                block: (t.threads(), 1, 1),
+                block: (threads, 1, 1),
                 shared_bytes: shared,
             }],
             maps: Vec::new(),

@@ -169,7 +169,7 @@ pub struct Copies {
     map: [Reg; 2],
     unit: [Reg; 2],
     row0: [Reg; 2],
-    /// Thread 0, which starts every copy.
+    /// The thread that starts every copy.
     producer: Reg,
     bars: Reg,
     stages: u32,
@@ -179,23 +179,22 @@ pub struct Copies {
 
 impl Copies {
     /// The copies' registers for the CTA at `st`, the operands' batch
-    /// offsets `batch_off` (elements, s64) and the tile `t` of `s`.
+    /// offsets `batch_off` (elements, s64) and the tile `t` of `s`; thread
+    /// `issuer` starts every copy, and the barriers lie at byte `bars` of
+    /// dynamic shared memory ([`Plan::barriers`] but in the persistent
+    /// kernel).
     pub fn new(
         b: &mut Builder,
         plan: &Plan,
         st: &Start,
         (s, t): (&Shape, &Tile),
         batch_off: [Reg; 2],
+        (issuer, bars_at): (u32, u32),
     ) -> Copies {
         let producer = b.reg(RegKind::Pred);
-        ins!(b, "setp.eq.u32 {producer}, {}, 0", st.tid);
+        ins!(b, "setp.eq.u32 {producer}, {}, {issuer}", st.tid);
         let bars = b.reg(RegKind::B32);
-        ins!(
-            b,
-            "add.u32 {bars}, {}, {}",
-            st.smem_base,
-            Plan::barriers(t).0
-        );
+        ins!(b, "add.u32 {bars}, {}, {bars_at}", st.smem_base);
         // Per operand: the map's generic address, the batch's coordinate.
         let regs: [(Reg, Reg); 2] = std::array::from_fn(|i| {
             let (m, gm) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
@@ -220,14 +219,21 @@ impl Copies {
         }
     }
 
+    /// The shared address of the barriers.
+    pub fn bars(&self) -> Reg {
+        self.bars
+    }
+
     /// The tensor maps the copies read, A's then B's.
     pub fn maps(&self) -> Vec<TensorMap> {
         self.maps.clone()
     }
 
-    /// Thread 0 initialises the barriers; the caller's `bar.sync` then
-    /// shows them to every thread before any waits.
-    pub fn init(&self, b: &mut Builder) {
+    /// The issuing thread initialises the barriers, and with `empty`
+    /// (an arrival count) a second set of `stages` past them (the
+    /// warp-specialised kernel's "empty" barriers); the caller's
+    /// `bar.sync` then shows them to every thread before any waits.
+    pub fn init(&self, b: &mut Builder, empty: Option<u32>) {
         let skip = b.label();
         ins!(b, "@!{} bra {skip}", self.producer);
         for i in 0..self.stages {
@@ -238,13 +244,23 @@ impl Copies {
                 8 * i
             );
         }
+        if let Some(count) = empty {
+            for i in self.stages..2 * self.stages {
+                ins!(
+                    b,
+                    "mbarrier.init.shared::cta.b64 [{}+{}], {count}",
+                    self.bars,
+                    8 * i
+                );
+            }
+        }
         ins!(b, "fence.mbarrier_init.release.cluster");
         b.place(&skip);
     }
 
-    /// Thread 0 starts k-tile `kt` of the CTA (product k-tile `g`) into
-    /// its stage at shared address `stage`, where `go` (a predicate, and
-    /// thread 0) holds.
+    /// The issuing thread starts k-tile `kt` of the CTA (product k-tile
+    /// `g`) into its stage at shared address `stage`, where `go` (a
+    /// predicate) holds too.
     pub fn start(&self, b: &mut Builder, (kt, g): (Reg, Reg), stage: Reg, go: Option<Reg>) {
         let skip = b.label();
         let me = match go {
@@ -256,7 +272,7 @@ impl Copies {
             None => self.producer,
         };
         ins!(b, "@!{me} bra {skip}");
-        let bar = self.bar(b, kt);
+        let bar = barrier(b, self.bars, self.stages, kt);
         ins!(
             b,
             "mbarrier.arrive.expect_tx.shared::cta.b64 _, [{bar}], {}",
@@ -288,24 +304,36 @@ impl Copies {
 
     /// Every thread waits until k-tile `kt`'s copies have landed.
     pub fn wait(&self, b: &mut Builder, kt: Reg) {
-        let bar = self.bar(b, kt);
-        let ph = b.reg(RegKind::B32);
-        ins!(b, "div.u32 {ph}, {kt}, {}", self.stages);
-        ins!(b, "and.b32 {ph}, {ph}, 1");
-        let (top, done) = (b.label(), b.reg(RegKind::Pred));
-        b.place(&top);
-        ins!(
-            b,
-            "mbarrier.try_wait.parity.shared::cta.b64 {done}, [{bar}], {ph}"
-        );
-        ins!(b, "@!{done} bra {top}");
+        wait_phase(b, self.bars, self.stages, kt, false);
     }
+}
 
-    /// The shared address of k-tile `kt`'s barrier.
-    fn bar(&self, b: &mut Builder, kt: Reg) -> Reg {
-        let r = b.reg(RegKind::B32);
-        ins!(b, "rem.u32 {r}, {kt}, {}", self.stages);
-        ins!(b, "mad.lo.u32 {r}, {r}, 8, {}", self.bars);
-        r
+/// Waits until k-tile `kt`'s barrier among `stages` at `bars` completes
+/// the phase of `kt`, parity `(kt / stages) % 2`; with `before`, the
+/// phase before it (parity flipped: the previous k-tile of the stage,
+/// and for `kt < stages` the phase before a fresh barrier's first, which
+/// counts as complete).
+pub fn wait_phase(b: &mut Builder, bars: Reg, stages: u32, kt: Reg, before: bool) {
+    let bar = barrier(b, bars, stages, kt);
+    let ph = b.reg(RegKind::B32);
+    ins!(b, "div.u32 {ph}, {kt}, {stages}");
+    ins!(b, "and.b32 {ph}, {ph}, 1");
+    if before {
+        ins!(b, "xor.b32 {ph}, {ph}, 1");
     }
+    let (top, done) = (b.label(), b.reg(RegKind::Pred));
+    b.place(&top);
+    ins!(
+        b,
+        "mbarrier.try_wait.parity.shared::cta.b64 {done}, [{bar}], {ph}"
+    );
+    ins!(b, "@!{done} bra {top}");
+}
+
+/// The shared address of k-tile `kt`'s barrier among `stages` at `bars`.
+pub fn barrier(b: &mut Builder, bars: Reg, stages: u32, kt: Reg) -> Reg {
+    let r = b.reg(RegKind::B32);
+    ins!(b, "rem.u32 {r}, {kt}, {stages}");
+    ins!(b, "mad.lo.u32 {r}, {r}, 8, {bars}");
+    r
 }
