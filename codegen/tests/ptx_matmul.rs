@@ -411,7 +411,7 @@ fn small_wgmma_tiles_assemble_at_edge_shapes_without_spills() {
                         let p = matmul::emit_variant(&kern, &t, &tile.name()).expect("listed");
                         let mma = format!("m64n64k{}", if elem == Elem::Tf32 { 8 } else { 16 });
                         assert!(p.ptx.contains(&mma), "{kern}");
-                        assert_eq!(p.launches[0].block.0, tile.threads());
+                        assert_eq!(p.launches[0].block.0, launched_threads(tile, &p));
                         jobs.push((format!("{kern} {}", tile.name()), p.ptx));
                     }
                 }
@@ -737,8 +737,11 @@ fn fp8_tiles_assemble_without_spills() {
             // The stages, and with the copy engine a barrier per stage
             // past them, within the 227 KiB a CTA may use.
             let shared = p.launches[0].shared_bytes;
+            // "full" barriers, and "empty" ones where warp-specialised.
             let barriers = if p.maps.is_empty() {
                 0
+            } else if specialised(tile, &p) {
+                16 * tile.stages
             } else {
                 8 * tile.stages
             };
@@ -863,6 +866,26 @@ fn the_copy_engine_takes_operands_it_can_map() {
     assemble_no_spills(&jobs, t.sm);
 }
 
+/// Whether kernel `p` of tile `t` runs warp-specialised, as it must by
+/// default exactly where `t` is one warpgroup and the copy engine maps
+/// its operands (`k` unsplit: the variants named here are).
+fn specialised(t: &matmul::Tile, p: &smelt_codegen::ptx::PtxKernel) -> bool {
+    let ws = p.ptx.contains("setmaxnreg");
+    assert_eq!(
+        ws,
+        t.wgmma && t.bm() == 64 && !p.maps.is_empty(),
+        "{}",
+        t.name()
+    );
+    ws
+}
+
+/// Threads a CTA of tile `t` launches with: the tile's, and the producer
+/// warpgroup's where it is warp-specialised ([`specialised`]).
+fn launched_threads(t: &matmul::Tile, p: &smelt_codegen::ptx::PtxKernel) -> u32 {
+    t.threads() + if specialised(t, p) { 128 } else { 0 }
+}
+
 /// The untimed pick over a 1024^2 output: one warpgroup of 64x128 for
 /// `k` = 1024, two of 128x128 for a long `k` (the split rule then halves
 /// `k` for its 64 CTAs, where the kernel has scratch), for halves in
@@ -871,7 +894,9 @@ fn the_copy_engine_takes_operands_it_can_map() {
 fn long_k_over_small_outputs_takes_two_warpgroups_of_128x128() {
     let t = Target::CHECKED[1];
     for layout in [Layout::Nt, Layout::Nn] {
-        for (k, threads) in [(1024, 128), (4032, 128), (4096, 256), (8192, 256)] {
+        // One warpgroup of 64x128 and its producer warpgroup, or two of
+        // 128x128 (split, so not warp-specialised).
+        for (k, threads) in [(1024, 256), (4032, 256), (4096, 256), (8192, 256)] {
             let kern = kernel(1, 1024, 1024, k, Elem::F16, layout, false);
             let p = ptx_cases::emit_for(&kern, &t);
             assert_eq!(p.launches[0].block.0, threads, "k = {k}");

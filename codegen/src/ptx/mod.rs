@@ -147,7 +147,7 @@ pub use target::Target;
 /// `SMELT_ATTENTION_SPLITS`, for matmuls `SMELT_MATMUL_MMA`,
 /// `SMELT_MATMUL_WGMMA`, `SMELT_MATMUL_TMA`, `SMELT_MATMUL_SPLIT_CLUSTER`,
 /// `SMELT_MATMUL_WS`, `SMELT_MATMUL_PERSIST`, `SMELT_MATMUL_TILE` and
-/// `SMELT_MATMUL_SPLITS` (the first six as bits, set when not at their default, so that the key of
+/// `SMELT_MATMUL_SPLITS` (the first six as bits, and `SMELT_MATMUL_WS=0` as a seventh, set when not at their default, so that the key of
 /// every setting left at its default stays as it was); 0 for the others.
 /// Without it a module cached under one setting would be reused under
 /// another.
@@ -162,7 +162,8 @@ pub fn env_key(kernel: &Kernel) -> u64 {
                 | off("SMELT_MATMUL_TMA") << 2
                 | off("SMELT_MATMUL_SPLIT_CLUSTER") << 3
                 | u64::from(crate::env::flag("SMELT_MATMUL_WS", false)) << 63
-                | u64::from(crate::env::flag("SMELT_MATMUL_PERSIST", false)) << 62;
+                | u64::from(crate::env::flag("SMELT_MATMUL_PERSIST", false)) << 62
+                | off("SMELT_MATMUL_WS") << 61;
             let knobs = matmul::env_knobs();
             if knobs == (None, None) {
                 return switches;

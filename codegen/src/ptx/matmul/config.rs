@@ -303,15 +303,26 @@ pub fn forced(s: &Shape, target: &Target) -> Option<Tile> {
     named(s, target).into_iter().find(|t| t.name() == name)
 }
 
-/// `t` as the environment schedules it: a plain warpgroup tile is
-/// [`Schedule::Specialized`] under `SMELT_MATMUL_WS=1`, and
-/// [`Schedule::Persistent`] with `SMELT_MATMUL_PERSIST=1` too (both off
-/// by default, pending measurement on a GPU).
+/// `t` as it runs: a plain warpgroup tile of one warpgroup (64 rows) is
+/// [`Schedule::Specialized`] by default, one of two warpgroups plain;
+/// `SMELT_MATMUL_WS=1` specialises every warpgroup tile (and
+/// `SMELT_MATMUL_PERSIST=1` too makes them [`Schedule::Persistent`]),
+/// `SMELT_MATMUL_WS=0` none. Why (H200, 2026-11-29, `SMELT_TUNE=0`, two
+/// rounds, cuBLAS in the same process; BENCHMARKS.md): 1024^3 f16, whose
+/// default is one warpgroup of 64x128, went from 84% to 94-96% of cuBLAS
+/// (`B^T`; row-major `B` 80% to 94-96%, with bias and gelu 99-100% to
+/// 106-109% of cuBLAS and a separate kernel) with its own producer
+/// warpgroup, where two-warpgroup tiles (2048^3-8192^3 and the transformer
+/// shapes, 128x256) moved within the run's noise either way, and the
+/// persistent grid gained nothing anywhere.
 pub fn scheduled(t: &Tile) -> Tile {
-    let flag = |name| crate::env::flag(name, false);
-    if !t.wgmma || t.schedule != Schedule::Plain || !flag("SMELT_MATMUL_WS") {
+    let flag = |name, default| crate::env::flag(name, default);
+    let one_warpgroup = t.warps_m == 4;
+    let specialise =
+        flag("SMELT_MATMUL_WS", false) || (one_warpgroup && flag("SMELT_MATMUL_WS", true));
+    if !t.wgmma || t.schedule != Schedule::Plain || !specialise {
         *t
-    } else if flag("SMELT_MATMUL_PERSIST") {
+    } else if flag("SMELT_MATMUL_PERSIST", false) {
         t.with(Schedule::Persistent)
     } else {
         t.with(Schedule::Specialized)

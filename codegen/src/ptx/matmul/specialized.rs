@@ -1,5 +1,6 @@
-//! The warp-specialised warpgroup kernel (issue 15; opt-in pending
-//! measurement: `SMELT_MATMUL_WS=1`, or a tile name ending in `ws`; with
+//! The warp-specialised warpgroup kernel (issue 15; the default for tiles
+//! of one warpgroup, [`super::config::scheduled`]; every warpgroup tile
+//! under `SMELT_MATMUL_WS=1`, or a tile name ending in `ws`; with
 //! `SMELT_MATMUL_PERSIST=1` too, or `wsp`, persistent): where the copy
 //! engine maps both operands (`tma.rs`) and `k` is not split, one extra
 //! **producer** warpgroup copies every k-tile while the tile's warpgroups

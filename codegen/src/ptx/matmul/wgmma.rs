@@ -12,9 +12,10 @@
 //!   one k-tile, thread 0 copies every tile with it (`tma.rs`): into the
 //!   same layouts, so the same descriptors serve, and TF32 rounded on the
 //!   way; otherwise every thread copies its chunks as below.
-//! - Opt-in (`specialized.rs`): where the copy engine applies and `k` is
-//!   not split, a warp-specialised CTA instead, a producer warpgroup
-//!   copying while these warpgroups multiply, optionally persistent.
+//! - For tiles of one warpgroup by default (`specialized.rs`,
+//!   `config::scheduled`): where the copy engine applies and `k` is not
+//!   split, a warp-specialised CTA instead, a producer warpgroup copying
+//!   while these warpgroups multiply, optionally persistent.
 //! - TF32 tiles are always k-major; those the copy engine does not take
 //!   reach shared memory through registers, rounded (`load.rs`).
 //! - FP8 tiles (`e4m3`/`e5m2`, either for each operand) are always
