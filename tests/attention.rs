@@ -771,21 +771,17 @@ fn tensor_core_tiles_assemble_without_spills() {
     // Tiles that resolve alike give the same kernel: assemble each once.
     jobs.sort_by(|a, b| (&a.2, a.1).cmp(&(&b.2, b.1)));
     jobs.dedup_by(|a, b| a.2 == b.2 && a.1 == b.1);
-    let reports = std::sync::Mutex::new(Vec::new());
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        for _ in 0..2 {
-            s.spawn(|| loop {
-                let n = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some((name, sm, ptx)) = jobs.get(n) else {
-                    break;
-                };
-                let r = ptxas::assemble(ptx, *sm).unwrap_or_else(|e| panic!("{name} sm_{sm}: {e}"));
-                reports.lock().unwrap().push((name.clone(), *sm, r));
-            });
-        }
-    });
-    let mut reports = reports.into_inner().unwrap();
+    let mut reports: Vec<_> = jobs
+        .iter()
+        .zip(ptxas::assemble_each(&sm_jobs(&jobs)))
+        .map(|((name, sm, _), r)| {
+            (
+                name,
+                *sm,
+                r.unwrap_or_else(|e| panic!("{name} sm_{sm}: {e}")),
+            )
+        })
+        .collect();
     reports.sort();
     for (name, sm, r) in &reports {
         let Some(info) = r else {
@@ -871,8 +867,9 @@ fn wgmma_tiles_assemble_without_spills() {
             }
         }
     }
-    for (name, ptx) in &jobs {
-        let Some(info) = ptxas::assemble(ptx, 90).unwrap_or_else(|e| panic!("{name}: {e}")) else {
+    let sm90: Vec<_> = jobs.iter().map(|(_, ptx)| (ptx.as_str(), 90)).collect();
+    for ((name, _), r) in jobs.iter().zip(ptxas::assemble_each(&sm90)) {
+        let Some(info) = r.unwrap_or_else(|e| panic!("{name}: {e}")) else {
             println!("skipped: ptxas not found");
             assert!(!smelt_codegen::env::flag("SMELT_REQUIRE_PTXAS", false));
             return;
@@ -887,6 +884,13 @@ fn wgmma_tiles_assemble_without_spills() {
             assert_eq!(spilled, 0, "{name}: {info}");
         }
     }
+}
+
+/// `(ptx, sm)` of each named job, for [`ptxas::assemble_each`].
+fn sm_jobs(jobs: &[(String, u32, String)]) -> Vec<(&str, u32)> {
+    jobs.iter()
+        .map(|(_, sm, ptx)| (ptx.as_str(), *sm))
+        .collect()
 }
 
 /// Bytes of spill stores in a `ptxas -v` report.
@@ -1473,8 +1477,8 @@ fn split_kv_launches_and_assemble() {
     }
     jobs.sort_by(|a, b| (&a.2, a.1).cmp(&(&b.2, b.1)));
     jobs.dedup_by(|a, b| a.2 == b.2 && a.1 == b.1);
-    for (name, sm, ptx) in &jobs {
-        let Some(info) = ptxas::assemble(ptx, *sm).unwrap_or_else(|e| panic!("{name}: {e}")) else {
+    for ((name, sm, _), r) in jobs.iter().zip(ptxas::assemble_each(&sm_jobs(&jobs))) {
+        let Some(info) = r.unwrap_or_else(|e| panic!("{name}: {e}")) else {
             println!("skipped: ptxas not found");
             assert!(
                 !smelt_codegen::env::flag("SMELT_REQUIRE_PTXAS", false),

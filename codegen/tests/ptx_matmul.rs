@@ -85,6 +85,7 @@ fn every_tile_configuration_assembles_with_its_resources() {
         kernel(1, 4096, 4096, 4096, Elem::Tf32, Layout::Nn, false),
     ];
     let t = Target::CHECKED[1];
+    let mut jobs = Vec::new();
     for k in &ks {
         let s = matmul::recognise(k).expect("recognised");
         // Warpgroup tiles for halves (contiguous along k or the rows) and
@@ -96,30 +97,28 @@ fn every_tile_configuration_assembles_with_its_resources() {
             let p = matmul::emit_variant(k, &t, &tile.name()).expect("a candidate");
             assert_eq!(p, matmul::emit_with(k, &t, &s, &tile));
             assert_eq!(p.ptx.contains("wgmma.mma_async"), tile.wgmma);
-            match ptxas::assemble(&p.ptx, t.sm) {
-                Ok(Some(info)) => {
-                    println!(
-                        "{:?} {:?} {}: {}",
-                        s.elem,
-                        layout_of(k),
-                        tile.name(),
-                        info.trim()
-                    );
-                    assert_eq!(spilled(&info), 0, "{}: {info}", tile.name());
-                    // ptxas serialises the warpgroup MMAs when it cannot
-                    // keep them in flight (a silent 2x loss): never.
-                    assert!(!info.contains("wgmma"), "{}: {info}", tile.name());
-                }
-                Ok(None) => {
-                    println!("skipped: ptxas not found");
-                    assert!(
-                        !ptx_cases::ptxas_required(),
-                        "SMELT_REQUIRE_PTXAS=1 but ptxas was not found"
-                    );
-                    return;
-                }
-                Err(e) => panic!("{tile:?} sm_{}: {e}", t.sm),
+            jobs.push((s.elem, layout_of(k), tile, p.ptx));
+        }
+    }
+    let ptx: Vec<_> = jobs.iter().map(|j| (j.3.as_str(), t.sm)).collect();
+    for ((elem, layout, tile, _), r) in jobs.iter().zip(ptxas::assemble_each(&ptx)) {
+        match r {
+            Ok(Some(info)) => {
+                println!("{elem:?} {layout:?} {}: {}", tile.name(), info.trim());
+                assert_eq!(spilled(&info), 0, "{}: {info}", tile.name());
+                // ptxas serialises the warpgroup MMAs when it cannot
+                // keep them in flight (a silent 2x loss): never.
+                assert!(!info.contains("wgmma"), "{}: {info}", tile.name());
             }
+            Ok(None) => {
+                println!("skipped: ptxas not found");
+                assert!(
+                    !ptx_cases::ptxas_required(),
+                    "SMELT_REQUIRE_PTXAS=1 but ptxas was not found"
+                );
+                return;
+            }
+            Err(e) => panic!("{tile:?} sm_{}: {e}", t.sm),
         }
     }
 }
@@ -153,6 +152,7 @@ fn tf32_takes_wgmma_on_sm90_at_edge_shapes_without_spills() {
     let big = ptx_cases::emit_for(&ks[9], &t);
     assert!(big.ptx.contains("k8.f32.tf32.tf32"));
     let wg = matmul::wgmma_candidates();
+    let mut jobs = Vec::new();
     for k in &ks {
         let s = matmul::recognise(k).expect("recognised");
         assert_eq!(s.elem, Elem::Tf32);
@@ -180,17 +180,21 @@ fn tf32_takes_wgmma_on_sm90_at_edge_shapes_without_spills() {
             assert_eq!(p.ptx.contains("cvt.rn.tf32.f32"), !mapped, "{k}");
             assert!(!p.ptx.contains("cvt.rna"), "{k}");
             assert!(!p.ptx.contains("mma.sync"), "{k}");
-            match ptxas::assemble(&p.ptx, t.sm) {
-                Ok(Some(info)) => {
-                    assert_eq!(spilled(&info), 0, "{} {k}: {info}", tile.name());
-                    assert!(!info.contains("wgmma"), "{k}: {info}");
-                }
-                Ok(None) => {
-                    assert!(!ptx_cases::ptxas_required(), "ptxas not found");
-                    return;
-                }
-                Err(e) => panic!("{k}: {e}"),
+            jobs.push((k, tile, p.ptx));
+        }
+    }
+    let ptx: Vec<_> = jobs.iter().map(|j| (j.2.as_str(), t.sm)).collect();
+    for ((k, tile, _), r) in jobs.iter().zip(ptxas::assemble_each(&ptx)) {
+        match r {
+            Ok(Some(info)) => {
+                assert_eq!(spilled(&info), 0, "{} {k}: {info}", tile.name());
+                assert!(!info.contains("wgmma"), "{k}: {info}");
             }
+            Ok(None) => {
+                assert!(!ptx_cases::ptxas_required(), "ptxas not found");
+                return;
+            }
+            Err(e) => panic!("{k}: {e}"),
         }
     }
     // sm_80 keeps mma.sync for the same kernels.
@@ -264,34 +268,34 @@ fn f32_odd_layout(batch: i64, m: i64, n: i64, k: i64, strided: bool) -> Kernel {
 /// Emits each (kernel, SIMT configuration, target) and assembles it on
 /// all cores: no rejection, no spills. Returns how many assembled.
 fn assemble_simt_variants(jobs: &[(&Kernel, String, Target)], report: bool) -> usize {
-    let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
-    let done = std::sync::atomic::AtomicUsize::new(0);
-    let assembled = std::sync::atomic::AtomicUsize::new(0);
-    std::thread::scope(|sc| {
-        for _ in 0..threads {
-            sc.spawn(|| loop {
-                let i = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some((k, name, t)) = jobs.get(i) else {
-                    break;
-                };
-                assert!(name.starts_with("simt"), "{name}");
-                let p = matmul::emit_variant(k, t, name).expect("a listed variant");
-                assert!(p.ptx.contains("fma.rn.f32") && !p.ptx.contains("mma.sync"));
-                match ptxas::assemble(&p.ptx, t.sm) {
-                    Ok(Some(info)) => {
-                        if report {
-                            println!("{name} sm_{}: {}", t.sm, info.trim());
-                        }
-                        assert_eq!(spilled(&info), 0, "{name} sm_{}: {info}", t.sm);
-                        assembled.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    Ok(None) => {}
-                    Err(e) => panic!("{name} sm_{} {}: {e}", t.sm, k.name),
+    let emitted: Vec<_> = jobs
+        .iter()
+        .map(|(k, name, t)| {
+            assert!(name.starts_with("simt"), "{name}");
+            let p = matmul::emit_variant(k, t, name).expect("a listed variant");
+            assert!(p.ptx.contains("fma.rn.f32") && !p.ptx.contains("mma.sync"));
+            p.ptx
+        })
+        .collect();
+    let ptx: Vec<_> = emitted
+        .iter()
+        .zip(jobs)
+        .map(|(p, (_, _, t))| (p.as_str(), t.sm))
+        .collect();
+    let mut n = 0;
+    for ((k, name, t), r) in jobs.iter().zip(ptxas::assemble_each(&ptx)) {
+        match r {
+            Ok(Some(info)) => {
+                if report {
+                    println!("{name} sm_{}: {}", t.sm, info.trim());
                 }
-            });
+                assert_eq!(spilled(&info), 0, "{name} sm_{}: {info}", t.sm);
+                n += 1;
+            }
+            Ok(None) => {}
+            Err(e) => panic!("{name} sm_{} {}: {e}", t.sm, k.name),
         }
-    });
-    let n = assembled.into_inner();
+    }
     if n == 0 {
         println!("skipped: ptxas not found");
         assert!(
@@ -430,29 +434,19 @@ fn layout_is_nt(layout: Layout, k: i64) -> bool {
 /// Assembles every `(name, ptx)` for `sm` on all cores: no rejection, no
 /// spills, no serialised warpgroup MMAs.
 fn assemble_no_spills(jobs: &[(String, String)], sm: u32) {
-    let threads = std::thread::available_parallelism().map_or(4, |n| n.get());
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let assembled = std::sync::atomic::AtomicUsize::new(0);
-    std::thread::scope(|sc| {
-        for _ in 0..threads {
-            sc.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some((name, ptx)) = jobs.get(i) else {
-                    break;
-                };
-                match ptxas::assemble(ptx, sm) {
-                    Ok(Some(info)) => {
-                        assert_eq!(spilled(&info), 0, "{name}: {info}");
-                        assert!(!info.contains("wgmma"), "{name}: {info}");
-                        assembled.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    }
-                    Ok(None) => {}
-                    Err(e) => panic!("{name} sm_{sm}: {e}"),
-                }
-            });
+    let ptx: Vec<_> = jobs.iter().map(|(_, ptx)| (ptx.as_str(), sm)).collect();
+    let mut n = 0;
+    for ((name, _), r) in jobs.iter().zip(ptxas::assemble_each(&ptx)) {
+        match r {
+            Ok(Some(info)) => {
+                assert_eq!(spilled(&info), 0, "{name}: {info}");
+                assert!(!info.contains("wgmma"), "{name}: {info}");
+                n += 1;
+            }
+            Ok(None) => {}
+            Err(e) => panic!("{name} sm_{sm}: {e}"),
         }
-    });
-    let n = assembled.into_inner();
+    }
     println!("{n} of {} kernels assembled for sm_{sm}", jobs.len());
     if n == 0 {
         assert!(!ptx_cases::ptxas_required(), "ptxas not found");
@@ -750,8 +744,9 @@ fn fp8_tiles_assemble_without_spills() {
             jobs.push((format!("{elem:?} {layout:?} {}", tile.name()), p.ptx));
         }
     }
-    for (name, ptx) in &jobs {
-        match ptxas::assemble(ptx, t.sm) {
+    let ptx: Vec<_> = jobs.iter().map(|(_, ptx)| (ptx.as_str(), t.sm)).collect();
+    for ((name, _), r) in jobs.iter().zip(ptxas::assemble_each(&ptx)) {
+        match r {
             Ok(Some(info)) => {
                 println!("{name}: {}", info.trim());
                 assert_eq!(spilled(&info), 0, "{name}: {info}");

@@ -58,6 +58,16 @@ pub fn assemble(ptx: &str, sm: u32) -> Result<Option<String>, String> {
     run(ptx, sm, &["-v"])
 }
 
+/// [`assemble`] for each `(ptx, sm)` of `jobs`, on all cores: the results
+/// in `jobs`' order. Each `ptxas` is one single-threaded process, so tests
+/// that assemble hundreds of kernels one after another left a core idle.
+pub fn assemble_each(jobs: &[(&str, u32)]) -> Vec<Result<Option<String>, String>> {
+    use rayon::prelude::*;
+    jobs.par_iter()
+        .map(|&(ptx, sm)| assemble(ptx, sm))
+        .collect()
+}
+
 /// Like [`assemble`] but without optimisation (`-O0`) or the resource
 /// report: it validates the PTX as the driver's JIT parses it (syntax,
 /// types, operands, limits) in a fraction of the time, which is what CI's

@@ -18,17 +18,25 @@ pub fn ptxas_required() -> bool {
 /// `SMELT_REQUIRE_PTXAS=1`). Returns how many modules assembled.
 #[allow(dead_code)] // not every test crate that shares this module uses it
 pub fn assemble_all(kernels: &[Kernel], check: impl Fn(&Kernel, &PtxKernel)) -> usize {
-    let mut assembled = 0;
-    let mut failures = Vec::new();
+    let mut emitted = Vec::new();
     for k in kernels {
         for t in Target::CHECKED {
             let p = emit(k, &t).unwrap_or_else(|e| panic!("{}: {e}", k.name));
             check(k, &p);
-            match ptxas::assemble(&p.ptx, t.sm) {
-                Ok(Some(_)) => assembled += 1,
-                Ok(None) => {}
-                Err(e) => failures.push(format!("{} sm_{}: {e}\n{}", k.name, t.sm, p.ptx)),
-            }
+            emitted.push((k, t.sm, p.ptx));
+        }
+    }
+    let jobs: Vec<_> = emitted
+        .iter()
+        .map(|(_, sm, ptx)| (ptx.as_str(), *sm))
+        .collect();
+    let mut assembled = 0;
+    let mut failures = Vec::new();
+    for ((k, sm, ptx), r) in emitted.iter().zip(ptxas::assemble_each(&jobs)) {
+        match r {
+            Ok(Some(_)) => assembled += 1,
+            Ok(None) => {}
+            Err(e) => failures.push(format!("{} sm_{sm}: {e}\n{ptx}", k.name)),
         }
     }
     if let Some(f) = failures.first() {
