@@ -585,7 +585,7 @@ pub fn choose(k: &Kernel, target: &Target) -> Plan {
         let full = groups.div_ceil(tpr as u64 * cluster as u64).max(1);
         // The cached row may take a thread's share of the register file
         // but for about 32 registers of addresses and temporaries.
-        let budget = (65536 / (block * min_ctas) as u64)
+        let budget = (u64::from(crate::ptx::target::REGISTERS_PER_SM) / (block * min_ctas) as u64)
             .saturating_sub(32)
             .min(96);
         if full * lanes * loads <= budget {

@@ -1,5 +1,12 @@
 //! The GPU a kernel is emitted for.
 
+/// 32-bit registers of one SM (every architecture since sm_50).
+pub const REGISTERS_PER_SM: u32 = 64 * 1024;
+
+/// Shared memory of one sm_90 SM, 1 KiB of which each CTA reserves beyond
+/// what it asks for (sm_80: 164 KiB).
+pub const SHARED_PER_SM_90: u32 = 228 * 1024;
+
 /// The GPU the PTX is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Target {

@@ -76,9 +76,9 @@ pub const MAX_CTAS_PER_SM: u32 = 4;
 /// H200: 132).
 pub const PLAN_SMS: u32 = 160;
 
-/// Shared memory of an SM (sm_80 164 KiB, sm_90 228 KiB): the larger, so
+/// Shared memory of an SM: sm_90's, the larger (sm_80 has 164 KiB), so
 /// that the estimate of CTAs per SM errs towards more splits.
-const SHARED_PER_SM: u32 = 228 * 1024;
+const SHARED_PER_SM: u32 = crate::ptx::target::SHARED_PER_SM_90;
 
 /// The most query rows a CTA of either emitter takes (8 warps of 32).
 const MAX_CTA_ROWS: u32 = 256;

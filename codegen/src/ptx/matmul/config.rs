@@ -84,7 +84,7 @@ impl Tile {
     /// buffers or the epilogue's staged tile, whichever is larger.
     pub fn two_per_sm(&self) -> bool {
         let staged = super::epilogue::staging_bytes(self.bm(), self.bn());
-        2 * (self.shared_bytes().max(staged) + 2048) <= 228 * 1024
+        2 * (self.shared_bytes().max(staged) + 2048) <= crate::ptx::target::SHARED_PER_SM_90
     }
     /// A short stable name (`128x256k64w64x64s4g8`, `ws` appended for a
     /// [`Schedule::Specialized`] one, `wsp` for [`Schedule::Persistent`]):

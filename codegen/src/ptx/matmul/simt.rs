@@ -640,7 +640,7 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Simt) -> PtxKernel 
         })
         .collect();
     epilogue::emit(b, cx, s, &items, &origin);
-    let min_ctas = 65536 / (REGS * t.threads());
+    let min_ctas = crate::ptx::target::REGISTERS_PER_SM / (REGS * t.threads());
     st.finish(
         bld,
         kernel,

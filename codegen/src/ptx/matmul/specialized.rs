@@ -83,7 +83,7 @@ use crate::ir::Kernel;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
 use crate::ptx::eval::Cx;
 use crate::ptx::module::PtxKernel;
-use crate::ptx::target::Target;
+use crate::ptx::target::{Target, REGISTERS_PER_SM, SHARED_PER_SM_90};
 
 /// Registers of a producer thread after `setmaxnreg.dec`, the least
 /// `setmaxnreg` allows: its loop holds the maps' addresses, coordinates
@@ -101,13 +101,6 @@ const CONSUMER_SPARE: u32 = 40;
 
 /// Threads of the producer warpgroup.
 const PRODUCER_THREADS: u32 = 128;
-
-/// 32-bit registers of one SM.
-const REGISTER_FILE: u32 = 64 * 1024;
-
-/// Shared memory of one SM, of which each CTA takes 1 KiB more than it
-/// asks for.
-const SM_SHARED: u32 = 228 * 1024;
 
 /// Per-thread registers of a warp-specialised CTA.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,7 +128,7 @@ pub fn budget(t: &Tile, shared: u32) -> Budget {
     let consumers = t.threads();
     let threads = consumers + PRODUCER_THREADS;
     let at = |ctas: u32| {
-        let launch = (REGISTER_FILE / (ctas * threads) / 8 * 8).min(248);
+        let launch = (REGISTERS_PER_SM / (ctas * threads) / 8 * 8).min(248);
         let freed = (launch - PRODUCER_REGS) * PRODUCER_THREADS;
         Budget {
             ctas,
@@ -145,7 +138,7 @@ pub fn budget(t: &Tile, shared: u32) -> Budget {
         }
     };
     let two = at(2);
-    let fits = 2 * (shared + 1024) <= SM_SHARED && two.launch >= t.bn() / 2 + CONSUMER_SPARE;
+    let fits = 2 * (shared + 1024) <= SHARED_PER_SM_90 && two.launch >= t.bn() / 2 + CONSUMER_SPARE;
     if fits {
         two
     } else {
