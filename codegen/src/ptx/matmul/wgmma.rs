@@ -186,6 +186,9 @@ impl Mma {
     ) -> Mma {
         let (wg, a_rows) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
         ins!(b, "shr.u32 {wg}, {tid}, 7");
+        // From lane 0: ptxas then knows it is warp-uniform and keeps the
+        // descriptors built from it in uniform registers (no R2UR per MMA).
+        ins!(b, "shfl.sync.idx.b32 {wg}, {wg}, 0, 31, -1");
         ins!(b, "mul.lo.u32 {a_rows}, {wg}, {}", 64 * t.k_bytes);
         let acc: Vec<Reg> = (0..t.bn() / 2)
             .map(|_| b.mov(RegKind::F32, "f32", "0f00000000"))

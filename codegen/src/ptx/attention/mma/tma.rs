@@ -57,7 +57,7 @@
 //! once more at the end for the last one's final arrival, so every
 //! barrier ends complete.
 
-use super::wgmma::{issue_pv, issue_scores};
+use super::wgmma::{issue_pv, issue_scores, q_descriptors};
 use super::{pack_p, rescale, Acc, Emitter, Geom, LogitCx};
 use crate::attention::Attention;
 use crate::expr::Expr;
@@ -510,6 +510,7 @@ impl Emitter<'_> {
             ins!(b, "@{} bar.arrive 1, 256", t.last);
         }
         let s = Emitter::zeros(b, g.bn / 8);
+        let q = q_descriptors(b, &g, q);
         let (next, far) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
         b.comment("tile 0: scores and softmax");
         let cur = Slot::first(b);
@@ -517,7 +518,7 @@ impl Emitter<'_> {
         let ka = live.tile(b, &g, cur, g.k_off);
         live.my_turn(b);
         ins!(b, "wgmma.fence.sync.aligned");
-        issue_scores(b, &g, h, (q, ka), &s);
+        issue_scores(b, &g, h, (&q, ka), &s);
         live.your_turn(b);
         b.comment("thread 0: tile 2's k");
         ins!(b, "add.u32 {next}, {j0}, {}", g.bn);
@@ -559,7 +560,7 @@ impl Emitter<'_> {
         live.my_turn(b);
         // The scores were read and `pa` written since the last MMAs.
         ins!(b, "wgmma.fence.sync.aligned");
-        issue_scores(b, &g, h, (q, ka), &s);
+        issue_scores(b, &g, h, (&q, ka), &s);
         issue_pv(b, &g, h, va, &pa, o);
         live.your_turn(b);
         b.comment("thread 0: tile n + 2's k (tile n - 1's buffer)");

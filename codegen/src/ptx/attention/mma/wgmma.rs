@@ -39,6 +39,9 @@ pub(super) fn tile_addresses(b: &mut Builder, g: &Geom, warp: Reg, base: Reg) ->
         b.reg(RegKind::B32),
     );
     ins!(b, "shr.u32 {wg}, {warp}, 2");
+    // From lane 0: ptxas then knows it is warp-uniform and keeps the
+    // descriptors built from it in uniform registers (no R2UR per MMA).
+    ins!(b, "shfl.sync.idx.b32 {wg}, {wg}, 0, 31, -1");
     ins!(b, "mad.lo.u32 {q}, {wg}, {}, {base}", 64 * 128);
     ins!(b, "add.u32 {k}, {base}, {}", g.k_off);
     ins!(b, "add.u32 {v}, {base}, {}", g.v_off);
@@ -63,33 +66,49 @@ fn operand(acc: &Acc) -> String {
         .join(", ")
 }
 
-/// Issues `s = Q K^T` for the warpgroup's rows (`q` at `q_tile`) and the
-/// key tile at `k_tile` (`bn / 8` n8 tiles of accumulators, overwritten)
-/// as one commit group.
+/// The shared-memory descriptors of the warpgroup's `q` rows (at
+/// `q_tile`), one per k-step of 16: computed once before the key loop, so
+/// ptxas keeps them in uniform registers rather than rebuilding each
+/// from the address every tile.
+pub(super) fn q_descriptors(b: &mut Builder, g: &Geom, q_tile: Reg) -> Vec<Reg> {
+    let (bits, _, _) = descriptor_bits(Layout::KMajor, 0);
+    let dq = descriptor(b, q_tile, bits);
+    (0..g.dp / 16)
+        .map(|ks| {
+            let (block, within) = (ks / 4, 32 * (ks % 4));
+            let sa = b.reg(RegKind::B64);
+            // Descriptor addresses count 16-byte units.
+            ins!(
+                b,
+                "add.s64 {sa}, {dq}, {}",
+                (block * g.bm * 128 + within) >> 4
+            );
+            sa
+        })
+        .collect()
+}
+
+/// Issues `s = Q K^T` for the warpgroup's rows (`q`, its
+/// [`q_descriptors`]) and the key tile at `k_tile` (`bn / 8` n8 tiles of
+/// accumulators, overwritten) as one commit group.
 pub(super) fn issue_scores(
     b: &mut Builder,
     g: &Geom,
     h: DType,
-    (q_tile, k_tile): (Reg, Reg),
+    (q, k_tile): (&[Reg], Reg),
     s: &Acc,
 ) {
     b.comment("S = Q K^T (wgmma)");
     let (bits, _, _) = descriptor_bits(Layout::KMajor, 0);
-    let (dq, dk) = (descriptor(b, q_tile, bits), descriptor(b, k_tile, bits));
+    let dk = descriptor(b, k_tile, bits);
     let (add, fresh) = (b.reg(RegKind::Pred), b.reg(RegKind::Pred));
     ins!(b, "setp.ne.b32 {add}, 1, 0");
     ins!(b, "setp.eq.b32 {fresh}, 1, 0");
     let d = operand(s);
     let ty = ty(h);
-    for ks in 0..g.dp / 16 {
+    for (ks, sa) in (0..g.dp / 16).zip(q) {
         let (block, within) = (ks / 4, 32 * (ks % 4));
-        let (sa, sb) = (b.reg(RegKind::B64), b.reg(RegKind::B64));
-        // Descriptor addresses count 16-byte units.
-        ins!(
-            b,
-            "add.s64 {sa}, {dq}, {}",
-            (block * g.bm * 128 + within) >> 4
-        );
+        let sb = b.reg(RegKind::B64);
         ins!(
             b,
             "add.s64 {sb}, {dk}, {}",
@@ -156,10 +175,11 @@ impl Emitter<'_> {
     ) -> Reg {
         let (g, h) = (self.g, self.h);
         let s = Emitter::zeros(b, g.bn / 8);
+        let q = q_descriptors(b, &g, q);
         let next = b.reg(RegKind::B32);
         b.comment("tile 0: scores and softmax");
         ins!(b, "wgmma.fence.sync.aligned");
-        issue_scores(b, &g, h, (q, kv.k), &s);
+        issue_scores(b, &g, h, (&q, kv.k), &s);
         ins!(b, "wgmma.wait_group.sync.aligned 0");
         ins!(b, "add.u32 {next}, {}, {}", kv.j0, g.bn);
         let x = self.tile_logits(b, lx, (kv.j0, next), std::slice::from_ref(&s));
@@ -192,7 +212,7 @@ impl Emitter<'_> {
         ins!(b, "add.u32 {va}, {}, {prev}", kv.v);
         // The scores were read and `pa` written since the last MMAs.
         ins!(b, "wgmma.fence.sync.aligned");
-        issue_scores(b, &g, h, (q, ka), &s);
+        issue_scores(b, &g, h, (&q, ka), &s);
         issue_pv(b, &g, h, va, &pa, o);
         ins!(b, "wgmma.wait_group.sync.aligned 1");
         let x = self.tile_logits(b, lx, (kv.j0, next), std::slice::from_ref(&s));
