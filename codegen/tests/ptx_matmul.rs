@@ -453,6 +453,18 @@ fn assemble_no_spills(jobs: &[(String, String)], sm: u32) {
     }
 }
 
+/// [`assemble_no_spills`] over named `(name, sm, ptx)` jobs, per target.
+fn assemble_each_target(jobs: &[(String, u32, String)]) {
+    for sm in [80, 90] {
+        let these: Vec<(String, String)> = jobs
+            .iter()
+            .filter(|j| j.1 == sm)
+            .map(|j| (j.0.clone(), j.2.clone()))
+            .collect();
+        assemble_no_spills(&these, sm);
+    }
+}
+
 /// `k` with a split-K scratch buffer (its last output, f32) of `planes`
 /// planes of its `batch M N` outputs, as the fusion planner appends one.
 fn with_scratch(mut k: Kernel, planes: usize) -> Kernel {
@@ -583,14 +595,81 @@ fn split_k_launches_and_assembles_without_spills() {
     assert!(paths[0] > 0 && paths[1] > 0, "sm_90 paths {paths:?}");
     jobs.sort_by(|a, b| (&a.2, a.1).cmp(&(&b.2, b.1)));
     jobs.dedup_by(|a, b| a.2 == b.2 && a.1 == b.1);
-    for sm in [80, 90] {
-        let these: Vec<(String, String)> = jobs
-            .iter()
-            .filter(|j| j.1 == sm)
-            .map(|j| (j.0.clone(), j.2.clone()))
-            .collect();
-        assemble_no_spills(&these, sm);
+    assemble_each_target(&jobs);
+}
+
+/// Split-K for exact `f32` (the SIMT kernel, issue 15): with a scratch
+/// buffer, each SIMT tile is also offered split as the rule asks
+/// (`<tile>-split<n>`), and a split asked of it becomes whole k-tiles
+/// (`chunk = ceil(kt / n)`, `count = ceil(kt / chunk)`, at most what the
+/// scratch holds): the main launch's grid has the count as its `y` and
+/// stores each CTA's sums to its plane (16-byte runs where `N` keeps them
+/// aligned), the second launch is the reduction that runs the epilogue.
+/// A 1024x1024 output over `k` = 4096 is offered in 128x128 tiles split
+/// in two on sm_90 (64 CTAs), in 64x64 tiles unsplit. Every split kernel assembles for sm_80 and
+/// sm_90 without spills; without a scratch buffer nothing splits.
+#[test]
+fn exact_f32_split_k_launches_and_assembles_without_spills() {
+    let planes = 6;
+    let cases = [
+        kernel(1, 1024, 1024, 4096, Elem::F32, Layout::Nt, true),
+        kernel(1, 7, 1000, 4097, Elem::F32, Layout::Nn, false),
+        kernel(3, 64, 136, 1024, Elem::F32, Layout::Tn, true),
+        kernel(1, 127, 127, 127, Elem::F32, Layout::Nn, false),
+        f32_odd_layout(2, 127, 1000, 3000, false),
+    ];
+    // The rule's count for 64 CTAs of 128x128 on 132 SMs: 2; 256 of 64x64
+    // fill the GPU unsplit.
+    let big = with_scratch(cases[0].clone(), planes);
+    let names = matmul::variants(&big, &Target::CHECKED[1]);
+    assert!(
+        names.contains(&"simt128x128k8s3g8-split2".to_string()),
+        "{names:?}"
+    );
+    assert!(!names
+        .iter()
+        .any(|n| n.starts_with("simt64x64") && n.contains("-split")));
+    let mut jobs: Vec<(String, u32, String)> = Vec::new();
+    for bare in cases {
+        let names = matmul::variants(&bare, &Target::CHECKED[1]);
+        assert!(
+            names.iter().all(|n| !n.contains("-split")),
+            "{bare}: {names:?}"
+        );
+        let kern = with_scratch(bare, planes);
+        let s = matmul::recognise(&kern).expect("recognised");
+        for target in Target::CHECKED {
+            let names = matmul::variants(&kern, &target);
+            let tiles: Vec<&String> = names.iter().filter(|n| !n.contains("-split")).collect();
+            assert_eq!(tiles.len(), 16, "{kern}");
+            for (i, tile) in tiles.iter().enumerate().filter(|(i, _)| i % 5 == 0) {
+                let bk = if tile.contains("k16") { 16 } else { 8 };
+                let kt = (s.k as u64).div_ceil(bk);
+                for want in [2, 3, 16] {
+                    let name = format!("{tile}-split{want}");
+                    let p = matmul::emit_variant(&kern, &target, &name).expect("a SIMT tile");
+                    let asked = want.min(planes as u64);
+                    if kt < 2 {
+                        assert_eq!(p.launches.len(), 1, "{kern} {name}");
+                        continue;
+                    }
+                    let count = kt.div_ceil(kt.div_ceil(asked));
+                    let [main, reduce] = &p.launches[..] else {
+                        panic!("{kern} {name}: two launches, got {:?}", p.launches)
+                    };
+                    assert_eq!(main.grid.1 as u64, count, "{kern} {name}");
+                    assert!(reduce.entry.ends_with("_splitk"), "{reduce:?}");
+                    assert!(p.ptx.contains("fma.rn.f32"), "{kern} {name}");
+                    let runs = s.n % 4 == 0;
+                    assert_eq!(p.ptx.contains("st.global.v4.f32"), runs, "{kern} {name}");
+                    if (i + want as usize).is_multiple_of(2) {
+                        jobs.push((format!("{kern} {name}"), target.sm, p.ptx));
+                    }
+                }
+            }
+        }
     }
+    assemble_each_target(&jobs);
 }
 
 /// The FP8 operand pairs `wgmma` multiplies: both formats, and mixed.

@@ -302,7 +302,7 @@ pub fn sum_splits(
 /// Stores the run `regs` of row `m` from column `n` to the partial plane
 /// at `plane` where it lies inside C (a run of several lanes lies wholly
 /// inside or outside: `N` is a multiple of its length).
-fn partial(b: &mut Builder, s: &Shape, plane: Reg, (m, n): (Reg, Reg), regs: &[Reg]) {
+pub(super) fn partial(b: &mut Builder, s: &Shape, plane: Reg, (m, n): (Reg, Reg), regs: &[Reg]) {
     let pred = b.reg(RegKind::Pred);
     ins!(b, "setp.lt.u32 {pred}, {m}, {}", s.m);
     ins!(b, "setp.lt.and.u32 {pred}, {n}, {}, {pred}", s.n);

@@ -76,10 +76,12 @@ pub fn emit(kernel: &Kernel, target: &Target) -> Option<PtxKernel> {
     let s = specialised(kernel, target)?;
     let batches = s.batches(kernel);
     Some(if s.elem == Elem::F32 {
-        simt::emit(kernel, target, &s, &simt::choose(&s, batches, target))
+        let t = simt::choose(&s, batches, target);
+        let want = split::wanted_simt(&s, batches, &t, target);
+        simt::emit(kernel, target, &s, &t, split::plan(kernel, &s, t.bk, want))
     } else {
         let t = config::choose(&s, batches, target);
-        let sp = split::plan(kernel, &s, &t, split::wanted(&s, batches, &t, target));
+        let sp = split_plan(kernel, &s, &t, split::wanted(&s, batches, &t, target));
         emit_split(kernel, target, &s, &t, sp)
     })
 }
@@ -102,21 +104,52 @@ pub fn scratch(k: &Kernel) -> Option<Arg> {
         return None;
     }
     let s = recognised(k)?;
+    let batches = s.batches(k);
     if s.elem == Elem::F32 {
-        return None;
+        return split::scratch(k, &s, |t| {
+            simt::candidates()
+                .iter()
+                .map(|tile| split::wanted_simt(&s, batches, tile, t))
+                .max()
+                .unwrap_or(1)
+        });
     }
-    split::scratch(k, &s)
+    split::scratch(k, &s, |t| {
+        let tiles = match env_knobs() {
+            (None, None) => config::tiles(&s, t),
+            _ => vec![config::choose(&s, batches, t)],
+        };
+        tiles
+            .iter()
+            .map(|tile| split::wanted(&s, batches, tile, t))
+            .max()
+            .unwrap_or(1)
+    })
 }
 
 /// Names of the configurations an autotuner may time for `kernel` (empty
-/// when no tuned emitter takes it, or when `SMELT_MATMUL_TILE` or
-/// `SMELT_MATMUL_SPLITS` decide): tensor-core tiles, each also split
-/// (named `<tile>-split<n>`) where the split rule splits it and the
-/// scratch allows, or for exact `f32` the SIMT tiles (named `simt...`);
-/// see [`emit_variant`].
+/// when no tuned emitter takes it, or for tensor-core kernels when
+/// `SMELT_MATMUL_TILE` or `SMELT_MATMUL_SPLITS` decide): tensor-core
+/// tiles or for exact `f32` the SIMT tiles (named `simt...`), each also
+/// split (named `<tile>-split<n>`) where the split rule (or
+/// `SMELT_MATMUL_SPLITS`) splits it and the scratch allows; see
+/// [`emit_variant`].
 pub fn variants(kernel: &Kernel, target: &Target) -> Vec<String> {
+    let with_split = |name: String, sp: Split| {
+        let split = sp.is_split().then(|| format!("{name}-split{}", sp.count));
+        std::iter::once(name).chain(split)
+    };
     match specialised(kernel, target) {
-        Some(s) if s.elem == Elem::F32 => simt::candidates().iter().map(simt::Simt::name).collect(),
+        Some(s) if s.elem == Elem::F32 => {
+            let batches = s.batches(kernel);
+            simt::candidates()
+                .iter()
+                .flat_map(|t| {
+                    let want = split::wanted_simt(&s, batches, t, target);
+                    with_split(t.name(), split::plan(kernel, &s, t.bk, want))
+                })
+                .collect()
+        }
         Some(_) if env_knobs() != (None, None) => Vec::new(),
         Some(s) => {
             let batches = s.batches(kernel);
@@ -124,11 +157,7 @@ pub fn variants(kernel: &Kernel, target: &Target) -> Vec<String> {
                 .iter()
                 .flat_map(|t| {
                     let want = split::wanted(&s, batches, t, target);
-                    let sp = split::plan(kernel, &s, t, want);
-                    let split = sp
-                        .is_split()
-                        .then(|| format!("{}-split{}", t.name(), sp.count));
-                    std::iter::once(t.name()).chain(split)
+                    with_split(t.name(), split_plan(kernel, &s, t, want))
                 })
                 .collect()
         }
@@ -139,24 +168,24 @@ pub fn variants(kernel: &Kernel, target: &Target) -> Vec<String> {
 /// `kernel` lowered with the configuration named `name` (one of
 /// [`variants`], any of their warpgroup tiles with `ws` or `wsp` appended
 /// ([`Schedule::Specialized`], [`Schedule::Persistent`]), or any
-/// tensor-core tile named
-/// `<tile>-split<n>` for `n`
-/// splits as far as the scratch allows); `None` for an unknown name or a
-/// kernel no tuned emitter takes.
+/// tensor-core or SIMT tile named `<tile>-split<n>` for `n` splits as far
+/// as the scratch allows); `None` for an unknown name or a kernel no
+/// tuned emitter takes.
 pub fn emit_variant(kernel: &Kernel, target: &Target, name: &str) -> Option<PtxKernel> {
     let s = specialised(kernel, target)?;
-    if s.elem == Elem::F32 {
-        let t = simt::candidates().into_iter().find(|t| t.name() == name)?;
-        return Some(simt::emit(kernel, target, &s, &t));
-    }
     let (tile, want) = match name.split_once("-split") {
         Some((tile, n)) => (tile, n.parse::<u64>().ok()?),
         None => (name, 1),
     };
+    if s.elem == Elem::F32 {
+        let t = simt::candidates().into_iter().find(|t| t.name() == tile)?;
+        let sp = split::plan(kernel, &s, t.bk, want);
+        return Some(simt::emit(kernel, target, &s, &t, sp));
+    }
     let t = config::named(&s, target)
         .into_iter()
         .find(|t| t.name() == tile)?;
-    let sp = split::plan(kernel, &s, &t, want);
+    let sp = split_plan(kernel, &s, &t, want);
     Some(emit_split(kernel, target, &s, &t, sp))
 }
 
@@ -170,7 +199,7 @@ pub fn emit_with(kernel: &Kernel, target: &Target, s: &Shape, t: &Tile) -> PtxKe
 /// tile `t`, as the emitters make it: at most [`MAX_SPLITS`] and what its
 /// scratch buffer holds, in whole k-tiles.
 pub fn split_plan(kernel: &Kernel, s: &Shape, t: &Tile, want: u64) -> Split {
-    split::plan(kernel, s, t, want)
+    split::plan(kernel, s, t.bk(s.elem.bytes()), want)
 }
 
 /// `s` of `kernel` with tile `t`, its `k` split as `sp` (from

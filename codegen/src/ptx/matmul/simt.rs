@@ -2,7 +2,10 @@
 //! `fma.rn.f32` into an `f32` accumulator, no tensor cores, no TF32 (what
 //! PyTorch computes by default), fed from shared memory that a multi-stage
 //! `cp.async` pipeline fills, with the kernel's epilogue fused on the
-//! accumulators before the only store.
+//! accumulators before the only store. Too few output tiles over a long
+//! `k` split `k` among CTAs (`split.rs`, grid `y`): each then stores its
+//! sums to its plane of the scratch buffer, and the reduction launch runs
+//! the epilogue.
 //!
 //! # Floor
 //! H100/H200 FP32 peak: 132 SMs x 128 FMA/clk x 2 flop x ~1.98 GHz ≈ 67
@@ -63,6 +66,7 @@
 
 use super::epilogue;
 use super::shape::{Operand, Shape};
+use super::split::{self, Split};
 use super::start::{batch_offset, start, Bounds, CtaTile};
 use crate::ir::Kernel;
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
@@ -266,7 +270,7 @@ impl Mode {
 /// covers row `row + offs[i].0` (4 rows from there for [`Mode::Rows4`])
 /// and `k` `k + offs[i].1`, `row` and `k` the thread's coordinates.
 #[derive(Debug)]
-struct Split {
+struct Copies {
     row: Coord,
     k: Coord,
     offs: Vec<(u32, u32)>,
@@ -278,7 +282,7 @@ struct Split {
 /// `units` divide one another, unit `tid + i threads` is the thread's
 /// unit `(tid % units, tid / units)` moved by a constant per `i`, so a
 /// thread needs one address and constant offsets.
-fn split(mode: Mode, tile_rows: u32, bk: u32, threads: u32) -> Split {
+fn copies(mode: Mode, tile_rows: u32, bk: u32, threads: u32) -> Copies {
     // (units along the fast axis per line, lanes taking one unit each)
     let (units, lanes) = match mode {
         Mode::Rows4 => (tile_rows / 4, threads),
@@ -323,7 +327,7 @@ fn split(mode: Mode, tile_rows: u32, bk: u32, threads: u32) -> Split {
             ]),
         ),
     };
-    Split { row, k, offs }
+    Copies { row, k, offs }
 }
 
 /// Per-thread state for copying one operand's tiles.
@@ -374,7 +378,7 @@ impl OperandCopy {
         k_len: i64,
     ) -> OperandCopy {
         let mode = Mode::of(src.op, src.rows);
-        let sp = split(mode, src.tile_rows, t.bk, t.threads());
+        let sp = copies(mode, src.tile_rows, t.bk, t.threads());
         let row_in = sp.row.emit(b, tid);
         let k = sp.k.emit(b, tid);
         let row = b.reg(RegKind::B32);
@@ -481,8 +485,12 @@ impl OperandCopy {
 }
 
 /// Lowers the recognised exact-`f32` matmul `s` of `kernel` with
-/// configuration `t` (any of [`candidates`] is correct for any shape).
-pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Simt) -> PtxKernel {
+/// configuration `t` (any of [`candidates`] is correct for any shape),
+/// its k-tiles split as `sp` (`split.rs`; [`Split::NONE`] for none): CTA
+/// `(x, s, z)` then multiplies k-tiles `s chunk ..` only and stores its
+/// sums to its plane of the scratch buffer, which the reduction launch
+/// adds up and runs the epilogue on.
+pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Simt, sp: Split) -> PtxKernel {
     let (mut bld, st) = start(kernel, target, s, t);
     let (cx, tid, smem_base, m0, n0) = (&st.cx, st.tid, st.smem_base, st.m0, st.n0);
     let batch = st.batch.clone();
@@ -544,9 +552,58 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Simt) -> PtxKernel 
         la.tile(b, stage, kt, masked);
         lb.tile(b, stage, kt, masked);
     };
+    // The end of this CTA's k-tiles: all of them unsplit, else its
+    // chunk's, computed where it is used (from `%ctaid.y`: one register
+    // less in the loop, which at 128 registers would spill).
+    let end = |b: &mut Builder| {
+        let end = b.reg(RegKind::B32);
+        if sp.is_split() {
+            ins!(b, "mov.u32 {end}, %ctaid.y");
+            ins!(b, "mad.lo.u32 {end}, {end}, {}, {}", sp.chunk, sp.chunk);
+            ins!(b, "min.u32 {end}, {end}, {kt_total}");
+        } else {
+            ins!(b, "mov.u32 {end}, {kt_total}");
+        }
+        end
+    };
+    // Copies k-tile `kt` (u32 register) into the stage at offset `off`
+    // where it is below the CTA's end, masked where it reaches past K.
+    let copy_below = |b: &mut Builder, kt: Reg, off: Reg| {
+        let (p, done, end) = (b.reg(RegKind::Pred), b.label(), end(b));
+        ins!(b, "setp.ge.u32 {p}, {kt}, {end}");
+        ins!(b, "@{p} bra.uni {done}");
+        if full < kt_total {
+            let last = b.label();
+            ins!(b, "setp.ge.u32 {p}, {kt}, {full}");
+            ins!(b, "@{p} bra.uni {last}");
+            copy(b, kt, off, false);
+            ins!(b, "bra.uni {done}");
+            b.place(&last);
+            copy(b, kt, off, true);
+        } else {
+            copy(b, kt, off, false);
+        }
+        b.place(&done);
+    };
+    // This CTA's first k-tile.
+    let first = b.reg(RegKind::B32);
+    if sp.is_split() {
+        b.comment("split-K: this CTA's k-tiles, chunk %ctaid.y");
+        ins!(b, "mov.u32 {first}, %ctaid.y");
+        ins!(b, "mul.lo.u32 {first}, {first}, {}", sp.chunk);
+    } else {
+        ins!(b, "mov.u32 {first}, 0");
+    }
     b.comment("prologue: the first stages - 1 k-tiles in flight");
     for st in 0..t.stages - 1 {
-        if st < kt_total {
+        if sp.is_split() {
+            let (kt, off) = (
+                b.reg(RegKind::B32),
+                b.mov(RegKind::B32, "u32", st * t.stage_bytes()),
+            );
+            ins!(b, "add.u32 {kt}, {first}, {st}");
+            copy_below(b, kt, off);
+        } else if st < kt_total {
             let kt = b.mov(RegKind::B32, "u32", st);
             let off = b.mov(RegKind::B32, "u32", st * t.stage_bytes());
             copy(b, kt, off, st >= full);
@@ -557,28 +614,15 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Simt) -> PtxKernel 
     // The stages tile kt is read from and tile kt + stages - 1 copied to.
     let rd = b.mov(RegKind::B32, "u32", 0);
     let wr = b.mov(RegKind::B32, "u32", (t.stages - 1) * t.stage_bytes());
-    let kt = b.mov(RegKind::B32, "u32", 0);
+    let kt = b.reg(RegKind::B32);
+    ins!(b, "mov.u32 {kt}, {first}");
     let top = b.label();
     b.place(&top);
     ins!(b, "cp.async.wait_group {}", t.stages - 2);
     ins!(b, "bar.sync 0");
-    let (next, p) = (b.reg(RegKind::B32), b.reg(RegKind::Pred));
+    let next = b.reg(RegKind::B32);
     ins!(b, "add.u32 {next}, {kt}, {}", t.stages - 1);
-    let done = b.label();
-    ins!(b, "setp.ge.u32 {p}, {next}, {kt_total}");
-    ins!(b, "@{p} bra.uni {done}");
-    if full < kt_total {
-        let last = b.label();
-        ins!(b, "setp.ge.u32 {p}, {next}, {full}");
-        ins!(b, "@{p} bra.uni {last}");
-        copy(b, next, wr, false);
-        ins!(b, "bra.uni {done}");
-        b.place(&last);
-        copy(b, next, wr, true);
-    } else {
-        copy(b, next, wr, false);
-    }
-    b.place(&done);
+    copy_below(b, next, wr);
     ins!(b, "cp.async.commit_group");
     advance(b, wr);
     let (a_ptr, b_ptr) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
@@ -614,7 +658,8 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Simt) -> PtxKernel 
     }
     let again = b.reg(RegKind::Pred);
     ins!(b, "add.u32 {kt}, {kt}, 1");
-    ins!(b, "setp.lt.u32 {again}, {kt}, {kt_total}");
+    let end = end(b);
+    ins!(b, "setp.lt.u32 {again}, {kt}, {end}");
     ins!(b, "@{again} bra.uni {top}");
     ins!(b, "cp.async.wait_all");
     b.comment("epilogue");
@@ -639,9 +684,24 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Simt) -> PtxKernel 
             })
         })
         .collect();
-    epilogue::emit(b, cx, s, &items, &origin);
-    let min_ctas = crate::ptx::target::REGISTERS_PER_SM / (REGS * t.threads());
-    st.finish(
+    let sink = if sp.is_split() {
+        b.comment("split-K: the sums to this CTA's plane of the scratch buffer");
+        let plane = split::partial_plane(b, cx, kernel, s);
+        partials(b, (plane, s), (om, on), &acc);
+        epilogue::Sink::Partial(plane)
+    } else {
+        epilogue::emit(b, cx, s, &items, &origin);
+        epilogue::Sink::Kernel
+    };
+    // A split kernel is at most a wave of one CTA an SM under the rule
+    // (`split::rule`), so it may take an SM's registers: at 128 its CTA's
+    // chunk end would spill around the loop.
+    let min_ctas = if sp.is_split() {
+        1
+    } else {
+        crate::ptx::target::REGISTERS_PER_SM / (REGS * t.threads())
+    };
+    let main = st.finish(
         bld,
         kernel,
         target,
@@ -650,7 +710,27 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Simt) -> PtxKernel 
         16,
         Bounds::MinCtas(min_ctas),
         t.shared_bytes(),
-    )
+    );
+    split::finish(main, kernel, target, s, (sp, &sink))
+}
+
+/// Stores the thread's 8x8 sums `acc` (rows and columns as the epilogue's
+/// items, from `(m, n)`) as they are to the partial plane at `plane` (u64,
+/// element `m N + n`), masked to C: each run of 4 columns as one 16-byte
+/// store where `N` keeps runs aligned, else element by element.
+fn partials(b: &mut Builder, (plane, s): (Reg, &Shape), (m, n): (Reg, Reg), acc: &[Vec<Reg>]) {
+    let width = if s.n % 4 == 0 { 4 } else { 1 };
+    for (i, row) in acc.iter().enumerate() {
+        let mi = b.reg(RegKind::B32);
+        ins!(b, "add.u32 {mi}, {m}, {}", A_BLOCKS[i / 4] + i as u32 % 4);
+        for (block, run) in B_BLOCKS.iter().zip(row.chunks(4)) {
+            for (e, part) in run.chunks(width).enumerate() {
+                let nj = b.reg(RegKind::B32);
+                ins!(b, "add.u32 {nj}, {n}, {}", block + (e * width) as u32);
+                epilogue::partial(b, s, plane, (mi, nj), part);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -685,7 +765,7 @@ mod tests {
         for t in candidates() {
             for (tile_rows, srow) in [(t.bm(), t.a_row()), (t.bn(), t.b_row())] {
                 for mode in [Mode::Rows4, Mode::RowFast, Mode::KFast] {
-                    let sp = split(mode, tile_rows, t.bk, t.threads());
+                    let sp = copies(mode, tile_rows, t.bk, t.threads());
                     let width = if mode == Mode::Rows4 { 4 } else { 1 };
                     let mut seen = vec![0u32; (tile_rows * t.bk) as usize];
                     for tid in 0..t.threads() {
@@ -712,7 +792,7 @@ mod tests {
     fn transposing_copies_are_conflict_free() {
         for t in candidates() {
             for (tile_rows, srow) in [(t.bm(), t.a_row()), (t.bn(), t.b_row())] {
-                let sp = split(Mode::KFast, tile_rows, t.bk, t.threads());
+                let sp = copies(Mode::KFast, tile_rows, t.bk, t.threads());
                 for (i, &(dr, dk)) in sp.offs.iter().enumerate() {
                     let banks: std::collections::HashSet<u32> = (0..32)
                         .map(|tid| {

@@ -1,4 +1,4 @@
-//! Split-K: a tensor-core matmul whose CTA tiles are too few to fill the
+//! Split-K: a matmul whose CTA tiles are too few to fill the
 //! GPU and whose `k` is long also splits `k` among CTAs, which then add
 //! their partial sums up and run the epilogue, in one of two ways.
 //!
@@ -47,7 +47,10 @@
 //! cuBLAS, row-major B from 68% to 75%, + bias + gelu from 87% to 102%
 //! of cuBLAS and a separate kernel; H200, 2026-11-28; at `k` = 1024 the
 //! same split lost a quarter).
-//! Exact `f32` (the SIMT kernel) is never split. The fusion planner sizes
+//! Exact `f32` (the SIMT kernel, `simt.rs`) splits by the same rule over
+//! its own tiles, always through the scratch buffer: its sums are in
+//! registers, not a staged tile, so each thread stores its own to its
+//! CTA's plane. The fusion planner sizes
 //! the scratch ([`scratch`]) before the target is known, for the most any
 //! tile's rule asks on [`PLAN_SMS`] SMs (so the autotuner may time each
 //! tile's split); the emitter never exceeds the scratch it is given (a
@@ -55,8 +58,8 @@
 
 use super::config::{self, Tile};
 use super::epilogue;
-use super::shape::{Elem, Shape};
-use super::start::unravel_batch;
+use super::shape::Shape;
+use super::start::{unravel_batch, CtaTile};
 use crate::env;
 use crate::ir::{Arg, Kernel};
 use crate::ptx::builder::{ins, Builder, Reg, RegKind};
@@ -121,20 +124,31 @@ pub fn rule(base: u64, k: i64, num_sms: u32, pair: bool) -> u64 {
 }
 
 /// The split count `s` asks for with tile `t` on `target`, before the
-/// scratch caps it: `SMELT_MATMUL_SPLITS`, else [`rule`]; 1 for exact
-/// `f32`.
+/// scratch caps it: `SMELT_MATMUL_SPLITS`, else [`rule`].
 pub fn wanted(s: &Shape, batches: i64, t: &Tile, target: &Target) -> u64 {
-    if s.elem == Elem::F32 {
-        return 1;
-    }
+    asked(
+        config::ctas(s, batches, t),
+        s.k,
+        target,
+        t.wgmma && t.two_per_sm(),
+    )
+}
+
+/// [`wanted`] for exact `f32` with SIMT tile `t` (never two CTAs of a
+/// pair: the rule's one-CTA-an-SM count).
+pub fn wanted_simt(s: &Shape, batches: i64, t: &impl CtaTile, target: &Target) -> u64 {
+    let ctas = (s.m as u64).div_ceil(u64::from(t.bm()))
+        * (s.n as u64).div_ceil(u64::from(t.bn()))
+        * batches.max(0) as u64;
+    asked(ctas, s.k, target, false)
+}
+
+/// `SMELT_MATMUL_SPLITS`, else [`rule`] for `ctas` CTAs over `k`, at most
+/// [`MAX_SPLITS`].
+fn asked(ctas: u64, k: i64, target: &Target, pair: bool) -> u64 {
     match env_splits() {
         Some(n) => n as u64,
-        None => rule(
-            config::ctas(s, batches, t),
-            s.k,
-            target.num_sms,
-            t.wgmma && t.two_per_sm(),
-        ),
+        None => rule(ctas, k, target.num_sms, pair),
     }
     .min(MAX_SPLITS)
 }
@@ -148,31 +162,20 @@ fn plane(s: &Shape, batches: i64) -> Option<u64> {
     (n > 0 && n <= i32::MAX as u64).then_some(n)
 }
 
-/// The scratch buffer the fusion planner gives the tensor-core matmul `s`
-/// of `k` (its last output, f32): room for the most splits any tile's
-/// rule asks on either checked target's family with [`PLAN_SMS`] SMs
-/// (`SMELT_MATMUL_SPLITS` and `SMELT_MATMUL_TILE` as set now: then only
-/// the tile it names, or the heuristic's); `None` when it is never split.
-/// Checked arithmetic, at most [`MAX_SCRATCH`].
-pub fn scratch(k: &Kernel, s: &Shape) -> Option<Arg> {
-    let batches = s.batches(k);
-    let plane = plane(s, batches)?;
+/// The scratch buffer the fusion planner gives the matmul `s` of `k` (its
+/// last output, f32): room for `most(target)` splits, the most any tile
+/// of its emitter asks on a target, over either checked target's family
+/// with [`PLAN_SMS`] SMs; `None` when it is never split. Checked
+/// arithmetic, at most [`MAX_SCRATCH`].
+pub fn scratch(k: &Kernel, s: &Shape, most: impl Fn(&Target) -> u64) -> Option<Arg> {
+    let plane = plane(s, s.batches(k))?;
     let count = Target::CHECKED
         .iter()
         .map(|t| {
-            let t = Target {
+            most(&Target {
                 num_sms: PLAN_SMS,
                 ..*t
-            };
-            let tiles = match super::env_knobs() {
-                (None, None) => config::tiles(s, &t),
-                _ => vec![config::choose(s, batches, &t)],
-            };
-            tiles
-                .iter()
-                .map(|tile| wanted(s, batches, tile, &t))
-                .max()
-                .unwrap_or(1)
+            })
         })
         .max()?
         // At least 16 `k` a k-tile (TF32 `mma.sync`).
@@ -200,16 +203,16 @@ fn capacity(k: &Kernel, plane: u64) -> u64 {
     o.len as u64 / plane
 }
 
-/// The split of `s` (kernel `k`) with tile `t` into `want` splits (0 or
-/// 1: none): at most [`MAX_SPLITS`] and what the scratch holds,
+/// The split of `s` (kernel `k`) in k-tiles of `bk` into `want` splits
+/// (0 or 1: none): at most [`MAX_SPLITS`] and what the scratch holds,
 /// normalized so that every split has k-tiles (`chunk = ceil(kt_total /
 /// want)`, `count = ceil(kt_total / chunk)`).
-pub fn plan(k: &Kernel, s: &Shape, t: &Tile, want: u64) -> Split {
+pub fn plan(k: &Kernel, s: &Shape, bk: u32, want: u64) -> Split {
     let Some(plane) = plane(s, s.batches(k)) else {
         return Split::NONE;
     };
     let count = want.min(MAX_SPLITS).min(capacity(k, plane));
-    let kt_total = (s.k.max(0) as u64).div_ceil(u64::from(t.bk(s.elem.bytes())));
+    let kt_total = (s.k.max(0) as u64).div_ceil(u64::from(bk));
     if count < 2 || kt_total < 2 {
         return Split::NONE;
     }
@@ -281,6 +284,12 @@ pub(super) fn sink(
             rank,
         };
     }
+    epilogue::Sink::Partial(partial_plane(b, cx, k, s))
+}
+
+/// The address (u64) of this CTA's plane of the scratch buffer: split
+/// `%ctaid.y`, batch `%ctaid.z`.
+pub(super) fn partial_plane(b: &mut Builder, cx: &Cx, k: &Kernel, s: &Shape) -> Reg {
     let plane = plane(s, s.batches(k)).expect("a split kernel's plane fits");
     let per_batch = s.m as u64 * s.n as u64;
     let scratch = *cx.outputs.last().expect("a split kernel has its scratch");
@@ -299,7 +308,7 @@ pub(super) fn sink(
     ins!(b, "mul.lo.u64 {off}, {off}, {}", per_batch * 4);
     ins!(b, "add.u64 {at}, {at}, {off}");
     ins!(b, "add.u64 {at}, {at}, {scratch}");
-    epilogue::Sink::Partial(at)
+    at
 }
 
 /// The kernel of module `main` (the emitter's entry, launched as the one
