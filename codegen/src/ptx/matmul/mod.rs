@@ -98,7 +98,9 @@ pub fn env_knobs() -> (Option<String>, Option<usize>) {
 
 /// The split-K scratch buffer the fusion planner gives matmul kernel `k`
 /// (its last output, f32; see `split.rs`), `None` where it is never
-/// split.
+/// split: room for the most splits any of its emitter's tiles asks (for
+/// tensor-core kernels with `SMELT_MATMUL_TILE` or `SMELT_MATMUL_SPLITS`
+/// set, the heuristic tile's only).
 pub fn scratch(k: &Kernel) -> Option<Arg> {
     if k.kind != crate::KernelKind::Matmul {
         return None;

@@ -552,24 +552,22 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Simt, sp: Split) ->
         la.tile(b, stage, kt, masked);
         lb.tile(b, stage, kt, masked);
     };
-    // The end of this CTA's k-tiles: all of them unsplit, else its
-    // chunk's, computed where it is used (from `%ctaid.y`: one register
-    // less in the loop, which at 128 registers would spill).
-    let end = |b: &mut Builder| {
+    // This CTA's k-tiles `first .. end`: all of them unsplit.
+    let (first, end) = if sp.is_split() {
+        let (first, count) = split::k_tiles(b, sp, kt_total);
         let end = b.reg(RegKind::B32);
-        if sp.is_split() {
-            ins!(b, "mov.u32 {end}, %ctaid.y");
-            ins!(b, "mad.lo.u32 {end}, {end}, {}, {}", sp.chunk, sp.chunk);
-            ins!(b, "min.u32 {end}, {end}, {kt_total}");
-        } else {
-            ins!(b, "mov.u32 {end}, {kt_total}");
-        }
-        end
+        ins!(b, "add.u32 {end}, {first}, {count}");
+        (first, end)
+    } else {
+        (
+            b.mov(RegKind::B32, "u32", 0),
+            b.mov(RegKind::B32, "u32", kt_total),
+        )
     };
     // Copies k-tile `kt` (u32 register) into the stage at offset `off`
     // where it is below the CTA's end, masked where it reaches past K.
     let copy_below = |b: &mut Builder, kt: Reg, off: Reg| {
-        let (p, done, end) = (b.reg(RegKind::Pred), b.label(), end(b));
+        let (p, done) = (b.reg(RegKind::Pred), b.label());
         ins!(b, "setp.ge.u32 {p}, {kt}, {end}");
         ins!(b, "@{p} bra.uni {done}");
         if full < kt_total {
@@ -585,15 +583,6 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Simt, sp: Split) ->
         }
         b.place(&done);
     };
-    // This CTA's first k-tile.
-    let first = b.reg(RegKind::B32);
-    if sp.is_split() {
-        b.comment("split-K: this CTA's k-tiles, chunk %ctaid.y");
-        ins!(b, "mov.u32 {first}, %ctaid.y");
-        ins!(b, "mul.lo.u32 {first}, {first}, {}", sp.chunk);
-    } else {
-        ins!(b, "mov.u32 {first}, 0");
-    }
     b.comment("prologue: the first stages - 1 k-tiles in flight");
     for st in 0..t.stages - 1 {
         if sp.is_split() {
@@ -658,7 +647,6 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Simt, sp: Split) ->
     }
     let again = b.reg(RegKind::Pred);
     ins!(b, "add.u32 {kt}, {kt}, 1");
-    let end = end(b);
     ins!(b, "setp.lt.u32 {again}, {kt}, {end}");
     ins!(b, "@{again} bra.uni {top}");
     ins!(b, "cp.async.wait_all");
@@ -694,8 +682,8 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Simt, sp: Split) ->
         epilogue::Sink::Kernel
     };
     // A split kernel is at most a wave of one CTA an SM under the rule
-    // (`split::rule`), so it may take an SM's registers: at 128 its CTA's
-    // chunk end would spill around the loop.
+    // (`split::rule`), so it may take an SM's registers: at 128 its
+    // chunk's end spills around the loop (12 bytes at 128x128).
     let min_ctas = if sp.is_split() {
         1
     } else {
