@@ -80,6 +80,9 @@ const WARP_N: u32 = 32;
 const PAD: u32 = 4;
 /// Registers per thread the launch bounds aim at (see the module docs).
 const REGS: u32 = 128;
+/// The same for a split kernel: at 128 its CTA's chunk end spills around
+/// the loop (12 bytes at 128x128), so it declares fewer CTAs an SM.
+const SPLIT_REGS: u32 = 160;
 
 /// One CTA's tile and pipeline of the SIMT matmul.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -98,6 +101,11 @@ pub struct Simt {
 impl Simt {
     pub fn threads(&self) -> u32 {
         32 * self.warps_m * self.warps_n
+    }
+    /// CTAs an SM holds at the registers a thread may use (split or not).
+    pub fn ctas_per_sm(&self, split: bool) -> u32 {
+        let regs = if split { SPLIT_REGS } else { REGS };
+        (crate::ptx::target::REGISTERS_PER_SM / (regs * self.threads())).max(1)
     }
     /// Bytes of one `k` row of the A (`bm + PAD` floats) or B tile.
     fn a_row(&self) -> u32 {
@@ -681,14 +689,7 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Simt, sp: Split) ->
         epilogue::emit(b, cx, s, &items, &origin);
         epilogue::Sink::Kernel
     };
-    // A split kernel is at most a wave of one CTA an SM under the rule
-    // (`split::rule`), so it may take an SM's registers: at 128 its
-    // chunk's end spills around the loop (12 bytes at 128x128).
-    let min_ctas = if sp.is_split() {
-        1
-    } else {
-        crate::ptx::target::REGISTERS_PER_SM / (REGS * t.threads())
-    };
+    let min_ctas = t.ctas_per_sm(sp.is_split());
     let main = st.finish(
         bld,
         kernel,

@@ -134,13 +134,23 @@ pub fn wanted(s: &Shape, batches: i64, t: &Tile, target: &Target) -> u64 {
     )
 }
 
-/// [`wanted`] for exact `f32` with SIMT tile `t` (never two CTAs of a
-/// pair: the rule's one-CTA-an-SM count).
-pub fn wanted_simt(s: &Shape, batches: i64, t: &impl CtaTile, target: &Target) -> u64 {
+/// [`wanted`] for exact `f32` with SIMT tile `t`, of which an SM holds
+/// `per_sm` CTAs when split: the rule then counts an SM as that many
+/// (64x64 tiles of two warps fill a GPU only several to an SM).
+pub fn wanted_simt(
+    s: &Shape,
+    batches: i64,
+    (t, per_sm): (&impl CtaTile, u32),
+    target: &Target,
+) -> u64 {
     let ctas = (s.m as u64).div_ceil(u64::from(t.bm()))
         * (s.n as u64).div_ceil(u64::from(t.bn()))
         * batches.max(0) as u64;
-    asked(ctas, s.k, target, false)
+    let slots = Target {
+        num_sms: target.num_sms.saturating_mul(per_sm),
+        ..*target
+    };
+    asked(ctas, s.k, &slots, false)
 }
 
 /// `SMELT_MATMUL_SPLITS`, else [`rule`] for `ctas` CTAs over `k`, at most
