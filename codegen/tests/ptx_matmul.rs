@@ -354,7 +354,7 @@ fn simt_configurations_assemble_without_spills() {
     // ptxas run takes about half a second).
     let big = kernel(1, 4096, 4096, 4096, Elem::F32, Layout::Nn, false);
     let names = matmul::variants(&big, &Target::CHECKED[1]);
-    assert_eq!(names.len(), 16);
+    assert_eq!(names.len(), 24);
     let all: Vec<_> = names
         .iter()
         .flat_map(|n| Target::CHECKED.map(|t| (&big, n.clone(), t)))
@@ -366,7 +366,7 @@ fn simt_configurations_assemble_without_spills() {
         .enumerate()
         .flat_map(|(i, k)| {
             let names = matmul::variants(k, &Target::CHECKED[1]);
-            assert_eq!(names.len(), 16, "{k}");
+            assert_eq!(names.len(), 24, "{k}");
             names
                 .into_iter()
                 .enumerate()
@@ -638,7 +638,7 @@ fn exact_f32_split_k_launches_and_assembles_without_spills() {
         for target in Target::CHECKED {
             let names = matmul::variants(&kern, &target);
             let tiles: Vec<&String> = names.iter().filter(|n| !n.contains("-split")).collect();
-            assert_eq!(tiles.len(), 16, "{kern}");
+            assert_eq!(tiles.len(), 24, "{kern}");
             for (i, tile) in tiles.iter().enumerate().filter(|(i, _)| i % 5 == 0) {
                 let bk = if tile.contains("k16") { 16 } else { 8 };
                 let kt = (s.k as u64).div_ceil(bk);
@@ -1159,4 +1159,35 @@ fn warp_specialised_register_budgets_fit() {
         );
         assert!(names.contains(&ws) && names.contains(&wsp), "{ws}");
     }
+}
+
+/// The SIMT tile exact-`f32` products get without the autotuner (issue
+/// 15; `simt::choose`): 1024^3 would fill the GPU in 64x64 tiles only by
+/// splitting them, so it takes the 128x128 tile of 8x16 (128 threads) and
+/// splits that (64 CTAs); a short `k` (32 x 512x512x64) takes 128x64
+/// tiles of 128 threads, unsplit; 4096^3 the 128x128 tile of 8x8 (256
+/// threads). Each launch declares its threads' register budget.
+#[test]
+fn exact_f32_heuristic_tiles() {
+    let t = Target::CHECKED[1];
+    let emit = |batch, m, n, k| {
+        let kern = with_scratch(kernel(batch, m, n, k, Elem::F32, Layout::Nn, false), 6);
+        matmul::emit(&kern, &t).expect("the SIMT emitter")
+    };
+    let p = emit(1, 1024, 1024, 1024);
+    let main = &p.launches[0];
+    assert_eq!((main.block.0, main.grid.0), (128, 64), "{:?}", p.launches);
+    assert!(p.launches.len() == 2 && main.grid.1 > 1, "{:?}", p.launches);
+    assert!(p.ptx.contains(".maxntid 128, 1, 1") && p.ptx.contains(".minnctapersm 2"));
+    let p = emit(32, 512, 512, 64);
+    let main = &p.launches[0];
+    assert_eq!(
+        (main.block.0, main.grid.0 * main.grid.2),
+        (128, 1024),
+        "{:?}",
+        p.launches
+    );
+    assert_eq!(p.launches.len(), 1);
+    let p = emit(1, 4096, 4096, 4096);
+    assert_eq!((p.launches[0].block.0, p.launches[0].grid.0), (256, 1024));
 }

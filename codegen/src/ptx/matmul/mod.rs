@@ -40,7 +40,7 @@ mod start;
 mod tma;
 mod wgmma;
 
-pub use config::{candidates, tile_names, wgmma_candidates, Schedule, Tile};
+pub use config::{candidates, wgmma_candidates, Schedule, Tile};
 pub(crate) use load::Layout;
 pub(crate) use mma::{ldmatrix, mma, mma_op};
 pub use shape::{recognise, Elem, Operand, Shape};
@@ -57,6 +57,14 @@ use crate::ir::{Arg, Kernel};
 /// the SIMT one (`simt.rs`) for exact `f32`.
 fn specialised(kernel: &Kernel, target: &Target) -> Option<Shape> {
     recognised(kernel).filter(|s| config::applies(s, target))
+}
+
+/// Every tile name `SMELT_MATMUL_TILE` accepts: the tensor-core tiles'
+/// and the exact-`f32` SIMT tiles'.
+pub fn tile_names() -> Vec<String> {
+    let mut names = config::tile_names();
+    names.extend(simt::candidates().iter().map(simt::Simt::name));
+    names
 }
 
 /// [`specialised`] on any target (FP8 included wherever it may apply).
@@ -142,6 +150,7 @@ pub fn variants(kernel: &Kernel, target: &Target) -> Vec<String> {
         std::iter::once(name).chain(split)
     };
     match specialised(kernel, target) {
+        Some(s) if s.elem == Elem::F32 && simt::forced().is_some() => Vec::new(),
         Some(s) if s.elem == Elem::F32 => {
             let batches = s.batches(kernel);
             simt::candidates()

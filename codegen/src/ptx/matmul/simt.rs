@@ -19,18 +19,18 @@
 //! - Grid `x`: CTA tiles `bm x bn` of C in grouped order ([`tile_origin`],
 //!   `group_m` tile rows per sweep along N, for L2 reuse of A); grid `z`:
 //!   the batch ([`unravel_batch`]).
-//! - A CTA is `warps_m x warps_n` warps; a warp computes a 64 (m) x 32 (n)
-//!   tile with its lanes as 8 (m) x 4 (n): lane `l` has `lm = l / 4`, `ln =
-//!   l % 4`. A thread computes 8x8 outputs as 2x2 blocks of 4x4: rows
-//!   `wm 64 + lm 4 + {0..3, 32..35}`, columns `wn 32 + ln 4 + {0..3,
-//!   16..19}` (warp `w`: `wm = w % warps_m`, `wn = w / warps_m`). Each `k`
-//!   it reads its 8 A values and 8 B values as two `ld.shared.v4.f32` each
-//!   (one per block of 4) and issues 64 FMAs. The warp's distinct words
-//!   are contiguous: 8 values of `lm` read 128 bytes of A, 4 of `ln` 64
-//!   bytes of B, the other lanes getting broadcasts, so a quarter-warp (8
-//!   lanes, 2 `lm` x 4 `ln`) never has two words on one bank. (8
-//!   consecutive rows per thread would spread the same words over twice
-//!   the bytes.)
+//! - A CTA is `warps_m x warps_n` warps; a warp computes a 64 (m) x `4 tn`
+//!   (n) tile with its lanes as 8 (m) x 4 (n): lane `l` has `lm = l / 4`,
+//!   `ln = l % 4`. A thread computes 8 x `tn` outputs (`tn` 8, or 16 as
+//!   cuBLAS's SGEMM tiles) as blocks of 4x4: rows `wm 64 + lm 4 + {0..3,
+//!   32..35}`, columns `wn 4 tn + ln 4 + 16 j + {0..3}` for `j < tn / 4`
+//!   (warp `w`: `wm = w % warps_m`, `wn = w / warps_m`). Each `k` it reads
+//!   its 8 A values and `tn` B values as `ld.shared.v4.f32` (one per
+//!   block of 4) and issues `8 tn` FMAs. The warp's distinct words are
+//!   contiguous: 8 values of `lm` read 128 bytes of A, 4 of `ln` 64 bytes
+//!   of B, the other lanes getting broadcasts, so a quarter-warp (8 lanes,
+//!   2 `lm` x 4 `ln`) never has two words on one bank. (8 consecutive rows
+//!   per thread would spread the same words over twice the bytes.)
 //! - Shared memory: per stage `As[bk][bm + 4]` then `Bs[bk][bn + 4]`, both
 //!   `k`-major (a `k` row holds the tile's `m` or `n` contiguously), so the
 //!   per-`k` reads above are contiguous vectors. The 4 floats of padding
@@ -58,11 +58,12 @@
 //! - Pipeline: `stages` buffers; k-tile `kt + stages - 1` is copied while
 //!   k-tile `kt` is multiplied, one `bar.sync` per k-tile (it both
 //!   publishes tile `kt` and frees the buffer tile `kt - 1` used).
-//! - `.maxntid` and `.minnctapersm` cap ptxas at 128 registers (the 64
-//!   accumulators, two sets of 16 operand registers so the next `k`'s
-//!   reads overlap this one's FMAs, addresses): 512 threads per SM, two
-//!   256-thread CTAs, so one CTA's barrier wait hides behind the other's
-//!   FMAs.
+//! - `.maxntid` and `.minnctapersm` cap ptxas at 128 registers for 8x8
+//!   (the 64 accumulators, two sets of 16 operand registers so the next
+//!   `k`'s reads overlap this one's FMAs, addresses): 512 threads per SM,
+//!   two 256-thread CTAs, so one CTA's barrier wait hides behind the
+//!   other's FMAs. 8x16 takes 255 (two 128-thread CTAs an SM, as cuBLAS's
+//!   128x128 SGEMM tile).
 
 use super::epilogue;
 use super::shape::{Operand, Shape};
@@ -73,21 +74,24 @@ use crate::ptx::builder::{ins, Builder, Reg, RegKind};
 use crate::ptx::module::PtxKernel;
 use crate::ptx::target::Target;
 
-/// Rows (m) and columns (n) of C one warp computes: lanes 8 x 4, each 8x8.
+/// Rows (m) of C one warp computes: lanes 8 (m) x 4 (n), each 8 rows.
 const WARP_M: u32 = 64;
-const WARP_N: u32 = 32;
 /// Floats of padding after each `k` row of a shared tile.
 const PAD: u32 = 4;
-/// Registers per thread the launch bounds aim at (see the module docs).
+/// Registers per thread the launch bounds aim at for 8x8 thread tiles
+/// (see the module docs).
 const REGS: u32 = 128;
 /// The same for a split kernel: at 128 its CTA's chunk end spills around
 /// the loop (12 bytes at 128x128), so it declares fewer CTAs an SM.
 const SPLIT_REGS: u32 = 160;
+/// Registers per thread for 8x16 thread tiles: 128 accumulators, two sets
+/// of 24 operands, addresses.
+const WIDE_REGS: u32 = 255;
 
 /// One CTA's tile and pipeline of the SIMT matmul.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Simt {
-    /// Warps along M and N (each warp `64 x 32`).
+    /// Warps along M and N (each warp `64 x 4 tn`).
     pub warps_m: u32,
     pub warps_n: u32,
     /// `k` per stage: 8 or 16.
@@ -96,16 +100,43 @@ pub struct Simt {
     pub stages: u32,
     /// CTA tiles along M visited together (grouped order, for L2 reuse).
     pub group_m: u32,
+    /// Columns of C per thread: 8 (a warp computes 64x32) or 16 (64x64,
+    /// cuBLAS's SGEMM warp tile: 128 accumulators a thread, 6 shared
+    /// reads per 128 FMAs where 8x8 issues 4 per 64).
+    pub tn: u32,
 }
 
 impl Simt {
     pub fn threads(&self) -> u32 {
         32 * self.warps_m * self.warps_n
     }
+    /// Registers a thread may use (split or not).
+    fn regs(&self, split: bool) -> u32 {
+        match (self.tn, split) {
+            (16, _) => WIDE_REGS,
+            (_, true) => SPLIT_REGS,
+            _ => REGS,
+        }
+    }
     /// CTAs an SM holds at the registers a thread may use (split or not).
     pub fn ctas_per_sm(&self, split: bool) -> u32 {
-        let regs = if split { SPLIT_REGS } else { REGS };
+        // Registers are allocated to a warp in units of 8 a thread.
+        let regs = self.regs(split).next_multiple_of(8);
         (crate::ptx::target::REGISTERS_PER_SM / (regs * self.threads())).max(1)
+    }
+    /// Columns (n) of C one warp computes: 4 lanes of `tn` each.
+    fn warp_n(&self) -> u32 {
+        4 * self.tn
+    }
+    /// Offsets of the 4-wide blocks of a thread's rows (A) from its first
+    /// one: half the warp tile apart, so a warp's 8 lanes along M read 128
+    /// contiguous bytes per block.
+    fn a_blocks(&self) -> [u32; 2] {
+        [0, WARP_M / 2]
+    }
+    /// The same for its columns (B): 16 apart (the 4 lanes along N).
+    fn b_blocks(&self) -> Vec<u32> {
+        (0..self.tn / 4).map(|i| 16 * i).collect()
     }
     /// Bytes of one `k` row of the A (`bm + PAD` floats) or B tile.
     fn a_row(&self) -> u32 {
@@ -122,16 +153,22 @@ impl Simt {
     pub fn shared_bytes(&self) -> u32 {
         self.stages * self.stage_bytes()
     }
-    /// A short stable name (`simt128x128k8s3g8`), distinct from the
-    /// tensor-core tiles' names: the autotuner's on-disk cache stores it.
+    /// A short stable name (`simt128x128k8s3g8`, `...n16` for 16 columns
+    /// a thread), distinct from the tensor-core tiles' names: the
+    /// autotuner's on-disk cache stores it.
     pub fn name(&self) -> String {
         format!(
-            "simt{}x{}k{}s{}g{}",
+            "simt{}x{}k{}s{}g{}{}",
             self.bm(),
             self.bn(),
             self.bk,
             self.stages,
-            self.group_m
+            self.group_m,
+            if self.tn == 8 {
+                String::new()
+            } else {
+                format!("n{}", self.tn)
+            }
         )
     }
     /// The thread's first row of C within the CTA tile: `wm 64 + lm 4`.
@@ -141,10 +178,10 @@ impl Simt {
             Term::new(4, Some(8), 4),
         ])
     }
-    /// The thread's first column: `wn 32 + ln 4`.
+    /// The thread's first column: `wn warp_n + ln 4`.
     fn thread_n(&self) -> Coord {
         Coord(vec![
-            Term::new(32 * self.warps_m, None, WARP_N),
+            Term::new(32 * self.warps_m, None, self.warp_n()),
             Term::new(1, Some(4), 4),
         ])
     }
@@ -155,7 +192,7 @@ impl CtaTile for Simt {
         self.warps_m * WARP_M
     }
     fn bn(&self) -> u32 {
-        self.warps_n * WARP_N
+        self.warps_n * self.warp_n()
     }
     fn group_m(&self) -> u32 {
         self.group_m
@@ -165,18 +202,21 @@ impl CtaTile for Simt {
     }
 }
 
-/// Offsets of the two 4-wide blocks of a thread's rows (A) and columns
-/// (B) from its first one: half the warp tile apart.
-const A_BLOCKS: [u32; 2] = [0, WARP_M / 2];
-const B_BLOCKS: [u32; 2] = [0, WARP_N / 2];
-
 /// The configurations worth timing: CTA tiles 128x128 (256 threads),
-/// 128x64 and 64x128 (128), 64x64 (64, for small problems); `k` 8 per
+/// 128x64 and 64x128 (128), 64x64 (64, for small problems) of 8x8 thread
+/// tiles, and 128x128 (128 threads) and 64x128 (64) of 8x16; `k` 8 per
 /// stage 3 or 4 deep, or 16 per stage 2 or 3 deep. Any is correct for any
 /// shape.
 pub fn candidates() -> Vec<Simt> {
     let mut out = Vec::new();
-    for (warps_m, warps_n) in [(2, 4), (2, 2), (1, 4), (1, 2)] {
+    for (warps_m, warps_n, tn) in [
+        (2, 4, 8),
+        (2, 2, 8),
+        (1, 4, 8),
+        (1, 2, 8),
+        (2, 2, 16),
+        (1, 2, 16),
+    ] {
         for (bk, stages) in [(8, 3), (8, 4), (16, 2), (16, 3)] {
             out.push(Simt {
                 warps_m,
@@ -184,15 +224,36 @@ pub fn candidates() -> Vec<Simt> {
                 bk,
                 stages,
                 group_m: 8,
+                tn,
             });
         }
     }
     out
 }
 
-/// The largest tile that still gives every SM a CTA (the smallest when
-/// none does), `k` 8 per stage, 3 stages.
+/// The SIMT tile `SMELT_MATMUL_TILE` names, if it names one.
+pub fn forced() -> Option<Simt> {
+    let name = crate::env::var("SMELT_MATMUL_TILE", crate::env::parse_matmul_tile)?;
+    candidates().into_iter().find(|t| t.name() == name)
+}
+
+/// The tile `SMELT_MATMUL_TILE` names, else (`k` 8 per stage, 3 stages)
+/// the largest 8x8 tile that still gives every SM a CTA (the smallest
+/// when none does), of 128 threads at most where `k` is at most 128; and
+/// where the split rule splits that tile, the 128x128 tile of 8x16
+/// instead, split as the rule asks of it.
+///
+/// Why (H200, 2026-11-29, cuBLAS's SGEMM in the same process,
+/// BENCHMARKS.md): a short `k` loop (32 x 512x512x64) ran at 82% of
+/// cuBLAS in 128x64 tiles, four CTAs an SM overlapping their pipeline
+/// fills and epilogues, and at 70% in 128x128 tiles (two an SM); products
+/// the rule splits (1024^3) ran at 96% split in 128x128 tiles of 8x16
+/// (cuBLAS's own SGEMM tile) and at 92% in the 64x64 tiles of 8x8 that
+/// filled the GPU.
 pub fn choose(s: &Shape, batches: i64, target: &Target) -> Simt {
+    if let Some(t) = forced() {
+        return t;
+    }
     let ctas = |t: &Simt| {
         (s.m as u64).div_ceil(t.bm() as u64) * (s.n as u64).div_ceil(t.bn() as u64) * batches as u64
     };
@@ -200,10 +261,17 @@ pub fn choose(s: &Shape, batches: i64, target: &Target) -> Simt {
         .into_iter()
         .filter(|t| t.bk == 8 && t.stages == 3)
         .collect();
-    all.iter()
-        .copied()
-        .find(|t| ctas(t) >= target.num_sms as u64)
-        .unwrap_or(all[all.len() - 1])
+    let (narrow, wide): (Vec<Simt>, Vec<Simt>) = all.into_iter().partition(|t| t.tn == 8);
+    let short = s.k <= 128;
+    let fits = narrow
+        .iter()
+        .filter(|t| !short || t.threads() <= 128)
+        .find(|t| ctas(t) >= target.num_sms as u64);
+    let t = *fits.unwrap_or(&narrow[narrow.len() - 1]);
+    if split::rule_simt(s, batches, (&t, t.ctas_per_sm(true)), target) > 1 {
+        return wide[0];
+    }
+    t
 }
 
 /// One term `((tid / div) % rem) * scale` of a [`Coord`].
@@ -534,9 +602,10 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Simt, sp: Split) ->
     ins!(b, "mad.lo.u32 {a_rd}, {tm}, 4, {smem_base}");
     ins!(b, "mad.lo.u32 {b_rd}, {tn}, 4, {smem_base}");
     ins!(b, "add.u32 {b_rd}, {b_rd}, {}", b_src.tile_off);
+    let (a_blocks, b_blocks) = (t.a_blocks(), t.b_blocks());
     let acc: Vec<Vec<Reg>> = (0..8)
         .map(|_| {
-            (0..8)
+            (0..t.tn)
                 .map(|_| b.mov(RegKind::F32, "f32", "0f00000000"))
                 .collect()
         })
@@ -639,11 +708,11 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Simt, sp: Split) ->
             );
             r
         };
-        let av: Vec<Reg> = A_BLOCKS
+        let av: Vec<Reg> = a_blocks
             .iter()
             .flat_map(|d| v4(b, a_ptr, kk * t.a_row() + 4 * d))
             .collect();
-        let bv: Vec<Reg> = B_BLOCKS
+        let bv: Vec<Reg> = b_blocks
             .iter()
             .flat_map(|d| v4(b, b_ptr, kk * t.b_row() + 4 * d))
             .collect();
@@ -673,17 +742,18 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Simt, sp: Split) ->
         .iter()
         .enumerate()
         .flat_map(|(i, row)| {
+            let b_blocks = &b_blocks;
             row.iter().enumerate().map(move |(j, reg)| epilogue::Item {
                 reg: *reg,
-                dm: A_BLOCKS[i / 4] + i as u32 % 4,
-                dn: B_BLOCKS[j / 4] + j as u32 % 4,
+                dm: a_blocks[i / 4] + i as u32 % 4,
+                dn: b_blocks[j / 4] + j as u32 % 4,
             })
         })
         .collect();
     let sink = if sp.is_split() {
         b.comment("split-K: the sums to this CTA's plane of the scratch buffer");
         let plane = split::partial_plane(b, cx, kernel, s);
-        partials(b, (plane, s), (om, on), &acc);
+        partials(b, (plane, s), (om, on), (t, &acc));
         epilogue::Sink::Partial(plane)
     } else {
         epilogue::emit(b, cx, s, &items, &origin);
@@ -703,16 +773,25 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Simt, sp: Split) ->
     split::finish(main, kernel, target, s, (sp, &sink))
 }
 
-/// Stores the thread's 8x8 sums `acc` (rows and columns as the epilogue's
-/// items, from `(m, n)`) as they are to the partial plane at `plane` (u64,
-/// element `m N + n`), masked to C: each run of 4 columns as one 16-byte
-/// store where `N` keeps runs aligned, else element by element.
-fn partials(b: &mut Builder, (plane, s): (Reg, &Shape), (m, n): (Reg, Reg), acc: &[Vec<Reg>]) {
+/// Stores the thread's sums `acc` of tile `t` (rows and columns as the
+/// epilogue's items, from `(m, n)`) as they are to the partial plane at
+/// `plane` (u64, element `m N + n`), masked to C: each run of 4 columns as
+/// one 16-byte store where `N` keeps runs aligned, else element by element.
+fn partials(
+    b: &mut Builder,
+    (plane, s): (Reg, &Shape),
+    (m, n): (Reg, Reg),
+    (t, acc): (&Simt, &[Vec<Reg>]),
+) {
     let width = if s.n % 4 == 0 { 4 } else { 1 };
     for (i, row) in acc.iter().enumerate() {
         let mi = b.reg(RegKind::B32);
-        ins!(b, "add.u32 {mi}, {m}, {}", A_BLOCKS[i / 4] + i as u32 % 4);
-        for (block, run) in B_BLOCKS.iter().zip(row.chunks(4)) {
+        ins!(
+            b,
+            "add.u32 {mi}, {m}, {}",
+            t.a_blocks()[i / 4] + i as u32 % 4
+        );
+        for (block, run) in t.b_blocks().iter().zip(row.chunks(4)) {
             for (e, part) in run.chunks(width).enumerate() {
                 let nj = b.reg(RegKind::B32);
                 ins!(b, "add.u32 {nj}, {n}, {}", block + (e * width) as u32);
@@ -734,8 +813,8 @@ mod tests {
             let mut seen = vec![0u32; (t.bm() * t.bn()) as usize];
             for tid in 0..t.threads() {
                 let (m, n) = (t.thread_m().at(tid), t.thread_n().at(tid));
-                for dm in A_BLOCKS.iter().flat_map(|d| (0..4).map(move |i| d + i)) {
-                    for dn in B_BLOCKS.iter().flat_map(|d| (0..4).map(move |j| d + j)) {
+                for dm in t.a_blocks().iter().flat_map(|d| (0..4).map(move |i| d + i)) {
+                    for dn in t.b_blocks().iter().flat_map(|d| (0..4).map(move |j| d + j)) {
                         let (m, n) = (m + dm, n + dn);
                         assert!(m < t.bm() && n < t.bn(), "{t:?} tid {tid}");
                         seen[(m * t.bn() + n) as usize] += 1;

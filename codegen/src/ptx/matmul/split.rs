@@ -143,14 +143,24 @@ pub fn wanted_simt(
     (t, per_sm): (&impl CtaTile, u32),
     target: &Target,
 ) -> u64 {
+    match env_splits() {
+        Some(n) => (n as u64).min(MAX_SPLITS),
+        None => rule_simt(s, batches, (t, per_sm), target),
+    }
+}
+
+/// [`rule`]'s count for exact `f32` with SIMT tile `t` ([`wanted_simt`]
+/// without `SMELT_MATMUL_SPLITS`).
+pub fn rule_simt(
+    s: &Shape,
+    batches: i64,
+    (t, per_sm): (&impl CtaTile, u32),
+    target: &Target,
+) -> u64 {
     let ctas = (s.m as u64).div_ceil(u64::from(t.bm()))
         * (s.n as u64).div_ceil(u64::from(t.bn()))
         * batches.max(0) as u64;
-    let slots = Target {
-        num_sms: target.num_sms.saturating_mul(per_sm),
-        ..*target
-    };
-    asked(ctas, s.k, &slots, false)
+    rule(ctas, s.k, target.num_sms.saturating_mul(per_sm), false).min(MAX_SPLITS)
 }
 
 /// `SMELT_MATMUL_SPLITS`, else [`rule`] for `ctas` CTAs over `k`, at most
