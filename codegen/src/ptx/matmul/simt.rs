@@ -512,10 +512,8 @@ impl OperandCopy {
 
     /// Copies k-tile `kt` (u32 register) into the stage at shared address
     /// `stage`; the copies join the current commit group. `masked` tests
-    /// `k` against K (the last tile when `bk` does not divide K); with
-    /// `live`, only where that predicate holds (no copy reads memory
-    /// otherwise).
-    fn tile(&self, b: &mut Builder, stage: Reg, kt: Reg, masked: bool, live: Option<Reg>) {
+    /// `k` against K (the last tile when `bk` does not divide K).
+    fn tile(&self, b: &mut Builder, stage: Reg, kt: Reg, masked: bool) {
         let (kt64, gaddr, dst) = (
             b.reg(RegKind::B64),
             b.reg(RegKind::B64),
@@ -545,11 +543,12 @@ impl OperandCopy {
                 continue;
             }
             let (row_ok, src) = (b.reg(RegKind::Pred), b.reg(RegKind::B64));
-            let lim = self.rows - dr as i64;
-            match live {
-                Some(p) => ins!(b, "setp.lt.and.u32 {row_ok}, {}, {lim}, {p}", self.row),
-                None => ins!(b, "setp.lt.u32 {row_ok}, {}, {lim}", self.row),
-            }
+            ins!(
+                b,
+                "setp.lt.u32 {row_ok}, {}, {}",
+                self.row,
+                self.rows - dr as i64
+            );
             ins!(
                 b,
                 "add.s64 {src}, {gaddr}, {}",
@@ -644,11 +643,11 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Simt, sp: Split) ->
         ins!(b, "setp.eq.u32 {p}, {off}, {ring}");
         ins!(b, "selp.u32 {off}, 0, {off}, {p}");
     };
-    let copy = |b: &mut Builder, kt: Reg, off: Reg, masked: bool, live: Option<Reg>| {
+    let copy = |b: &mut Builder, kt: Reg, off: Reg, masked: bool| {
         let stage = b.reg(RegKind::B32);
         ins!(b, "add.u32 {stage}, {smem_base}, {off}");
-        la.tile(b, stage, kt, masked, live);
-        lb.tile(b, stage, kt, masked, live);
+        la.tile(b, stage, kt, masked);
+        lb.tile(b, stage, kt, masked);
     };
     // This CTA's k-tiles `first .. end`: all of them unsplit.
     let (first, end) = if sp.is_split() {
@@ -664,24 +663,21 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Simt, sp: Split) ->
     };
     // Copies k-tile `kt` (u32 register) into the stage at offset `off`
     // where it is below the CTA's end, masked where it reaches past K.
-    // Where `bk` divides K the test is each copy's predicate, so the main
-    // loop has no branch but its back edge (as cuBLAS's SGEMM).
     let copy_below = |b: &mut Builder, kt: Reg, off: Reg| {
-        let p = b.reg(RegKind::Pred);
-        if full == kt_total {
-            ins!(b, "setp.lt.u32 {p}, {kt}, {end}");
-            copy(b, kt, off, false, Some(p));
-            return;
-        }
-        let (done, last) = (b.label(), b.label());
+        let (p, done) = (b.reg(RegKind::Pred), b.label());
         ins!(b, "setp.ge.u32 {p}, {kt}, {end}");
         ins!(b, "@{p} bra.uni {done}");
-        ins!(b, "setp.ge.u32 {p}, {kt}, {full}");
-        ins!(b, "@{p} bra.uni {last}");
-        copy(b, kt, off, false, None);
-        ins!(b, "bra.uni {done}");
-        b.place(&last);
-        copy(b, kt, off, true, None);
+        if full < kt_total {
+            let last = b.label();
+            ins!(b, "setp.ge.u32 {p}, {kt}, {full}");
+            ins!(b, "@{p} bra.uni {last}");
+            copy(b, kt, off, false);
+            ins!(b, "bra.uni {done}");
+            b.place(&last);
+            copy(b, kt, off, true);
+        } else {
+            copy(b, kt, off, false);
+        }
         b.place(&done);
     };
     b.comment("prologue: the first stages - 1 k-tiles in flight");
@@ -696,7 +692,7 @@ pub fn emit(kernel: &Kernel, target: &Target, s: &Shape, t: &Simt, sp: Split) ->
         } else if st < kt_total {
             let kt = b.mov(RegKind::B32, "u32", st);
             let off = b.mov(RegKind::B32, "u32", st * t.stage_bytes());
-            copy(b, kt, off, st >= full, None);
+            copy(b, kt, off, st >= full);
         }
         ins!(b, "cp.async.commit_group");
     }
