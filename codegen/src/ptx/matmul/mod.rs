@@ -85,7 +85,7 @@ pub fn emit(kernel: &Kernel, target: &Target) -> Option<PtxKernel> {
     let batches = s.batches(kernel);
     Some(if s.elem == Elem::F32 {
         let t = simt::choose(&s, batches, target);
-        let want = split::wanted_simt(&s, batches, (&t, t.ctas_per_sm(true)), target);
+        let want = t.splits(&s, batches, target);
         simt::emit(kernel, target, &s, &t, split::plan(kernel, &s, t.bk, want))
     } else {
         let t = config::choose(&s, batches, target);
@@ -119,7 +119,7 @@ pub fn scratch(k: &Kernel) -> Option<Arg> {
         return split::scratch(k, &s, |t| {
             simt::candidates()
                 .iter()
-                .map(|tile| split::wanted_simt(&s, batches, (tile, tile.ctas_per_sm(true)), t))
+                .map(|tile| tile.splits(&s, batches, t))
                 .max()
                 .unwrap_or(1)
         });
@@ -156,7 +156,7 @@ pub fn variants(kernel: &Kernel, target: &Target) -> Vec<String> {
             simt::candidates()
                 .iter()
                 .flat_map(|t| {
-                    let want = split::wanted_simt(&s, batches, (t, t.ctas_per_sm(true)), target);
+                    let want = t.splits(&s, batches, target);
                     with_split(t.name(), split::plan(kernel, &s, t.bk, want))
                 })
                 .collect()

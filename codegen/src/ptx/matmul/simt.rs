@@ -131,8 +131,13 @@ impl Simt {
             _ => REGS,
         }
     }
+    /// The splits of `k` the rule (or `SMELT_MATMUL_SPLITS`) asks of this
+    /// tile for `s`: an SM counted as the split CTAs it holds.
+    pub fn splits(&self, s: &Shape, batches: i64, target: &Target) -> u64 {
+        split::wanted_simt(s, batches, (self, self.ctas_per_sm(true)), target)
+    }
     /// CTAs an SM holds at the registers a thread may use (split or not).
-    pub fn ctas_per_sm(&self, split: bool) -> u32 {
+    fn ctas_per_sm(&self, split: bool) -> u32 {
         // Registers are allocated to a warp in units of 8 a thread.
         let regs = self.regs(split).next_multiple_of(8);
         (crate::ptx::target::REGISTERS_PER_SM / (regs * self.threads())).max(1)
