@@ -143,10 +143,7 @@ pub fn wanted_simt(
     (t, per_sm): (&impl CtaTile, u32),
     target: &Target,
 ) -> u64 {
-    match env_splits() {
-        Some(n) => (n as u64).min(MAX_SPLITS),
-        None => rule_simt(s, batches, (t, per_sm), target),
-    }
+    env_or(|| rule_simt(s, batches, (t, per_sm), target))
 }
 
 /// [`rule`]'s count for exact `f32` with SIMT tile `t` ([`wanted_simt`]
@@ -160,17 +157,18 @@ pub fn rule_simt(
     let ctas = (s.m as u64).div_ceil(u64::from(t.bm()))
         * (s.n as u64).div_ceil(u64::from(t.bn()))
         * batches.max(0) as u64;
-    rule(ctas, s.k, target.num_sms.saturating_mul(per_sm), false).min(MAX_SPLITS)
+    rule(ctas, s.k, target.num_sms.saturating_mul(per_sm), false)
 }
 
 /// `SMELT_MATMUL_SPLITS`, else [`rule`] for `ctas` CTAs over `k`, at most
 /// [`MAX_SPLITS`].
 fn asked(ctas: u64, k: i64, target: &Target, pair: bool) -> u64 {
-    match env_splits() {
-        Some(n) => n as u64,
-        None => rule(ctas, k, target.num_sms, pair),
-    }
-    .min(MAX_SPLITS)
+    env_or(|| rule(ctas, k, target.num_sms, pair))
+}
+
+/// `SMELT_MATMUL_SPLITS`, else `rule()`, at most [`MAX_SPLITS`].
+fn env_or(rule: impl FnOnce() -> u64) -> u64 {
+    env_splits().map_or_else(rule, |n| n as u64).min(MAX_SPLITS)
 }
 
 /// Elements of one split's plane (`batches M N`), when the reduction's
