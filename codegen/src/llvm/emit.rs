@@ -112,11 +112,12 @@ pub fn module(
         "maxnum",
         "minnum",
         "fma",
+        "copysign",
     ] {
         for t in ["f64", "f32"] {
             let ll = if t == "f64" { "double" } else { "float" };
             let args = match f {
-                "maxnum" | "minnum" => format!("{ll}, {ll}"),
+                "maxnum" | "minnum" | "copysign" => format!("{ll}, {ll}"),
                 "fma" => format!("{ll}, {ll}, {ll}"),
                 _ => ll.to_string(),
             };
@@ -125,6 +126,11 @@ pub fn module(
     }
     m.push_str("declare i64 @llvm.fptosi.sat.i64.f64(double)\n");
     m.push_str("declare i64 @llvm.smax.i64(i64, i64)\ndeclare i64 @llvm.smin.i64(i64, i64)\n");
+    for t in ["i32", "i64"] {
+        for f in ["umin", "umax"] {
+            writeln!(m, "declare {t} @llvm.{f}.{t}({t}, {t})").expect("to a string");
+        }
+    }
     m.push_str(&fold::declarations());
     writeln!(m, "attributes #0 = {{ nounwind {attrs} }}").expect("to a string");
     writeln!(m, "attributes #1 = {{ nounwind alwaysinline {attrs} }}").expect("to a string");
@@ -316,8 +322,19 @@ struct Emitter<'k> {
     /// Whether `F32` `exp` takes the polynomial path (which flags
     /// out-of-range inputs) or the reference (the redo of a flagged run).
     fast: bool,
-    /// Whether the body computes an `F32` `exp` (so runs may need a redo).
+    /// Whether the body computes an `F32` `exp` (costly, [`costly`]).
     has_exp: bool,
+    /// Whether the body flags runs for a redo (an `F32` `exp`'s input
+    /// outside the polynomial's range, a [`Emitter::div_by_row`] outside
+    /// its domain).
+    redo: bool,
+    /// The ranges the fast loop's divisions by row values check after it
+    /// ([`Emitter::div_by_row`]).
+    spans: Vec<Span>,
+    /// Whether a `Row`-level value is the same at every point of a run
+    /// (the pass's space is the whole domain and the innermost variable
+    /// is not kept).
+    rows_span_runs: bool,
     /// Calls of Rust functions ([`shims`]) emitted.
     shim_calls: usize,
     /// The current point's offset in the pass's points (`p - p0`).
@@ -338,6 +355,9 @@ impl<'k> Emitter<'k> {
             coords: vec![String::new(); d],
             fast: true,
             has_exp: false,
+            redo: false,
+            spans: Vec::new(),
+            rows_span_runs: false,
             shim_calls: 0,
             at: String::new(),
         }
@@ -356,6 +376,7 @@ impl<'k> Emitter<'k> {
         let d = ranges.len();
         let inner = ranges[d - 1];
         let mut e = Emitter::new(k, plan, lodged, d);
+        e.rows_span_runs = p != Pass::RowStores && k.n_kept < k.ranges.len();
         for v in &pk.reads {
             e.reads[*v] = true;
         }
@@ -375,6 +396,9 @@ impl<'k> Emitter<'k> {
             }
         }
         let folds = folded(k, pk);
+        // The outer loop's blocks, after the entry block (which gets the
+        // divisions' range accumulators once the fast loop is emitted).
+        let mut head_rest = String::new();
         // Where the run's block values go, when the pass folds (one
         // segment a run).
         let parts = match folds {
@@ -382,7 +406,7 @@ impl<'k> Emitter<'k> {
             None => "",
         };
         writeln!(
-            head,
+            head_rest,
             "  %end = add i64 %p0, %n\n  br label %outer\nouter:\n  %p = phi i64 [ %p0, %entry ], [ %pnext, %latch ]\n{parts}  %more = icmp slt i64 %p, %end\n  br i1 %more, label %ohead, label %exit\nohead:\n  %o = udiv i64 %p, {inner}\n  %j0 = urem i64 %p, {inner}\n  %rest = sub i64 %end, %p\n  %lim = sub i64 {inner}, %j0\n  %lt = icmp ult i64 %lim, %rest\n  %cnt = select i1 %lt, i64 %lim, i64 %rest\n  %j1 = add i64 %j0, %cnt\n  %sp = sub i64 %p, %p0\n  %sbase = sub i64 %sp, %j0"
         )
         .expect("s");
@@ -390,7 +414,7 @@ impl<'k> Emitter<'k> {
         let mut rest = "%o".to_string();
         for v in (0..d - 1).rev() {
             writeln!(
-                head,
+                head_rest,
                 "  %c{v} = urem i64 {rest}, {r}\n  %q{v} = udiv i64 {rest}, {r}",
                 r = ranges[v]
             )
@@ -401,17 +425,35 @@ impl<'k> Emitter<'k> {
         let mut s = head;
         if pk.fold == Fold::Direct {
             // Nothing to compute: the fold reads the input.
+            s.push_str(&head_rest);
             s.push_str("  br label %latch\n");
         } else {
-            s.push_str("  store i8 0, ptr %flag\n  br label %inner\n");
             // The fast loop, then (when an exp flagged an input outside
-            // the polynomial's range) the same run again with the
-            // reference.
-            s.push_str(&e.run_loop(pk, "inner", "ohead", d));
-            if e.has_exp {
-                s.push_str(
-                    "  %fl = load i8, ptr %flag\n  %redo = icmp ne i8 %fl, 0\n  br i1 %redo, label %slow, label %latch\n",
-                );
+            // the polynomial's range, or a division by a row value met a
+            // point outside its domain) the same run again with the
+            // references.
+            let fast = e.run_loop(pk, "inner", "ohead", d);
+            for sp in &e.spans {
+                s.push_str(&sp.alloca());
+            }
+            s.push_str(&head_rest);
+            s.push_str("  store i8 0, ptr %flag\n");
+            for sp in &e.spans {
+                s.push_str(&sp.start());
+            }
+            s.push_str("  br label %inner\n");
+            s.push_str(&fast);
+            if e.redo {
+                s.push_str("  %fl = load i8, ptr %flag\n  %redo.0 = icmp ne i8 %fl, 0\n");
+                for (n, sp) in e.spans.iter().enumerate() {
+                    s.push_str(&sp.outside(&format!("%redo.{n}"), &format!("%redo.{}", n + 1)));
+                }
+                writeln!(
+                    s,
+                    "  br i1 %redo.{}, label %slow, label %latch",
+                    e.spans.len()
+                )
+                .expect("s");
                 e.fast = false;
                 e.out.clear();
                 s.push_str(&e.run_loop(pk, "slow", "after_inner", d));
@@ -650,7 +692,9 @@ impl<'k> Emitter<'k> {
         if let Some(v) = &self.memo[i] {
             return v.clone();
         }
-        let v = if self.reads[i] {
+        // A redo computes lodged values again: the first loop has
+        // overwritten the elements that held them.
+        let v = if self.reads[i] && (self.fast || self.lodged[i].is_none()) {
             // Computed by an earlier pass over this tile.
             let t = ty(self.k.insts[i].dtype);
             let (buf, at) = if self.lodged[i].is_some() {
@@ -709,6 +753,16 @@ impl<'k> Emitter<'k> {
             Inst::Unary(op, a) => {
                 let x = self.val(*a);
                 self.unary(*op, &x, dtype(*a), dt)
+            }
+            Inst::Binary(BinaryOp::Div, a, b)
+                if self.fast
+                    && matches!(dt, DType::F32 | DType::F64)
+                    && dtype(*a) == dt
+                    && dtype(*b) == dt
+                    && self.same_along_run(*b) =>
+            {
+                let (x, y) = (self.val(*a), self.val(*b));
+                self.div_by_row(&x, &y, dt)
             }
             Inst::Binary(op, a, b) => {
                 let (x, y) = (self.val(*a), self.val(*b));
@@ -1226,14 +1280,102 @@ impl<'k> Emitter<'k> {
             let fast = self.exp_poly(x, &inr);
             return self.select(&inr, "float", &fast, &slow);
         }
-        let out = self.op2("xor", "i1", &inr, "true");
+        self.redo_unless(&inr);
+        self.exp_poly(x, &inr)
+    }
+
+    /// Flags the run for a redo where `ok` (an `i1`) is false.
+    fn redo_unless(&mut self, ok: &str) {
+        self.redo = true;
+        let out = self.op2("xor", "i1", ok, "true");
         let b = self.tmp();
         self.line(format!("{b} = zext i1 {out} to i8"));
         let f = self.tmp();
         self.line(format!("{f} = load i8, ptr %flag"));
         let f2 = self.op2("or", "i8", &f, &b);
         self.line(format!("store i8 {f2}, ptr %flag"));
-        self.exp_poly(x, &inr)
+    }
+
+    /// Whether value `v` is the same at every point of a run.
+    fn same_along_run(&self, v: Val) -> bool {
+        match self.plan.level[v] {
+            Level::Uniform => true,
+            Level::Row => self.rows_span_runs,
+            Level::Elem => false,
+        }
+    }
+
+    /// `x / y` for `F32` or `F64` values (`dt`) with `y` the same along the
+    /// run ([`Emitter::same_along_run`]): a product by `y`'s correctly
+    /// rounded reciprocal `r` and one remainder step, `q0 = x r`, `q = q0 +
+    /// (x - y q0) r` in fused multiply-adds, which is the correctly rounded
+    /// quotient (Markstein's theorem) where the remainder is exact and
+    /// nothing underflows or overflows: `|y|` in `[2^-24, 2^24]` and `x`
+    /// zero or in `[2^-100, 2^100]` for `F32` (`[2^-500, 2^500]` and
+    /// `[2^-400, 2^400]` for `F64`). `q` takes `q0`'s sign, which keeps a
+    /// zero quotient's. The loop keeps the least and the largest of `|x|`'s
+    /// bits (a zero's minus one, so that zeros pass) and the run is redone
+    /// with divisions where they or `y` leave the domain ([`Span`]): two
+    /// integer reductions a point instead of compares and a flag. Why: a
+    /// 16-lane `vdivps` issues once in about 10 cycles on Intel's AVX-512
+    /// cores, which bound softmax's stores pass there. `tests/llvm.rs`
+    /// (`row_divisions`) checks the bits against the executor's division
+    /// across the domain's ends.
+    fn div_by_row(&mut self, x: &str, y: &str, dt: DType) -> String {
+        let (t, s, it, ys, xs) = match dt {
+            DType::F32 => ("float", "f32", "i32", 24, 100),
+            _ => ("double", "f64", "i64", 500, 400),
+        };
+        let p2 = |e: i32| flit(2f64.powi(e));
+        let r = self.op2("fdiv", t, "1.0", y);
+        let q0 = self.op2("fmul", t, x, &r);
+        let n = self.tmp();
+        self.line(format!("{n} = fneg {t} {q0}"));
+        let f = format!("llvm.fma.{s}");
+        let rem = self.call(
+            t,
+            &f,
+            &[n, y.to_string(), x.to_string()].map(|v| format!("{t} {v}")),
+        );
+        let q1 = self.call(t, &f, &[rem, r, q0.clone()].map(|v| format!("{t} {v}")));
+        let q = self.call(
+            t,
+            &format!("llvm.copysign.{s}"),
+            &[format!("{t} {q1}"), format!("{t} {q0}")],
+        );
+        let ay = self.call(t, &format!("llvm.fabs.{s}"), &[format!("{t} {y}")]);
+        let lo = self.op2("fcmp oge", t, &ay, &p2(-ys));
+        let hi = self.op2("fcmp ole", t, &ay, &p2(ys));
+        let y_ok = self.op2("and", "i1", &lo, &hi);
+        let sp = Span {
+            id: self.spans.len(),
+            ty: it,
+            least: bits(dt, 2f64.powi(-xs)) - 1,
+            most: bits(dt, 2f64.powi(xs)),
+            y_ok,
+        };
+        let xb = self.tmp();
+        self.line(format!("{xb} = bitcast {t} {x} to {it}"));
+        let mag = self.op2(
+            "and",
+            it,
+            &xb,
+            &(u64::MAX >> (65 - 8 * sp.bytes())).to_string(),
+        );
+        let below = self.op2("add", it, &mag, "-1");
+        for (acc, f, v) in [(sp.lo(), "umin", below), (sp.hi(), "umax", mag)] {
+            let old = self.tmp();
+            self.line(format!("{old} = load {it}, ptr {acc}"));
+            let new = self.call(
+                it,
+                &format!("llvm.{f}.{it}"),
+                &[format!("{it} {old}"), format!("{it} {v}")],
+            );
+            self.line(format!("store {it} {new}, ptr {acc}"));
+        }
+        self.spans.push(sp);
+        self.redo = true;
+        q
     }
 
     /// The polynomial of [`crate::exec::arith::exp_f32`] (its constants,
@@ -1318,21 +1460,75 @@ pub fn costly(k: &Kernel, plan: &Plan, v: Val) -> bool {
     e.shim_calls > 0 || e.has_exp
 }
 
-/// Whether pass `pk`'s body runs a run a second time (its `F32` `exp`
-/// polynomial flags inputs outside its range; the redo computes them
-/// with the reference), after the first loop has stored its results.
-pub fn redoes(k: &Kernel, plan: &Plan, pk: &PassKeep) -> bool {
-    let d = k.ranges.len().max(1);
-    let none = vec![None; k.insts.len()];
-    let mut e = Emitter::new(k, plan, &none, d);
-    for (c, name) in e.coords.iter_mut().enumerate() {
-        *name = format!("%c{c}");
+/// The domain a division by a row value ([`Emitter::div_by_row`]) checks
+/// over a run: the least of `|x|`'s bits minus one (wrapping, so a zero
+/// is the largest) and the largest of them, kept in two accumulators.
+struct Span {
+    /// The division's number in its pass.
+    id: usize,
+    /// The integer type of the bits (`i32` or `i64`).
+    ty: &'static str,
+    /// The bits of the domain's least magnitude, minus one, and of its
+    /// largest.
+    least: u64,
+    most: u64,
+    /// Whether the divisor lies in its domain (an `i1` of the loop,
+    /// which dominates the check after it).
+    y_ok: String,
+}
+
+impl Span {
+    fn bytes(&self) -> u32 {
+        if self.ty == "i32" {
+            4
+        } else {
+            8
+        }
     }
-    for v in &pk.reads {
-        e.reads[*v] = true;
+    fn lo(&self) -> String {
+        format!("%span{}.lo", self.id)
     }
-    e.run_loop(pk, "inner", "ohead", d);
-    e.has_exp
+    fn hi(&self) -> String {
+        format!("%span{}.hi", self.id)
+    }
+    /// The accumulators, in the entry block.
+    fn alloca(&self) -> String {
+        format!(
+            "  {} = alloca {t}\n  {} = alloca {t}\n",
+            self.lo(),
+            self.hi(),
+            t = self.ty
+        )
+    }
+    /// Before a run: the identities of `umin` and `umax`.
+    fn start(&self) -> String {
+        format!(
+            "  store {t} -1, ptr {}\n  store {t} 0, ptr {}\n",
+            self.lo(),
+            self.hi(),
+            t = self.ty
+        )
+    }
+    /// After the fast loop: `to = from | (the run left the domain)`.
+    fn outside(&self, from: &str, to: &str) -> String {
+        let (t, id) = (self.ty, self.id);
+        format!(
+            "  %span{id}.l = load {t}, ptr {lo}\n  %span{id}.h = load {t}, ptr {hi}\n  %span{id}.a = icmp ult {t} %span{id}.l, {least}\n  %span{id}.b = icmp ugt {t} %span{id}.h, {most}\n  %span{id}.c = xor i1 {y}, true\n  %span{id}.d = or i1 %span{id}.a, %span{id}.b\n  %span{id}.e = or i1 %span{id}.d, %span{id}.c\n  {to} = or i1 {from}, %span{id}.e\n",
+            lo = self.lo(),
+            hi = self.hi(),
+            least = self.least,
+            most = self.most,
+            y = self.y_ok,
+        )
+    }
+}
+
+/// The bits of `x` as a value of `dt` (`F32` or `F64`).
+fn bits(dt: DType, x: f64) -> u64 {
+    match dt {
+        DType::F32 => u64::from((x as f32).to_bits()),
+        _ => x.to_bits(),
+    }
 }
 
 /// The zero of `dt`'s class, as a literal.

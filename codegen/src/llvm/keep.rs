@@ -233,11 +233,12 @@ pub fn folds_in_place(k: &Kernel, plan: &Plan, i: Val) -> bool {
 /// single-writer rule makes it injective), the output's elements are the
 /// value's class as held in memory (`F32` in `float`, `F64`, `I64`), and
 /// nothing but compiled passes read the value (not the executor's fold
-/// of a fill's buffer). One value an output. Nothing is lodged where the
-/// stores' pass computes an `F32` `exp` (a kernel the graph fuzzer made:
-/// the `exp` of the kept value over the sum): a run with an input outside
-/// the polynomial's range is redone after its first loop has overwritten
-/// the elements.
+/// of a fill's buffer). One value an output. A pass that redoes a run
+/// (an `exp` input outside the polynomial's range, a division outside
+/// its reciprocal's domain) has overwritten the elements in its first
+/// loop, so its redo computes lodged values again instead of reading them
+/// (a kernel the graph fuzzer made: the `exp` of the kept value over the
+/// sum).
 fn lodge(
     k: &Kernel,
     plan: &Plan,
@@ -248,10 +249,6 @@ fn lodge(
     let Some(stores) = passes.iter().find(|p| p.pass == Pass::ElemStores) else {
         return lodged;
     };
-    if emit::redoes(k, plan, stores) {
-        // Its redo would read the elements its first loop overwrote.
-        return lodged;
-    }
     let inner = k.ranges.last().map_or(1, |r| (*r).max(1) as usize);
     // Values the executor reads from a fill's buffer.
     let by_rust = |v: Val| {
