@@ -382,7 +382,6 @@ impl<'k> Emitter<'k> {
         }
         let mut head = String::new();
         head.push_str("entry:\n  %err = alloca i8\n  store i8 0, ptr %err\n");
-        head.push_str("  %flag = alloca i8\n");
         // Uniform values, loaded once.
         for (i, n) in k.insts.iter().enumerate() {
             if plan.level[i] == Level::Uniform {
@@ -437,14 +436,13 @@ impl<'k> Emitter<'k> {
                 s.push_str(&sp.alloca());
             }
             s.push_str(&head_rest);
-            s.push_str("  store i8 0, ptr %flag\n");
             for sp in &e.spans {
                 s.push_str(&sp.start());
             }
             s.push_str("  br label %inner\n");
             s.push_str(&fast);
             if e.redo {
-                s.push_str("  %fl = load i8, ptr %flag\n  %redo.0 = icmp ne i8 %fl, 0\n");
+                s.push_str("  %redo.0 = or i1 false, false\n");
                 for (n, sp) in e.spans.iter().enumerate() {
                     s.push_str(&sp.outside(&format!("%redo.{n}"), &format!("%redo.{}", n + 1)));
                 }
@@ -1264,9 +1262,9 @@ impl<'k> Emitter<'k> {
     /// inputs.
     fn exp_f32(&mut self, x: &str) -> String {
         self.has_exp = true;
-        let ax = self.call("float", "llvm.fabs.f32", &[format!("float {x}")]);
-        let inr = self.op2("fcmp ole", "float", &ax, &flit(87.0));
         if !self.fast {
+            let ax = self.call("float", "llvm.fabs.f32", &[format!("float {x}")]);
+            let inr = self.op2("fcmp ole", "float", &ax, &flit(87.0));
             let xd = self.widen(x, DType::F32);
             let r = self.call(
                 "double",
@@ -1277,23 +1275,59 @@ impl<'k> Emitter<'k> {
                 ],
             );
             let slow = self.trunc32(&r);
-            let fast = self.exp_poly(x, &inr);
+            let c = self.select(&inr, "float", x, "0.0");
+            let fast = self.exp_poly(&c);
             return self.select(&inr, "float", &fast, &slow);
         }
-        self.redo_unless(&inr);
-        self.exp_poly(x, &inr)
+        // A run with an input past 87 in magnitude (or NaN) is redone, so
+        // the fast loop needs no clamp.
+        self.track(x, DType::F32, None, bits(DType::F32, 87.0), None);
+        self.exp_poly(x)
     }
 
-    /// Flags the run for a redo where `ok` (an `i1`) is false.
-    fn redo_unless(&mut self, ok: &str) {
+    /// Keeps the largest of the bits of `|x|` (`F32` or `F64`) over the
+    /// run, and the least minus one where the domain has a least magnitude
+    /// (`least`: those bits minus one; a zero wraps to the largest, so
+    /// zeros pass); the run is redone where they leave the domain up to
+    /// `most`, or `ok` (an `i1` the same along the run) is false
+    /// ([`Span`]). One or two integer reductions a point, where a compare
+    /// and a flag took a mask, a merge and a byte reduction.
+    fn track(&mut self, x: &str, dt: DType, least: Option<u64>, most: u64, ok: Option<String>) {
+        let (t, it) = match dt {
+            DType::F32 => ("float", "i32"),
+            _ => ("double", "i64"),
+        };
+        let sp = Span {
+            id: self.spans.len(),
+            ty: it,
+            least,
+            most,
+            ok,
+        };
+        let xb = self.tmp();
+        self.line(format!("{xb} = bitcast {t} {x} to {it}"));
+        let mag = self.op2(
+            "and",
+            it,
+            &xb,
+            &(u64::MAX >> (65 - 8 * sp.bytes())).to_string(),
+        );
+        let mut accs = vec![(sp.hi(), "umax", mag.clone())];
+        if least.is_some() {
+            accs.push((sp.lo(), "umin", self.op2("add", it, &mag, "-1")));
+        }
+        for (acc, f, v) in accs {
+            let old = self.tmp();
+            self.line(format!("{old} = load {it}, ptr {acc}"));
+            let new = self.call(
+                it,
+                &format!("llvm.{f}.{it}"),
+                &[format!("{it} {old}"), format!("{it} {v}")],
+            );
+            self.line(format!("store {it} {new}, ptr {acc}"));
+        }
+        self.spans.push(sp);
         self.redo = true;
-        let out = self.op2("xor", "i1", ok, "true");
-        let b = self.tmp();
-        self.line(format!("{b} = zext i1 {out} to i8"));
-        let f = self.tmp();
-        self.line(format!("{f} = load i8, ptr %flag"));
-        let f2 = self.op2("or", "i8", &f, &b);
-        self.line(format!("store i8 {f2}, ptr %flag"));
     }
 
     /// Whether value `v` is the same at every point of a run.
@@ -1322,9 +1356,9 @@ impl<'k> Emitter<'k> {
     /// (`row_divisions`) checks the bits against the executor's division
     /// across the domain's ends.
     fn div_by_row(&mut self, x: &str, y: &str, dt: DType) -> String {
-        let (t, s, it, ys, xs) = match dt {
-            DType::F32 => ("float", "f32", "i32", 24, 100),
-            _ => ("double", "f64", "i64", 500, 400),
+        let (t, s, ys, xs) = match dt {
+            DType::F32 => ("float", "f32", 24, 100),
+            _ => ("double", "f64", 500, 400),
         };
         let p2 = |e: i32| flit(2f64.powi(e));
         let r = self.op2("fdiv", t, "1.0", y);
@@ -1347,47 +1381,25 @@ impl<'k> Emitter<'k> {
         let lo = self.op2("fcmp oge", t, &ay, &p2(-ys));
         let hi = self.op2("fcmp ole", t, &ay, &p2(ys));
         let y_ok = self.op2("and", "i1", &lo, &hi);
-        let sp = Span {
-            id: self.spans.len(),
-            ty: it,
-            least: bits(dt, 2f64.powi(-xs)) - 1,
-            most: bits(dt, 2f64.powi(xs)),
-            y_ok,
-        };
-        let xb = self.tmp();
-        self.line(format!("{xb} = bitcast {t} {x} to {it}"));
-        let mag = self.op2(
-            "and",
-            it,
-            &xb,
-            &(u64::MAX >> (65 - 8 * sp.bytes())).to_string(),
+        self.track(
+            x,
+            dt,
+            Some(bits(dt, 2f64.powi(-xs)) - 1),
+            bits(dt, 2f64.powi(xs)),
+            Some(y_ok),
         );
-        let below = self.op2("add", it, &mag, "-1");
-        for (acc, f, v) in [(sp.lo(), "umin", below), (sp.hi(), "umax", mag)] {
-            let old = self.tmp();
-            self.line(format!("{old} = load {it}, ptr {acc}"));
-            let new = self.call(
-                it,
-                &format!("llvm.{f}.{it}"),
-                &[format!("{it} {old}"), format!("{it} {v}")],
-            );
-            self.line(format!("store {it} {new}, ptr {acc}"));
-        }
-        self.spans.push(sp);
-        self.redo = true;
         q
     }
 
     /// The polynomial of [`crate::exec::arith::exp_f32`] (its constants,
     /// its operations in its order).
-    fn exp_poly(&mut self, x: &str, inr: &str) -> String {
+    fn exp_poly(&mut self, c: &str) -> String {
         let f = |v: f32| flit(v as f64);
-        let c = self.select(inr, "float", x, "0.0");
-        let t = self.fma(&c, &f(std::f32::consts::LOG2_E), &f(12_582_912.0));
+        let t = self.fma(c, &f(std::f32::consts::LOG2_E), &f(12_582_912.0));
         let n = self.op2("fsub", "float", &t, &f(12_582_912.0));
         let m = self.tmp();
         self.line(format!("{m} = fneg float {n}"));
-        let r0 = self.fma(&m, &f(0.693_359_4), &c);
+        let r0 = self.fma(&m, &f(0.693_359_4), c);
         let r = self.fma(&m, &f(-2.121_944_4e-4), &r0);
         let mut p = f(1.987_569_1e-4);
         for k in [
@@ -1460,21 +1472,21 @@ pub fn costly(k: &Kernel, plan: &Plan, v: Val) -> bool {
     e.shim_calls > 0 || e.has_exp
 }
 
-/// The domain a division by a row value ([`Emitter::div_by_row`]) checks
-/// over a run: the least of `|x|`'s bits minus one (wrapping, so a zero
-/// is the largest) and the largest of them, kept in two accumulators.
+/// The domain a fast loop checks over a run ([`Emitter::track`]): the
+/// largest of `|x|`'s bits and, where the domain has a least magnitude,
+/// the least minus one, in accumulators; and a condition the same along
+/// the run.
 struct Span {
-    /// The division's number in its pass.
+    /// The span's number in its pass.
     id: usize,
     /// The integer type of the bits (`i32` or `i64`).
     ty: &'static str,
     /// The bits of the domain's least magnitude, minus one, and of its
     /// largest.
-    least: u64,
+    least: Option<u64>,
     most: u64,
-    /// Whether the divisor lies in its domain (an `i1` of the loop,
-    /// which dominates the check after it).
-    y_ok: String,
+    /// An `i1` of the loop (which dominates the check after it).
+    ok: Option<String>,
 }
 
 impl Span {
@@ -1512,13 +1524,13 @@ impl Span {
     /// After the fast loop: `to = from | (the run left the domain)`.
     fn outside(&self, from: &str, to: &str) -> String {
         let (t, id) = (self.ty, self.id);
+        let least = self.least.unwrap_or(0);
+        let ok = self.ok.as_deref().unwrap_or("true");
         format!(
-            "  %span{id}.l = load {t}, ptr {lo}\n  %span{id}.h = load {t}, ptr {hi}\n  %span{id}.a = icmp ult {t} %span{id}.l, {least}\n  %span{id}.b = icmp ugt {t} %span{id}.h, {most}\n  %span{id}.c = xor i1 {y}, true\n  %span{id}.d = or i1 %span{id}.a, %span{id}.b\n  %span{id}.e = or i1 %span{id}.d, %span{id}.c\n  {to} = or i1 {from}, %span{id}.e\n",
+            "  %span{id}.l = load {t}, ptr {lo}\n  %span{id}.h = load {t}, ptr {hi}\n  %span{id}.a = icmp ult {t} %span{id}.l, {least}\n  %span{id}.b = icmp ugt {t} %span{id}.h, {most}\n  %span{id}.c = xor i1 {ok}, true\n  %span{id}.d = or i1 %span{id}.a, %span{id}.b\n  %span{id}.e = or i1 %span{id}.d, %span{id}.c\n  {to} = or i1 {from}, %span{id}.e\n",
             lo = self.lo(),
             hi = self.hi(),
-            least = self.least,
             most = self.most,
-            y = self.y_ok,
         )
     }
 }
