@@ -324,12 +324,9 @@ struct Emitter<'k> {
     fast: bool,
     /// Whether the body computes an `F32` `exp` (costly, [`costly`]).
     has_exp: bool,
-    /// Whether the body flags runs for a redo (an `F32` `exp`'s input
-    /// outside the polynomial's range, a [`Emitter::div_by_row`] outside
-    /// its domain).
-    redo: bool,
-    /// The ranges the fast loop's divisions by row values check after it
-    /// ([`Emitter::div_by_row`]).
+    /// The domains the fast loop checks over each run ([`Emitter::track`]:
+    /// an `F32` `exp`'s inputs, a [`Emitter::div_by_row`]'s operands); a
+    /// run outside one is computed again with the references.
     spans: Vec<Span>,
     /// Whether a `Row`-level value is the same at every point of a run
     /// (the pass's space is the whole domain and the innermost variable
@@ -355,7 +352,6 @@ impl<'k> Emitter<'k> {
             coords: vec![String::new(); d],
             fast: true,
             has_exp: false,
-            redo: false,
             spans: Vec::new(),
             rows_span_runs: false,
             shim_calls: 0,
@@ -441,17 +437,14 @@ impl<'k> Emitter<'k> {
             }
             s.push_str("  br label %inner\n");
             s.push_str(&fast);
-            if e.redo {
-                s.push_str("  %redo.0 = or i1 false, false\n");
-                for (n, sp) in e.spans.iter().enumerate() {
-                    s.push_str(&sp.outside(&format!("%redo.{n}"), &format!("%redo.{}", n + 1)));
+            if !e.spans.is_empty() {
+                let mut redo = "false".to_string();
+                for sp in &e.spans {
+                    let next = format!("%redo.{}", sp.id);
+                    s.push_str(&sp.outside(&redo, &next));
+                    redo = next;
                 }
-                writeln!(
-                    s,
-                    "  br i1 %redo.{}, label %slow, label %latch",
-                    e.spans.len()
-                )
-                .expect("s");
+                writeln!(s, "  br i1 {redo}, label %slow, label %latch").expect("s");
                 e.fast = false;
                 e.out.clear();
                 s.push_str(&e.run_loop(pk, "slow", "after_inner", d));
@@ -1327,7 +1320,6 @@ impl<'k> Emitter<'k> {
             self.line(format!("store {it} {new}, ptr {acc}"));
         }
         self.spans.push(sp);
-        self.redo = true;
     }
 
     /// Whether value `v` is the same at every point of a run.
