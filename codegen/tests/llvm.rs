@@ -334,11 +334,15 @@ fn row_divisions() {
                 p2(xe + 20),
                 p2(sub),
             ];
-            for (a, y) in ys.into_iter().enumerate() {
-                for (b, x) in xs.into_iter().enumerate() {
-                    let k = row_division(3, len, dt, x, y);
-                    covered(&k, 7000 + 100 * n as u64 + 10 * a as u64 + b as u64);
-                }
+            // Each divisor with plain numerators, each numerator scale
+            // with a plain divisor (every kernel is a JIT compile).
+            let pairs = ys
+                .iter()
+                .map(|&y| (1.0, y))
+                .chain(xs[1..].iter().map(|&x| (x, 1.0)));
+            for (a, (x, y)) in pairs.enumerate() {
+                let k = row_division(32, len, dt, x, y);
+                covered(&k, 7000 + 100 * n as u64 + a as u64);
             }
         }
     }
