@@ -88,10 +88,11 @@ pub fn zeroed_bytes(count: usize, size: usize) -> Result<Vec<u8>, AllocError> {
 /// The buffer for output `o` of `kernel`: a recycled one
 /// ([`reused_bytes`]: its old contents, no zeroing pass and no page
 /// faults) when every successful run writes each of its elements
-/// ([`crate::outs::writes_in_full`]), else zeroed ([`zeroed_bytes`]).
+/// ([`crate::outs::writes_in_full`]) or none
+/// ([`crate::outs::never_written`]), else zeroed ([`zeroed_bytes`]).
 pub fn output(kernel: &Kernel, o: usize) -> Result<Vec<u8>, AllocError> {
     let arg = kernel.outputs[o];
-    match crate::outs::writes_in_full(kernel, o) {
+    match crate::outs::writes_in_full(kernel, o) || crate::outs::never_written(kernel, o) {
         true => reused_bytes(arg.len, arg.dtype.size()),
         false => zeroed_bytes(arg.len, arg.dtype.size()),
     }
@@ -360,6 +361,28 @@ mod tests {
         crate::interp::run(&full, &[&input], &[], &mut [&mut expect]).unwrap();
         assert_eq!(out, expect);
         assert_eq!(out, input);
+    }
+
+    #[test]
+    fn outputs_no_store_writes_get_recycled_bytes() {
+        // As above, a size no other test allocates (nor within an eighth).
+        let len = 99_991;
+        let stale = vec![0xCDu8; 4 * len];
+        let at = stale.as_ptr();
+        super::recycle(stale);
+        // A second output that no store writes (a GPU's scratch): its
+        // bytes are left as they were, and the run leaves them alone.
+        let mut k = copy(len as i64 / 2, len, &[0]);
+        k.outputs.push(k.outputs[0]);
+        assert!(crate::outs::never_written(&k, 1) && !crate::outs::never_written(&k, 0));
+        assert!(!crate::outs::never_written(&k, 2), "no such output");
+        let mut scratch = super::output(&k, 1).unwrap();
+        assert_eq!(scratch.as_ptr(), at);
+        let mut out = super::output(&k, 0).unwrap();
+        assert!(out.iter().all(|b| *b == 0), "half written: zeroed");
+        let input = vec![1u8; 4 * len];
+        crate::cpu::run(&k, &[&input], &[], &mut [&mut out, &mut scratch]).unwrap();
+        assert!(scratch.iter().all(|b| *b == 0xCD));
     }
 
     #[test]
