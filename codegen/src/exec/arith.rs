@@ -3,13 +3,15 @@
 //! `UnaryOp::eval` / `BinaryOp::eval` with the op a constant (the
 //! `with_*` macros), so the match folds away and simple ops vectorise; a
 //! float op of dtype `F32` is evaluated in `f64` and rounded once, which
-//! for `+ - * /` and `sqrt` is exactly the `f32` operation. The one op
-//! with its own code is `F32` `exp` ([`exp_f32`]), the hot op of softmax.
+//! for `+ - * /` and `sqrt` is exactly the `f32` operation. The ops with
+//! code of their own are `F32` `exp` and the activations built on it
+//! ([`exp_ops`]).
 
 use std::borrow::Cow;
 use std::mem::MaybeUninit;
 
-use crate::exec::simd::{self, vectorised, Level};
+use crate::exec::exp_ops;
+use crate::exec::simd::{self, vectorised};
 use crate::exec::vals::{class, convert, write_map, write_zip, Class, Sink, Vals};
 use crate::ops::{BinaryOp, UnaryOp};
 use crate::DType;
@@ -267,7 +269,7 @@ pub fn binary(
 /// bools), into `out`: [`unary`]'s loop once its operand is converted,
 /// and the whole of an `F32` unary instruction whose operand is `F32`.
 pub fn unary_f32(op: UnaryOp, a: Src<f32>, segs: usize, len: usize, out: impl Sink<f32>) {
-    if op == UnaryOp::Exp {
+    if exp_ops::covers(op) {
         let xs = match a {
             Src::Full(v) => Cow::Borrowed(v),
             _ => {
@@ -276,7 +278,7 @@ pub fn unary_f32(op: UnaryOp, a: Src<f32>, segs: usize, len: usize, out: impl Si
                 Cow::Owned(v)
             }
         };
-        exp_f32(&xs, out);
+        exp_ops::unary(op, &xs, out);
     } else {
         with_unary!(op, OP => map1(a, segs, len, out, |x| OP.eval(x as f64) as f32));
     }
@@ -315,136 +317,4 @@ pub fn select<'a>(
         Class::I64 => pick(c, a.ints(), b.ints(), out.i64()),
     }
     out
-}
-
-/// Magnitudes up to which [`exp_f32`]'s polynomial path applies: `2^n`
-/// stays a normal `f32` and the result neither overflows nor goes
-/// subnormal.
-const EXP_RANGE: f32 = 87.0;
-
-/// Whether [`exp_f32`]'s polynomial path applies to `x` (false for NaN).
-#[inline(always)]
-fn in_range(x: f32) -> bool {
-    x.abs() <= EXP_RANGE
-}
-
-/// `e^x` of every value of `xs`, appended to `out`, within 2 ulp of the
-/// correctly rounded `f32` (the interpreter's `f64` `exp` rounded once;
-/// the GPU's `ex2.approx` is within 2 ulp too; over every 3rd `f32` of
-/// `+-EXP_RANGE`, 1 ulp at most, 0.8% of them off by one): `x = n ln 2 +
-/// r` with `|r| <= ln2/2` (`ln 2` split in two parts), a degree-6
-/// polynomial for `e^r` (Cephes' `expf` coefficients) and `2^n` built from
-/// its exponent bits. Branch-free, so it vectorises; values outside
-/// `+-EXP_RANGE` (overflow, subnormal results, infinities, NaN) are
-/// redone by the reference in a second pass. Fused multiply-adds
-/// (`mul_add`, one rounding, so every level and the LLVM JIT's copy round
-/// alike): 9 of the 20 operations a value costs, which made the exp-bound
-/// passes of a softmax faster (BENCHMARKS.md, "CPU"); the AVX2 and AVX-512
-/// levels have them in hardware, the SSE2 baseline calls libm's `fmaf`.
-pub fn exp_f32(xs: &[f32], out: impl Sink<f32>) {
-    exp_f32_at(simd::level(), xs, out);
-}
-
-/// [`exp_f32`] at vector width `level` (one the CPU supports); every level
-/// gives the same values.
-pub fn exp_f32_at(level: Level, xs: &[f32], out: impl Sink<f32>) {
-    out.fill(xs.len(), |d| {
-        let any_out = vectorised!(level, {
-            write_map(d, xs, exp_poly);
-            // A separate pass: a flag set inside the loop above would keep
-            // it from vectorising.
-            xs.iter().fold(false, |o, x| o | !in_range(*x))
-        });
-        if any_out {
-            for (o, x) in d.iter_mut().zip(xs) {
-                if !in_range(*x) {
-                    o.write(UnaryOp::Exp.eval(*x as f64) as f32);
-                }
-            }
-        }
-    });
-}
-
-/// [`exp_f32`]'s polynomial path for one value (any value for an input
-/// outside `+-EXP_RANGE`, which the reference redoes).
-#[inline(always)]
-fn exp_poly(x: f32) -> f32 {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    // 1.5 * 2^23: adding it rounds to an integer (ties to even) for
-    // magnitudes below 2^22, which then sits in the low mantissa bits.
-    const ROUND: f32 = 12_582_912.0;
-    const ROUND_BITS: u32 = 0x4B40_0000;
-    let c = if in_range(x) { x } else { 0.0 };
-    let t = c.mul_add(LOG2E, ROUND);
-    let n = t - ROUND;
-    let r = (-n).mul_add(LN2_HI, c);
-    let r = (-n).mul_add(LN2_LO, r);
-    let p = 1.987_569_1e-4_f32;
-    let p = p.mul_add(r, 1.398_199_9e-3);
-    let p = p.mul_add(r, 8.333_452e-3);
-    let p = p.mul_add(r, 4.166_579_6e-2);
-    let p = p.mul_add(r, 1.666_666_5e-1);
-    let p = p.mul_add(r, 0.5);
-    let e = p.mul_add(r * r, r) + 1.0;
-    // The biased exponent n + 127 (in 1..=253), from t's low bits.
-    let scale = f32::from_bits(t.to_bits().wrapping_sub(ROUND_BITS - 127) << 23);
-    e * scale
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Distance in units of the last place between two finite `f32`s of
-    /// one sign.
-    fn ulps(a: f32, b: f32) -> u32 {
-        a.to_bits().abs_diff(b.to_bits())
-    }
-
-    #[test]
-    fn exp_f32_is_within_2_ulp_of_the_reference() {
-        let mut xs: Vec<f32> = (-2000..=2000).map(|i| i as f32 * 0.0457).collect();
-        xs.extend([
-            0.0,
-            -0.0,
-            1e-30,
-            -1e-30,
-            87.0,
-            -87.0,
-            88.5,
-            88.8,
-            -88.0,
-            -100.0,
-            -104.0,
-            -200.0,
-            f32::INFINITY,
-            f32::NEG_INFINITY,
-            f32::NAN,
-            f32::MAX,
-            f32::MIN,
-        ]);
-        // Every vector width the CPU has: within 2 ulp, and bit for bit
-        // the baseline's values.
-        let mut base = Vec::new();
-        exp_f32_at(Level::Sse2, &xs, &mut base);
-        for level in simd::levels() {
-            let mut got = vec![7.0];
-            exp_f32_at(level, &xs, &mut got);
-            assert_eq!(got.remove(0), 7.0, "{level:?}: appends");
-            for ((x, g), b) in xs.iter().zip(&got).zip(&base) {
-                let want = (*x as f64).exp() as f32;
-                if want.is_nan() {
-                    assert!(g.is_nan(), "{level:?}: exp({x})");
-                } else {
-                    assert!(
-                        ulps(*g, want) <= 2,
-                        "{level:?}: exp({x}) = {g}, want {want}"
-                    );
-                }
-                assert_eq!(g.to_bits(), b.to_bits(), "{level:?}: exp({x}) as sse2's");
-            }
-        }
-    }
 }

@@ -22,6 +22,7 @@
 //! order, so results never depend on the thread count.
 
 mod arith;
+pub(crate) mod exp_ops;
 mod memory;
 pub(crate) mod plan;
 pub(crate) mod reduce;

@@ -6,6 +6,7 @@
 use std::borrow::Cow;
 
 use crate::exec::arith::{self, Shape};
+use crate::exec::exp_ops;
 use crate::exec::memory::{self, Space};
 use crate::exec::plan::{Level, Plan};
 use crate::exec::reduce;
@@ -524,7 +525,7 @@ fn exp_of_binary(ctx: &Ctx<'_>, a: Val, fr: &Frame<'_, '_>, out: impl Sink<f32>)
                 let (xp, yp) = (xs.piece(len, s0, k, lo, n), ys.piece(len, s0, k, lo, n));
                 arith::binary_f32(op, xp, yp, k, n, &mut buf);
                 let at = s0 * len + lo;
-                arith::exp_f32(&buf, &mut d[at..at + buf.len()]);
+                exp_ops::exp_f32(&buf, &mut d[at..at + buf.len()]);
             }
             s0 += k;
         }

@@ -18,6 +18,7 @@
 
 use std::fmt::Write;
 
+use crate::exec::exp_ops;
 use crate::exec::plan::{Level, Plan};
 use crate::exec::vals::{class, Class};
 use crate::expr::{Atom, Cond, Expr};
@@ -1009,14 +1010,15 @@ impl<'k> Emitter<'k> {
     }
 
     /// `op` of `x` (dtype `from`) with result dtype `dt`, as
-    /// `exec::arith::unary`: in `f64` rounded once for `F32` (the
-    /// polynomial [`crate::exec::arith::exp_f32`] for `exp`), rounded by
+    /// `exec::arith::unary`: in `f64` rounded once for `F32` (from the
+    /// polynomial of [`exp_ops`] for `exp` and the activations it takes),
+    /// rounded by
     /// [`DType::round`] for the halves, `eval_int` for integers.
     fn unary(&mut self, op: UnaryOp, x: &str, from: DType, dt: DType) -> String {
         let cd = if op == UnaryOp::Not { DType::Bool } else { dt };
         let a = self.convert(x, from, cd);
         match class(cd) {
-            Class::F32 if dt == DType::F32 && op == UnaryOp::Exp => self.exp_f32(&a),
+            Class::F32 if dt == DType::F32 && exp_ops::covers(op) => self.through_exp(op, &a),
             Class::F32 => {
                 let x = self.widen(&a, cd);
                 let r = self.unary_f64(op, &x);
@@ -1248,34 +1250,129 @@ impl<'k> Emitter<'k> {
         self.wrap(&r, cd)
     }
 
-    /// `F32` `exp` as [`crate::exec::arith::exp_f32`] computes it: on the
-    /// fast pass the same branch-free `f32` operations (its fused
-    /// multiply-adds as `llvm.fma`, so the same roundings), flagging
-    /// inputs outside its range; on the redo the reference for those
-    /// inputs.
-    fn exp_f32(&mut self, x: &str) -> String {
+    /// `F32` `op` ([`exp_ops::covers`]) as [`exp_ops::unary`] computes it,
+    /// `value(x, e^t)` for an argument `t(x)`: on the fast pass the same
+    /// branch-free `f32` operations in the same order (its fused
+    /// multiply-adds as `llvm.fma`, so the same roundings), the run
+    /// checked for the arguments `exp_ops` redoes ([`Emitter::track`]); on
+    /// the redo the reference for those.
+    fn through_exp(&mut self, op: UnaryOp, x: &str) -> String {
         self.has_exp = true;
-        if !self.fast {
-            let ax = self.call("float", "llvm.fabs.f32", &[format!("float {x}")]);
-            let inr = self.op2("fcmp ole", "float", &ax, &flit(87.0));
-            let xd = self.widen(x, DType::F32);
-            let r = self.call(
-                "double",
-                "smelt_unary",
-                &[
-                    format!("i32 {}", unary_id(UnaryOp::Exp)),
-                    format!("double {xd}"),
-                ],
-            );
-            let slow = self.trunc32(&r);
-            let c = self.select(&inr, "float", x, "0.0");
-            let fast = self.exp_poly(&c);
-            return self.select(&inr, "float", &fast, &slow);
+        let t = self.exp_arg(op, x);
+        let range = flit(exp_ops::EXP_RANGE as f64);
+        // `exp_ops::saturated`: an activation's argument outside the range
+        // gives `e = 0` below it, `+inf` above its saturation, unchecked.
+        let sat = (op != UnaryOp::Exp).then(|| {
+            let below = flit(-exp_ops::EXP_RANGE as f64);
+            let above = flit(exp_ops::saturation(op) as f64);
+            let low = self.op2("fcmp olt", "float", &t, &below);
+            let high = self.op2("fcmp ogt", "float", &t, &above);
+            (low, high)
+        });
+        let c = match &sat {
+            Some((low, high)) => {
+                let out = self.op2("or", "i1", low, high);
+                self.select(&out, "float", "0.0", &t)
+            }
+            None => t,
+        };
+        let (e, inr) = if !self.fast {
+            let at = self.call("float", "llvm.fabs.f32", &[format!("float {c}")]);
+            let inr = self.op2("fcmp ole", "float", &at, &range);
+            let cc = self.select(&inr, "float", &c, "0.0");
+            (self.exp_poly(&cc), Some(inr))
+        } else {
+            // A run with an argument past the range (or NaN) is redone, so
+            // the fast loop needs no clamp.
+            let most = bits(DType::F32, exp_ops::EXP_RANGE as f64);
+            self.track(&c, DType::F32, None, most, None);
+            (self.exp_poly(&c), None)
+        };
+        let e = match &sat {
+            Some((low, high)) => {
+                let e = self.select(high, "float", &flit(f64::INFINITY), &e);
+                self.select(low, "float", "0.0", &e)
+            }
+            None => e,
+        };
+        let fast = self.exp_value(op, x, &e);
+        let Some(inr) = inr else {
+            return fast;
+        };
+        let xd = self.widen(x, DType::F32);
+        let r = self.call(
+            "double",
+            "smelt_unary",
+            &[format!("i32 {}", unary_id(op)), format!("double {xd}")],
+        );
+        let slow = self.trunc32(&r);
+        self.select(&inr, "float", &fast, &slow)
+    }
+
+    /// The exponent argument of [`Emitter::through_exp`]'s `op` at `x`, as
+    /// `exp_ops` computes it.
+    fn exp_arg(&mut self, op: UnaryOp, x: &str) -> String {
+        match op {
+            UnaryOp::Exp => x.to_string(),
+            UnaryOp::Sigmoid | UnaryOp::Silu => self.fneg(x),
+            UnaryOp::Tanh => {
+                let a = self.call("float", "llvm.fabs.f32", &[format!("float {x}")]);
+                self.op2("fmul", "float", &flit(2.0), &a)
+            }
+            UnaryOp::GeluTanh => {
+                let x2 = self.op2("fmul", "float", x, x);
+                let x3 = self.op2("fmul", "float", &x2, x);
+                let inner = self.fma(&x3, &flit(exp_ops::GELU_C as f64), x);
+                self.op2("fmul", "float", &inner, &flit(-exp_ops::GELU_K as f64))
+            }
+            _ => unreachable!("exp_ops::covers"),
         }
-        // A run with an input past 87 in magnitude (or NaN) is redone, so
-        // the fast loop needs no clamp.
-        self.track(x, DType::F32, None, bits(DType::F32, 87.0), None);
-        self.exp_poly(x)
+    }
+
+    /// [`Emitter::through_exp`]'s `op` at `x` from `e`, `e` to its
+    /// argument, as `exp_ops` computes it.
+    fn exp_value(&mut self, op: UnaryOp, x: &str, e: &str) -> String {
+        match op {
+            UnaryOp::Exp => e.to_string(),
+            UnaryOp::Sigmoid | UnaryOp::Silu | UnaryOp::GeluTanh => {
+                let d = self.op2("fadd", "float", &flit(1.0), e);
+                let num = if op == UnaryOp::Sigmoid {
+                    flit(1.0)
+                } else {
+                    x.to_string()
+                };
+                self.op2("fdiv", "float", &num, &d)
+            }
+            UnaryOp::Tanh => {
+                let a = self.call("float", "llvm.fabs.f32", &[format!("float {x}")]);
+                let d = self.op2("fadd", "float", e, &flit(1.0));
+                let q = self.op2("fdiv", "float", &flit(2.0), &d);
+                let large = self.op2("fsub", "float", &flit(1.0), &q);
+                let s = self.op2("fmul", "float", x, x);
+                let [c0, cs @ ..] = exp_ops::TANH_POLY;
+                let mut p = flit(c0 as f64);
+                for c in cs {
+                    p = self.fma(&p, &s, &flit(c as f64));
+                }
+                let ps = self.op2("fmul", "float", &p, &s);
+                let small = self.fma(&ps, &a, &a);
+                let is_small = self.op2("fcmp olt", "float", &a, &flit(exp_ops::TANH_SMALL as f64));
+                let r = self.select(&is_small, "float", &small, &large);
+                self.call(
+                    "float",
+                    "llvm.copysign.f32",
+                    &[format!("float {r}"), format!("float {x}")],
+                )
+            }
+            _ => unreachable!("exp_ops::covers"),
+        }
+    }
+
+    /// `-x` of a `float`.
+    fn fneg(&mut self, x: &str) -> String {
+        let m = self.tmp();
+        self.line(format!("{m} = fneg float {x}"));
+        m
     }
 
     /// Keeps the largest of the bits of `|x|` (`F32` or `F64`) over the
@@ -1383,14 +1480,13 @@ impl<'k> Emitter<'k> {
         q
     }
 
-    /// The polynomial of [`crate::exec::arith::exp_f32`] (its constants,
-    /// its operations in its order).
+    /// The polynomial of [`exp_ops::exp_poly`] (its constants, its
+    /// operations in its order).
     fn exp_poly(&mut self, c: &str) -> String {
         let f = |v: f32| flit(v as f64);
         let t = self.fma(c, &f(std::f32::consts::LOG2_E), &f(12_582_912.0));
         let n = self.op2("fsub", "float", &t, &f(12_582_912.0));
-        let m = self.tmp();
-        self.line(format!("{m} = fneg float {n}"));
+        let m = self.fneg(&n);
         let r0 = self.fma(&m, &f(0.693_359_4), c);
         let r = self.fma(&m, &f(-2.121_944_4e-4), &r0);
         let mut p = f(1.987_569_1e-4);

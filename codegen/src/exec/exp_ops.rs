@@ -1,0 +1,395 @@
+//! `F32` ops computed from one branch-free `e^t` polynomial ([`exp_poly`]):
+//! `exp` itself (the hot op of softmax) and the activations that are a
+//! few operations around an exponential, `sigmoid`, `silu`, `tanh` and
+//! `gelu_tanh`. The reference ([`UnaryOp::eval`]) evaluates them in
+//! `f64` through libm, about 20 ns a value, which made a GELU epilogue
+//! cost as much as the 512x1024x4096 product before it.
+//!
+//! Each op is `value(x, e^t)` for an argument `t(x)`. Every operation is an
+//! `f32` one, the fused multiply-adds as `mul_add` (one rounding at every
+//! vector width: the instruction on AVX2 and AVX-512, libm's `fmaf` at
+//! SSE2), so every width, and the LLVM JIT, which emits the same
+//! operations in the same order (`llvm::emit`), give the same bits. The
+//! values whose exponent argument leaves `+-EXP_RANGE` (overflow,
+//! subnormal results, infinities, NaN) are redone by the reference in a
+//! second pass, except where an activation's value is exact outside it
+//! ([`saturated`]).
+//!
+//! Accuracy against the correctly rounded `f32` of the exact value, over
+//! every 7th `f32` of each domain: `exp`, `sigmoid` and `silu` within 2
+//! ulp, `tanh` within 1 ulp. `gelu_tanh` is `x / (1 + e^-2u)` with `u =
+//! sqrt(2/pi) (x + 0.044715 x^3)` (the reference's `0.5 x (1 + tanh u)`
+//! rewritten so it does not cancel for negative `x`); the rounding of `2u`
+//! moves `e^-2u` by up to `2e-7 |2u|` relative, so it is within 2 ulp
+//! near zero and within `2e-5` relative at `x = -9.9`, where the result is
+//! `1e-37` (0.8% of values over 2 ulp). There the reference's own formula
+//! cancels in `1 + tanh u`, and the GPU's `f32` one does too.
+
+use crate::exec::simd::{self, vectorised, Level};
+use crate::exec::vals::{write_map, Sink};
+use crate::ops::UnaryOp;
+
+/// Magnitudes of the exponent argument up to which [`exp_poly`] applies:
+/// `2^n` stays a normal `f32` and the result neither overflows nor goes
+/// subnormal.
+pub const EXP_RANGE: f32 = 87.0;
+
+/// Whether [`exp_poly`] applies to `t` (false for NaN).
+#[inline(always)]
+fn in_range(t: f32) -> bool {
+    t.abs() <= EXP_RANGE
+}
+
+/// `2 sqrt(2/pi)`: `gelu_tanh`'s exponent is `-GELU_K (x + GELU_C x^3)`.
+pub const GELU_K: f32 = 1.595_769;
+/// The cubic's coefficient in `gelu_tanh`.
+pub const GELU_C: f32 = 0.044_715;
+/// Below this magnitude `tanh` is Cephes' odd polynomial in `x`, above it
+/// `1 - 2 / (e^2|x| + 1)`, which cancels less there.
+pub const TANH_SMALL: f32 = 0.625;
+/// Cephes' `tanhf` coefficients of `x^2`, highest degree first:
+/// `tanh x = x + x^3 P(x^2)` below [`TANH_SMALL`].
+pub const TANH_POLY: [f32; 5] = [
+    -5.704_988_7e-3,
+    2.063_909e-2,
+    -5.373_971_6e-2,
+    1.333_144_2e-1,
+    -3.333_328e-1,
+];
+
+/// Whether `op` of `F32` values is computed here ([`unary`]).
+pub fn covers(op: UnaryOp) -> bool {
+    matches!(
+        op,
+        UnaryOp::Exp | UnaryOp::Sigmoid | UnaryOp::Silu | UnaryOp::Tanh | UnaryOp::GeluTanh
+    )
+}
+
+/// `e^x` of every value of `xs`, appended to `out` (see [`unary`]).
+pub fn exp_f32(xs: &[f32], out: impl Sink<f32>) {
+    unary(UnaryOp::Exp, xs, out);
+}
+
+/// `op` ([`covers`]) of every value of `xs`, appended to `out`.
+///
+/// # Panics
+/// If `op` is not one [`covers`] takes (a caller bug).
+pub fn unary(op: UnaryOp, xs: &[f32], out: impl Sink<f32>) {
+    unary_at(simd::level(), op, xs, out);
+}
+
+/// [`unary`] at vector width `level` (one the CPU supports); every level
+/// gives the same values.
+pub fn unary_at(level: Level, op: UnaryOp, xs: &[f32], out: impl Sink<f32>) {
+    // Read once: a call inside the loop would keep it from vectorising.
+    // The closures are inlined by force: one left out of line is compiled
+    // for the baseline, and a call in the loop keeps it scalar.
+    let high = saturation(op);
+    // An activation: its argument saturated, then its value.
+    macro_rules! activation {
+        ($arg:expr, $value:expr) => {
+            through_exp(
+                level,
+                op,
+                xs,
+                out,
+                #[inline(always)]
+                move |x| saturated($arg(x), high),
+                $value,
+            )
+        };
+    }
+    match op {
+        UnaryOp::Exp => through_exp(
+            level,
+            op,
+            xs,
+            out,
+            #[inline(always)]
+            |x| (x, exp_poly(x)),
+            #[inline(always)]
+            |_, e| e,
+        ),
+        UnaryOp::Sigmoid => activation!(neg, sigmoid_from),
+        UnaryOp::Silu => activation!(neg, ratio_from),
+        UnaryOp::Tanh => activation!(tanh_arg, tanh_from),
+        UnaryOp::GeluTanh => activation!(gelu_arg, ratio_from),
+        _ => panic!("exp_ops: {op:?} has no exp-based path"),
+    }
+}
+
+/// The exponent argument above which an activation's result is taken as
+/// `e = +inf`: `sigmoid`, `silu` and `gelu_tanh` are then below `2^-150`
+/// in magnitude (`|x| e^-t` with `|x| <= t` for `silu`, `|x| < 12` for
+/// `gelu_tanh`), so a signed zero is their correctly rounded value and the
+/// reference's, and `tanh`'s `1 - 2 / (e + 1)` is 1 from `t = 87` on.
+pub fn saturation(op: UnaryOp) -> f32 {
+    match op {
+        UnaryOp::Tanh => EXP_RANGE,
+        _ => 112.0,
+    }
+}
+
+/// `(c, e)` for an activation's exponent argument `t` and its
+/// [`saturation`]: `e^t` and the
+/// argument checked against the range, `c = t`, except outside the range:
+/// below it `e^t` is under `2^-125`, far below half an ulp of the `1` it
+/// is added to, so `e = 0` gives the correctly rounded result (`sigmoid`
+/// 1, `silu` and `gelu_tanh` `x`); above [`saturation`] `e = +inf` does.
+/// There `c = 0`, so the value is not redone (large inputs are common: a
+/// GELU after a product); only arguments between the range and the
+/// saturation, and NaN, are.
+#[inline(always)]
+fn saturated(t: f32, saturation: f32) -> (f32, f32) {
+    let low = t < -EXP_RANGE;
+    let high = t > saturation;
+    let c = if low || high { 0.0 } else { t };
+    let e = exp_poly(c);
+    let e = if high { f32::INFINITY } else { e };
+    (c, if low { 0.0 } else { e })
+}
+
+/// `value(x, e)` with `(c, e) = exp_of(x)` over `xs` in one vectorised
+/// pass, then the reference for the values whose checked argument `c`
+/// [`exp_poly`] does not take.
+#[inline(always)]
+fn through_exp(
+    level: Level,
+    op: UnaryOp,
+    xs: &[f32],
+    out: impl Sink<f32>,
+    exp_of: impl Fn(f32) -> (f32, f32) + Copy,
+    value: impl Fn(f32, f32) -> f32 + Copy,
+) {
+    out.fill(xs.len(), |d| {
+        vectorised!(level, {
+            write_map(
+                d,
+                xs,
+                #[inline(always)]
+                |x| value(x, exp_of(x).1),
+            );
+            // The check in a separate pass (a flag set inside the loop
+            // above would keep it from vectorising), by blocks: a flag a
+            // value, computed without branches, so that the scalar scan
+            // for the values to redo only branches at those (a test of
+            // each value's argument branched on the data, and mispredicted
+            // on GELU inputs of a product at a third of them).
+            const BLOCK: usize = 256;
+            let mut flags = [0u8; BLOCK];
+            for (dc, xc) in d.chunks_mut(BLOCK).zip(xs.chunks(BLOCK)) {
+                let fl = &mut flags[..xc.len()];
+                write_flags(
+                    fl,
+                    xc,
+                    #[inline(always)]
+                    |x| !in_range(exp_of(x).0),
+                );
+                if fl.iter().fold(0, |a, f| a | f) != 0 {
+                    for ((o, x), f) in dc.iter_mut().zip(xc).zip(fl.iter()) {
+                        if *f != 0 {
+                            o.write(op.eval(*x as f64) as f32);
+                        }
+                    }
+                }
+            }
+        })
+    });
+}
+
+/// `flag(x)` as 0 or 1 for each value of `xs`, over `out` (of one length).
+#[inline(always)]
+fn write_flags(out: &mut [u8], xs: &[f32], flag: impl Fn(f32) -> bool) {
+    for (o, x) in out.iter_mut().zip(xs) {
+        *o = flag(*x) as u8;
+    }
+}
+
+/// `sigmoid(x) = 1 / (1 + e^-x)` from `e = e^-x`.
+#[inline(always)]
+fn sigmoid_from(_x: f32, e: f32) -> f32 {
+    1.0 / (1.0 + e)
+}
+
+/// `x / (1 + e)`: `silu` from `e = e^-x`, `gelu_tanh` from `e = e^-2u`.
+#[inline(always)]
+fn ratio_from(x: f32, e: f32) -> f32 {
+    x / (1.0 + e)
+}
+
+/// `sigmoid`'s and `silu`'s exponent argument, `-x`.
+#[inline(always)]
+fn neg(x: f32) -> f32 {
+    -x
+}
+
+/// `tanh`'s exponent argument, `2 |x|` (exact).
+#[inline(always)]
+fn tanh_arg(x: f32) -> f32 {
+    2.0 * x.abs()
+}
+
+/// `tanh x` from `e = e^2|x|`: the odd polynomial below [`TANH_SMALL`],
+/// else `1 - 2 / (e + 1)`, with `x`'s sign (so `tanh(-0) = -0`).
+#[inline(always)]
+fn tanh_from(x: f32, e: f32) -> f32 {
+    let a = x.abs();
+    let large = 1.0 - 2.0 / (e + 1.0);
+    let s = x * x;
+    let p = TANH_POLY[1..]
+        .iter()
+        .fold(TANH_POLY[0], |p, c| p.mul_add(s, *c));
+    let small = (p * s).mul_add(a, a);
+    let r = if a < TANH_SMALL { small } else { large };
+    r.copysign(x)
+}
+
+/// `gelu_tanh`'s exponent argument, `-2u = -GELU_K (x + GELU_C x^3)`.
+#[inline(always)]
+fn gelu_arg(x: f32) -> f32 {
+    let x3 = x * x * x;
+    let inner = x3.mul_add(GELU_C, x);
+    inner * -GELU_K
+}
+
+/// `e^t` for `t` within `+-EXP_RANGE` (any value otherwise, which the
+/// caller redoes): `t = n ln 2 + r` with `|r| <= ln2/2` (`ln 2` split in
+/// two parts), a degree-6 polynomial for `e^r` (Cephes' `expf`
+/// coefficients) and `2^n` built from its exponent bits. Branch-free, so
+/// it vectorises; fused multiply-adds are 9 of its 20 operations, which
+/// made the exp-bound passes of a softmax faster (BENCHMARKS.md, "CPU").
+#[inline(always)]
+pub fn exp_poly(t: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    // 1.5 * 2^23: adding it rounds to an integer (ties to even) for
+    // magnitudes below 2^22, which then sits in the low mantissa bits.
+    const ROUND: f32 = 12_582_912.0;
+    const ROUND_BITS: u32 = 0x4B40_0000;
+    let c = if in_range(t) { t } else { 0.0 };
+    let t = c.mul_add(LOG2E, ROUND);
+    let n = t - ROUND;
+    let r = (-n).mul_add(LN2_HI, c);
+    let r = (-n).mul_add(LN2_LO, r);
+    let p = 1.987_569_1e-4_f32;
+    let p = p.mul_add(r, 1.398_199_9e-3);
+    let p = p.mul_add(r, 8.333_452e-3);
+    let p = p.mul_add(r, 4.166_579_6e-2);
+    let p = p.mul_add(r, 1.666_666_5e-1);
+    let p = p.mul_add(r, 0.5);
+    let e = p.mul_add(r * r, r) + 1.0;
+    // The biased exponent n + 127 (in 1..=253), from t's low bits.
+    let scale = f32::from_bits(t.to_bits().wrapping_sub(ROUND_BITS - 127) << 23);
+    e * scale
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Distance in units of the last place between two finite `f32`s of
+    /// one sign.
+    fn ulps(a: f32, b: f32) -> u32 {
+        a.to_bits().abs_diff(b.to_bits())
+    }
+
+    /// The exact value of `op` at `x`, as `f64` (`gelu_tanh` in the form
+    /// that does not cancel, unlike the reference's).
+    fn exact(op: UnaryOp, x: f64) -> f64 {
+        match op {
+            UnaryOp::GeluTanh => {
+                let u = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
+                x / (1.0 + (-2.0 * u).exp())
+            }
+            _ => op.eval(x),
+        }
+    }
+
+    /// The checked exponent argument of `op`'s path at `x`.
+    fn arg_of(op: UnaryOp, x: f32) -> f32 {
+        match op {
+            UnaryOp::Exp => x,
+            UnaryOp::Sigmoid | UnaryOp::Silu => saturated(neg(x), saturation(op)).0,
+            UnaryOp::Tanh => saturated(tanh_arg(x), saturation(op)).0,
+            _ => saturated(gelu_arg(x), saturation(op)).0,
+        }
+    }
+
+    /// Ulps allowed for `op` at `x` ([`exp_ops`](self)'s bounds).
+    fn allowed(op: UnaryOp, x: f32) -> u32 {
+        match op {
+            UnaryOp::Tanh => 1,
+            // 2e-7 |2u| relative, in ulps (at least 2^-24 each).
+            UnaryOp::GeluTanh => 2 + (arg_of(op, x).abs() * 2e-7 * 16_777_216.0) as u32,
+            _ => 2,
+        }
+    }
+
+    #[test]
+    fn every_op_is_within_its_ulps_at_every_width() {
+        let mut xs: Vec<f32> = (-2000..=2000).map(|i| i as f32 * 0.0457).collect();
+        xs.extend((-300..300).map(|i| i as f32 * 1e-3));
+        xs.extend([
+            0.0,
+            -0.0,
+            1e-30,
+            -1e-30,
+            1e-40,
+            0.624_999_9,
+            0.625,
+            -0.625,
+            9.0,
+            -9.9,
+            -10.5,
+            43.5,
+            43.6,
+            87.0,
+            -87.0,
+            88.5,
+            88.8,
+            -88.0,
+            -100.0,
+            -104.0,
+            -200.0,
+            100.0,
+            3.5e4,
+            1e10,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            f32::MAX,
+            f32::MIN,
+        ]);
+        // Past the range on both sides, and past the saturation.
+        xs.extend((-400..400).map(|i| i as f32 * 0.377));
+        xs.extend([-87.1, -111.9, -112.1, -10.4, -11.7, -12.0, 300.0, -300.0]);
+        for op in UnaryOp::ALL.into_iter().filter(|op| covers(*op)) {
+            // Every vector width the CPU has: within the op's ulps of the
+            // exact value, and bit for bit the baseline's values.
+            let mut base = Vec::new();
+            unary_at(Level::Sse2, op, &xs, &mut base);
+            for level in simd::levels() {
+                let mut got = vec![7.0];
+                unary_at(level, op, &xs, &mut got);
+                assert_eq!(got.remove(0), 7.0, "{op:?} {level:?}: appends");
+                for ((x, g), b) in xs.iter().zip(&got).zip(&base) {
+                    let reference = op.eval(*x as f64) as f32;
+                    let want = exact(op, *x as f64) as f32;
+                    let what = format!("{op:?} {level:?} at {x:e}: {g:e}, want {want:e}");
+                    if !in_range(arg_of(op, *x)) {
+                        // Redone: the reference's bits (NaN for NaN).
+                        assert!(
+                            g.to_bits() == reference.to_bits() || g.is_nan() && reference.is_nan(),
+                            "{what} (redone)"
+                        );
+                    } else {
+                        assert!(ulps(*g, want) <= allowed(op, *x), "{what}");
+                        assert_eq!(g.is_sign_negative(), want.is_sign_negative(), "{what}");
+                    }
+                    assert_eq!(g.to_bits(), b.to_bits(), "{what}: as sse2's");
+                }
+            }
+        }
+    }
+}
