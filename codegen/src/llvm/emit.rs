@@ -1256,55 +1256,42 @@ impl<'k> Emitter<'k> {
         self.wrap(&r, cd)
     }
 
-    /// `F32` `op` ([`exp_ops::covers`]) as [`exp_ops::unary`] computes it,
-    /// `value(x, e^t)` for an argument `t(x)`: on the fast pass the same
-    /// branch-free `f32` operations in the same order (its fused
-    /// multiply-adds as `llvm.fma`, so the same roundings), the run
-    /// checked for the arguments `exp_ops` redoes ([`Emitter::track`]); on
-    /// the redo the reference for those.
+    /// `F32` `op` ([`exp_ops::covers`]) as [`exp_ops::unary`] computes it:
+    /// on the fast pass the same branch-free `f32` operations in the same
+    /// order (its fused multiply-adds as `llvm.fma`, so the same
+    /// roundings), the run checked for the arguments `exp_ops` redoes
+    /// ([`Emitter::track`]); on the redo the reference for those.
     fn through_exp(&mut self, op: UnaryOp, x: &str) -> String {
         self.has_exp = true;
-        let t = self.exp_arg(op, x);
-        let range = flit(exp_ops::EXP_RANGE as f64);
-        // `exp_ops::saturated`: an activation's argument outside the range
-        // gives `e = 0` below it, `+inf` above its saturation, unchecked.
-        let sat = (op != UnaryOp::Exp).then(|| {
-            let below = flit(-exp_ops::EXP_RANGE as f64);
-            let above = flit(exp_ops::saturation(op) as f64);
-            let low = self.op2("fcmp olt", "float", &t, &below);
-            let high = self.op2("fcmp ogt", "float", &t, &above);
-            (low, high)
-        });
-        let c = match &sat {
-            Some((low, high)) => {
-                let out = self.op2("or", "i1", low, high);
-                self.select(&out, "float", "0.0", &t)
+        let (c, fast) = match op {
+            UnaryOp::Exp => {
+                let e = self.exp_poly(x, &exp_ops::EXP_SUB.to_string());
+                (x.to_string(), e)
             }
-            None => t,
-        };
-        let (e, inr) = if !self.fast {
-            let at = self.call("float", "llvm.fabs.f32", &[format!("float {c}")]);
-            let inr = self.op2("fcmp ole", "float", &at, &range);
-            let cc = self.select(&inr, "float", &c, "0.0");
-            (self.exp_poly(&cc), Some(inr))
-        } else {
-            // A run with an argument past the range (or NaN) is redone, so
-            // the fast loop needs no clamp.
-            let most = bits(DType::F32, exp_ops::EXP_RANGE as f64);
-            self.track(&c, DType::F32, None, most, None);
-            (self.exp_poly(&c), None)
-        };
-        let e = match &sat {
-            Some((low, high)) => {
-                let e = self.select(high, "float", &flit(f64::INFINITY), &e);
-                self.select(low, "float", "0.0", &e)
+            UnaryOp::Sigmoid => {
+                let t = self.fneg(x);
+                self.ratio(&flit(1.0), &t)
             }
-            None => e,
+            UnaryOp::Silu => {
+                let t = self.fneg(x);
+                self.ratio(x, &t)
+            }
+            UnaryOp::Tanh => self.tanh(x),
+            UnaryOp::GeluTanh => {
+                let t = self.gelu_arg(x);
+                self.ratio(x, &t)
+            }
+            _ => unreachable!("exp_ops::covers"),
         };
-        let fast = self.exp_value(op, x, &e);
-        let Some(inr) = inr else {
+        let range = exp_ops::EXP_RANGE as f64;
+        if self.fast {
+            // A run with a checked argument past the range (or NaN) is
+            // redone, so the fast loop needs no clamp.
+            self.track(&c, DType::F32, None, bits(DType::F32, range), None);
             return fast;
-        };
+        }
+        let ac = self.call("float", "llvm.fabs.f32", &[format!("float {c}")]);
+        let inr = self.op2("fcmp ole", "float", &ac, &flit(range));
         // The reference on a branch, taken only by the values redone: a
         // call at every point of a flagged run made a GELU after a product
         // (2% of its values redone, in most runs) 20 times slower.
@@ -1329,63 +1316,76 @@ impl<'k> Emitter<'k> {
         v
     }
 
-    /// The exponent argument of [`Emitter::through_exp`]'s `op` at `x`, as
-    /// `exp_ops` computes it.
-    fn exp_arg(&mut self, op: UnaryOp, x: &str) -> String {
-        match op {
-            UnaryOp::Exp => x.to_string(),
-            UnaryOp::Sigmoid | UnaryOp::Silu => self.fneg(x),
-            UnaryOp::Tanh => {
-                let a = self.call("float", "llvm.fabs.f32", &[format!("float {x}")]);
-                self.op2("fmul", "float", &flit(2.0), &a)
-            }
-            UnaryOp::GeluTanh => {
-                let x2 = self.op2("fmul", "float", x, x);
-                let x3 = self.op2("fmul", "float", &x2, x);
-                let inner = self.fma(&x3, &flit(exp_ops::GELU_C as f64), x);
-                self.op2("fmul", "float", &inner, &flit(-exp_ops::GELU_K as f64))
-            }
-            _ => unreachable!("exp_ops::covers"),
-        }
+    /// `exp_ops::ratio(num, t)`: `(c, num / (1 + e^t))`, past `exp`'s
+    /// range `num` below it and `num e^-t` (scaled by `2^64`) above.
+    fn ratio(&mut self, num: &str, t: &str) -> (String, String) {
+        let range = exp_ops::EXP_RANGE as f64;
+        let high = self.op2("fcmp ogt", "float", t, &flit(range));
+        let low = self.op2("fcmp olt", "float", t, &flit(-range));
+        let out = self.op2("or", "i1", &high, &low);
+        let c = self.select(&out, "float", "0.0", t);
+        let neg = self.fneg(t);
+        let u0 = self.select(&high, "float", &neg, &c);
+        let far = self.op2(
+            "fcmp olt",
+            "float",
+            &u0,
+            &flit(-exp_ops::SCALED_RANGE as f64),
+        );
+        let u = self.select(&far, "float", "0.0", &u0);
+        let sub = self.select(
+            &high,
+            "i32",
+            &exp_ops::EXP_SUB_SCALED.to_string(),
+            &exp_ops::EXP_SUB.to_string(),
+        );
+        let e0 = self.exp_poly(&u, &sub);
+        let zero = self.op2("or", "i1", &far, &low);
+        let e = self.select(&zero, "float", "0.0", &e0);
+        let ne = self.op2("fmul", "float", num, &e);
+        let vh = self.op2("fmul", "float", &ne, &flit(exp_ops::TWO_M64 as f64));
+        let d = self.op2("fadd", "float", &flit(1.0), &e);
+        let vl = self.op2("fdiv", "float", num, &d);
+        let v = self.select(&high, "float", &vh, &vl);
+        (c, v)
     }
 
-    /// [`Emitter::through_exp`]'s `op` at `x` from `e`, `e` to its
-    /// argument, as `exp_ops` computes it.
-    fn exp_value(&mut self, op: UnaryOp, x: &str, e: &str) -> String {
-        match op {
-            UnaryOp::Exp => e.to_string(),
-            UnaryOp::Sigmoid | UnaryOp::Silu | UnaryOp::GeluTanh => {
-                let d = self.op2("fadd", "float", &flit(1.0), e);
-                let num = if op == UnaryOp::Sigmoid {
-                    flit(1.0)
-                } else {
-                    x.to_string()
-                };
-                self.op2("fdiv", "float", &num, &d)
-            }
-            UnaryOp::Tanh => {
-                let a = self.call("float", "llvm.fabs.f32", &[format!("float {x}")]);
-                let d = self.op2("fadd", "float", e, &flit(1.0));
-                let q = self.op2("fdiv", "float", &flit(2.0), &d);
-                let large = self.op2("fsub", "float", &flit(1.0), &q);
-                let s = self.op2("fmul", "float", x, x);
-                let [c0, cs @ ..] = exp_ops::TANH_POLY;
-                let mut p = flit(c0 as f64);
-                for c in cs {
-                    p = self.fma(&p, &s, &flit(c as f64));
-                }
-                let ps = self.op2("fmul", "float", &p, &s);
-                let small = self.fma(&ps, &a, &a);
-                let is_small = self.op2("fcmp olt", "float", &a, &flit(exp_ops::TANH_SMALL as f64));
-                let r = self.select(&is_small, "float", &small, &large);
-                self.call(
-                    "float",
-                    "llvm.copysign.f32",
-                    &[format!("float {r}"), format!("float {x}")],
-                )
-            }
-            _ => unreachable!("exp_ops::covers"),
+    /// `exp_ops::tanh(x)`: `(c, tanh x)`.
+    fn tanh(&mut self, x: &str) -> (String, String) {
+        let range = exp_ops::EXP_RANGE as f64;
+        let a = self.call("float", "llvm.fabs.f32", &[format!("float {x}")]);
+        let t = self.op2("fmul", "float", &flit(2.0), &a);
+        let high = self.op2("fcmp ogt", "float", &t, &flit(range));
+        let c = self.select(&high, "float", "0.0", &t);
+        let e = self.exp_poly(&c, &exp_ops::EXP_SUB.to_string());
+        let d = self.op2("fadd", "float", &e, &flit(1.0));
+        let q = self.op2("fdiv", "float", &flit(2.0), &d);
+        let l = self.op2("fsub", "float", &flit(1.0), &q);
+        let large = self.select(&high, "float", &flit(1.0), &l);
+        let s = self.op2("fmul", "float", x, x);
+        let [c0, cs @ ..] = exp_ops::TANH_POLY;
+        let mut p = flit(c0 as f64);
+        for k in cs {
+            p = self.fma(&p, &s, &flit(k as f64));
         }
+        let ps = self.op2("fmul", "float", &p, &s);
+        let small = self.fma(&ps, &a, &a);
+        let is_small = self.op2("fcmp olt", "float", &a, &flit(exp_ops::TANH_SMALL as f64));
+        let r = self.select(&is_small, "float", &small, &large);
+        let v = self.call(
+            "float",
+            "llvm.copysign.f32",
+            &[format!("float {r}"), format!("float {x}")],
+        );
+        (c, v)
+    }
+
+    /// `exp_ops::gelu_arg(x)`: `-GELU_K (x + GELU_C x^3)`.
+    fn gelu_arg(&mut self, x: &str) -> String {
+        let x2 = self.op2("fmul", "float", x, x);
+        let x3 = self.op2("fmul", "float", &x2, x);
+        let inner = self.fma(&x3, &flit(exp_ops::GELU_C as f64), x);
+        self.op2("fmul", "float", &inner, &flit(-exp_ops::GELU_K as f64))
     }
 
     /// `-x` of a `float`.
@@ -1501,8 +1501,9 @@ impl<'k> Emitter<'k> {
     }
 
     /// The polynomial of [`exp_ops::exp_poly`] (its constants, its
-    /// operations in its order).
-    fn exp_poly(&mut self, c: &str) -> String {
+    /// operations in its order), its exponent bits less `sub`
+    /// ([`exp_ops::EXP_SUB`], or `EXP_SUB_SCALED` for `2^64 e^c`).
+    fn exp_poly(&mut self, c: &str, sub: &str) -> String {
         let f = |v: f32| flit(v as f64);
         let t = self.fma(c, &f(std::f32::consts::LOG2_E), &f(12_582_912.0));
         let n = self.op2("fsub", "float", &t, &f(12_582_912.0));
@@ -1524,7 +1525,7 @@ impl<'k> Emitter<'k> {
         let e = self.op2("fadd", "float", &e1, &f(1.0));
         let tb = self.tmp();
         self.line(format!("{tb} = bitcast float {t} to i32"));
-        let sb = self.op2("sub", "i32", &tb, &(0x4B40_0000u32 - 127).to_string());
+        let sb = self.op2("sub", "i32", &tb, sub);
         let sh = self.op2("shl", "i32", &sb, "23");
         let scale = self.tmp();
         self.line(format!("{scale} = bitcast i32 {sh} to float"));
