@@ -377,7 +377,7 @@ mod tests {
             f32::MAX,
             f32::MIN,
         ]);
-        // Past the range on both sides, and past the saturation.
+        // Past the range on both sides, and past the scaled range.
         xs.extend((-400..400).map(|i| i as f32 * 0.377));
         xs.extend([-87.1, -111.9, -112.1, -10.4, -11.7, -12.0, 300.0, -300.0]);
         for op in UnaryOp::ALL.into_iter().filter(|op| covers(*op)) {

@@ -1500,8 +1500,8 @@ impl<'k> Emitter<'k> {
         q
     }
 
-    /// The polynomial of [`exp_ops::exp_poly`] (its constants, its
-    /// operations in its order), its exponent bits less `sub`
+    /// `exp_ops`' polynomial for `e^c` (`exp_core`: its constants, its
+    /// operations in its order, no clamp), its exponent bits less `sub`
     /// ([`exp_ops::EXP_SUB`], or `EXP_SUB_SCALED` for `2^64 e^c`).
     fn exp_poly(&mut self, c: &str, sub: &str) -> String {
         let f = |v: f32| flit(v as f64);
