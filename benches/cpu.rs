@@ -1,6 +1,7 @@
 //! CPU benchmark of issue 14: softmax over `[4096, 1024]`, layer norm over
 //! `[4096, 4096]`, vector add of 2^24 elements, a sum of 2^24 elements,
-//! row sums of `[4096, 4096]`, matmuls of 1024^3 and 2048^3, an MLP block
+//! row sums of `[4096, 4096]`, the exact (erf) GELU of `[4096, 1024]`,
+//! matmuls of 1024^3 and 2048^3, an MLP block
 //! (`x + gelu_tanh(x w1) w2`, 512x1024x4096) and a small naive attention
 //! (8 heads, 512 tokens, d = 64), scans (`cumsum` along the rows and down
 //! the columns of `[4096, 4096]`, of 2^24 elements, `cummax` values along
@@ -140,6 +141,12 @@ fn workloads(smoke: bool) -> Vec<Workload> {
                 vec![s(1 << 20, 1000), 64],
             ],
             build: |x| x[0].index_add(0, &x[1], &x[2]),
+        },
+        // PyTorch's default GELU, the exact one (erf), alone.
+        Workload {
+            name: "gelu 4096x1024",
+            shapes: vec![vec![s(4096, 64), s(1024, 33)]],
+            build: |x| x[0].gelu(),
         },
         // A transformer MLP block: residual + gelu(x w1) w2 (tanh gelu,
         // which NumPy can write without erf).

@@ -1,6 +1,8 @@
 """NumPy (and torch CPU, where importable) reference for benches/cpu.rs: the
 same workloads (softmax over [4096, 1024], layer norm over [4096, 4096],
-vector add of 2^24, a sum of 2^24, row sums of [4096, 4096], matmuls of
+vector add of 2^24, a sum of 2^24, row sums of [4096, 4096], the exact
+GELU of [4096, 1024] (NumPy's through scipy.special.erf, where importable),
+matmuls of
 1024^3 and 2048^3, an MLP block, a small attention, and scans: cumsum along
 the rows and down the columns of [4096, 4096] and of 2^24, cummax along rows
 (np.maximum.accumulate) and an int64 cumsum, and sorts: np.sort, a stable
@@ -50,6 +52,15 @@ def np_layer_norm(x, eps=1e-5):
 
 def np_gelu_tanh(x):
     return 0.5 * x * (1 + np.tanh(np.float32(0.7978845608028654) * (x + np.float32(0.044715) * x * x * x)))
+
+
+def np_gelu():
+    """The exact GELU through SciPy's erf (NumPy has none), or None."""
+    try:
+        from scipy.special import erf
+    except ImportError:
+        return None
+    return lambda x: 0.5 * x * (1 + erf(x * np.float32(0.7071067811865476)))
 
 
 def np_attention(q, k, v):
@@ -108,6 +119,8 @@ def workloads(smoke):
         ("index_add 2^20x64",
          [(s(1024, 16), 64), (s(1 << 20, 1000),), (s(1 << 20, 1000), 64)],
          np_index_add, lambda t, x, i, v: x.index_add(0, i, v)),
+        ("gelu 4096x1024", [(s(4096, 64), s(1024, 33))], np_gelu(),
+         lambda t, x: t.nn.functional.gelu(x)),
         ("mlp 512x1024x4096",
          [(s(512, 17), s(1024, 33)), (s(1024, 33), s(4096, 65)),
           (s(4096, 65), s(1024, 33))],
@@ -141,7 +154,7 @@ def main():
         if name.startswith("index_add"):
             # The index holds row numbers of the first input.
             xs[1] = rng.integers(0, shapes[0][0], shapes[1], dtype=np.int64)
-        impls = [("numpy", lambda: np_fn(*xs))]
+        impls = [] if np_fn is None else [("numpy", lambda: np_fn(*xs))]
         if torch is not None:
             ts = [torch.from_numpy(x) for x in xs]
             impls.append(("torch", lambda: torch_fn(torch, *ts)))

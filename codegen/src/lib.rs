@@ -14,6 +14,7 @@ mod dense;
 pub mod dims;
 pub mod dtype;
 pub mod env;
+pub mod erf_fit;
 pub mod exec;
 pub mod expr;
 mod extract;

@@ -1,9 +1,10 @@
 //! `F32` ops computed from one branch-free `e^t` polynomial ([`exp_poly`]):
 //! `exp` itself (the hot op of softmax) and the activations that are a
-//! few operations around an exponential, `sigmoid`, `silu`, `tanh` and
-//! `gelu_tanh`. The reference ([`UnaryOp::eval`]) evaluates them in
-//! `f64` through libm, about 20 ns a value, which made a GELU epilogue
-//! cost as much as the 512x1024x4096 product before it.
+//! few operations around an exponential, `sigmoid`, `silu`, `tanh`,
+//! `gelu_tanh`, and `erf` and the exact `gelu` (PyTorch's default). The
+//! reference ([`UnaryOp::eval`]) evaluates them in `f64` through libm,
+//! about 20 ns a value, which made a GELU epilogue cost as much as the
+//! 512x1024x4096 product before it.
 //!
 //! Each op is a few operations around `e^t` for an argument `t(x)`.
 //! Every operation is an `f32` one, the fused multiply-adds as `mul_add`
@@ -25,7 +26,18 @@
 //! relative at `x = -9.9`, where the result is `1e-37` (0.8% of values
 //! over 2 ulp). There the reference's own formula cancels in `1 + tanh u`
 //! (it gives `-0` below `x = -7`), and the GPU's `f32` one does too.
+//!
+//! `erf` and `gelu` are the GPU's `f32` sequences (`ptx::special`, the
+//! fits of [`crate::erf_fit`]) with this module's `exp`: `erf` within 2
+//! ulp (over 2M points of `[-6, 6]`; the test allows 3); `gelu` within 3 ulp for `x >= 0`, and on the negative side, where
+//! `Phi(x)` comes from `erfc` and the roundings of `x / sqrt 2` and of
+//! the tail's exponent grow like `x^2 2^-24` relative, within 16 ulp down
+//! to -2.8 and 64 down to -5.6; below that it is `-0` (the exact value is
+//! under `1e-7` there, and the reference's `1 + erf` cancels to 0 a little
+//! further on). Neither is ever redone: the tail's exponent stays in
+//! `exp`'s range, and NaN flows through the small-argument polynomial.
 
+use crate::erf_fit::{ERFC_CENTRE, ERFC_END, ERFC_LOG, ERF_SMALL, ERF_SPLIT};
 use crate::exec::simd::{self, vectorised, Level};
 use crate::exec::vals::{write_map, Sink};
 use crate::ops::UnaryOp;
@@ -62,8 +74,20 @@ pub const TANH_POLY: [f32; 5] = [
 pub fn covers(op: UnaryOp) -> bool {
     matches!(
         op,
-        UnaryOp::Exp | UnaryOp::Sigmoid | UnaryOp::Silu | UnaryOp::Tanh | UnaryOp::GeluTanh
+        UnaryOp::Exp
+            | UnaryOp::Sigmoid
+            | UnaryOp::Silu
+            | UnaryOp::Tanh
+            | UnaryOp::GeluTanh
+            | UnaryOp::Erf
+            | UnaryOp::Gelu
     )
+}
+
+/// Whether some values of `op` ([`covers`]) are redone by the reference:
+/// not `erf`'s or `gelu`'s, whose exponent never leaves `exp`'s range.
+pub fn redoes(op: UnaryOp) -> bool {
+    !matches!(op, UnaryOp::Erf | UnaryOp::Gelu)
 }
 
 /// `e^x` of every value of `xs`, appended to `out` (see [`unary`]).
@@ -118,6 +142,8 @@ pub fn unary_at(level: Level, op: UnaryOp, xs: &[f32], out: impl Sink<f32>) {
             #[inline(always)]
             |x| ratio(x, gelu_arg(x)),
         ),
+        UnaryOp::Erf => through_exp(level, op, xs, out, erf),
+        UnaryOp::Gelu => through_exp(level, op, xs, out, gelu),
         _ => panic!("exp_ops: {op:?} has no exp-based path"),
     }
 }
@@ -189,9 +215,69 @@ fn gelu_arg(x: f32) -> f32 {
     inner * -GELU_K
 }
 
-/// `f(x) = (c, value)` over `xs` in one vectorised pass, then the
-/// reference for the values whose checked argument `c` [`exp_poly`] does
-/// not take.
+/// `(0, erf x)`: `x + x P(x^2)` below [`ERF_SPLIT`], else `+-(1 -
+/// erfc |x|)` with `erfc a = e^Q(a)` ([`ErfParts`]), as `ptx::special`.
+#[inline(always)]
+fn erf(x: f32) -> (f32, f32) {
+    let p = erf_parts(x);
+    let large = (1.0 - p.tail).copysign(x);
+    (0.0, if p.big { large } else { p.small })
+}
+
+/// `(0, gelu x)`, the exact GELU `x Phi(x)` with `Phi(x) = (1 + erf(x /
+/// sqrt 2)) / 2`, where for `x / sqrt 2 <= -1` `Phi` is half the tail
+/// `erfc` itself (no cancellation in `1 + erf`). `gelu(-inf)` is NaN
+/// (`-inf * 0`), as in PyTorch.
+#[inline(always)]
+fn gelu(x: f32) -> (f32, f32) {
+    let u = x * std::f32::consts::FRAC_1_SQRT_2;
+    let p = erf_parts(u);
+    let half_tail = p.tail * 0.5;
+    let far = if u > 0.0 { 1.0 - half_tail } else { half_tail };
+    let near = p.small.mul_add(0.5, 0.5);
+    (0.0, x * if p.big { far } else { near })
+}
+
+/// What [`erf`] and [`gelu`] share at `x`.
+struct ErfParts {
+    /// `erf x`, valid below [`ERF_SPLIT`] (NaN for NaN).
+    small: f32,
+    /// `erfc |x|` from [`ERF_SPLIT`] on, 0 from [`ERFC_END`] on.
+    tail: f32,
+    /// `|x| >= ERF_SPLIT` (false for NaN).
+    big: bool,
+}
+
+#[inline(always)]
+fn erf_parts(x: f32) -> ErfParts {
+    let a = x.abs();
+    let small = x.mul_add(horner(x * x, &ERF_SMALL), x);
+    // `min` takes 4 for NaN, so the exponent is always in range.
+    let q = horner(a.min(ERFC_END as f32) - ERFC_CENTRE as f32, &ERFC_LOG);
+    let tail = if a < ERFC_END as f32 {
+        exp_poly(q)
+    } else {
+        0.0
+    };
+    ErfParts {
+        small,
+        tail,
+        big: a >= ERF_SPLIT as f32,
+    }
+}
+
+/// `P(z)` for coefficients highest power first, rounded to `f32`, by
+/// fused multiply-adds.
+#[inline(always)]
+fn horner(z: f32, coefs: &[f64]) -> f32 {
+    coefs[1..]
+        .iter()
+        .fold(coefs[0] as f32, |p, c| p.mul_add(z, *c as f32))
+}
+
+/// `f(x) = (c, value)` over `xs` in one vectorised pass, then (where `op`
+/// [`redoes`] any) the reference for the values whose checked argument
+/// `c` [`exp_poly`] does not take.
 #[inline(always)]
 fn through_exp(
     level: Level,
@@ -214,20 +300,22 @@ fn through_exp(
             // for the values to redo only branches at those (a test of
             // each value's argument branched on the data, and mispredicted
             // at a third of a product's outputs).
-            const BLOCK: usize = 256;
-            let mut flags = [0u8; BLOCK];
-            for (dc, xc) in d.chunks_mut(BLOCK).zip(xs.chunks(BLOCK)) {
-                let fl = &mut flags[..xc.len()];
-                write_flags(
-                    fl,
-                    xc,
-                    #[inline(always)]
-                    |x| !in_range(f(x).0),
-                );
-                if fl.iter().fold(0, |a, f| a | f) != 0 {
-                    for ((o, x), f) in dc.iter_mut().zip(xc).zip(fl.iter()) {
-                        if *f != 0 {
-                            o.write(op.eval(*x as f64) as f32);
+            if redoes(op) {
+                const BLOCK: usize = 256;
+                let mut flags = [0u8; BLOCK];
+                for (dc, xc) in d.chunks_mut(BLOCK).zip(xs.chunks(BLOCK)) {
+                    let fl = &mut flags[..xc.len()];
+                    write_flags(
+                        fl,
+                        xc,
+                        #[inline(always)]
+                        |x| !in_range(f(x).0),
+                    );
+                    if fl.iter().fold(0, |a, f| a | f) != 0 {
+                        for ((o, x), f) in dc.iter_mut().zip(xc).zip(fl.iter()) {
+                            if *f != 0 {
+                                o.write(op.eval(*x as f64) as f32);
+                            }
                         }
                     }
                 }
@@ -318,6 +406,8 @@ mod tests {
             UnaryOp::Sigmoid => ratio(1.0, -x),
             UnaryOp::Silu => ratio(x, -x),
             UnaryOp::Tanh => tanh(x),
+            UnaryOp::Erf => erf(x),
+            UnaryOp::Gelu => gelu(x),
             _ => ratio(x, gelu_arg(x)),
         }
     }
@@ -336,6 +426,10 @@ mod tests {
         };
         match op {
             UnaryOp::Tanh => 1,
+            UnaryOp::Erf => 3,
+            UnaryOp::Gelu if x >= 0.0 => 3,
+            UnaryOp::Gelu if x >= -2.8 => 16,
+            UnaryOp::Gelu => 64,
             // 2e-7 |2u| relative, in ulps (at least 2^-24 each).
             UnaryOp::GeluTanh => base + (t.abs().min(1e3) * 2e-7 * 16_777_216.0) as u32,
             _ => base,
@@ -399,6 +493,12 @@ mod tests {
                             g.to_bits() == reference.to_bits() || g.is_nan() && reference.is_nan(),
                             "{what} (redone)"
                         );
+                    } else if want.is_nan() {
+                        assert!(g.is_nan(), "{what}");
+                    } else if op == UnaryOp::Gelu && *x < -5.6 {
+                        // `-0` where the exact value is below `1e-7`.
+                        assert!((g - want).abs() < 1e-7, "{what}");
+                        assert!(g.is_sign_negative() || g.is_nan(), "{what}");
                     } else {
                         assert!(ulps(*g, want) <= allowed(op, *x), "{what}");
                         assert_eq!(g.is_sign_negative(), want.is_sign_negative(), "{what}");

@@ -18,6 +18,7 @@
 
 use std::fmt::Write;
 
+use crate::erf_fit::{ERFC_CENTRE, ERFC_END, ERFC_LOG, ERF_SMALL, ERF_SPLIT};
 use crate::exec::exp_ops;
 use crate::exec::plan::{Level, Plan};
 use crate::exec::vals::{class, Class};
@@ -1016,15 +1017,21 @@ impl<'k> Emitter<'k> {
     }
 
     /// `op` of `x` (dtype `from`) with result dtype `dt`, as
-    /// `exec::arith::unary`: in `f64` rounded once for `F32` (from the
-    /// polynomial of [`exp_ops`] for `exp` and the activations it takes),
-    /// rounded by
-    /// [`DType::round`] for the halves, `eval_int` for integers.
+    /// `exec::arith::unary`: in `f64` rounded once for `F32`, rounded by
+    /// [`DType::round`] for the halves (from the `f32` polynomial of
+    /// [`exp_ops`] for `exp` and the activations it takes, rounded again
+    /// for the halves), `eval_int` for integers.
     fn unary(&mut self, op: UnaryOp, x: &str, from: DType, dt: DType) -> String {
         let cd = if op == UnaryOp::Not { DType::Bool } else { dt };
         let a = self.convert(x, from, cd);
         match class(cd) {
             Class::F32 if dt == DType::F32 && exp_ops::covers(op) => self.through_exp(op, &a),
+            Class::F32 if exp_ops::covers(op) => {
+                let v = self.through_exp(op, &a);
+                let r = self.widen(&v, DType::F32);
+                let r = self.round(&r, dt);
+                self.trunc32(&r)
+            }
             Class::F32 => {
                 let x = self.widen(&a, cd);
                 let r = self.unary_f64(op, &x);
@@ -1281,6 +1288,8 @@ impl<'k> Emitter<'k> {
                 let t = self.gelu_arg(x);
                 self.ratio(x, &t)
             }
+            UnaryOp::Erf => return self.erf(x),
+            UnaryOp::Gelu => return self.gelu(x),
             _ => unreachable!("exp_ops::covers"),
         };
         let range = exp_ops::EXP_RANGE as f64;
@@ -1378,6 +1387,67 @@ impl<'k> Emitter<'k> {
             &[format!("float {r}"), format!("float {x}")],
         );
         (c, v)
+    }
+
+    /// `exp_ops::erf(x)`, never redone.
+    fn erf(&mut self, x: &str) -> String {
+        let (small, tail, big) = self.erf_parts(x);
+        let one_minus = self.op2("fsub", "float", &flit(1.0), &tail);
+        let large = self.call(
+            "float",
+            "llvm.copysign.f32",
+            &[format!("float {one_minus}"), format!("float {x}")],
+        );
+        self.select(&big, "float", &large, &small)
+    }
+
+    /// `exp_ops::gelu(x)`, the exact GELU, never redone.
+    fn gelu(&mut self, x: &str) -> String {
+        let u = self.op2(
+            "fmul",
+            "float",
+            x,
+            &flit(std::f32::consts::FRAC_1_SQRT_2 as f64),
+        );
+        let (small, tail, big) = self.erf_parts(&u);
+        let half_tail = self.op2("fmul", "float", &tail, &flit(0.5));
+        let upper = self.op2("fsub", "float", &flit(1.0), &half_tail);
+        let pos = self.op2("fcmp ogt", "float", &u, "0.0");
+        let far = self.select(&pos, "float", &upper, &half_tail);
+        let near = self.fma(&small, &flit(0.5), &flit(0.5));
+        let phi = self.select(&big, "float", &far, &near);
+        self.op2("fmul", "float", x, &phi)
+    }
+
+    /// `exp_ops::erf_parts(x)`: `(small, tail, big)`.
+    fn erf_parts(&mut self, x: &str) -> (String, String, String) {
+        let a = self.call("float", "llvm.fabs.f32", &[format!("float {x}")]);
+        let z = self.op2("fmul", "float", x, x);
+        let p = self.horner(&z, &ERF_SMALL);
+        let small = self.fma(x, &p, x);
+        let end = flit(ERFC_END as f32 as f64);
+        let ac = self.call(
+            "float",
+            "llvm.minnum.f32",
+            &[format!("float {a}"), format!("float {end}")],
+        );
+        let t = self.op2("fsub", "float", &ac, &flit(ERFC_CENTRE as f32 as f64));
+        let q = self.horner(&t, &ERFC_LOG);
+        let e = self.exp_poly(&q, &exp_ops::EXP_SUB.to_string());
+        let inside = self.op2("fcmp olt", "float", &a, &end);
+        let tail = self.select(&inside, "float", &e, "0.0");
+        let big = self.op2("fcmp oge", "float", &a, &flit(ERF_SPLIT as f32 as f64));
+        (small, tail, big)
+    }
+
+    /// `exp_ops::horner`: `P(z)`, coefficients highest power first rounded
+    /// to `f32`, by fused multiply-adds.
+    fn horner(&mut self, z: &str, coefs: &[f64]) -> String {
+        let mut p = flit(coefs[0] as f32 as f64);
+        for c in &coefs[1..] {
+            p = self.fma(&p, z, &flit(*c as f32 as f64));
+        }
+        p
     }
 
     /// `exp_ops::gelu_arg(x)`: `-GELU_K (x + GELU_C x^3)`.
