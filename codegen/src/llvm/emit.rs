@@ -1288,6 +1288,7 @@ impl<'k> Emitter<'k> {
                 let t = self.gelu_arg(x);
                 self.ratio(x, &t)
             }
+            UnaryOp::Log => self.log(x),
             UnaryOp::Erf => return self.erf(x),
             UnaryOp::Gelu => return self.gelu(x),
             _ => unreachable!("exp_ops::covers"),
@@ -1386,6 +1387,41 @@ impl<'k> Emitter<'k> {
             "llvm.copysign.f32",
             &[format!("float {r}"), format!("float {x}")],
         );
+        (c, v)
+    }
+
+    /// `exp_ops::log(x)`: `(c, ln x)`, `c` NaN (redone) unless `x` is
+    /// normal, positive and finite.
+    fn log(&mut self, x: &str) -> (String, String) {
+        let lo = self.op2("fcmp oge", "float", x, &flit(f32::MIN_POSITIVE as f64));
+        let hi = self.op2("fcmp olt", "float", x, &flit(f64::INFINITY));
+        let normal = self.op2("and", "i1", &lo, &hi);
+        let c = self.select(&normal, "float", "0.0", &flit(f64::NAN));
+        let bits = self.tmp();
+        self.line(format!("{bits} = bitcast float {x} to i32"));
+        let mant = self.op2("and", "i32", &bits, &0x7F_FFFF.to_string());
+        let m0 = self.op2("or", "i32", &mant, &0x3F80_0000.to_string());
+        let big = self.op2("icmp ugt", "i32", &m0, &exp_ops::SQRT2_BITS.to_string());
+        let mh = self.op2("sub", "i32", &m0, &0x80_0000.to_string());
+        let m = self.select(&big, "i32", &mh, &m0);
+        let sh = self.op2("lshr", "i32", &bits, "23");
+        let e0 = self.op2("sub", "i32", &sh, "127");
+        let inc = self.tmp();
+        self.line(format!("{inc} = zext i1 {big} to i32"));
+        let e = self.op2("add", "i32", &e0, &inc);
+        let ef = self.tmp();
+        self.line(format!("{ef} = sitofp i32 {e} to float"));
+        let mf = self.tmp();
+        self.line(format!("{mf} = bitcast i32 {m} to float"));
+        let num = self.op2("fsub", "float", &mf, &flit(1.0));
+        let den = self.op2("fadd", "float", &mf, &flit(1.0));
+        let sv = self.op2("fdiv", "float", &num, &den);
+        let s2 = self.op2("fmul", "float", &sv, &sv);
+        let p0 = self.horner(&s2, &exp_ops::LOG_SERIES);
+        let p = self.op2("fmul", "float", &p0, &s2);
+        let two_s = self.op2("fadd", "float", &sv, &sv);
+        let ln_m = self.fma(&two_s, &p, &two_s);
+        let v = self.fma(&ef, &flit(std::f32::consts::LN_2 as f64), &ln_m);
         (c, v)
     }
 
