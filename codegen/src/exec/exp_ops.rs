@@ -27,21 +27,24 @@
 //! over 2 ulp). There the reference's own formula cancels in `1 + tanh u`
 //! (it gives `-0` below `x = -7`), and the GPU's `f32` one does too.
 //!
-//! `log` is the GPU's `f32` sequence too (`ptx::math::log`: `x = 2^e m`,
-//! `ln m = 2 atanh((m - 1) / (m + 1))` by its series), within 2 ulp (over
-//! every 997th positive normal `f32` and 2M points of `[0.5, 2.5]`), for
-//! normal positive finite `x`; zeros, negatives, subnormals, infinities
-//! and NaN are redone by the reference.
+//! `log` and `log2` are the GPU's `f32` sequences too (`ptx::math::log`: `x =
+//! 2^e m`, `ln m = 2 atanh((m - 1) / (m + 1))` by its series), `log` within 2
+//! ulp and `log2` within 3 (over every 997th positive normal `f32` and 2M
+//! points of `[0.5, 2.5]`), for normal positive finite `x`; zeros, negatives,
+//! subnormals, infinities and NaN are redone by the reference. `log1p` is
+//! `ptx::special::log1p` around that `log`, within 3 ulp (2M points of
+//! `[-0.999, 1]` and of `[-1e-3, 1e-3]` besides).
 //!
-//! `erf` and `gelu` are the GPU's `f32` sequences (`ptx::special`, the
-//! fits of [`crate::erf_fit`]) with this module's `exp`: `erf` within 2
-//! ulp (over 2M points of `[-6, 6]`; the test allows 3); `gelu` within 3 ulp for `x >= 0`, and on the negative side, where
-//! `Phi(x)` comes from `erfc` and the roundings of `x / sqrt 2` and of
-//! the tail's exponent grow like `x^2 2^-24` relative, within 16 ulp down
-//! to -2.8 and 64 down to -5.6; below that it is `-0` (the exact value is
-//! under `1e-7` there, and the reference's `1 + erf` cancels to 0 a little
-//! further on). Neither is ever redone: the tail's exponent stays in
-//! `exp`'s range, and NaN flows through the small-argument polynomial.
+//! `erf` and `gelu` are the GPU's `f32` sequences (`ptx::special`, the fits
+//! of [`crate::erf_fit`]) with this module's `exp`: `erf` within 2 ulp (over
+//! 2M points of `[-6, 6]`; the test allows 3); `gelu` within 3 ulp for `x >=
+//! 0`, and on the negative side, where `Phi(x)` comes from `erfc` and the
+//! roundings of `x / sqrt 2` and of the tail's exponent grow like `x^2 2^-24`
+//! relative, within 16 ulp down to -2.8 and 64 down to -5.6; below that it is
+//! `-0` (the exact value is under `1e-7` there, and the reference's `1 + erf`
+//! cancels to 0 a little further on). Neither is ever redone: the tail's
+//! exponent stays in `exp`'s range, and NaN flows through the small-argument
+//! polynomial.
 
 use crate::erf_fit::{ERFC_CENTRE, ERFC_END, ERFC_LOG, ERF_SMALL, ERF_SPLIT};
 use crate::exec::simd::{self, vectorised, Level};
@@ -88,6 +91,8 @@ pub fn covers(op: UnaryOp) -> bool {
             | UnaryOp::Erf
             | UnaryOp::Gelu
             | UnaryOp::Log
+            | UnaryOp::Log2
+            | UnaryOp::Log1p
     )
 }
 
@@ -152,6 +157,8 @@ pub fn unary_at(level: Level, op: UnaryOp, xs: &[f32], out: impl Sink<f32>) {
         UnaryOp::Erf => through_exp(level, op, xs, out, erf),
         UnaryOp::Gelu => through_exp(level, op, xs, out, gelu),
         UnaryOp::Log => through_exp(level, op, xs, out, log),
+        UnaryOp::Log2 => through_exp(level, op, xs, out, log2),
+        UnaryOp::Log1p => through_exp(level, op, xs, out, log1p),
         _ => panic!("exp_ops: {op:?} has no exp-based path"),
     }
 }
@@ -253,11 +260,39 @@ pub const SQRT2_BITS: u32 = 0x3FB5_04F3;
 pub const LOG_SERIES: [f64; 4] = [1.0 / 9.0, 1.0 / 7.0, 1.0 / 5.0, 1.0 / 3.0];
 
 /// `(c, ln x)`, `c` 0 for normal positive finite `x` and NaN otherwise
-/// (redone): `x = 2^e m` with `m` in `[sqrt(1/2), sqrt 2]`, `s = (m - 1)
-/// / (m + 1)`, `ln m = 2 atanh s` by its series to `s^9`, `e ln 2 + ln m`
-/// in one fused multiply-add, as `ptx::math::log`.
+/// (redone): `e ln 2 + ln m` ([`log_parts`]) in one fused multiply-add,
+/// as `ptx::math::log`.
 #[inline(always)]
 fn log(x: f32) -> (f32, f32) {
+    let (c, e, ln_m) = log_parts(x);
+    (c, e.mul_add(std::f32::consts::LN_2, ln_m))
+}
+
+/// `(c, log2 x)` as [`log`]: `ln m log2(e) + e`.
+#[inline(always)]
+fn log2(x: f32) -> (f32, f32) {
+    let (c, e, ln_m) = log_parts(x);
+    (c, ln_m.mul_add(std::f32::consts::LOG2_E, e))
+}
+
+/// `(c, ln(1 + x))` as `ptx::special::log1p`: with `u = 1 + x` rounded,
+/// `ln(u) x / (u - 1)`, which cancels the rounding of `u` (`u - 1` is
+/// exact); `x` itself where `u` is 1. `c` is [`log`]'s of `u` (0 where
+/// `u` is 1), so `x <= -1`, `+inf` and NaN are redone.
+#[inline(always)]
+fn log1p(x: f32) -> (f32, f32) {
+    let u = x + 1.0;
+    let (c, l) = log(u);
+    let one = u == 1.0;
+    let v = l * (x / (u - 1.0));
+    (if one { 0.0 } else { c }, if one { x } else { v })
+}
+
+/// `(c, e, ln m)` for `x = 2^e m` with `m` in `[sqrt(1/2), sqrt 2]`: `ln
+/// m = 2 atanh s`, `s = (m - 1) / (m + 1)`, by its series to `s^9`; `c`
+/// is 0 for normal positive finite `x` and NaN otherwise (redone).
+#[inline(always)]
+fn log_parts(x: f32) -> (f32, f32, f32) {
     let normal = (f32::MIN_POSITIVE..f32::INFINITY).contains(&x);
     let c = if normal { 0.0 } else { f32::NAN };
     let bits = x.to_bits();
@@ -270,8 +305,7 @@ fn log(x: f32) -> (f32, f32) {
     let s2 = s * s;
     let p = horner(s2, &LOG_SERIES) * s2;
     let two_s = s + s;
-    let ln_m = two_s.mul_add(p, two_s);
-    (c, (e as f32).mul_add(std::f32::consts::LN_2, ln_m))
+    (c, e as f32, two_s.mul_add(p, two_s))
 }
 
 /// What [`erf`] and [`gelu`] share at `x`.
@@ -445,6 +479,8 @@ mod tests {
             UnaryOp::Erf => erf(x),
             UnaryOp::Gelu => gelu(x),
             UnaryOp::Log => log(x),
+            UnaryOp::Log2 => log2(x),
+            UnaryOp::Log1p => log1p(x),
             _ => ratio(x, gelu_arg(x)),
         }
     }
@@ -463,7 +499,7 @@ mod tests {
         };
         match op {
             UnaryOp::Tanh => 1,
-            UnaryOp::Erf => 3,
+            UnaryOp::Erf | UnaryOp::Log2 | UnaryOp::Log1p => 3,
             UnaryOp::Gelu if x >= 0.0 => 3,
             UnaryOp::Gelu if x >= -2.8 => 16,
             UnaryOp::Gelu => 64,

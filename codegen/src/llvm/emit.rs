@@ -1288,7 +1288,17 @@ impl<'k> Emitter<'k> {
                 let t = self.gelu_arg(x);
                 self.ratio(x, &t)
             }
-            UnaryOp::Log => self.log(x),
+            UnaryOp::Log => {
+                let (c, e, ln_m) = self.log_parts(x);
+                let ln2 = flit(std::f32::consts::LN_2 as f64);
+                (c, self.fma(&e, &ln2, &ln_m))
+            }
+            UnaryOp::Log2 => {
+                let (c, e, ln_m) = self.log_parts(x);
+                let log2e = flit(std::f32::consts::LOG2_E as f64);
+                (c, self.fma(&ln_m, &log2e, &e))
+            }
+            UnaryOp::Log1p => self.log1p(x),
             UnaryOp::Erf => return self.erf(x),
             UnaryOp::Gelu => return self.gelu(x),
             _ => unreachable!("exp_ops::covers"),
@@ -1390,9 +1400,23 @@ impl<'k> Emitter<'k> {
         (c, v)
     }
 
-    /// `exp_ops::log(x)`: `(c, ln x)`, `c` NaN (redone) unless `x` is
-    /// normal, positive and finite.
-    fn log(&mut self, x: &str) -> (String, String) {
+    /// `exp_ops::log1p(x)`: `(c, ln(1 + x))`.
+    fn log1p(&mut self, x: &str) -> (String, String) {
+        let u = self.op2("fadd", "float", x, &flit(1.0));
+        let (cu, e, ln_m) = self.log_parts(&u);
+        let l = self.fma(&e, &flit(std::f32::consts::LN_2 as f64), &ln_m);
+        let um1 = self.op2("fsub", "float", &u, &flit(1.0));
+        let q = self.op2("fdiv", "float", x, &um1);
+        let v = self.op2("fmul", "float", &l, &q);
+        let one = self.op2("fcmp oeq", "float", &u, &flit(1.0));
+        let c = self.select(&one, "float", "0.0", &cu);
+        let r = self.select(&one, "float", x, &v);
+        (c, r)
+    }
+
+    /// `exp_ops::log_parts(x)`: `(c, e, ln m)`, `c` NaN (redone) unless
+    /// `x` is normal, positive and finite.
+    fn log_parts(&mut self, x: &str) -> (String, String, String) {
         let lo = self.op2("fcmp oge", "float", x, &flit(f32::MIN_POSITIVE as f64));
         let hi = self.op2("fcmp olt", "float", x, &flit(f64::INFINITY));
         let normal = self.op2("and", "i1", &lo, &hi);
@@ -1421,8 +1445,7 @@ impl<'k> Emitter<'k> {
         let p = self.op2("fmul", "float", &p0, &s2);
         let two_s = self.op2("fadd", "float", &sv, &sv);
         let ln_m = self.fma(&two_s, &p, &two_s);
-        let v = self.fma(&ef, &flit(std::f32::consts::LN_2 as f64), &ln_m);
-        (c, v)
+        (c, ef, ln_m)
     }
 
     /// `exp_ops::erf(x)`, never redone.
