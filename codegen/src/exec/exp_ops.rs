@@ -33,10 +33,11 @@
 //! points of `[0.5, 2.5]`), for normal positive finite `x`; zeros, negatives,
 //! subnormals, infinities and NaN are redone by the reference. `log1p` is
 //! `ptx::special::log1p` around that `log`, within 3 ulp (2M points of
-//! `[-0.999, 1]` and of `[-1e-3, 1e-3]` besides).
+//! `[-0.999, 1]` and of `[-1e-3, 1e-3]` besides). `expm1` is
+//! `ptx::special::expm1`, within 2 ulp; only NaN is redone.
 //!
 //! `erf` and `gelu` are the GPU's `f32` sequences (`ptx::special`, the fits
-//! of [`crate::erf_fit`]) with this module's `exp`: `erf` within 2 ulp (over
+//! of [`crate::fits`]) with this module's `exp`: `erf` within 2 ulp (over
 //! 2M points of `[-6, 6]`; the test allows 3); `gelu` within 3 ulp for `x >=
 //! 0`, and on the negative side, where `Phi(x)` comes from `erfc` and the
 //! roundings of `x / sqrt 2` and of the tail's exponent grow like `x^2 2^-24`
@@ -46,9 +47,11 @@
 //! exponent stays in `exp`'s range, and NaN flows through the small-argument
 //! polynomial.
 
-use crate::erf_fit::{ERFC_CENTRE, ERFC_END, ERFC_LOG, ERF_SMALL, ERF_SPLIT};
 use crate::exec::simd::{self, vectorised, Level};
 use crate::exec::vals::{write_map, Sink};
+use crate::fits::{
+    ERFC_CENTRE, ERFC_END, ERFC_LOG, ERF_SMALL, ERF_SPLIT, EXPM1, EXPM1_RANGE, LN2_HI, LN2_LO,
+};
 use crate::ops::UnaryOp;
 
 /// Magnitudes of the exponent argument up to which [`exp_poly`] applies:
@@ -93,6 +96,7 @@ pub fn covers(op: UnaryOp) -> bool {
             | UnaryOp::Log
             | UnaryOp::Log2
             | UnaryOp::Log1p
+            | UnaryOp::Expm1
     )
 }
 
@@ -159,6 +163,7 @@ pub fn unary_at(level: Level, op: UnaryOp, xs: &[f32], out: impl Sink<f32>) {
         UnaryOp::Log => through_exp(level, op, xs, out, log),
         UnaryOp::Log2 => through_exp(level, op, xs, out, log2),
         UnaryOp::Log1p => through_exp(level, op, xs, out, log1p),
+        UnaryOp::Expm1 => through_exp(level, op, xs, out, expm1),
         _ => panic!("exp_ops: {op:?} has no exp-based path"),
     }
 }
@@ -286,6 +291,23 @@ fn log1p(x: f32) -> (f32, f32) {
     let one = u == 1.0;
     let v = l * (x / (u - 1.0));
     (if one { 0.0 } else { c }, if one { x } else { v })
+}
+
+/// `(c, e^x - 1)` as `ptx::special::expm1`, `c` NaN for NaN (redone),
+/// else 0: `x` clamped to [`EXPM1_RANGE`], `x = k ln 2 + r`, `expm1(r) = r
+/// P(r)`, then `2 (2^(k-1) expm1(r) + 2^(k-1) - 1/2)` with one rounding
+/// inside; zeros as they are (keeping `-0`).
+#[inline(always)]
+fn expm1(x: f32) -> (f32, f32) {
+    let c = if x.is_nan() { f32::NAN } else { 0.0 };
+    let xc = x.clamp(EXPM1_RANGE.0 as f32, EXPM1_RANGE.1 as f32);
+    let k = (xc * std::f32::consts::LOG2_E).round_ties_even();
+    let r = k.mul_add(-LN2_HI, xc);
+    let r = k.mul_add(-LN2_LO, r);
+    let e = r * horner(r, &EXPM1);
+    let s = f32::from_bits(((k as i32 + 126) as u32) << 23);
+    let y = s.mul_add(e, s - 0.5);
+    (c, if x == 0.0 { x } else { y + y })
 }
 
 /// `(c, e, ln m)` for `x = 2^e m` with `m` in `[sqrt(1/2), sqrt 2]`: `ln
@@ -481,6 +503,7 @@ mod tests {
             UnaryOp::Log => log(x),
             UnaryOp::Log2 => log2(x),
             UnaryOp::Log1p => log1p(x),
+            UnaryOp::Expm1 => expm1(x),
             _ => ratio(x, gelu_arg(x)),
         }
     }

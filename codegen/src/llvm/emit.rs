@@ -18,11 +18,13 @@
 
 use std::fmt::Write;
 
-use crate::erf_fit::{ERFC_CENTRE, ERFC_END, ERFC_LOG, ERF_SMALL, ERF_SPLIT};
 use crate::exec::exp_ops;
 use crate::exec::plan::{Level, Plan};
 use crate::exec::vals::{class, Class};
 use crate::expr::{Atom, Cond, Expr};
+use crate::fits::{
+    ERFC_CENTRE, ERFC_END, ERFC_LOG, ERF_SMALL, ERF_SPLIT, EXPM1, EXPM1_RANGE, LN2_HI, LN2_LO,
+};
 use crate::ir::{Inst, Kernel, Val};
 use crate::ops::{BinaryOp, ReduceOp, UnaryOp};
 use crate::DType;
@@ -1299,6 +1301,7 @@ impl<'k> Emitter<'k> {
                 (c, self.fma(&ln_m, &log2e, &e))
             }
             UnaryOp::Log1p => self.log1p(x),
+            UnaryOp::Expm1 => self.expm1(x),
             UnaryOp::Erf => return self.erf(x),
             UnaryOp::Gelu => return self.gelu(x),
             _ => unreachable!("exp_ops::covers"),
@@ -1397,6 +1400,39 @@ impl<'k> Emitter<'k> {
             "llvm.copysign.f32",
             &[format!("float {r}"), format!("float {x}")],
         );
+        (c, v)
+    }
+
+    /// `exp_ops::expm1(x)`: `(c, e^x - 1)`.
+    fn expm1(&mut self, x: &str) -> (String, String) {
+        let nan = self.op2("fcmp uno", "float", x, x);
+        let c = self.select(&nan, "float", &flit(f64::NAN), "0.0");
+        // `f32::clamp`: NaN stays NaN (its result is redone).
+        let (lo, hi) = (
+            flit(EXPM1_RANGE.0 as f32 as f64),
+            flit(EXPM1_RANGE.1 as f32 as f64),
+        );
+        let below = self.op2("fcmp olt", "float", x, &lo);
+        let x0 = self.select(&below, "float", &lo, x);
+        let above = self.op2("fcmp ogt", "float", &x0, &hi);
+        let xc = self.select(&above, "float", &hi, &x0);
+        let t = self.op2("fmul", "float", &xc, &flit(std::f32::consts::LOG2_E as f64));
+        let k = self.call("float", "llvm.roundeven.f32", &[format!("float {t}")]);
+        let r0 = self.fma(&k, &flit(-LN2_HI as f64), &xc);
+        let r = self.fma(&k, &flit(-LN2_LO as f64), &r0);
+        let p = self.horner(&r, &EXPM1);
+        let e = self.op2("fmul", "float", &r, &p);
+        let ki = self.tmp();
+        self.line(format!("{ki} = fptosi float {k} to i32"));
+        let kb = self.op2("add", "i32", &ki, "126");
+        let sh = self.op2("shl", "i32", &kb, "23");
+        let sv = self.tmp();
+        self.line(format!("{sv} = bitcast i32 {sh} to float"));
+        let half = self.op2("fsub", "float", &sv, &flit(0.5));
+        let y = self.fma(&sv, &e, &half);
+        let yy = self.op2("fadd", "float", &y, &y);
+        let zero = self.op2("fcmp oeq", "float", x, "0.0");
+        let v = self.select(&zero, "float", x, &yy);
         (c, v)
     }
 

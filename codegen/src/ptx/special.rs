@@ -8,8 +8,10 @@
 
 use super::builder::{f32_imm, ins, Builder, Reg, RegKind};
 use super::math::{self, add, div_for, exp_for, fma, freg, horner, imm, mul, select, Accuracy};
-use crate::erf_fit::{ERFC_CENTRE, ERFC_END, ERFC_LOG, ERF_SMALL, ERF_SPLIT};
-use std::f64::consts::{FRAC_1_SQRT_2, FRAC_PI_2, FRAC_PI_4, LN_2, LOG2_E, PI};
+use crate::fits::{
+    ERFC_CENTRE, ERFC_END, ERFC_LOG, ERF_SMALL, ERF_SPLIT, EXPM1, EXPM1_RANGE, LN2_HI, LN2_LO,
+};
+use std::f64::consts::{FRAC_1_SQRT_2, FRAC_PI_2, FRAC_PI_4, LOG2_E, PI};
 
 /// `atan(t) = t * P(t^2)` for `|t| <= tan(pi/8)`: `P`, highest power first
 /// (relative error of the fit 6.0e-10).
@@ -24,28 +26,6 @@ pub const ATAN: [f64; 6] = [
 
 /// `tan(pi/8)`: above it `atan` reduces `a` to `(a - 1) / (a + 1)`.
 pub const TAN_PI_8: f64 = 0.414_213_562_373_095_03;
-
-/// `expm1(r) = r * P(r)` for `|r| <= ln(2)/2`: `P`, highest power first
-/// (relative error of the fit 2.5e-10).
-pub const EXPM1: [f64; 7] = [
-    0.00019841250893671926,
-    0.001394204017188195,
-    0.008333405689717946,
-    0.041666341936544615,
-    0.1666666622428421,
-    0.5000000049481323,
-    1.0000000000337474,
-];
-
-/// `ln 2` split so that `k * LN2_HI` is exact for `|k| < 2^15`.
-pub const LN2_HI: f32 = 0.693_359_4;
-
-/// `ln 2 - LN2_HI`.
-pub const LN2_LO: f32 = (LN_2 - LN2_HI as f64) as f32;
-
-/// `expm1` clamps its input to this range: below it the result is -1 in
-/// `f32`, above it infinite, and `2^k` stays a normal `f32`.
-pub const EXPM1_RANGE: (f64, f64) = (-20.0, 89.0);
 
 fn pred(b: &mut Builder) -> Reg {
     b.reg(RegKind::Pred)

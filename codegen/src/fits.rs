@@ -1,8 +1,10 @@
-//! The minimax fits (Remez, in `f64`, made for smelt) behind `f32` `erf`
-//! and the exact GELU, shared by the GPU's sequence (`ptx::special`) and
-//! the CPU's (`exec::exp_ops`, mirrored by the LLVM JIT): both evaluate
-//! them in `f32` in this Horner order with fused multiply-adds, so they
-//! differ only in their `exp`.
+//! The minimax fits (Remez, in `f64`, made for smelt) and constants behind
+//! the `f32` sequences of `erf`, the exact GELU and `expm1`, shared by the
+//! GPU's code (`ptx::special`) and the CPU's (`exec::exp_ops`, mirrored by
+//! the LLVM JIT): both evaluate them in `f32` in this Horner order with
+//! fused multiply-adds (`erf` and the GELU differ only in their `exp`).
+
+use std::f64::consts::LN_2;
 
 /// `erf(x) = x + x * P(x^2)` for `|x| < 1`: `P`, highest power first
 /// (relative error of the fit 1.2e-9). Adding `x` in the last fused
@@ -41,3 +43,25 @@ pub const ERF_SPLIT: f64 = 1.0;
 
 /// `|x|` beyond which `erfc(|x|)` is taken as 0 (`erf(4)` is 1 in `f32`).
 pub const ERFC_END: f64 = 4.0;
+
+/// `expm1(r) = r * P(r)` for `|r| <= ln(2)/2`: `P`, highest power first
+/// (relative error of the fit 2.5e-10).
+pub const EXPM1: [f64; 7] = [
+    0.00019841250893671926,
+    0.001394204017188195,
+    0.008333405689717946,
+    0.041666341936544615,
+    0.1666666622428421,
+    0.5000000049481323,
+    1.0000000000337474,
+];
+
+/// `ln 2` split so that `k * LN2_HI` is exact for `|k| < 2^15`.
+pub const LN2_HI: f32 = 0.693_359_4;
+
+/// `ln 2 - LN2_HI`.
+pub const LN2_LO: f32 = (LN_2 - LN2_HI as f64) as f32;
+
+/// `expm1` clamps its input to this range: below it the result is -1 in
+/// `f32`, above it infinite, and `2^k` stays a normal `f32`.
+pub const EXPM1_RANGE: (f64, f64) = (-20.0, 89.0);
