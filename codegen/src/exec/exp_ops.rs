@@ -441,8 +441,6 @@ pub fn exp_poly(t: f32) -> f32 {
 #[inline(always)]
 fn exp_core(c: f32, scaled: bool) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
     // 1.5 * 2^23: adding it rounds to an integer (ties to even) for
     // magnitudes below 2^22, which then sits in the low mantissa bits.
     const ROUND: f32 = 12_582_912.0;

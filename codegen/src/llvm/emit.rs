@@ -1290,11 +1290,7 @@ impl<'k> Emitter<'k> {
                 let t = self.gelu_arg(x);
                 self.ratio(x, &t)
             }
-            UnaryOp::Log => {
-                let (c, e, ln_m) = self.log_parts(x);
-                let ln2 = flit(std::f32::consts::LN_2 as f64);
-                (c, self.fma(&e, &ln2, &ln_m))
-            }
+            UnaryOp::Log => self.log(x),
             UnaryOp::Log2 => {
                 let (c, e, ln_m) = self.log_parts(x);
                 let log2e = flit(std::f32::consts::LOG2_E as f64);
@@ -1302,10 +1298,13 @@ impl<'k> Emitter<'k> {
             }
             UnaryOp::Log1p => self.log1p(x),
             UnaryOp::Expm1 => self.expm1(x),
-            UnaryOp::Erf => return self.erf(x),
-            UnaryOp::Gelu => return self.gelu(x),
+            UnaryOp::Erf => ("0.0".to_string(), self.erf(x)),
+            UnaryOp::Gelu => ("0.0".to_string(), self.gelu(x)),
             _ => unreachable!("exp_ops::covers"),
         };
+        if !exp_ops::redoes(op) {
+            return fast;
+        }
         let range = exp_ops::EXP_RANGE as f64;
         if self.fast {
             // A run with a checked argument past the range (or NaN) is
@@ -1436,11 +1435,17 @@ impl<'k> Emitter<'k> {
         (c, v)
     }
 
+    /// `exp_ops::log(x)`: `(c, ln x)`.
+    fn log(&mut self, x: &str) -> (String, String) {
+        let (c, e, ln_m) = self.log_parts(x);
+        let ln2 = flit(std::f32::consts::LN_2 as f64);
+        (c, self.fma(&e, &ln2, &ln_m))
+    }
+
     /// `exp_ops::log1p(x)`: `(c, ln(1 + x))`.
     fn log1p(&mut self, x: &str) -> (String, String) {
         let u = self.op2("fadd", "float", x, &flit(1.0));
-        let (cu, e, ln_m) = self.log_parts(&u);
-        let l = self.fma(&e, &flit(std::f32::consts::LN_2 as f64), &ln_m);
+        let (cu, l) = self.log(&u);
         let um1 = self.op2("fsub", "float", &u, &flit(1.0));
         let q = self.op2("fdiv", "float", x, &um1);
         let v = self.op2("fmul", "float", &l, &q);
@@ -1673,8 +1678,8 @@ impl<'k> Emitter<'k> {
         let t = self.fma(c, &f(std::f32::consts::LOG2_E), &f(12_582_912.0));
         let n = self.op2("fsub", "float", &t, &f(12_582_912.0));
         let m = self.fneg(&n);
-        let r0 = self.fma(&m, &f(0.693_359_4), c);
-        let r = self.fma(&m, &f(-2.121_944_4e-4), &r0);
+        let r0 = self.fma(&m, &f(LN2_HI), c);
+        let r = self.fma(&m, &f(LN2_LO), &r0);
         let mut p = f(1.987_569_1e-4);
         for k in [
             1.398_199_9e-3f32,

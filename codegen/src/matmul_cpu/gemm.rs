@@ -198,8 +198,6 @@ impl Grid {
                 rows *= 2;
             } else if bn >= 2 * MIN_SIDE {
                 cols *= 2;
-            } else if bm >= 2 * MIN_SIDE {
-                rows *= 2;
             } else {
                 break;
             }
