@@ -851,8 +851,14 @@ fn wgmma_tiles_assemble_without_spills() {
                 // every case here).
                 let tma = smelt_codegen::env::flag("SMELT_ATTENTION_TMA", true) && t.warps >= 8;
                 let barriers = if tma { 96 } else { 0 };
-                let shared = bm * 2 * dp + 3 * bn * 4 * dp + barriers;
+                // One column block of values: the row sums on the tensor
+                // cores, `O += P [V | 1]` with 8 more columns read from a
+                // block of ones after the buffers.
+                let sums = smelt_codegen::env::flag("SMELT_ATTENTION_SUMS", true) && dp == 64;
+                let ones = if sums { 16 * 128 } else { 0 };
+                let shared = bm * 2 * dp + 3 * bn * 4 * dp + ones + barriers;
                 assert_eq!(launch.shared_bytes, shared, "{name} d{d}");
+                assert_eq!(p.ptx.contains("m64n72k16"), sums, "{name} d{d}");
                 assert_eq!(p.maps.len(), if tma { 2 } else { 0 }, "{name} d{d}");
                 assert_eq!(p.ptx.contains("cp.async.bulk.tensor.3d"), tma);
                 // Ping-pong by default for two warpgroups, not three.

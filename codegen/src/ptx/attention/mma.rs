@@ -163,6 +163,17 @@ pub(super) fn env_tma(warps: u32) -> (bool, bool) {
     )
 }
 
+/// Whether `wgmma` kernels whose value dim fits one column block take
+/// their row sums from the tensor cores (`SMELT_ATTENTION_SUMS`, on by
+/// default): see [`Geom::ones`].
+pub(super) fn env_sums() -> bool {
+    crate::env::flag("SMELT_ATTENTION_SUMS", true)
+}
+
+/// Bytes of the block of ones that `O += P [V | 1]` reads as its last
+/// column block ([`Geom::ones`]): one k-step's 16 rows of 128 bytes.
+const ONES_BYTES: u32 = 16 * 128;
+
 /// An [`AttentionTile`] resolved for one kernel's head dims.
 #[derive(Clone, Copy)]
 struct Cta {
@@ -256,6 +267,15 @@ struct Geom {
     k_off: u32,
     v_off: u32,
     kv_bytes: u32,
+    /// Where the row sums come from the tensor cores, the byte offset of
+    /// a block of ones after the buffers: `O += P V` then runs as `O' +=
+    /// P [V | 1]`, one n8 tile wider, whose last 8 columns (read from
+    /// the ones, [`wgmma::issue_pv`]) are each row's sum of the rounded
+    /// `p`, rescaled with `O`. That takes the `add.f32` per score (64 of
+    /// the 491 instructions a thread issues per 128-key tile at d = 64)
+    /// off the softmax for 1/8 more `P V` tensor work, so only `wgmma`
+    /// tiles whose value dim is one column block (`dvp` = 64) take it.
+    ones: Option<u32>,
     /// Bytes of shared memory.
     shared: u32,
 }
@@ -283,6 +303,8 @@ impl Geom {
         let k_off = q_bytes;
         let v_off = k_off + k_bytes;
         let kv_bytes = k_bytes + v_bytes;
+        let buffers = k_off + cta.stages * kv_bytes;
+        let ones = (cta.wgmma && dvp == 64 && env_sums()).then_some(buffers);
         Geom {
             cta,
             lq,
@@ -298,7 +320,8 @@ impl Geom {
             k_off,
             v_off,
             kv_bytes,
-            shared: k_off + cta.stages * kv_bytes,
+            ones,
+            shared: buffers + if ones.is_some() { ONES_BYTES } else { 0 },
         }
     }
 
@@ -500,6 +523,9 @@ impl Emitter<'_> {
             g.qk_row,
         );
         self.fill(b, &stager, &q_tile);
+        if let Some(off) = g.ones {
+            self.fill_ones(b, (base, tid), off);
+        }
         // Key tile `j` into the buffer at shared address `buf` (the
         // caller commits the copies).
         let load_kv = |b: &mut Builder, buf: Reg, j: Reg| {
@@ -602,7 +628,8 @@ impl Emitter<'_> {
         let l: Vec<Reg> = (0..rows)
             .map(|_| b.mov(RegKind::F32, "f32", f32_imm(0.0)))
             .collect();
-        let o = self.zero_blocks(b, g.dvp / 8);
+        // With row sums on the tensor cores, one n8 tile more: the sums.
+        let o = self.zero_blocks(b, g.dvp / 8 + u32::from(g.ones.is_some()));
         let split = LogitSplit::new(k, a);
         let row_vals = self.row_logits(b, &coords, &split, &ln);
         let visible = self.all_visible_end(b, q0, warp);
@@ -672,7 +699,48 @@ impl Emitter<'_> {
         // accumulators want every register (at 32 rows a warp, ptxas
         // spilled the rows kept from before the loop).
         let ln = self.lane_again(b);
+        let (l, o) = self.row_sums(b, l, o);
         self.finish(b, &coords, &ln, (&m, &l), &o, free);
+    }
+
+    /// The block of ones at byte offset `off` ([`Geom::ones`]): 16 bytes
+    /// for each of the first 128 threads, before the barrier that shows
+    /// the `q` tile to every thread (and its proxy fence: `wgmma` reads it
+    /// through the async proxy).
+    fn fill_ones(&self, b: &mut Builder, (base, tid): (Reg, Reg), off: u32) {
+        b.comment("the block of ones that O += P [V | 1] reads");
+        let one = if self.h == DType::F16 { 0x3c00 } else { 0x3f80 };
+        let pair = b.mov(RegKind::B32, "b32", one * 0x1_0001u32);
+        let (mine, skip, at) = (b.reg(RegKind::Pred), b.label(), b.reg(RegKind::B32));
+        ins!(b, "setp.lt.u32 {mine}, {tid}, {}", ONES_BYTES / 16);
+        ins!(b, "@!{mine} bra {skip}");
+        ins!(b, "mad.lo.u32 {at}, {tid}, 16, {base}");
+        ins!(
+            b,
+            "st.shared.v4.b32 [{at}+{off}], {{{pair}, {pair}, {pair}, {pair}}}"
+        );
+        b.place(&skip);
+    }
+
+    /// The rows' sums `l` (over the quad's lanes) and the `O` accumulators
+    /// after the key loop: with row sums on the tensor cores, `o`'s last
+    /// n8 tile holds them whole in every column (row `g` in c0, row `g +
+    /// 8` in c2) and leaves `o`; else the lanes' partial sums are combined.
+    fn row_sums(&self, b: &mut Builder, l: Vec<Reg>, mut o: Vec<Acc>) -> (Vec<Reg>, Vec<Acc>) {
+        if self.g.ones.is_none() {
+            for s in &l {
+                quad_reduce(b, ReduceOp::Sum, *s);
+            }
+            return (l, o);
+        }
+        let sums: Vec<Reg> = o
+            .iter_mut()
+            .flat_map(|or| {
+                let t = or.pop().expect("the sums' n8 tile");
+                [t[0], t[2]]
+            })
+            .collect();
+        (sums, o)
     }
 
     /// The head (u32) of CTA `cta`: the CTA index's slower part.
@@ -1118,7 +1186,8 @@ impl Emitter<'_> {
     /// The online softmax of one tile's logits (`lg.x` times the row's
     /// factor) for the lane's rows (row `2r + h` of row block `r`:
     /// elements c0, c1 for `h` = 0, c2, c3 for `h` = 1): updates the
-    /// running maxima `m` (of the logits) and partial sums `l`, returns
+    /// running maxima `m` (of the logits) and partial sums `l` (not with
+    /// the sums on the tensor cores, [`Geom::ones`]), returns
     /// `p` and each row's factor `exp(m_old - m')` for the `O`
     /// accumulators ([`rescale`]).
     fn softmax(&self, b: &mut Builder, lg: &Logits, m: &[Reg], l: &[Reg]) -> (Vec<Acc>, Rescale) {
@@ -1187,15 +1256,20 @@ impl Emitter<'_> {
                 };
                 let alpha = exp_minus(b, m[row], &log2e);
                 ins!(b, "selp.f32 {alpha}, {alpha}, {}, {upd}", f32_imm(1.0));
-                let sum = b.mov(RegKind::F32, "f32", f32_imm(0.0));
+                // (With the sums on the tensor cores, `l` is `O`'s.)
+                let sum = (self.g.ones.is_none()).then(|| b.mov(RegKind::F32, "f32", f32_imm(0.0)));
                 for (tile, pt) in xr.iter().zip(pr) {
                     for c in [2 * h, 2 * h + 1] {
                         let e = exp_minus(b, tile[c], &fl2e.to_string());
                         ins!(b, "mov.f32 {}, {e}", pt[c]);
-                        ins!(b, "add.f32 {sum}, {sum}, {e}");
+                        if let Some(sum) = sum {
+                            ins!(b, "add.f32 {sum}, {sum}, {e}");
+                        }
                     }
                 }
-                ins!(b, "fma.rn.f32 {}, {}, {alpha}, {sum}", l[row], l[row]);
+                if let Some(sum) = sum {
+                    ins!(b, "fma.rn.f32 {}, {}, {alpha}, {sum}", l[row], l[row]);
+                }
                 ins!(b, "mov.f32 {}, {tmax}", m[row]);
                 alphas.push(alpha);
             }
@@ -1245,9 +1319,6 @@ impl Emitter<'_> {
         o: &[Acc],
         free: Option<(Reg, bool)>,
     ) {
-        for s in l {
-            quad_reduce(b, ReduceOp::Sum, *s);
-        }
         if self.sp.is_split() {
             return self.partials(b, ln, (m, l), o);
         }

@@ -16,7 +16,9 @@
 //! them, for kernels with too few CTAs); `SMELT_ATTENTION_TMA=0` keeps the
 //! two-warpgroup `wgmma` kernel's key tiles on `cp.async`, and
 //! `SMELT_ATTENTION_PINGPONG=0` its warpgroups' MMAs unordered
-//! (`mma/tma.rs`). All are read at each emission,
+//! (`mma/tma.rs`), and `SMELT_ATTENTION_SUMS=0` the row sums of `wgmma`
+//! kernels at head dim 64 on the FMA pipe (`mma.rs`, `Geom::ones`). All
+//! are read at each emission,
 //! and [`env_key`] folds them into the module caches' keys, so each
 //! setting is a kernel of its own.
 
@@ -53,7 +55,7 @@ pub fn env_key() -> u64 {
     let mut h = crate::fnv::Fnv1a::default();
     env_tile().hash(&mut h);
     split::env_splits().hash(&mut h);
-    (mma::env_tma(8), mma::env_tma(12)).hash(&mut h);
+    (mma::env_tma(8), mma::env_tma(12), mma::env_sums()).hash(&mut h);
     h.finish()
 }
 

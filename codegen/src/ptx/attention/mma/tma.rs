@@ -57,7 +57,7 @@
 //! once more at the end for the last one's final arrival, so every
 //! barrier ends complete.
 
-use super::wgmma::{issue_pv, issue_scores, q_descriptors};
+use super::wgmma::{issue_pv, issue_scores, ones_address, q_descriptors};
 use super::{pack_p, rescale, Acc, Emitter, Geom, LogitCx};
 use crate::attention::Attention;
 use crate::expr::Expr;
@@ -511,6 +511,7 @@ impl Emitter<'_> {
         }
         let s = Emitter::zeros(b, g.bn / 8);
         let q = q_descriptors(b, &g, q);
+        let ones = ones_address(b, &g, live.base);
         let (next, far) = (b.reg(RegKind::B32), b.reg(RegKind::B32));
         b.comment("tile 0: scores and softmax");
         let cur = Slot::first(b);
@@ -561,7 +562,7 @@ impl Emitter<'_> {
         // The scores were read and `pa` written since the last MMAs.
         ins!(b, "wgmma.fence.sync.aligned");
         issue_scores(b, &g, h, (&q, ka), &s);
-        issue_pv(b, &g, h, va, &pa, o);
+        issue_pv(b, &g, h, (va, ones), &pa, o);
         live.your_turn(b);
         b.comment("thread 0: tile n + 2's k (tile n - 1's buffer)");
         self.refill(b, live, t, (two, far, keys), Bar::KFull);
@@ -589,7 +590,7 @@ impl Emitter<'_> {
         let va = live.tile(b, &g, prev, g.v_off);
         live.my_turn(b);
         ins!(b, "wgmma.fence.sync.aligned");
-        issue_pv(b, &g, h, va, &pa, o);
+        issue_pv(b, &g, h, (va, ones), &pa, o);
         live.your_turn(b);
         ins!(b, "wgmma.wait_group.sync.aligned 0");
         if mine.is_some() {

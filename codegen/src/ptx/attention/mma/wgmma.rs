@@ -48,6 +48,16 @@ pub(super) fn tile_addresses(b: &mut Builder, g: &Geom, warp: Reg, base: Reg) ->
     (q, k, v)
 }
 
+/// The shared address of the block of ones ([`Geom::ones`]) where the
+/// kernel has one, from the shared base `base`.
+pub(super) fn ones_address(b: &mut Builder, g: &Geom, base: Reg) -> Option<Reg> {
+    g.ones.map(|off| {
+        let r = b.reg(RegKind::B32);
+        ins!(b, "add.u32 {r}, {base}, {off}");
+        r
+    })
+}
+
 /// The operands' PTX type.
 fn ty(h: DType) -> &'static str {
     if h == DType::F16 {
@@ -126,21 +136,53 @@ pub(super) fn issue_scores(
 
 /// Issues `o += p V` for the `v` tile at `v_tile`, `pa` the packed A
 /// fragments of `p` per 16 keys, as one commit group.
-pub(super) fn issue_pv(b: &mut Builder, g: &Geom, h: DType, v_tile: Reg, pa: &[[Reg; 4]], o: &Acc) {
+///
+/// With `ones` (the shared address of [`Geom::ones`]' block; `o` then has
+/// one n8 tile past `dvp`), `o += p [V | 1]`: the MMAs are 8 columns
+/// wider and read their second column block, which `V`'s layout puts
+/// `LBO` bytes after the first, from the ones. Each k-step's descriptor
+/// takes `LBO` = the ones' address minus its own start.
+pub(super) fn issue_pv(
+    b: &mut Builder,
+    g: &Geom,
+    h: DType,
+    (v_tile, ones): (Reg, Option<Reg>),
+    pa: &[[Reg; 4]],
+    o: &Acc,
+) {
     b.comment("O += P V (wgmma)");
-    let (bits, step, trans) = descriptor_bits(Layout::RowMajor, g.bn);
-    let dv = descriptor(b, v_tile, bits);
+    let (dv, step, trans) = match ones {
+        None => {
+            let (bits, step, trans) = descriptor_bits(Layout::RowMajor, g.bn);
+            (descriptor(b, v_tile, bits), i64::from(step), trans)
+        }
+        Some(ones) => {
+            let (bits, step, trans) = descriptor_bits(Layout::RowMajor, 0);
+            let dv = descriptor(b, v_tile, bits);
+            let (gap, wide) = (b.reg(RegKind::B32), b.reg(RegKind::B64));
+            // In 16-byte units; positive: the ones follow every buffer.
+            ins!(b, "sub.u32 {gap}, {ones}, {v_tile}");
+            ins!(b, "shr.u32 {gap}, {gap}, 4");
+            ins!(b, "cvt.u64.u32 {wide}, {gap}");
+            ins!(b, "shl.b64 {wide}, {wide}, 16");
+            ins!(b, "add.s64 {dv}, {dv}, {wide}");
+            // A k-step further in starts `step` later and is as much
+            // nearer the ones.
+            let step = i64::from(step);
+            (dv, step - (step << 16), trans)
+        }
+    };
     let add = b.reg(RegKind::Pred);
     ins!(b, "setp.ne.b32 {add}, 1, 0");
     let d = operand(o);
     let ty = ty(h);
     for (c, a) in pa.iter().enumerate() {
         let sb = b.reg(RegKind::B64);
-        ins!(b, "add.s64 {sb}, {dv}, {}", step * c as u32);
+        ins!(b, "add.s64 {sb}, {dv}, {}", step * c as i64);
         ins!(
             b,
             "wgmma.mma_async.sync.aligned.m64n{}k16.f32.{ty}.{ty} {{{d}}}, {{{}, {}, {}, {}}}, {sb}, {add}, 1, 1, {trans}",
-            g.dvp,
+            8 * o.len(),
             a[0],
             a[1],
             a[2],
@@ -176,6 +218,7 @@ impl Emitter<'_> {
         let (g, h) = (self.g, self.h);
         let s = Emitter::zeros(b, g.bn / 8);
         let q = q_descriptors(b, &g, q);
+        let ones = ones_address(b, &g, kv.base);
         let next = b.reg(RegKind::B32);
         b.comment("tile 0: scores and softmax");
         ins!(b, "wgmma.fence.sync.aligned");
@@ -213,7 +256,7 @@ impl Emitter<'_> {
         // The scores were read and `pa` written since the last MMAs.
         ins!(b, "wgmma.fence.sync.aligned");
         issue_scores(b, &g, h, (&q, ka), &s);
-        issue_pv(b, &g, h, va, &pa, o);
+        issue_pv(b, &g, h, (va, ones), &pa, o);
         ins!(b, "wgmma.wait_group.sync.aligned 1");
         let x = self.tile_logits(b, lx, (kv.j0, next), std::slice::from_ref(&s));
         let (p, alpha) = self.softmax(b, &x, m, l);
@@ -234,7 +277,7 @@ impl Emitter<'_> {
         let va = b.reg(RegKind::B32);
         ins!(b, "add.u32 {va}, {}, {prev}", kv.v);
         ins!(b, "wgmma.fence.sync.aligned");
-        issue_pv(b, &g, h, va, &pa, o);
+        issue_pv(b, &g, h, (va, ones), &pa, o);
         ins!(b, "wgmma.wait_group.sync.aligned 0");
         let free = b.reg(RegKind::B32);
         ins!(b, "add.u32 {free}, {}, {cur}", kv.base);
