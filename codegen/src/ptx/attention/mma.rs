@@ -38,7 +38,9 @@
 //!   1, 2), which hold the same two rows; `m' = m_new`, or 0 while the
 //!   row is all `-inf` (so a masked tile adds nothing); `p = exp(l - m')`;
 //!   the lane's partial row sums and the `O` accumulators are rescaled by
-//!   `exp(m_old - m')`; the quads' sums are combined once at the end.
+//!   `exp(m_old - m')`; the quads' sums are combined once at the end
+//!   (`wgmma` tiles of value dim 64 sum the rows on the tensor cores
+//!   instead: [`Geom::ones`]).
 //! - Under a causal mask (`Attention::causal`, `j <= i + c`) the key loop
 //!   ends after the CTA's last row's last visible key (`key_end`), and a
 //!   tile that every row of the warp sees whole evaluates the logit part
