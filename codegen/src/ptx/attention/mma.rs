@@ -153,15 +153,14 @@ pub fn elem(k: &Kernel, a: &Attention) -> Option<DType> {
 /// launcher raises the default 48 KiB limit).
 const MAX_SHARED: u32 = 227 * 1024;
 
-/// Whether `wgmma` kernels of `warps` warps (8 or 12) take their key
-/// tiles through the copy engine (`SMELT_ATTENTION_TMA`, on by default)
-/// and order their MMAs in ping-pong (`SMELT_ATTENTION_PINGPONG`; by
-/// default for two warpgroups, not three, which were 1-2% faster without
-/// it at d = 64, H200, 2026-11-28): see `mma/tma.rs`.
-pub(super) fn env_tma(warps: u32) -> (bool, bool) {
+/// Whether `wgmma` kernels take their key tiles through the copy engine
+/// (`SMELT_ATTENTION_TMA`, on by default) and whether their warpgroups
+/// take turns at the MMAs (`SMELT_ATTENTION_PINGPONG`; `None`: as
+/// [`Geom::pingpong`] says): see `mma/tma.rs`.
+pub(super) fn env_tma() -> (bool, Option<bool>) {
     (
         crate::env::flag("SMELT_ATTENTION_TMA", true),
-        crate::env::flag("SMELT_ATTENTION_PINGPONG", warps == 8),
+        crate::env::var("SMELT_ATTENTION_PINGPONG", crate::env::parse_flag),
     )
 }
 
@@ -327,6 +326,17 @@ impl Geom {
         }
     }
 
+    /// Whether the copy engine's warpgroups take turns at the MMAs by
+    /// default: but for two warpgroups at value dim 64. H200, 2026-11-29,
+    /// with the row sums on the tensor cores ([`Geom::ones`]): three
+    /// warpgroups at d = 64 (`12x16x128w`) 441 TFLOP/s with turns, 434
+    /// without (before the sums, 408-411 against 415-417); two at causal
+    /// d = 64 (`8x16x64rw`) 340 without, 334 with; two at d = 128 gained
+    /// 4-17% from them (2026-11-27).
+    fn pingpong(&self) -> bool {
+        !(self.cta.warps == 8 && self.dvp == 64)
+    }
+
     /// The A fragments of the warp's `q` rows stay in registers (`mt *
     /// dp / 16` k-steps of 4 registers, at most 32).
     fn q_resident(&self) -> bool {
@@ -361,7 +371,8 @@ pub fn emit(
     let grid = u32::try_from(heads * u64::from(g.lq.div_ceil(g.bm)))
         .map_err(|_| format!("attention kernel {}: too many CTAs", k.name))?;
     let name = entry_name(k);
-    let (copy, pingpong) = env_tma(g.cta.warps);
+    let (copy, pingpong) = env_tma();
+    let pingpong = pingpong.unwrap_or_else(|| g.pingpong());
     let tma = (g.cta.wgmma && copy && g.shared + tma::BARRIER_BYTES <= MAX_SHARED)
         .then(|| tma::plan(k, a, &g, (&name, pingpong)))
         .flatten();

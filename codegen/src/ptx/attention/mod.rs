@@ -15,7 +15,7 @@
 //! (`split.rs`: CTAs over ranges of keys and a second entry that merges
 //! them, for kernels with too few CTAs); `SMELT_ATTENTION_TMA=0` keeps the
 //! two-warpgroup `wgmma` kernel's key tiles on `cp.async`, and
-//! `SMELT_ATTENTION_PINGPONG=0` its warpgroups' MMAs unordered
+//! `SMELT_ATTENTION_PINGPONG=0|1` its warpgroups' MMAs unordered or in turns
 //! (`mma/tma.rs`), and `SMELT_ATTENTION_SUMS=0` the row sums of `wgmma`
 //! kernels at head dim 64 on the FMA pipe (`mma.rs`, `Geom::ones`). All
 //! are read at each emission,
@@ -55,7 +55,7 @@ pub fn env_key() -> u64 {
     let mut h = crate::fnv::Fnv1a::default();
     env_tile().hash(&mut h);
     split::env_splits().hash(&mut h);
-    (mma::env_tma(8), mma::env_tma(12), mma::env_sums()).hash(&mut h);
+    (mma::env_tma(), mma::env_sums()).hash(&mut h);
     h.finish()
 }
 
@@ -68,7 +68,8 @@ pub fn env_key() -> u64 {
 ///   544-561 TFLOP/s at d = 128 where 64-key tiles made 373-462; reversed
 ///   causal 526-529 at 8192 keys where in order made 502-518); at d = 64
 ///   without a mask three warpgroups of 128-key tiles (`12x16x128w`,
-///   2026-11-28: 415-417 without ping-pong and 408-411 with it, where
+///   2026-11-28: 415-417 without ping-pong and 408-411 with it, 2026-11-29
+///   with the row sums on the tensor cores 441 with it and 434 without;
 ///   `8x16x64w` made 385-393 and `12x16x64w` 323-324; earlier
 ///   `8x16x64w` had beaten one warpgroup on `cp.async`, `4x16x64w`,
 ///   341-343 to 322-329) and `8x16x64rw` causal (2026-11-29, once each

@@ -45,7 +45,7 @@
 //! tiles, where it never applies on a square mask, lost 2-5% to the
 //! walk's registers, so they do without it.
 //!
-//! # Ping-pong (two warpgroups; `SMELT_ATTENTION_PINGPONG=0` turns it off, `=1` on for three)
+//! # Ping-pong (`SMELT_ATTENTION_PINGPONG`; by default as `Geom::pingpong` says)
 //! On an H200 (2026-11-27, same session) it took d = 128 prefill from
 //! 448-451 to 469-470 TFLOP/s at 2048 keys and from 496-517 to 585-591 at
 //! 8192; with `k` copied only one tile ahead it had been 3-5% slower.
