@@ -28,7 +28,9 @@
 //! picks the tensor-core kernel's tile (printed, and named in the
 //! report's device line); `-- --fused-only` times only the fused plan,
 //! so each tile's run is short, and `-- --cases 7,9` only the cases of
-//! those numbers. `SMELT_ATTENTION_SPLITS=<n>` forces
+//! those numbers; `-- --shape b,h,sq,sk,d[,causal]` (repeatable) times
+//! those shapes instead of [`CASES`], numbered in order.
+//! `SMELT_ATTENTION_SPLITS=<n>` forces
 //! split-KV's count (1: unsplit, the baseline for the decode cases),
 //! also named in the device line.
 
@@ -132,6 +134,42 @@ fn picked_cases(args: &[String]) -> Result<Option<Vec<usize>>> {
     Ok(Some(picked))
 }
 
+/// The shapes after each `--shape` (`b,h,sq,sk,d`, then `causal` to mask),
+/// or `None` where there is none.
+fn shape_args(args: &[String]) -> Result<Option<Vec<Case>>> {
+    let bad =
+        |s: &str| smelt::Error::Runtime(format!("--shape needs b,h,sq,sk,d[,causal], got {s:?}"));
+    let shapes = args
+        .windows(2)
+        .filter(|w| w[0] == "--shape")
+        .map(|w| {
+            let parts: Vec<&str> = w[1].split(',').map(str::trim).collect();
+            let causal = match parts.get(5) {
+                None => false,
+                Some(&"causal") => true,
+                Some(_) => return Err(bad(&w[1])),
+            };
+            let n: Vec<usize> = parts
+                .iter()
+                .take(5)
+                .map(|p| p.parse::<usize>().map_err(|_| bad(&w[1])))
+                .collect::<Result<_>>()?;
+            if n.len() != 5 || parts.len() > 6 || (causal && n[2] != n[3]) {
+                return Err(bad(&w[1]));
+            }
+            Ok(Case {
+                b: n[0],
+                h: n[1],
+                sq: n[2],
+                sk: n[3],
+                d: n[4],
+                causal,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((!shapes.is_empty()).then_some(shapes))
+}
+
 /// Tiny cases for a smoke run on the CPU.
 const SMOKE: [Case; 3] = [
     Case::prefill(1, 2, 64, 32, false),
@@ -219,16 +257,21 @@ fn main() -> Result<()> {
     println!("attention tile: {tile} (SMELT_ATTENTION_TILE)");
     let splits = std::env::var("SMELT_ATTENTION_SPLITS").unwrap_or_else(|_| "rule".into());
     println!("attention splits: {splits} (SMELT_ATTENTION_SPLITS)");
+    let shapes = shape_args(&args)?;
     let (dev, cases, device): (Device, &[Case], String) = if smoke {
         let dev = Device::default_device();
         println!("smoke run on {dev}: tiny cases, figures mean nothing");
-        (dev, &SMOKE, format!("smoke run on {dev}"))
+        (
+            dev,
+            shapes.as_deref().unwrap_or(&SMOKE),
+            format!("smoke run on {dev}"),
+        )
     } else {
         let Some(dev) = gpu() else { return Ok(()) };
         let props = smelt::cuda::get_device_properties(&dev)?;
         println!("device: {} (sm_{})", props.name, props.target_sm);
         let device = format!("{} (sm_{})", props.name, props.target_sm);
-        (dev, &CASES, device)
+        (dev, shapes.as_deref().unwrap_or(&CASES), device)
     };
     let device = format!("{device}, tile {tile}, splits {splits}");
     let mut points = Vec::new();
